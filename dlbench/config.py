@@ -1,0 +1,111 @@
+"""Load and validate a study config: every mistake becomes one line naming the key and the fix."""
+
+from __future__ import annotations
+
+import copy
+import os
+from pathlib import Path
+from typing import Any
+
+import jsonschema
+import yaml
+
+from dlbench import presets
+
+SCHEMA_PATH = Path(__file__).resolve().parent.parent / "config" / "schema.yaml"
+
+
+class ConfigError(ValueError):
+    """A config that cannot run; the message is one line for the user."""
+
+
+def load_schema() -> dict:
+    with open(SCHEMA_PATH) as fh:
+        return yaml.safe_load(fh)
+
+
+def _where(path) -> str:
+    return ".".join(str(p) for p in path) or "(top level)"
+
+
+def _describe(error: jsonschema.ValidationError) -> str:
+    """One readable line for a schema violation."""
+    where = _where(error.absolute_path)
+    v = error.validator
+    if v == "additionalProperties":
+        extra = sorted(set(error.instance) - set(error.schema.get("properties", {})))
+        allowed = ", ".join(sorted(error.schema.get("properties", {})))
+        return f"unknown key {extra[0]!r} in {where}; allowed keys: {allowed}"
+    if v == "enum":
+        allowed = ", ".join(map(str, error.validator_value))
+        return f"{where}: {error.instance!r} is not allowed; choose one of: {allowed}"
+    if v == "type":
+        return f"{where}: expected {error.validator_value}, got {error.instance!r}"
+    if v == "minItems":
+        return f"{where}: the list is empty; give at least {error.validator_value} value"
+    if v == "pattern":
+        return (f"{where}: {error.instance!r} is not a plain name "
+                "(lower-case letters, digits and _ only, starting with a letter)")
+    if v == "required":
+        return f"{where}: {error.message}"
+    if v in ("minimum", "exclusiveMinimum", "maximum", "exclusiveMaximum"):
+        return f"{where}: {error.instance!r} is out of range ({v} {error.validator_value})"
+    if v == "uniqueItems":
+        return f"{where}: {error.instance!r} lists a value twice"
+    return f"{where}: {error.message}"
+
+
+def _fill_defaults(schema: dict, data: dict) -> None:
+    """Fill the schema's `default`s into the config, one level of objects deep."""
+    for key, sub in schema.get("properties", {}).items():
+        if key not in data and "default" in sub:
+            data[key] = copy.deepcopy(sub["default"])
+        if isinstance(data.get(key), dict) and sub.get("type") == "object":
+            _fill_defaults(sub, data[key])
+
+
+def validate(raw: dict[str, Any], *, local_cores: int | None = None) -> dict[str, Any]:
+    """The validated config with defaults filled in, or ConfigError with one line.
+
+    local_cores: the cores of this machine when the points run here (threads above
+    it would silently be capped by Snakemake, so they are refused); None on a cluster.
+    """
+    if not isinstance(raw, dict):
+        raise ConfigError("the config is empty or not a mapping; see config/config.yaml for an example")
+    cfg = copy.deepcopy(raw)
+    schema = load_schema()
+    errors = sorted(jsonschema.Draft202012Validator(schema).iter_errors(cfg),
+                    key=lambda e: (len(e.absolute_path), str(list(e.absolute_path))))
+    if errors:
+        raise ConfigError(_describe(errors[0]))
+    _fill_defaults(schema, cfg)
+
+    sweep = cfg["sweep"]
+    if "epochs" in sweep and "iterations" in sweep:
+        raise ConfigError("sweep: give either epochs or iterations, not both")
+    for name, preset in cfg["presets"].items():
+        if "epochs" in preset and "iterations" in preset:
+            raise ConfigError(f"presets.{name}: give either epochs or iterations, not both")
+        if "epochs" not in preset and "iterations" not in preset:
+            raise ConfigError(f"presets.{name}: give its length as epochs or iterations")
+        presets.check_network(name, preset["network"])
+    known = presets.preset_names() | {"own"} | set(cfg["presets"])
+    for name in cfg["preset"]:
+        if name not in known:
+            raise ConfigError(f"preset: unknown preset {name!r}; known: {', '.join(sorted(known))} "
+                              "(declare custom ones under `presets:`)")
+    if local_cores is not None:
+        too_many = [t for t in sweep.get("threads", []) if t > local_cores]
+        if too_many:
+            raise ConfigError(f"sweep.threads: {too_many[0]} is more than this machine's {local_cores} cores; "
+                              f"use at most {local_cores} here, or run on a cluster (--profile profiles/slurm)")
+    for name, where in cfg["data"].items():
+        if not os.path.exists(os.path.expanduser(where)):
+            raise ConfigError(f"data.{name}: {where} does not exist; give the folder or archive "
+                              f"holding the {name} files, or remove the key to download them")
+    return cfg
+
+
+def load(path: str | os.PathLike, **kw) -> dict[str, Any]:
+    with open(path) as fh:
+        return validate(yaml.safe_load(fh), **kw)

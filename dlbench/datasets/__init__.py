@@ -1,0 +1,1 @@
+"""Datasets: parsers of the real formats, preparation into one framework-neutral store."""

@@ -1,0 +1,51 @@
+"""What dlbench knows about each dataset: geometry, classes and where the real files are."""
+
+from __future__ import annotations
+
+# Geometry (channels, height, width) and classes of each dataset, as prepared.
+INFO: dict[str, dict] = {
+    "digits": {"shape": (1, 28, 28), "classes": 10},
+    "fashion_mnist": {"shape": (1, 28, 28), "classes": 10},
+    "mnist": {"shape": (1, 28, 28), "classes": 10},
+    "cifar10": {"shape": (3, 32, 32), "classes": 10},
+}
+
+IDX_FILES = {
+    "train_images": "train-images-idx3-ubyte",
+    "train_labels": "train-labels-idx1-ubyte",
+    "test_images": "t10k-images-idx3-ubyte",
+    "test_labels": "t10k-labels-idx1-ubyte",
+}
+
+# Published files and their digests. `sha256` is of the file as published (.gz),
+# `raw_sha256` of its uncompressed content (survives recompression, as in Debian's package).
+SOURCES: dict[str, dict] = {
+    "mnist": {
+        "mirrors": [
+            "https://ossci-datasets.s3.amazonaws.com/mnist/",
+            "https://storage.googleapis.com/cvdf-datasets/mnist/",
+        ],
+        "files": {
+            "train-images-idx3-ubyte.gz": {"sha256": "440fcabf73cc546fa21475e81ea370265605f56be210a4024d2ca8f203523609"},
+            "train-labels-idx1-ubyte.gz": {"sha256": "3552534a0a558bbed6aed32b30c495cca23d567ec52cac8be1a0730e8010255c"},
+            "t10k-images-idx3-ubyte.gz": {"sha256": "8d422c7b0a1c1c79245a5bcf07fe86e33eeafee792b84584aec276f5a2dbc4e6"},
+            "t10k-labels-idx1-ubyte.gz": {"sha256": "f7ae60f92e00ec6debd23a6088c31dbd2371eca3ffa0defaefb259924204aec6"},
+        },
+    },
+    "fashion_mnist": {
+        "system_dir": "/usr/share/datasets/fashion-mnist",  # Debian: dataset-fashion-mnist
+        "mirrors": ["http://fashion-mnist.s3-website.eu-central-1.amazonaws.com/"],
+        "files": {
+            "train-images-idx3-ubyte.gz": {"raw_sha256": "c59f468a2f672dc815687fe0f83887768d799fd8a3f3276145d20f83aa44d888"},
+            "train-labels-idx1-ubyte.gz": {"raw_sha256": "bad3541b69d912435c50bb6ba87bec294ff4f6a2e1246121d8633921760443d9"},
+            "t10k-images-idx3-ubyte.gz": {"raw_sha256": "5b4141f0afbad91edebe8549f8fcffe087ea10ca49f1dbef5c9a5cd8815ce37b"},
+            "t10k-labels-idx1-ubyte.gz": {"raw_sha256": "0402a96d92fd2663957122ceb108a494c5af83dab82d92729df917d7dec38c34"},
+        },
+    },
+    "cifar10": {
+        "mirrors": ["https://www.cs.toronto.edu/~kriz/"],
+        "files": {
+            "cifar-10-binary.tar.gz": {"sha256": "c4a38c50a1bc5f3a1c5537f2155ab9d68f9f25eb1ed8d9ddda3db29a59bca1dd"},
+        },
+    },
+}

@@ -1,0 +1,156 @@
+"""Bring a dataset into resources/datasets/<name>/: from a local copy, the system, or a verified download."""
+
+from __future__ import annotations
+
+import gzip
+import hashlib
+import os
+import shutil
+import tempfile
+import urllib.request
+from pathlib import Path
+
+import numpy as np
+
+from dlbench.datasets import catalog, cifar, digits, idx, store
+
+
+class DatasetError(RuntimeError):
+    """A dataset that cannot be prepared; the message is one line naming the file and the fix."""
+
+
+def sha256_file(path: str | Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for chunk in iter(lambda: fh.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def verify(path: Path, expected: dict) -> dict:
+    """Check a file against the digests known for it; returns the digests found."""
+    found = {"file": path.name, "sha256": sha256_file(path)}
+    is_gz = path.read_bytes()[:2] == b"\x1f\x8b" if path.stat().st_size >= 2 else False
+    if "sha256" in expected and path.name.endswith(".gz") and is_gz:
+        if found["sha256"] == expected["sha256"]:
+            return found
+        if "raw_sha256" not in expected:
+            raise DatasetError(f"{path}: checksum mismatch: expected sha256 {expected['sha256']}, found "
+                               f"{found['sha256']}; delete the file and run again, or point the config's data: at a good copy")
+    if "raw_sha256" in expected:
+        raw = gzip.open(path).read() if is_gz else path.read_bytes()
+        found["raw_sha256"] = hashlib.sha256(raw).hexdigest()
+        if found["raw_sha256"] != expected["raw_sha256"]:
+            raise DatasetError(f"{path}: checksum mismatch: expected content sha256 {expected['raw_sha256']}, "
+                               f"found {found['raw_sha256']}; replace the file with a good copy")
+    return found
+
+
+def download(name: str, filename: str, dest_dir: Path) -> Path:
+    """Fetch one published file into dest_dir, verified before it gets its final name."""
+    source = catalog.SOURCES[name]
+    expected = source["files"][filename]
+    dest = dest_dir / filename
+    if dest.exists():
+        verify(dest, expected)
+        return dest
+    dest_dir.mkdir(parents=True, exist_ok=True)
+    errors = []
+    for mirror in source["mirrors"]:
+        fd, tmp = tempfile.mkstemp(prefix=f".{filename}.", dir=dest_dir)
+        os.close(fd)
+        try:
+            with urllib.request.urlopen(mirror + filename, timeout=60) as resp, open(tmp, "wb") as out:
+                shutil.copyfileobj(resp, out)
+            tmp_path = Path(tmp)
+            verify(tmp_path.rename(tmp_path.with_name(f".{filename}")), expected)
+            os.replace(tmp_path.with_name(f".{filename}"), dest)
+            return dest
+        except (OSError, DatasetError) as exc:
+            errors.append(f"{mirror}: {exc}")
+        finally:
+            for leftover in (Path(tmp), Path(tmp).with_name(f".{filename}")):
+                if leftover.exists():
+                    leftover.unlink()
+    raise DatasetError(f"{name}: could not download {filename} ({'; '.join(errors)}); "
+                       f"download it by hand and set data.{name} in the config to its folder")
+
+
+def _find(folder: Path, base: str) -> Path | None:
+    for candidate in (folder / f"{base}.gz", folder / base, folder / base.replace("-idx", ".idx")):
+        if candidate.exists():
+            return candidate
+    return None
+
+
+def load_idx_folder(name: str, folder: Path) -> tuple[dict[str, np.ndarray], list[dict]]:
+    files = catalog.SOURCES[name]["files"]
+    arrays, checked = {}, []
+    for key, base in catalog.IDX_FILES.items():
+        path = _find(folder, base)
+        if path is None:
+            raise DatasetError(f"{folder}: {base}[.gz] is missing; the folder must hold the four IDX files of {name}")
+        checked.append(verify(path, files[f"{base}.gz"]))
+        try:
+            arr = idx.load(path)
+        except idx.IdxError as exc:
+            raise DatasetError(f"{exc}; replace the file with a good copy") from exc
+        arrays[key.replace("_images", "_x").replace("_labels", "_y")] = arr
+    arrays["train_x"] = arrays["train_x"][:, None]
+    arrays["test_x"] = arrays["test_x"][:, None]
+    return arrays, checked
+
+
+def _idx_dataset(name: str, local: str | None, downloads: Path) -> tuple[dict, dict]:
+    system_dir = catalog.SOURCES[name].get("system_dir")
+    if local:
+        folder, source = Path(local).expanduser(), f"local folder {local}"
+    elif system_dir and Path(system_dir).is_dir():
+        folder, source = Path(system_dir), f"system package folder {system_dir}"
+    else:
+        folder = downloads / name
+        for filename in catalog.SOURCES[name]["files"]:
+            download(name, filename, folder)
+        source = "download"
+    arrays, files = load_idx_folder(name, folder)
+    return arrays, {"source": source, "files": files}
+
+
+def _cifar10(local: str | None, downloads: Path) -> tuple[dict, dict]:
+    filename = "cifar-10-binary.tar.gz"
+    expected = catalog.SOURCES["cifar10"]["files"][filename]
+    if local and Path(local).expanduser().is_dir():
+        folder = Path(local).expanduser()
+        return cifar.load_folder(folder), {"source": f"local folder {local}", "files": []}
+    if local:
+        archive, source = Path(local).expanduser(), f"local archive {local}"
+    else:
+        archive, source = download("cifar10", filename, downloads / "cifar10"), "download"
+    checked = verify(archive, expected)
+    with tempfile.TemporaryDirectory(dir=downloads.parent if downloads.parent.exists() else None) as tmp:
+        try:
+            arrays = cifar.load_folder(cifar.extract(archive, tmp))
+        except cifar.CifarError as exc:
+            raise DatasetError(str(exc)) from exc
+    return arrays, {"source": source, "files": [checked]}
+
+
+def prepare(name: str, out_folder: str | Path, *, local: str | None = None,
+            downloads: str | Path = "resources/downloads") -> dict:
+    """Prepare `name` into out_folder (data.npz + meta.json); returns the metadata."""
+    downloads = Path(downloads)
+    if name == "digits":
+        import sklearn
+
+        arrays, meta = digits.load(), {"source": f"scikit-learn {sklearn.__version__} load_digits, 8x8 -> 20x20 box on 28x28"}
+    elif name in ("mnist", "fashion_mnist"):
+        arrays, meta = _idx_dataset(name, local, downloads)
+    elif name == "cifar10":
+        arrays, meta = _cifar10(local, downloads)
+    else:
+        raise DatasetError(f"unknown dataset {name!r}; known: {', '.join(catalog.INFO)}")
+    expected_shape = tuple(catalog.INFO[name]["shape"])
+    if tuple(arrays["train_x"].shape[1:]) != expected_shape:
+        raise DatasetError(f"{name}: images of shape {arrays['train_x'].shape[1:]}, expected {expected_shape}")
+    meta["name"] = name
+    return store.save(out_folder, arrays, meta)

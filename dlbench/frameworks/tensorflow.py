@@ -1,0 +1,181 @@
+"""TensorFlow: a Keras model built from the spec, trained by a tf.function step.
+
+Images are NHWC (TensorFlow's CPU convolutions and oneDNN want channels last).
+The step gathers its batch from tensors already in memory, applies the point's
+learning rate (an argument, so there is one trace) and adds L2 weight decay to the
+gradients as Caffe and PyTorch do.
+"""
+
+from __future__ import annotations
+
+import os
+
+import numpy as np
+import tensorflow as tf
+
+from dlbench import models
+from dlbench.frameworks.base import Inputs, Reporter, Trainer, Unavailable, drive, read_inputs
+
+keras = tf.keras
+
+
+def _pool_padding(layer: dict, size_in: int, size_out: int) -> str:
+    """Keras padding that reproduces the spec's (Caffe's ceil-rounded) pooling output size."""
+    k, s = layer["kernel"], layer["stride"]
+    if layer.get("pad", 0) == 0 and (size_in - k) // s + 1 == size_out:
+        return "valid"
+    if -(-size_in // s) == size_out and layer.get("pad", 0) <= k // 2:
+        return "same"
+    raise models.SpecError(f"TensorFlow adapter: cannot reproduce pooling {layer} from {size_in} to {size_out}")
+
+
+def build_model(layers: list[dict], input_shape: tuple[int, int, int], seed: int) -> keras.Sequential:
+    c, h, w = input_shape
+    model = keras.Sequential([keras.Input((h, w, c))])
+    prev = input_shape
+    for i, (layer, shape) in enumerate(zip(layers, models.shapes(layers, input_shape))):
+        kind = layer["type"]
+        init = None
+        if kind in ("conv", "dense"):
+            limit = models.xavier_limit(models.fan_in(layer, prev))
+            init = keras.initializers.RandomUniform(-limit, limit, seed=seed + i)
+        if kind == "conv":
+            k, pad, stride = layer["kernel"], layer.get("pad", 0), layer.get("stride", 1)
+            padding = "valid"
+            if pad and stride == 1 and 2 * pad == k - 1:
+                padding = "same"
+            elif pad:
+                model.add(keras.layers.ZeroPadding2D(pad))
+            model.add(keras.layers.Conv2D(layer["filters"], k, stride, padding=padding,
+                                          kernel_initializer=init, bias_initializer="zeros"))
+        elif kind == "pool":
+            cls = keras.layers.MaxPooling2D if layer["mode"] == "max" else keras.layers.AveragePooling2D
+            model.add(cls(layer["kernel"], layer["stride"], padding=_pool_padding(layer, prev[1], shape[1])))
+        elif kind == "dense":
+            if len(prev) == 3:
+                model.add(keras.layers.Flatten())
+            model.add(keras.layers.Dense(layer["units"], kernel_initializer=init, bias_initializer="zeros"))
+        elif kind in models.ACTIVATIONS:
+            model.add(keras.layers.Activation(kind))
+        elif kind == "dropout":
+            model.add(keras.layers.Dropout(layer["rate"], seed=seed + i))
+        elif kind == "lrn":
+            radius, size = (layer["size"] - 1) // 2, layer["size"]
+            model.add(keras.layers.Lambda(lambda x, r=radius, L=layer, n=size: tf.nn.local_response_normalization(
+                x, depth_radius=r, bias=L.get("k", 1.0), alpha=L["alpha"] / n, beta=L["beta"])))
+        else:
+            raise models.SpecError(f"TensorFlow adapter: unknown layer type {kind!r}")
+        prev = shape
+    return model
+
+
+class TFTrainer(Trainer):
+    def __init__(self, point: dict, inputs: Inputs):
+        self.point = point
+        self.inputs = inputs
+        tf.config.threading.set_intra_op_parallelism_threads(point["threads"])
+        tf.config.threading.set_inter_op_parallelism_threads(1)
+        tf.random.set_seed(point["seed"])
+        if point["device"] == "gpu":
+            if not tf.config.list_physical_devices("GPU"):
+                raise Unavailable(f"TensorFlow {tf.__version__} sees no GPU "
+                                  f"(built with CUDA: {tf.test.is_built_with_cuda()})")
+            self.device = "/GPU:0"
+        else:
+            self.device = "/CPU:0"
+
+    def info(self) -> dict:
+        build = dict(tf.sysconfig.get_build_info())
+        onednn = os.environ.get("TF_ENABLE_ONEDNN_OPTS", "1") != "0"
+        return {
+            "framework": "tensorflow",
+            "framework_version": tf.__version__,
+            "numpy_version": np.__version__,
+            "blas": "onednn" if onednn else "eigen",
+            "build": {k: build.get(k) for k in ("is_cuda_build", "cuda_version", "cudnn_version")} | {
+                "keras": keras.__version__ if hasattr(keras, "__version__") else None},
+            "threads_in_effect": tf.config.threading.get_intra_op_parallelism_threads(),
+            "interop_threads_in_effect": tf.config.threading.get_inter_op_parallelism_threads(),
+            "library_in_effect": "onednn" if onednn else "eigen",
+            "device_name": self.device,
+        }
+
+    def build(self) -> None:
+        p = self.point
+        with tf.device(self.device):
+            self.model = build_model(p["layers"], self.inputs.shape, p["seed"])
+            if p["optimizer"] == "adam":
+                self.opt = keras.optimizers.Adam(learning_rate=p["learning_rate"], epsilon=1e-8)
+            else:
+                self.opt = keras.optimizers.SGD(learning_rate=p["learning_rate"], momentum=p["momentum"])
+            self.opt.build(self.model.trainable_variables)
+            nhwc = lambda x: tf.constant(np.ascontiguousarray(x.transpose(0, 2, 3, 1)))  # noqa: E731
+            self.train_x, self.test_x = nhwc(self.inputs.train_x), nhwc(self.inputs.test_x)
+            self.train_y = tf.constant(self.inputs.train_y)
+            self.test_y = tf.constant(self.inputs.test_y)
+            self.loss_sum = tf.Variable(0.0, dtype=tf.float32)
+            self.loss_n = tf.Variable(0, dtype=tf.int64)
+        wd = float(p["weight_decay"])
+        loss_fn = keras.losses.SparseCategoricalCrossentropy(from_logits=True)
+
+        @tf.function(input_signature=[tf.TensorSpec([None], tf.int64), tf.TensorSpec([], tf.float32)],
+                     jit_compile=False)
+        def step(idx, lr):
+            x = tf.gather(self.train_x, idx)
+            y = tf.gather(self.train_y, idx)
+            with tf.GradientTape() as tape:
+                loss = loss_fn(y, self.model(x, training=True))
+            variables = self.model.trainable_variables
+            grads = tape.gradient(loss, variables)
+            if wd:
+                grads = [g + wd * v for g, v in zip(grads, variables)]
+            self.opt.learning_rate.assign(lr)
+            self.opt.apply_gradients(zip(grads, variables))
+            self.loss_sum.assign_add(loss)
+            self.loss_n.assign_add(1)
+
+        @tf.function(input_signature=[tf.TensorSpec([None, *self.test_x.shape[1:]], tf.float32),
+                                      tf.TensorSpec([None], tf.int64)])
+        def eval_batch(x, y):
+            logits = self.model(x, training=False)
+            correct = tf.reduce_sum(tf.cast(tf.equal(tf.argmax(logits, 1), y), tf.int64))
+            loss = tf.reduce_sum(keras.losses.sparse_categorical_crossentropy(y, logits, from_logits=True))
+            return correct, loss
+
+        self.step, self.eval_batch = step, eval_batch
+
+    def compile(self) -> None:
+        # Trace both functions now, so tracing is reported as compile time, not training time.
+        self.step.get_concrete_function()
+        self.eval_batch.get_concrete_function()
+
+    def train_step(self, batch: np.ndarray, lr: float) -> None:
+        with tf.device(self.device):
+            self.step(tf.constant(batch), tf.constant(lr, tf.float32))
+
+    def take_loss(self) -> float:
+        n = int(self.loss_n.numpy())
+        mean = float(self.loss_sum.numpy()) / max(1, n)
+        self.loss_sum.assign(0.0)
+        self.loss_n.assign(0)
+        return mean
+
+    def evaluate(self) -> tuple[float, float]:
+        n = len(self.inputs.test_y)
+        bs = self.point["test_batch_size"]
+        correct, loss = 0, 0.0
+        with tf.device(self.device):
+            for start in range(0, n, bs):
+                c, s = self.eval_batch(self.test_x[start:start + bs], self.test_y[start:start + bs])
+                correct += int(c)
+                loss += float(s)
+        return correct / n, loss / n
+
+    def sync(self) -> None:
+        # Reading a value waits for the queued steps (a no-op cost on CPU).
+        self.loss_n.numpy()
+
+
+def run(point: dict, dataset_dir: str, reporter: Reporter) -> dict:
+    inputs = read_inputs(dataset_dir, point, reporter)
+    return drive(TFTrainer(point, inputs), point, inputs, reporter)

@@ -1,0 +1,140 @@
+"""Samples a process tree from outside it: CPU %, resident memory, threads, and the GPU via NVML.
+
+Runs as a thread of the runner, never inside the trainer. Timestamps are
+time.monotonic(), the same clock the trainer stamps its phases with, so samples
+and phases line up. It can also enforce a memory budget: over it, the tree is killed.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import threading
+import time
+from dataclasses import dataclass, field
+
+import psutil
+
+SAMPLE_FIELDS = ("t", "cpu_pct", "rss_mb", "threads", "processes",
+                 "gpu_util_pct", "gpu_mem_mb", "gpu_power_w", "gpu_energy_j")
+
+
+class _Gpu:
+    """NVML readings of one device; absent (None) where NVML or the device is not there."""
+
+    def __init__(self, index: int):
+        import pynvml
+
+        pynvml.nvmlInit()
+        self.nvml = pynvml
+        self.handle = pynvml.nvmlDeviceGetHandleByIndex(index)
+        try:
+            self.energy0 = pynvml.nvmlDeviceGetTotalEnergyConsumption(self.handle)  # mJ
+        except pynvml.NVMLError:
+            self.energy0 = None
+
+    def read(self) -> dict:
+        n, h = self.nvml, self.handle
+        out = {"gpu_util_pct": n.nvmlDeviceGetUtilizationRates(h).gpu,
+               "gpu_mem_mb": n.nvmlDeviceGetMemoryInfo(h).used / 2**20,
+               "gpu_power_w": n.nvmlDeviceGetPowerUsage(h) / 1000.0}
+        if self.energy0 is not None:
+            out["gpu_energy_j"] = (n.nvmlDeviceGetTotalEnergyConsumption(h) - self.energy0) / 1000.0
+        return out
+
+
+def open_gpu(index: int) -> _Gpu | None:
+    try:
+        return _Gpu(index)
+    except Exception:
+        return None
+
+
+@dataclass
+class Monitor:
+    pid: int
+    interval_s: float = 0.2
+    gpu_index: int | None = None
+    memory_limit_mb: float | None = None
+    samples: list[dict] = field(default_factory=list)
+    over_memory: bool = False
+    own_cpu_s: float = 0.0
+
+    def __post_init__(self):
+        self._stop = threading.Event()
+        self._procs: dict[int, psutil.Process] = {}
+        self._cpu_seen: dict[int, float] = {}
+        self._gpu = open_gpu(self.gpu_index) if self.gpu_index is not None else None
+        self._thread = threading.Thread(target=self._loop, name="dlbench-monitor", daemon=True)
+
+    def start(self) -> "Monitor":
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join()
+
+    def _tree(self) -> list[psutil.Process]:
+        try:
+            root = self._procs.get(self.pid) or psutil.Process(self.pid)
+            self._procs[self.pid] = root
+            kids = root.children(recursive=True)
+        except psutil.Error:
+            return []
+        tree = [root]
+        for k in kids:  # keep Process objects so create_time identity is checked once
+            tree.append(self._procs.setdefault(k.pid, k))
+        return tree
+
+    def _read(self) -> dict | None:
+        """One reading of the whole tree, with its cumulative CPU seconds; None once it is gone."""
+        rss = threads = alive = 0
+        for proc in self._tree():
+            try:
+                with proc.oneshot():
+                    times = proc.cpu_times()
+                    rss += proc.memory_info().rss
+                    threads += proc.num_threads()
+            except psutil.Error:
+                continue
+            self._cpu_seen[proc.pid] = times.user + times.system
+            alive += 1
+        if not alive:
+            return None
+        # CPU of children that ended between readings stays counted through _cpu_seen.
+        return {"t": time.monotonic(), "cpu_s": sum(self._cpu_seen.values()), "rss_mb": rss / 2**20,
+                "threads": threads, "processes": alive}
+
+    def _loop(self) -> None:
+        t0 = time.thread_time()
+        last = self._read()
+        while not self._stop.wait(self.interval_s):
+            now = self._read()
+            if now is None:
+                continue
+            if last is not None and now["t"] > last["t"]:
+                row = {k: now[k] for k in ("t", "rss_mb", "threads", "processes")}
+                row["cpu_pct"] = 100.0 * (now["cpu_s"] - last["cpu_s"]) / (now["t"] - last["t"])
+                if self._gpu is not None:
+                    try:
+                        row.update(self._gpu.read())
+                    except Exception:
+                        pass
+                self.samples.append(row)
+                self._enforce(row)
+            last = now
+        self.own_cpu_s = time.thread_time() - t0
+
+    def _enforce(self, row: dict) -> None:
+        if self.memory_limit_mb and row["rss_mb"] > self.memory_limit_mb and not self.over_memory:
+            self.over_memory = True
+            kill_tree(self.pid, signal.SIGKILL)
+
+
+def kill_tree(pid: int, sig: int = signal.SIGKILL) -> None:
+    """Signal the trainer's whole process group (it was started in a session of its own)."""
+    try:
+        os.killpg(os.getpgid(pid), sig)
+    except (ProcessLookupError, PermissionError):
+        pass

@@ -1,0 +1,261 @@
+"""Run one point: the trainer in its framework's environment, the monitor outside it, one record.
+
+The run's files go to a hidden folder first; metrics.json, the file Snakemake and
+the aggregation take as the sign of a finished point, is written last and
+atomically, so an interrupted point never looks complete.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from dlbench import envinfo, models
+from dlbench.atomic import write_json
+from dlbench.frameworks import base, environment
+from dlbench.monitor import SAMPLE_FIELDS, Monitor, kill_tree
+
+REPO = Path(__file__).resolve().parent.parent
+CURVE_FIELDS = ("kind", "iteration", "epoch", "loss", "accuracy", "lr", "train_time_s", "test_time_s", "t")
+# Record fields taken from the point itself (the rest of the point, the layer list, is summarised).
+POINT_FIELDS = ("id", "framework", "dataset", "preset", "network", "optimizer", "momentum", "weight_decay",
+                "learning_rate", "batch_size", "test_batch_size", "iterations", "epochs", "test_interval",
+                "device", "threads", "library", "repeat", "seed")
+
+
+def read_events(path: Path) -> list[dict]:
+    events = []
+    if path.exists():
+        for line in path.read_text().splitlines():
+            try:
+                events.append(json.loads(line))
+            except json.JSONDecodeError:  # a line cut by a kill
+                break
+    return events
+
+
+def trainer_env(point: dict) -> dict[str, str]:
+    env = dict(os.environ)
+    env.update(base.thread_env(point["threads"]))
+    env.update(environment(point["framework"], point))
+    env["PYTHONPATH"] = os.pathsep.join([str(REPO), env.get("PYTHONPATH", "")]).rstrip(os.pathsep)
+    env["PYTHONUNBUFFERED"] = "1"
+    env.pop("PYTHONHOME", None)
+    return env
+
+
+def run_point(point: dict, dataset_dir: str | Path, out_dir: str | Path, *, python: str | None = None,
+              interval_s: float = 0.2, monitor_enabled: bool = True, time_limit_s: float | None = None,
+              memory_limit_mb: float | None = None) -> dict:
+    """Train one point and write metrics.json, curve.csv, samples.csv and trainer.log into out_dir."""
+    out_dir = Path(out_dir)
+    work = out_dir.parent / f".{out_dir.name}.partial-{os.getpid()}"
+    shutil.rmtree(work, ignore_errors=True)
+    work.mkdir(parents=True)
+    (work / "point.json").write_text(json.dumps(point, indent=2, sort_keys=True))
+    events_path = work / "events.jsonl"
+    log_path = work / "trainer.log"
+    python = python or sys.executable
+    gpu_index = 0 if point["device"] == "gpu" else None
+
+    started_wall = time.time()
+    t_launch = time.monotonic()
+    with open(log_path, "wb") as log:
+        proc = subprocess.Popen([python, "-m", "dlbench.trainer", str(work / "point.json"), str(dataset_dir),
+                                 str(events_path)], stdout=log, stderr=subprocess.STDOUT, env=trainer_env(point),
+                                cwd=REPO, start_new_session=True)
+        mon = Monitor(proc.pid, interval_s, gpu_index, memory_limit_mb)
+        if monitor_enabled or memory_limit_mb:
+            mon.start()
+        timed_out = False
+        try:
+            proc.wait(timeout=time_limit_s)
+        except subprocess.TimeoutExpired:
+            timed_out = True
+            kill_tree(proc.pid, signal.SIGTERM)
+            try:
+                proc.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                kill_tree(proc.pid, signal.SIGKILL)
+                proc.wait()
+        except BaseException:  # the job itself is being stopped: take the trainer with it
+            kill_tree(proc.pid, signal.SIGKILL)
+            proc.wait()
+            shutil.rmtree(work, ignore_errors=True)
+            raise
+        t_end = time.monotonic()
+        if mon._thread.is_alive():
+            mon.stop()
+
+    events = read_events(events_path)
+    record = build_record(point, events, mon, proc.returncode, timed_out=timed_out, time_limit_s=time_limit_s,
+                          memory_limit_mb=memory_limit_mb, t_launch=t_launch, t_end=t_end,
+                          log_tail=_tail(log_path))
+    record["started_at"] = time.strftime("%Y-%m-%dT%H:%M:%S%z", time.localtime(started_wall))
+    record["monitor_interval_s"] = interval_s if monitor_enabled else None
+    record["dataset_dir"] = str(dataset_dir)
+    _write_table(work / "curve.csv", CURVE_FIELDS, curve_rows(events))
+    _write_table(work / "samples.csv", ("phase",) + SAMPLE_FIELDS, sample_rows(mon.samples, events, t_launch))
+    out_dir.mkdir(parents=True, exist_ok=True)
+    for name in ("point.json", "events.jsonl", "trainer.log", "curve.csv", "samples.csv"):
+        if (work / name).exists():
+            os.replace(work / name, out_dir / name)
+    write_json(out_dir / "metrics.json", record)
+    shutil.rmtree(work, ignore_errors=True)
+    return record
+
+
+def _tail(path: Path, lines: int = 30) -> str:
+    try:
+        return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
+    except OSError:
+        return ""
+
+
+def _write_table(path: Path, fields, rows) -> None:
+    with open(path, "w", newline="") as fh:
+        writer = csv.DictWriter(fh, fieldnames=list(fields), extrasaction="ignore")
+        writer.writeheader()
+        writer.writerows(rows)
+
+
+def phases(events: list[dict]) -> list[tuple[str, float, float]]:
+    """(name, start, end) of every phase the trainer marked, on the monotonic clock."""
+    open_at: dict[str, float] = {}
+    out = []
+    for e in events:
+        if e["e"] == "phase_start":
+            open_at[e["name"]] = e["t"]
+        elif e["e"] == "phase_end" and e["name"] in open_at:
+            out.append((e["name"], open_at.pop(e["name"]), e["t"]))
+    last_t = events[-1]["t"] if events else 0.0
+    out += [(name, start, last_t) for name, start in open_at.items()]  # cut short by a failure
+    return sorted(out, key=lambda p: p[1])
+
+
+def phase_of(t: float, spans: list[tuple[str, float, float]]) -> str:
+    for name, start, end in spans:
+        if start <= t <= end:
+            return name
+    return "startup" if not spans or t < spans[0][1] else "other"
+
+
+def sample_rows(samples: list[dict], events: list[dict], t0: float) -> list[dict]:
+    spans = phases(events)
+    return [{**s, "phase": phase_of(s["t"], spans), "t": round(s["t"] - t0, 4)} for s in samples]
+
+
+def curve_rows(events: list[dict]) -> list[dict]:
+    rows = []
+    for e in events:
+        if e["e"] == "step":
+            rows.append({"kind": "train", **{k: e.get(k) for k in CURVE_FIELDS if k != "kind"}})
+        elif e["e"] == "test":
+            rows.append({"kind": "test", **{k: e.get(k) for k in CURVE_FIELDS if k != "kind"}})
+    return rows
+
+
+def _mean(values: list[float]) -> float | None:
+    return sum(values) / len(values) if values else None
+
+
+def resource_summary(samples: list[dict], spans: list[tuple[str, float, float]]) -> dict:
+    train = [s for s in samples if phase_of(s["t"], spans) == "train"] or samples
+    out = {
+        "cpu_util_mean_pct": _mean([s["cpu_pct"] for s in train[1:]] or [s["cpu_pct"] for s in train]),
+        "cpu_util_peak_pct": max((s["cpu_pct"] for s in samples), default=None),
+        "rss_peak_mb": max((s["rss_mb"] for s in samples), default=None),
+        "rss_mean_mb": _mean([s["rss_mb"] for s in train]),
+        "threads_peak": max((s["threads"] for s in samples), default=None),
+        "samples": len(samples),
+    }
+    gpu = [s for s in train if "gpu_util_pct" in s]
+    if gpu:
+        out.update(gpu_util_mean_pct=_mean([s["gpu_util_pct"] for s in gpu]),
+                   gpu_mem_peak_mb=max(s["gpu_mem_mb"] for s in samples if "gpu_mem_mb" in s),
+                   gpu_power_mean_w=_mean([s["gpu_power_w"] for s in gpu]),
+                   gpu_energy_j=max((s.get("gpu_energy_j") or 0.0) for s in samples))
+    return out
+
+
+def status_of(events: list[dict], returncode: int, *, timed_out: bool, over_memory: bool) -> tuple[str, str | None]:
+    last = next((e for e in reversed(events) if e["e"] == "status"), None)
+    if timed_out:
+        return "timeout", "the point exceeded its time budget"
+    if over_memory:
+        return "oom", "the point exceeded its memory budget"
+    if last is not None:
+        return last["status"], last.get("reason")
+    if returncode is not None and returncode < 0:
+        name = signal.Signals(-returncode).name
+        return "killed", f"the trainer was killed by {name}"
+    return "error", f"the trainer exited with code {returncode} before reporting a status"
+
+
+def build_record(point: dict, events: list[dict], mon: Monitor, returncode: int, *, timed_out: bool,
+                 time_limit_s, memory_limit_mb, t_launch: float, t_end: float, log_tail: str) -> dict:
+    status, reason = status_of(events, returncode, timed_out=timed_out, over_memory=mon.over_memory)
+    info = next((e for e in events if e["e"] == "info"), {})
+    result = next((e for e in events if e["e"] == "result"), {})
+    plan = next((e for e in events if e["e"] == "plan"), {})
+    spans = phases(events)
+    shape = tuple(point.get("input_shape") or _input_shape(point))
+    record = {k: point.get(k) for k in POINT_FIELDS}
+    record["lr_policy"] = point.get("lr_policy", {}).get("name")
+    record["lr_policy_json"] = json.dumps(point.get("lr_policy", {}), sort_keys=True)
+    record["input_json"] = json.dumps(point.get("input", {}), sort_keys=True)
+    record.update(status=status, reason=reason, returncode=returncode)
+    record["params"] = models.param_count(point["layers"], shape)
+    record["flops_per_image_train"] = models.flops_per_image(point["layers"], shape)["train"]
+    for key in ("train_time_s", "test_time_s", "interval_test_time_s", "accuracy", "test_loss", "final_loss",
+                "iterations", "epochs_trained", "images_trained", "throughput_img_s", "test_throughput_img_s",
+                "train_samples", "test_samples"):
+        record[key] = result.get(key)
+    record["iterations_planned"] = plan.get("total_iterations")
+    steps = [e for e in events if e["e"] == "step"]
+    record["iterations_done"] = steps[-1]["iteration"] if steps else 0
+    if status != "ok" and steps:
+        record["final_loss"] = steps[-1]["loss"]
+    diverged = next((e for e in events if e["e"] == "diverged"), None)
+    record["diverged_at_iteration"] = diverged["iteration"] if diverged else None
+    if record["throughput_img_s"] and record["flops_per_image_train"]:
+        record["achieved_gflops"] = record["throughput_img_s"] * record["flops_per_image_train"] / 1e9
+    for name, start, end in spans:
+        if name in ("import", "data_load", "build", "compile"):
+            record[f"{name}_time_s"] = end - start
+    first_t = events[0]["t"] if events else t_end
+    record["startup_time_s"] = max(0.0, first_t - t_launch)  # interpreter start until the trainer's first word
+    record["wall_time_s"] = t_end - t_launch
+    record.update(resource_summary(mon.samples, spans))
+    record["monitor_cpu_s"] = mon.own_cpu_s
+    record["framework_version"] = info.get("framework_version")
+    record["framework_numpy_version"] = info.get("numpy_version")
+    record["blas"] = info.get("blas")
+    record["build_json"] = json.dumps(info.get("build", {}), sort_keys=True)
+    record["threads_requested"] = point["threads"]
+    record["threads_in_effect"] = info.get("threads_in_effect")
+    record["library_in_effect"] = info.get("library_in_effect")
+    record["device_name"] = info.get("device_name")
+    record["dataset_digest"] = next((e.get("digest") for e in events if e["e"] == "data"), None)
+    record["time_limit_s"] = time_limit_s
+    record["memory_limit_mb"] = memory_limit_mb
+    record.update(envinfo.host())
+    if status != "ok":
+        tb = next((e["text"] for e in events if e["e"] == "traceback"), "")
+        record["log_tail"] = (tb + "\n" + log_tail)[-3000:]
+    return record
+
+
+def _input_shape(point: dict) -> tuple[int, int, int]:
+    from dlbench.datasets import catalog
+
+    c, h, w = catalog.INFO[point["dataset"]]["shape"]
+    size = point.get("input", {}).get("pad_to") or point.get("input", {}).get("crop")
+    return (c, size, size) if size else (c, h, w)

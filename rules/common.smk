@@ -1,0 +1,43 @@
+# The points table: the validated config expanded into one row per training job.
+import json
+import sys
+
+from snakemake_interface_executor_plugins.settings import DeploymentMethod
+
+sys.path.insert(0, workflow.basedir)
+
+from dlbench import charts, config as dlconfig, sweep  # noqa: E402
+from dlbench.frameworks import FRAMEWORKS  # noqa: E402
+from dlbench.datasets.catalog import INFO as DATASETS  # noqa: E402
+from dlbench.codedigest import adapter_digest  # noqa: E402
+
+# Under --sdm conda a job's shell runs in the framework's conda environment and
+# `python` is that environment's; otherwise jobs use the Python running Snakemake.
+USE_CONDA = DeploymentMethod.CONDA in workflow.deployment_settings.deployment_method
+PY = "python" if USE_CONDA else sys.executable
+RUNS_LOCALLY = workflow.local_exec and not workflow.remote_exec
+
+try:
+    CFG = dlconfig.validate(config, local_cores=workflow.cores if RUNS_LOCALLY and workflow.cores else None)
+except dlconfig.ConfigError as exc:
+    raise SystemExit(f"dlbench: config error: {exc}")
+
+POINTS = {(p["framework"], p["dataset"], p["id"]): p for p in sweep.expand(CFG)}
+
+
+wildcard_constraints:
+    framework="|".join(FRAMEWORKS),
+    dataset="|".join(DATASETS),
+    point=r"[A-Za-z0-9][A-Za-z0-9._-]*",
+
+
+def point_of(wildcards):
+    return POINTS[(wildcards.framework, wildcards.dataset, wildcards.point)]
+
+
+def run_dir(p):
+    return f"results/runs/{p['framework']}/{p['dataset']}/{p['id']}"
+
+
+METRICS = [f"{run_dir(p)}/metrics.json" for p in POINTS.values()]
+CHART_FILES = charts.chart_files("results/charts", CFG)

@@ -1,0 +1,18 @@
+# One environment per framework: built on demand from envs/<framework>.txt and cached
+# outside the clone (see dlbench/envs.py). Under --sdm conda, envs/<framework>.yaml is used instead.
+
+
+rule framework_env:
+    input:
+        pins="envs/{framework}.txt",
+    output:
+        "resources/envs/{framework}.json",
+    log:
+        "logs/framework_env/{framework}.log",
+    localrule: True
+    shell:
+        "PYTHONPATH={workflow.basedir:q} {PY:q} -m dlbench.envs build {wildcards.framework} --out {output:q} 2> {log:q}"
+
+
+def env_input(wildcards):
+    return [] if USE_CONDA else [f"resources/envs/{wildcards.framework}.json"]

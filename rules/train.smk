@@ -1,0 +1,39 @@
+# One training job per point, in its framework's environment, monitored from outside.
+
+
+def conda_env(wildcards):
+    return f"../envs/{wildcards.framework}.yaml"
+
+
+rule train:
+    input:
+        data="resources/datasets/{dataset}/data.npz",
+        env=env_input,
+    output:
+        metrics="results/runs/{framework}/{dataset}/{point}/metrics.json",
+        curve="results/runs/{framework}/{dataset}/{point}/curve.csv",
+        samples="results/runs/{framework}/{dataset}/{point}/samples.csv",
+    log:
+        "results/runs/{framework}/{dataset}/{point}/job.log",
+    params:
+        point=lambda w: json.dumps(point_of(w), sort_keys=True),
+        # Changing a framework's adapter (or the shared trainer code) reruns its points only.
+        code=lambda w: adapter_digest(w.framework),
+        interval=CFG["monitor"]["interval_s"],
+        monitor="--no-monitor" if not CFG["monitor"]["enabled"] else "",
+        limits=(
+            (f"--time-limit {CFG['limits']['time_s']} " if CFG["limits"]["time_s"] else "")
+            + (f"--memory-limit {CFG['limits']['memory_mb']}" if CFG["limits"]["memory_mb"] else "")
+        ),
+    threads: lambda w: point_of(w)["threads"]
+    resources:
+        # One measurement per machine at a time (the default profile caps it at 1).
+        dlbench_measure=1 if CFG["measurement"]["exclusive"] else 0,
+        gpu=lambda w: 1 if point_of(w)["device"] == "gpu" else 0,
+    conda:
+        conda_env
+    shell:
+        "PYTHONPATH={workflow.basedir:q} {PY:q} -m dlbench.cli train --point {params.point:q}"
+        " --dataset-dir resources/datasets/{wildcards.dataset}"
+        " --env {input.env:q} --out results/runs/{wildcards.framework}/{wildcards.dataset}/{wildcards.point}"
+        " --interval {params.interval} {params.monitor} {params.limits} > {log:q} 2>&1"
