@@ -33,36 +33,25 @@ def _prepare_runs(runs: pd.DataFrame) -> pd.DataFrame:
     return df
 
 
-def time_by_framework(runs, curves, samples):
-    df = _prepare_runs(runs)
-    ok = df[df.status == "ok"]
-    base = alt.Chart(ok).encode(x=alt.X("framework:N", title=None), color=_color())
-    bars = base.mark_bar(opacity=0.6).encode(
-        y=alt.Y("mean(train_time_s):Q", title="training time (s)", scale=alt.Scale(type="log")))
-    dots = base.mark_circle(size=50).encode(y="train_time_s:Q", tooltip=["point", "train_time_s", "status"])
-    failed = _failed_marks(df, "framework:N")
-    return alt.layer(bars, dots, *failed).facet(column=alt.Column("dataset:N")).properties(
-        title="Training time per framework (bar: mean over points; dots: points)")
-
-
-def accuracy_by_framework(runs, curves, samples):
-    df = _prepare_runs(runs)
-    ok = df[df.status == "ok"]
-    base = alt.Chart(ok).encode(x=alt.X("framework:N", title=None), color=_color())
-    bars = base.mark_bar(opacity=0.6).encode(y=alt.Y("mean(accuracy_pct):Q", title="test accuracy (%)"))
-    dots = base.mark_circle(size=50).encode(y="accuracy_pct:Q", tooltip=["point", "accuracy_pct", "status"])
-    failed = _failed_marks(df, "framework:N")
-    return alt.layer(bars, dots, *failed).facet(column=alt.Column("dataset:N")).properties(
-        title="Test accuracy per framework")
-
-
-def _failed_marks(df: pd.DataFrame, x: str) -> list:
-    bad = df[df.status != "ok"].assign(zero=0.0)
-    if bad.empty:
-        return []
-    return [alt.Chart(bad).mark_point(color="red", size=90, filled=False).encode(
-        x=x, y="zero:Q", shape=alt.Shape("status:N", scale=STATUS_SHAPES),
-        tooltip=["point", "status", "reason"])]
+def _per_framework(metric: str, title: str, log: bool):
+    """Bars (mean over points) and dots (each point) per framework; failed points as red marks at zero."""
+    def chart(runs, curves, samples):
+        df = _prepare_runs(runs)
+        base = alt.Chart(df).encode(x=alt.X("framework:N", title=None))
+        ok = base.transform_filter(alt.datum.status == "ok")
+        y_scale = alt.Scale(type="log") if log else alt.Scale(zero=True)
+        bars = ok.mark_bar(opacity=0.5).encode(y=alt.Y(f"mean({metric}):Q", title=title, scale=y_scale),
+                                                color=_color())
+        dots = ok.mark_circle(size=45).encode(y=f"{metric}:Q", color=_color(),
+                                              tooltip=["point", metric, "batch_size", "learning_rate"])
+        failed = base.transform_filter(alt.datum.status != "ok").transform_calculate(at_axis="0").mark_point(
+            color="red", size=90, filled=False).encode(
+            y=alt.Y("at_axis:Q"), shape=alt.Shape("status:N", scale=STATUS_SHAPES),
+            tooltip=["point", "status", "reason"])
+        layers = [bars, dots] if log else [bars, dots, failed]
+        return alt.layer(*layers).properties(width=220, height=220).facet(column=alt.Column("dataset:N")).properties(
+            title=f"{title} per framework (bar: mean over points; dots: points; red: failed points)")
+    return chart
 
 
 def _against(param: str, metric: str, title: str, log_x: bool):
@@ -98,8 +87,8 @@ def _timeline(column: str, title: str):
 
 
 CHARTS = {
-    "train_time_by_framework": time_by_framework,
-    "accuracy_by_framework": accuracy_by_framework,
+    "train_time_by_framework": _per_framework("train_time_s", "training time (s)", log=True),
+    "accuracy_by_framework": _per_framework("accuracy_pct", "test accuracy (%)", log=False),
     "train_time_vs_batch_size": _against("batch_size", "train_time_s", "training time (s)", True),
     "accuracy_vs_batch_size": _against("batch_size", "accuracy_pct", "test accuracy (%)", True),
     "train_time_vs_learning_rate": _against("learning_rate", "train_time_s", "training time (s)", True),

@@ -10,6 +10,7 @@ from dlbench import charts, config as dlconfig, sweep  # noqa: E402
 from dlbench.frameworks import FRAMEWORKS  # noqa: E402
 from dlbench.datasets.catalog import INFO as DATASETS  # noqa: E402
 from dlbench.codedigest import adapter_digest  # noqa: E402
+from dlbench.envs import env_key  # noqa: E402
 
 # Under --sdm conda a job's shell runs in the framework's conda environment and
 # `python` is that environment's; otherwise jobs use the Python running Snakemake.

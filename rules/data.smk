@@ -12,4 +12,4 @@ rule prepare_dataset:
     localrule: True
     shell:
         "PYTHONPATH={workflow.basedir:q} {PY:q} -m dlbench.cli prepare {wildcards.dataset}"
-        " --out resources/datasets/{wildcards.dataset} --local {params.local:q} 2> {log:q}"
+        " --out resources/datasets/{wildcards.dataset} --local={params.local:q} 2> {log:q}"

@@ -4,9 +4,12 @@
 
 rule framework_env:
     input:
-        pins="envs/{framework}.txt",
+        pins=f"{workflow.basedir}/envs/{{framework}}.txt",
     output:
         "resources/envs/{framework}.json",
+    params:
+        # Digest of the pins and build recipe: a changed recipe is a new environment.
+        key=lambda w: env_key(w.framework),
     log:
         "logs/framework_env/{framework}.log",
     localrule: True

@@ -35,5 +35,5 @@ rule train:
     shell:
         "PYTHONPATH={workflow.basedir:q} {PY:q} -m dlbench.cli train --point {params.point:q}"
         " --dataset-dir resources/datasets/{wildcards.dataset}"
-        " --env {input.env:q} --out results/runs/{wildcards.framework}/{wildcards.dataset}/{wildcards.point}"
+        " --env={input.env:q} --out results/runs/{wildcards.framework}/{wildcards.dataset}/{wildcards.point}"
         " --interval {params.interval} {params.monitor} {params.limits} > {log:q} 2>&1"

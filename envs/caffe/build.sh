@@ -40,7 +40,8 @@ PACKAGES_FILE="$HERE/debian-packages.txt"
 
 say() { printf '[caffe-build] %s\n' "$*" >&2; }
 die() { # die STATUS MESSAGE: one clear line on stderr, then exit
-    local status="$1"; shift
+    local status="$1"
+    shift
     printf 'caffe-build: error: %s\n' "$*" >&2
     exit "$status"
 }
@@ -51,10 +52,15 @@ PREFIX=""
 for arg in "$@"; do
     case "$arg" in
         --force) FORCE=1 ;;
-        -h|--help) sed -n '2,28p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 0 ;;
+        -h | --help)
+            sed -n '2,28p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'
+            exit 0
+            ;;
         -*) die 2 "unknown option '$arg' (usage: bash envs/caffe/build.sh [--force] PREFIX)" ;;
-        *) [[ -z "$PREFIX" ]] || die 2 "more than one PREFIX given (usage: bash envs/caffe/build.sh [--force] PREFIX)"
-           PREFIX="$arg" ;;
+        *)
+            [[ -z "$PREFIX" ]] || die 2 "more than one PREFIX given (usage: bash envs/caffe/build.sh [--force] PREFIX)"
+            PREFIX="$arg"
+            ;;
     esac
 done
 [[ -n "$PREFIX" ]] || die 2 "no PREFIX given (usage: bash envs/caffe/build.sh [--force] PREFIX)"
@@ -78,13 +84,13 @@ if is_complete "$PREFIX" && ((FORCE == 0)); then already_built; fi
 mapfile -t PACKAGES < <(sed -e 's/#.*//' -e 's/[[:space:]]//g' -e '/^$/d' "$PACKAGES_FILE")
 
 if [[ "${CAFFE_SKIP_APT:-0}" != 1 ]]; then
-    command -v dpkg-query >/dev/null \
-        || die 2 "dpkg-query not found: this recipe installs its build dependencies with apt (Debian/Ubuntu); elsewhere install the equivalents of $PACKAGES_FILE and set CAFFE_SKIP_APT=1"
+    command -v dpkg-query >/dev/null ||
+        die 2 "dpkg-query not found: this recipe installs its build dependencies with apt (Debian/Ubuntu); elsewhere install the equivalents of $PACKAGES_FILE and set CAFFE_SKIP_APT=1"
     missing_packages() {
         local p
         for p in "${PACKAGES[@]}"; do
-            dpkg-query -W -f='${Status}\n' "$p" 2>/dev/null | grep -qx 'install ok installed' \
-                || printf '%s\n' "$p"
+            dpkg-query -W -f='${Status}\n' "$p" 2>/dev/null | grep -qx 'install ok installed' ||
+                printf '%s\n' "$p"
         done
     }
     mapfile -t MISSING < <(missing_packages)
@@ -108,8 +114,8 @@ if [[ "${CAFFE_SKIP_APT:-0}" != 1 ]]; then
             ((need_update)) && die 2 "apt-get install failed for: ${MISSING[*]}"
             say "apt-get install failed; updating package lists and retrying"
             apt-get update -q || die 2 "apt-get update failed"
-            apt-get install -y -q --no-install-recommends "${MISSING[@]}" \
-                || die 2 "apt-get install failed for: ${MISSING[*]}"
+            apt-get install -y -q --no-install-recommends "${MISSING[@]}" ||
+                die 2 "apt-get install failed for: ${MISSING[*]}"
         fi
         mapfile -t MISSING < <(missing_packages)
         ((${#MISSING[@]} == 0)) || die 2 "still missing after apt-get install: ${MISSING[*]}"
@@ -123,8 +129,8 @@ done
 # (a conda or pip protoc earlier on PATH would generate incompatible code).
 PROTOC=/usr/bin/protoc
 [[ -x "$PROTOC" ]] || PROTOC="$(command -v protoc)"
-"$PYTHON" -m pip --version >/dev/null 2>&1 \
-    || die 2 "'$PYTHON -m pip' does not work; pip is needed to fetch the $SDIST_NAME sdist from PyPI (set PYTHON=...)"
+"$PYTHON" -m pip --version >/dev/null 2>&1 ||
+    die 2 "'$PYTHON -m pip' does not work; pip is needed to fetch the $SDIST_NAME sdist from PyPI (set PYTHON=...)"
 
 # ---------------------------------------------------------------- lock, temp dirs
 mkdir -p -- "$PARENT" || die 2 "cannot create $PARENT"
@@ -139,7 +145,7 @@ fi
 if is_complete "$PREFIX" && ((FORCE == 0)); then already_built; fi
 
 WORK="$(mktemp -d "$PARENT/.$NAME.build.XXXXXX")"
-STAGE="$WORK/stage"       # becomes PREFIX at the very end
+STAGE="$WORK/stage" # becomes PREFIX at the very end
 LOG="$WORK/build.log"
 FAILED_LOG="$PREFIX.build-failed.log"
 cleanup() {
@@ -161,7 +167,8 @@ trap 'exit 143' TERM
 # run_logged WHAT CMD...: run CMD with output into the log; on failure name WHAT
 # and show the log's tail.
 run_logged() {
-    local what="$1"; shift
+    local what="$1"
+    shift
     printf '\n$ %s\n' "$*" >>"$LOG"
     if ! "$@" >>"$LOG" 2>&1; then
         printf 'caffe-build: error: %s failed; last lines of the log:\n' "$what" >&2
@@ -181,8 +188,8 @@ run_logged "pip download of $SDIST_NAME==$SDIST_VERSION" \
 TARBALL="$WORK/sdist/$SDIST_NAME-$SDIST_VERSION.tar.gz"
 [[ -f "$TARBALL" ]] || die 1 "pip did not leave $TARBALL"
 got_sha="$(sha256sum "$TARBALL" | cut -d' ' -f1)"
-[[ "$got_sha" == "$SDIST_SHA256" ]] \
-    || die 1 "sha256 of $SDIST_NAME-$SDIST_VERSION.tar.gz is $got_sha, expected $SDIST_SHA256"
+[[ "$got_sha" == "$SDIST_SHA256" ]] ||
+    die 1 "sha256 of $SDIST_NAME-$SDIST_VERSION.tar.gz is $got_sha, expected $SDIST_SHA256"
 tar -xzf "$TARBALL" -C "$WORK" || die 1 "cannot extract $TARBALL"
 SRC="$WORK/$SDIST_NAME-$SDIST_VERSION"
 BUILD="$WORK/build"
@@ -301,10 +308,12 @@ if ldd "$STAGE/bin/caffe" | grep -q 'not found'; then
     ldd "$STAGE/bin/caffe" >&2
     die 1 "staged bin/caffe has unresolved shared libraries (see above)"
 fi
-ldd "$STAGE/bin/caffe" | grep -q "=> $STAGE/lib/libcaffe.so" \
-    || die 1 "staged bin/caffe does not load libcaffe from its own lib/ (rpath problem)"
-version_line="$("$STAGE/bin/caffe" --version 2>&1 | head -n 1)" \
-    || die 1 "staged bin/caffe --version failed: $version_line"
+# (ldd prints the rpath-relative path, .../bin/../lib/libcaffe.so.1.0.0)
+libcaffe_used="$(ldd "$STAGE/bin/caffe" | awk '/libcaffe\.so/ {print $3; exit}')"
+[[ "$(readlink -f "${libcaffe_used:-/nonexistent}")" == "$(readlink -f "$STAGE/lib")"/libcaffe.so* ]] ||
+    die 1 "staged bin/caffe loads libcaffe from '${libcaffe_used:-nowhere}', not from its own lib/ (rpath problem)"
+version_line="$("$STAGE/bin/caffe" --version 2>&1 | head -n 1)" ||
+    die 1 "staged bin/caffe --version failed: $version_line"
 BLAS_PATH="$(ldd "$STAGE/bin/caffe" | awk '/libopenblas/ {print $3; exit}')"
 BLAS_REAL="$(readlink -f "${BLAS_PATH:-/nonexistent}" 2>/dev/null || true)"
 
@@ -312,15 +321,16 @@ BLAS_REAL="$(readlink -f "${BLAS_PATH:-/nonexistent}" 2>/dev/null || true)"
 T_END=$(date +%s)
 cp -- "$LOG" "$STAGE/build.log"
 pkg_versions="$(for p in "${PACKAGES[@]}"; do
-    printf '%s=%s\n' "$p" "$(dpkg-query -W -f='${Version}' "$p" 2>/dev/null || echo unknown)"; done)"
+    printf '%s=%s\n' "$p" "$(dpkg-query -W -f='${Version}' "$p" 2>/dev/null || echo unknown)"
+done)"
 BI_SDIST="$SDIST_NAME==$SDIST_VERSION" BI_SHA="$SDIST_SHA256" BI_CAFFE="$CAFFE_VERSION" \
-BI_COMMIT="$UPSTREAM_COMMIT" BI_FLAGS="$(printf '%s\n' "${CMAKE_FLAGS[@]}")" \
-BI_CMAKE="$(cmake --version | head -n 1)" BI_CXX="$(g++ --version | head -n 1)" \
-BI_TOTAL=$((T_END - T_START)) BI_CONF=$((T_MAKE - T_CONF)) BI_MAKE=$((T_MADE - T_MAKE)) \
-BI_JOBS="$JOBS" BI_BLAS_PATH="$BLAS_REAL" BI_VERSION_LINE="$version_line" \
-BI_PKGS="$pkg_versions" BI_SCRIPT_SHA="$(sha256sum "${BASH_SOURCE[0]}" | cut -d' ' -f1)" \
-BI_PROTOC="$("$PROTOC" --version)" \
-"$PYTHON" - "$STAGE/BUILD_INFO.json" <<'PY' || die 1 "writing BUILD_INFO.json failed"
+    BI_COMMIT="$UPSTREAM_COMMIT" BI_FLAGS="$(printf '%s\n' "${CMAKE_FLAGS[@]}")" \
+    BI_CMAKE="$(cmake --version | head -n 1)" BI_CXX="$(g++ --version | head -n 1)" \
+    BI_TOTAL=$((T_END - T_START)) BI_CONF=$((T_MAKE - T_CONF)) BI_MAKE=$((T_MADE - T_MAKE)) \
+    BI_JOBS="$JOBS" BI_BLAS_PATH="$BLAS_REAL" BI_VERSION_LINE="$version_line" \
+    BI_PKGS="$pkg_versions" BI_SCRIPT_SHA="$(sha256sum "${BASH_SOURCE[0]}" | cut -d' ' -f1)" \
+    BI_PROTOC="$("$PROTOC" --version)" \
+    "$PYTHON" - "$STAGE/BUILD_INFO.json" <<'PY' || die 1 "writing BUILD_INFO.json failed"
 import datetime, json, os, platform, sys
 e = os.environ
 info = {

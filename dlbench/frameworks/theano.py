@@ -1,0 +1,386 @@
+"""Theano: a symbolic graph built from the spec, trained by a compiled function with updates.
+
+Written the way Theano's deep learning tutorials write LeNet (convolutional_mlp.py):
+the weights are shared variables, the training data live in shared variables too and
+the compiled training function takes a batch of indices into them (`givens`), the
+updates (SGD with momentum, or Adam) are part of that function, and a second compiled
+function tests a slice of the test split.
+
+Theano is configured here, not by the user's ~/.theanorc or THEANO_FLAGS: the flags
+below are set before `import theano`. Its compile cache lives inside the environment
+(sys.prefix), so that two environments never share one; Theano locks the cache while
+it compiles, so points running at once wait for each other there instead of clashing.
+The runner sets OMP_NUM_THREADS and OPENBLAS_NUM_THREADS to the point's threads before
+this module is imported; the threads are OpenBLAS's (Theano's OpenMP is off, see
+`theano_flags`).
+
+numpy's own OpenBLAS (inside numpy.libs) is an ILP64 build with suffixed symbols
+(sgemm_64_) that Theano cannot call, so Theano's C code links the system OpenBLAS
+(`-lopenblas`, Debian's libopenblas-dev).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import hashlib
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+
+from dlbench import models
+from dlbench.frameworks.base import Inputs, Reporter, Trainer, Unavailable, drive, read_inputs
+
+BLAS_LDFLAGS = "-lopenblas"
+
+
+def _compile_base() -> str:
+    """The folder Theano compiles into: inside the environment, else (read-only env) in the user's cache."""
+    inside = Path(sys.prefix) / "theano-cache"
+    try:
+        inside.mkdir(exist_ok=True)
+        if os.access(inside, os.W_OK):
+            return str(inside)
+    except OSError:
+        pass
+    digest = hashlib.sha256(sys.prefix.encode()).hexdigest()[:12]
+    root = Path(os.environ.get("DLBENCH_CACHE", Path.home() / ".cache" / "dlbench")).expanduser()
+    return str(root / "theano-cache" / f"{Path(sys.prefix).name}-{digest}")
+
+
+def requested_threads() -> int:
+    try:
+        return max(1, int(os.environ.get("OMP_NUM_THREADS") or 1))
+    except ValueError:
+        return 1
+
+
+def theano_flags(threads: int, compile_base: str) -> str:
+    if "," in compile_base or "=" in compile_base:
+        raise RuntimeError(f"Theano cannot take a compile folder whose path holds ',' or '=': {compile_base}")
+    flags = {
+        "device": "cpu",
+        "floatX": "float32",
+        "blas__ldflags": BLAS_LDFLAGS,
+        # OpenMP stays off: theano-pymc 1.1.2's Elemwise emits a broken pragma with openmp=True
+        # (`#pragma omp parallel for if(n>={int(config.openmp_elemwise_minsize)})`, not an f-string)
+        # that g++ rejects; the threads come from OpenBLAS (OPENBLAS_NUM_THREADS), which runs the
+        # convolutions (CorrMM: im2col + gemm) and the dense layers.
+        "openmp": "False",
+        "base_compiledir": compile_base,
+    }
+    return ",".join(f"{k}={v}" for k, v in flags.items())
+
+
+THEANO_FLAGS = theano_flags(requested_threads(), _compile_base())
+os.environ["THEANO_FLAGS"] = THEANO_FLAGS  # overrides whatever the user's shell had
+os.environ["THEANORC"] = os.path.join(sys.prefix, "dlbench-no-theanorc")  # a file that does not exist
+
+import theano  # noqa: E402
+import theano.tensor as T  # noqa: E402, N812  (the tutorials' spelling)
+from theano.sandbox.rng_mrg import MRG_RandomStream  # noqa: E402
+from theano.tensor.nnet import conv2d  # noqa: E402
+from theano.tensor.signal.pool import Pool, pool_2d  # noqa: E402
+
+FLOATX = theano.config.floatX
+
+
+def _f(value: float) -> np.ndarray:
+    """A floatX number for a shared variable's value."""
+    return np.asarray(value, dtype=FLOATX)
+
+
+def _c(value: float):
+    """A floatX constant in the graph, so that no float64 creeps in."""
+    return T.constant(_f(value))
+
+
+def _pad(h, pad: int, size: int, fill: float):
+    """h (N, C, size, size) framed by `pad` pixels of `fill` on every side."""
+    n, c = h.shape[0], h.shape[1]
+    out = T.alloc(_c(fill), n, c, size + 2 * pad, size + 2 * pad)
+    return T.set_subtensor(out[:, :, pad:pad + size, pad:pad + size], h)
+
+
+def _pool(h, layer: dict, size_in: int, size_out: int):
+    """Pooling with the spec's (Caffe's) output size: ceil rounding, the last window may overhang.
+
+    Caffe's average divides by the window clipped to the padded input (padding counts, the
+    overhang does not): Theano's `average_inc_pad`. Max pooling ignores padding in both.
+    """
+    k, s, p = layer["kernel"], layer["stride"], layer.get("pad", 0)
+    mode = "max" if layer["mode"] == "max" else "average_inc_pad"
+
+    def out(n: int, ignore_border: bool, pad: int) -> int:
+        return int(Pool.out_shape((n, n), (k, k), ignore_border, (s, s), (pad, pad))[-1])
+
+    if out(size_in, True, p) == size_out:  # no window overhangs: the tutorials' ignore_border=True
+        return pool_2d(h, (k, k), ignore_border=True, stride=(s, s), pad=(p, p), mode=mode)
+    # Theano pads only with ignore_border=True; frame the input explicitly and keep the partial windows.
+    if p:
+        h = _pad(h, p, size_in, 0.0 if mode != "max" else float(np.finfo(FLOATX).min))
+    got = out(size_in + 2 * p, False, 0)
+    if got == size_out or (p and got == size_out + 1):  # Caffe drops a last window that starts in the padding
+        h = pool_2d(h, (k, k), ignore_border=False, stride=(s, s), pad=(0, 0), mode=mode)
+        return h[:, :, :size_out, :size_out] if got > size_out else h
+    raise models.SpecError(f"Theano adapter: cannot reproduce pooling {layer} from {size_in} to {size_out}")
+
+
+def _lrn(h, layer: dict, channels: int):
+    """Caffe's LRN across channels: x / (k + alpha / size * sum of x^2 over `size` channels) ** beta."""
+    size, half = layer["size"], (layer["size"] - 1) // 2
+    sq = T.sqr(h)
+    padded = T.alloc(_c(0.0), h.shape[0], channels + size - 1, h.shape[2], h.shape[3])
+    padded = T.set_subtensor(padded[:, half:half + channels], sq)
+    window = sum(padded[:, i:i + channels] for i in range(size))
+    scale = _c(layer.get("k", 1.0)) + _c(layer["alpha"] / size) * window
+    return h / scale ** _c(layer["beta"])
+
+
+class Network:
+    """The spec's layers: shared weights (Caffe's xavier, seeded) and the graph from a batch to logits."""
+
+    def __init__(self, layers: list[dict], input_shape: tuple[int, int, int], seed: int):
+        self.layers = layers
+        self.input_shape = tuple(input_shape)
+        self.shapes = models.shapes(layers, self.input_shape)
+        self.srng = MRG_RandomStream(seed)
+        rng = np.random.RandomState(seed)
+        self.weights: dict[int, tuple] = {}
+        self.params: list = []
+        prev = self.input_shape
+        for i, (layer, shape) in enumerate(zip(layers, self.shapes)):
+            kind = layer["type"]
+            if kind in ("conv", "dense"):
+                if kind == "conv":
+                    w_shape = (layer["filters"], prev[0], layer["kernel"], layer["kernel"])
+                else:
+                    w_shape = (int(np.prod(prev)), layer["units"])
+                limit = models.xavier_limit(models.fan_in(layer, prev))
+                w = theano.shared(rng.uniform(-limit, limit, w_shape).astype(FLOATX), name=f"W{i}", borrow=True)
+                b = theano.shared(np.zeros(w_shape[0] if kind == "conv" else w_shape[1], FLOATX), name=f"b{i}",
+                                  borrow=True)
+                self.weights[i] = (w, b)
+                self.params += [w, b]
+            elif kind not in ("pool", "dropout", "lrn") + models.ACTIVATIONS:
+                raise models.SpecError(f"Theano adapter: unknown layer type {kind!r}")
+            prev = shape
+
+    def outputs(self, x, train: bool) -> list:
+        """The symbolic output of every layer; dropout is active only when `train`."""
+        h, prev, outs = x, self.input_shape, []
+        for i, (layer, shape) in enumerate(zip(self.layers, self.shapes)):
+            kind = layer["type"]
+            if kind == "conv":
+                w, b = self.weights[i]
+                pad, stride = layer.get("pad", 0), layer.get("stride", 1)
+                # filter_flip=False: cross-correlation, the weights laid out as in Caffe and PyTorch
+                h = conv2d(h, w, input_shape=(None, *prev), filter_shape=w.get_value(borrow=True).shape,
+                           border_mode=(pad, pad) if pad else "valid", subsample=(stride, stride),
+                           filter_flip=False) + b.dimshuffle("x", 0, "x", "x")
+            elif kind == "pool":
+                h = _pool(h, layer, prev[1], shape[1])
+            elif kind == "dense":
+                w, b = self.weights[i]
+                if h.ndim > 2:
+                    h = h.flatten(2)
+                h = T.dot(h, w) + b
+            elif kind == "relu":
+                h = T.nnet.relu(h)
+            elif kind == "tanh":
+                h = T.tanh(h)
+            elif kind == "sigmoid":
+                h = T.nnet.sigmoid(h)
+            elif kind == "dropout":
+                if train:
+                    keep = 1.0 - layer["rate"]
+                    h = h * self.srng.binomial(h.shape, p=keep, dtype=FLOATX) / _c(keep)
+            elif kind == "lrn":
+                h = _lrn(h, layer, prev[0])
+            outs.append(h)
+            prev = shape
+        return outs
+
+    def logits(self, x, train: bool):
+        return self.outputs(x, train)[-1]
+
+    def param_count(self) -> int:
+        return int(sum(p.get_value(borrow=True).size for p in self.params))
+
+
+def trainable_params(layers: list[dict], input_shape: tuple[int, int, int]) -> int:
+    """Trainable parameters (weights + biases) of the network as Theano builds it."""
+    return Network(layers, input_shape, seed=0).param_count()
+
+
+def sgd_updates(params, grads, lr, momentum: float) -> list:
+    """torch.optim.SGD: v = momentum * v + g; w -= lr * v (no velocity when momentum is 0)."""
+    updates = []
+    for p, g in zip(params, grads):
+        if momentum:
+            v = theano.shared(np.zeros_like(p.get_value(borrow=True)), name=f"v_{p.name}", borrow=True)
+            v_new = _c(momentum) * v + g
+            updates += [(v, v_new), (p, p - lr * v_new)]
+        else:
+            updates.append((p, p - lr * g))
+    return updates
+
+
+def adam_updates(params, grads, lr, beta1: float = 0.9, beta2: float = 0.999, eps: float = 1e-8) -> list:
+    """torch.optim.Adam: bias-corrected moments, w -= lr / (1 - b1^t) * m / (sqrt(v) / sqrt(1 - b2^t) + eps)."""
+    t = theano.shared(_f(0.0), name="adam_t")
+    t_new = t + _c(1.0)
+    step = lr / (_c(1.0) - _c(beta1) ** t_new)
+    root_c2 = T.sqrt(_c(1.0) - _c(beta2) ** t_new)
+    updates = [(t, t_new)]
+    for p, g in zip(params, grads):
+        m = theano.shared(np.zeros_like(p.get_value(borrow=True)), name=f"m_{p.name}", borrow=True)
+        v = theano.shared(np.zeros_like(p.get_value(borrow=True)), name=f"v_{p.name}", borrow=True)
+        m_new = _c(beta1) * m + _c(1.0 - beta1) * g
+        v_new = _c(beta2) * v + _c(1.0 - beta2) * T.sqr(g)
+        updates += [(m, m_new), (v, v_new), (p, p - step * m_new / (T.sqrt(v_new) / root_c2 + _c(eps)))]
+    return updates
+
+
+def _find_library(name: str, dirs: list[str]) -> str | None:
+    """Where the linker finds -l`name`: the -L folders first, then the compiler's own search path."""
+    for d in dirs:
+        candidate = Path(d) / f"lib{name}.so"
+        if candidate.exists():
+            return os.path.realpath(candidate)
+    try:
+        found = subprocess.run([theano.config.cxx or "g++", f"-print-file-name=lib{name}.so"], capture_output=True,
+                               text=True, timeout=30).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return os.path.realpath(found) if os.path.isabs(found) and os.path.exists(found) else None
+
+
+def blas_libraries() -> list[str]:
+    """The shared libraries theano.config.blas__ldflags resolves to (what Theano's C code links)."""
+    flags = theano.config.blas__ldflags.split()
+    dirs = [f[2:] for f in flags if f.startswith("-L")]
+    found = [_find_library(f[2:], dirs) for f in flags if f.startswith("-l")]
+    return [f for f in found if f]
+
+
+def openblas_threads(libraries: list[str]) -> int | None:
+    """Threads of the OpenBLAS Theano links, asked of the library itself (the same one its modules load)."""
+    for path in libraries:
+        try:
+            lib = ctypes.CDLL(path)
+        except OSError:
+            continue
+        if hasattr(lib, "openblas_get_num_threads"):
+            return int(lib.openblas_get_num_threads())
+    return None
+
+
+class TheanoTrainer(Trainer):
+    def __init__(self, point: dict, inputs: Inputs):
+        check_device(point)
+        self.point = point
+        self.inputs = inputs
+
+    def info(self) -> dict:
+        libs = blas_libraries()
+        blas_threads = openblas_threads(libs)
+        omp_threads = requested_threads()
+        resolved = ", ".join(libs) or "not found"
+        return {
+            "framework": "theano",
+            "framework_version": theano.__version__,
+            "numpy_version": np.__version__,
+            "blas": f"{theano.config.blas__ldflags} -> {resolved}",
+            "build": {"blas_ldflags": theano.config.blas__ldflags, "blas_libraries": libs,
+                      "openblas_threads": blas_threads, "openmp": bool(theano.config.openmp),
+                      "omp_num_threads": omp_threads, "openblas_num_threads_env": os.environ.get("OPENBLAS_NUM_THREADS"),
+                      "floatX": theano.config.floatX, "cxx": theano.config.cxx, "mode": str(theano.config.mode),
+                      "compiledir": theano.config.compiledir, "theano_flags": os.environ.get("THEANO_FLAGS")},
+            "threads_in_effect": blas_threads if blas_threads is not None
+            else int(os.environ.get("OPENBLAS_NUM_THREADS") or omp_threads),
+            "library_in_effect": "openblas" if any("openblas" in lib for lib in libs) else theano.config.blas__ldflags,
+            "device_name": "cpu",
+        }
+
+    def build(self) -> None:
+        p = self.point
+        self.net = Network(p["layers"], self.inputs.shape, p["seed"])
+        self.train_x = theano.shared(self.inputs.train_x.astype(FLOATX), name="train_x", borrow=True)
+        self.train_y = theano.shared(self.inputs.train_y.astype(np.int32), name="train_y", borrow=True)
+        self.test_x = theano.shared(self.inputs.test_x.astype(FLOATX), name="test_x", borrow=True)
+        self.test_y = theano.shared(self.inputs.test_y.astype(np.int32), name="test_y", borrow=True)
+        self.lr = theano.shared(_f(p["learning_rate"]), name="lr")
+        self.lr_now = float(p["learning_rate"])
+        self.loss_sum = theano.shared(_f(0.0), name="loss_sum")
+        self.loss_n = theano.shared(np.int64(0), name="loss_n")
+
+        x, y = T.tensor4("x"), T.ivector("y")
+        loss = T.mean(T.nnet.categorical_crossentropy(T.nnet.softmax(self.net.logits(x, train=True)), y))
+        params = self.net.params
+        grads = theano.grad(loss, params)
+        if p["weight_decay"]:  # L2 added to the gradient, as torch.optim and Caffe do
+            grads = [g + _c(p["weight_decay"]) * w for g, w in zip(grads, params)]
+        if p["optimizer"] == "adam":
+            updates = adam_updates(params, grads, self.lr)
+        else:
+            updates = sgd_updates(params, grads, self.lr, p["momentum"])
+        updates += [(self.loss_sum, self.loss_sum + loss), (self.loss_n, self.loss_n + 1)]
+        self.idx = T.lvector("idx")
+        self.train_givens = {x: self.train_x[self.idx], y: self.train_y[self.idx]}
+        self.train_updates = updates
+
+        logits = self.net.logits(x, train=False)
+        self.start, self.stop = T.lscalar("start"), T.lscalar("stop")
+        self.test_outputs = [T.sum(T.eq(T.argmax(logits, axis=1), y)),
+                             T.sum(T.nnet.categorical_crossentropy(T.nnet.softmax(logits), y))]
+        self.test_givens = {x: self.test_x[self.start:self.stop], y: self.test_y[self.start:self.stop]}
+
+    def compile(self) -> None:
+        # Graph optimisation and C compilation (or loading from the cache) happen here, not in training.
+        self.train_fn = theano.function([self.idx], [], updates=self.train_updates, givens=self.train_givens,
+                                        name="train")
+        self.test_fn = theano.function([self.start, self.stop], self.test_outputs, givens=self.test_givens,
+                                       name="test")
+
+    def train_step(self, batch: np.ndarray, lr: float) -> None:
+        if lr != self.lr_now:
+            self.lr.set_value(_f(lr))
+            self.lr_now = lr
+        self.train_fn(batch)
+
+    def take_loss(self) -> float:
+        # The loss is summed inside the compiled function (an update), so steps never return it.
+        n = int(self.loss_n.get_value())
+        mean = float(self.loss_sum.get_value()) / max(1, n)
+        self.loss_sum.set_value(_f(0.0))
+        self.loss_n.set_value(np.int64(0))
+        return mean
+
+    def evaluate(self) -> tuple[float, float]:
+        n = len(self.inputs.test_y)
+        bs = self.point["test_batch_size"]
+        correct, loss = 0, 0.0
+        for start in range(0, n, bs):
+            c, s = self.test_fn(start, min(n, start + bs))
+            correct += int(c)
+            loss += float(s)
+        return correct / n, loss / n
+
+
+def check_device(point: dict) -> None:
+    if point["device"] != "cpu":
+        try:
+            import pygpu  # noqa: F401
+        except ImportError:
+            raise Unavailable("Theano's GPU back end (libgpuarray/pygpu) is not installed in the Theano "
+                              "environment; Theano points run on the CPU only") from None
+        raise Unavailable("the dlbench Theano adapter runs Theano on the CPU only (device=cpu)")
+
+
+def run(point: dict, dataset_dir: str, reporter: Reporter) -> dict:
+    check_device(point)  # before the data are read
+    inputs = read_inputs(dataset_dir, point, reporter)
+    return drive(TheanoTrainer(point, inputs), point, inputs, reporter)

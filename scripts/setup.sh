@@ -1,0 +1,53 @@
+#!/usr/bin/env bash
+# Sets up dlbench on this machine: Debian packages (when root), the base environment
+# in .venv/, and the framework environments (cached under $DLBENCH_CACHE, default
+# ~/.cache/dlbench, keyed by what they are built from, so a second run or clone reuses them).
+#
+#   bash scripts/setup.sh            what the default study needs
+#   bash scripts/setup.sh --tests    also what the tests need (all four frameworks, SLURM, Chromium)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+for_tests=0
+[[ "${1:-}" == "--tests" ]] && for_tests=1
+
+log() { printf '[setup %(%H:%M:%S)T] %s\n' -1 "$*"; }
+
+# Debian packages: the real Fashion-MNIST, and what the Caffe build and the tests need.
+packages=(dataset-fashion-mnist python3-venv)
+if ((for_tests)); then
+  mapfile -t caffe_pkgs < <(grep -v '^\s*#' envs/caffe/debian-packages.txt | sed '/^\s*$/d')
+  packages+=("${caffe_pkgs[@]}" chromium)
+fi
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if ((${#missing[@]})); then
+  if [[ $(id -u) -eq 0 ]]; then
+    log "installing Debian packages: ${missing[*]}"
+    apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+  else
+    echo "dlbench setup: missing Debian packages: ${missing[*]}; install them with: sudo apt-get install ${missing[*]}" >&2
+    exit 2
+  fi
+fi
+
+# The base environment: Snakemake, the monitor, aggregation, charts, tests.
+stamp=.venv/.base-$(sha256sum envs/base.txt | cut -c1-12)
+if [[ ! -f $stamp ]]; then
+  log "creating .venv from envs/base.txt"
+  python3 -m venv .venv
+  .venv/bin/python -m pip install -q --no-input -r envs/base.txt
+  rm -f .venv/.base-* && touch "$stamp"
+fi
+
+# Framework environments, built once per machine and key.
+frameworks=(pytorch tensorflow)
+((for_tests)) && frameworks+=(theano caffe)
+for fw in "${frameworks[@]}"; do
+  log "framework environment: $fw"
+  .venv/bin/python -m dlbench.envs build "$fw" >/dev/null
+done
+log "ready"

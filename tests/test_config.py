@@ -1,0 +1,103 @@
+"""Config validation: every mistake is one line that names the key and what is allowed."""
+
+import pytest
+
+from dlbench.config import ConfigError, validate
+
+BASE = {"datasets": ["digits"], "frameworks": ["pytorch"], "preset": ["caffe"]}
+
+
+def error_of(cfg, **kw) -> str:
+    with pytest.raises(ConfigError) as info:
+        validate(cfg, **kw)
+    message = str(info.value)
+    assert "\n" not in message
+    return message
+
+
+def test_defaults_are_filled_in():
+    cfg = validate(BASE)
+    assert cfg["repeats"] == 1 and cfg["seed"] == 1 and cfg["scale"] == 1
+    assert cfg["monitor"]["interval_s"] == 0.2 and cfg["monitor"]["enabled"] is True
+    assert cfg["measurement"]["exclusive"] is True
+    assert cfg["limits"] == {"time_s": None, "memory_mb": None}
+
+
+def test_unknown_top_level_key_is_named_with_the_allowed_ones():
+    msg = error_of({**BASE, "batchsize": [64]})
+    assert "'batchsize'" in msg and "datasets" in msg and "sweep" in msg
+
+
+def test_unknown_sweep_axis():
+    msg = error_of({**BASE, "sweep": {"batch": [64]}})
+    assert "'batch'" in msg and "sweep" in msg and "batch_size" in msg
+
+
+def test_wrong_type():
+    msg = error_of({**BASE, "sweep": {"batch_size": ["big"]}})
+    assert "sweep.batch_size.0" in msg and "integer" in msg
+
+
+def test_unknown_framework_lists_the_known():
+    msg = error_of({**BASE, "frameworks": ["mxnet"]})
+    assert "'mxnet'" in msg and "pytorch" in msg and "caffe" in msg
+
+
+def test_unknown_dataset():
+    msg = error_of({**BASE, "datasets": ["imagenet"]})
+    assert "'imagenet'" in msg and "cifar10" in msg
+
+
+def test_unknown_preset():
+    msg = error_of({**BASE, "preset": ["keras"]})
+    assert "'keras'" in msg and "own" in msg and "torch" in msg
+
+
+def test_empty_sweep_list():
+    msg = error_of({**BASE, "sweep": {"learning_rate": []}})
+    assert "sweep.learning_rate" in msg and "empty" in msg
+
+
+def test_epochs_and_iterations_together():
+    msg = error_of({**BASE, "sweep": {"epochs": [1], "iterations": [100]}})
+    assert "epochs" in msg and "iterations" in msg
+
+
+def test_threads_above_the_cores_of_a_local_run():
+    msg = error_of({**BASE, "sweep": {"threads": [64]}}, local_cores=2)
+    assert "sweep.threads" in msg and "64" in msg and "2 cores" in msg
+    validate({**BASE, "sweep": {"threads": [64]}}, local_cores=None)  # a cluster may have them
+
+
+def test_values_that_would_reach_a_shell_or_a_path_are_refused():
+    for bad in ["../etc", "a;rm -rf", "has space", "quo'te"]:
+        msg = error_of({**BASE, "preset": [bad]})
+        assert "plain name" in msg
+    msg = error_of({**BASE, "presets": {"../x": {"network": "lenet", "optimizer": "sgd",
+                                                  "learning_rate": 0.1, "batch_size": 8, "epochs": 1}}})
+    assert "../x" in msg
+
+
+def test_custom_preset_is_accepted_and_checked():
+    preset = {"network": "lenet", "optimizer": "sgd", "learning_rate": 0.1, "batch_size": 8, "epochs": 1}
+    cfg = validate({**BASE, "preset": ["mine"], "presets": {"mine": preset}})
+    assert cfg["presets"]["mine"]["network"] == "lenet"
+    msg = error_of({**BASE, "preset": ["mine"], "presets": {"mine": {**preset, "network": "resnet"}}})
+    assert "resnet" in msg and "lenet" in msg
+    msg = error_of({**BASE, "preset": ["mine"], "presets": {"mine": {**preset, "iterations": 5}}})
+    assert "either epochs or iterations" in msg
+
+
+def test_missing_local_dataset_path():
+    msg = error_of({**BASE, "data": {"mnist": "/nowhere/mnist"}})
+    assert "data.mnist" in msg and "/nowhere/mnist" in msg
+
+
+def test_out_of_range_values():
+    assert "learning_rate" in error_of({**BASE, "sweep": {"learning_rate": [0]}})
+    assert "scale" in error_of({**BASE, "scale": 2})
+    assert "repeats" in error_of({**BASE, "repeats": 0})
+
+
+def test_not_a_mapping():
+    assert "not a mapping" in error_of(None)

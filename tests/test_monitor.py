@@ -1,0 +1,47 @@
+"""The monitor sees real CPU use and real memory of a process tree, from outside it."""
+
+import subprocess
+import sys
+import time
+
+from dlbench.monitor import Monitor
+
+BUSY = "import time\nend = time.time() + {s}\nwhile time.time() < end: pass\n"
+ALLOC = ("import time\nblock = bytearray({mb} * 2**20)\nfor i in range(0, len(block), 4096): block[i] = 1\n"
+         "time.sleep({s})\n")
+
+
+def run_monitored(code: str, interval: float = 0.05, **kw) -> Monitor:
+    proc = subprocess.Popen([sys.executable, "-c", code], start_new_session=True)
+    mon = Monitor(proc.pid, interval, **kw).start()
+    proc.wait()
+    time.sleep(interval * 2)
+    mon.stop()
+    return mon
+
+
+def test_sees_one_busy_core():
+    mon = run_monitored(BUSY.format(s=1.5))
+    busy = [s["cpu_pct"] for s in mon.samples[3:-3]]
+    assert len(mon.samples) > 10
+    assert 80 < sum(busy) / len(busy) < 115
+
+
+def test_sees_a_child_process_too():
+    code = f"import subprocess, sys; subprocess.run([sys.executable, '-c', {BUSY.format(s=1.2)!r}])"
+    mon = run_monitored(code)
+    assert max(s["processes"] for s in mon.samples) == 2
+    busy = sorted(s["cpu_pct"] for s in mon.samples)
+    assert busy[len(busy) // 2] > 70  # the busy grandchild's CPU is counted
+
+
+def test_sees_memory_of_a_known_block():
+    mon = run_monitored(ALLOC.format(mb=300, s=0.6))
+    peak = max(s["rss_mb"] for s in mon.samples)
+    assert 300 <= peak < 300 * 1.05 + 30
+
+
+def test_enforces_a_memory_budget():
+    mon = run_monitored(ALLOC.format(mb=400, s=5), memory_limit_mb=200)
+    assert mon.over_memory
+    assert mon.samples[-1]["t"] - mon.samples[0]["t"] < 4  # killed, not slept through

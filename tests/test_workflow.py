@@ -1,0 +1,139 @@
+"""The workflow end to end on a tiny config, and what a rerun reruns (read from dry runs)."""
+
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pandas as pd
+import pytest
+import yaml
+
+from conftest import REPO
+
+TINY = {
+    "datasets": ["digits"],
+    "frameworks": ["pytorch", "tensorflow"],
+    "preset": ["caffe"],
+    "sweep": {"learning_rate": [0.01, 0.02], "iterations": [30], "batch_size": [32], "threads": [1]},
+    "monitor": {"interval_s": 0.1},
+}
+COPIED = ["Snakefile", "rules", "dlbench", "config", "envs", "profiles", "report"]
+
+
+def snakemake(workdir: Path, *args: str, check: bool = True) -> subprocess.CompletedProcess:
+    proc = subprocess.run([sys.executable, "-m", "snakemake", "--cores", "2", *args], cwd=workdir,
+                          capture_output=True, text=True)
+    if check and proc.returncode != 0:
+        raise AssertionError(proc.stdout[-3000:] + proc.stderr[-3000:])
+    return proc
+
+
+def write_config(workdir: Path, cfg: dict) -> None:
+    (workdir / "tiny.yaml").write_text(yaml.safe_dump(cfg))
+
+
+def planned_jobs(workdir: Path) -> list[tuple[str, dict]]:
+    """(rule, wildcards) of every job a dry run would run."""
+    out = snakemake(workdir, "-n", "--configfile", "tiny.yaml").stdout
+    jobs = []
+    for block in re.split(r"\n(?=(?:local)?rule \w+:)", out):
+        m = re.match(r"(?:local)?rule (\w+):", block.strip())
+        if not m:
+            continue
+        wc = re.search(r"wildcards: (.*)", block)
+        wildcards = dict(kv.split("=", 1) for kv in wc.group(1).split(", ")) if wc else {}
+        jobs.append((m.group(1), wildcards))
+    return jobs
+
+
+@pytest.fixture(scope="module")
+def workflow_copy(tmp_path_factory):
+    """A copy of the workflow, so the test may edit its code without touching the repository."""
+    root = tmp_path_factory.mktemp("wf")
+    for name in COPIED:
+        src = REPO / name
+        if src.is_dir():
+            shutil.copytree(src, root / name, ignore=shutil.ignore_patterns("__pycache__"))
+        else:
+            shutil.copy(src, root / name)
+    write_config(root, TINY)
+    snakemake(root, "--configfile", "tiny.yaml")
+    return root
+
+
+@pytest.mark.slow
+def test_tiny_study_gives_parquet_and_charts(workflow_copy):
+    runs = pd.read_parquet(workflow_copy / "results/runs.parquet")
+    assert len(runs) == 4
+    assert set(runs.framework) == {"pytorch", "tensorflow"}
+    assert (runs.status == "ok").all(), runs[["run_id", "status", "reason"]]
+    for column in ("train_time_s", "test_time_s", "accuracy", "final_loss", "throughput_img_s", "cpu_util_mean_pct",
+                   "rss_peak_mb", "rss_mean_mb", "framework_version", "threads_requested", "threads_in_effect",
+                   "cpu_model", "cpu_cores_logical", "seed", "batch_size", "learning_rate", "iterations"):
+        assert column in runs.columns, column
+        assert runs[column].notna().all(), column
+    assert (runs.iterations == 30).all() and (runs.accuracy > 0.2).all()
+    assert all(c == c.lower() for c in runs.columns)
+    curves = pd.read_parquet(workflow_copy / "results/curves.parquet")
+    assert set(curves.run_id) == set(runs.run_id)
+    assert {"train", "test"} <= set(curves.kind)
+    samples = pd.read_parquet(workflow_copy / "results/samples.parquet")
+    assert set(samples.run_id) == set(runs.run_id)
+    assert "train" in set(samples.phase) and samples.rss_mb.max() > 100
+    charts = workflow_copy / "results/charts"
+    for name in ("train_time_by_framework", "accuracy_by_framework", "cpu_timeline", "memory_timeline",
+                 "accuracy_vs_learning_rate", "train_time_vs_batch_size"):
+        html = (charts / f"{name}.html").read_text()
+        assert "vegaEmbed" in html and "cdn.jsdelivr" not in html  # self-contained: opens offline
+        assert (charts / f"{name}.svg").read_text().lstrip().startswith("<svg")
+
+
+@pytest.mark.slow
+def test_a_finished_run_has_nothing_to_do(workflow_copy):
+    assert planned_jobs(workflow_copy) == []
+
+
+@pytest.mark.slow
+def test_changing_a_parameter_reruns_those_points_and_the_aggregation(workflow_copy):
+    write_config(workflow_copy, {**TINY, "sweep": {**TINY["sweep"], "learning_rate": [0.01, 0.03]}})
+    jobs = planned_jobs(workflow_copy)
+    trains = [wc for rule, wc in jobs if rule == "train"]
+    assert len(trains) == 2 and all("lr0.03" in wc["point"] for wc in trains)
+    assert {rule for rule, _ in jobs} == {"train", "aggregate", "charts", "all"}
+    write_config(workflow_copy, TINY)
+
+
+@pytest.mark.slow
+def test_adding_a_point_runs_only_the_new_one(workflow_copy):
+    write_config(workflow_copy, {**TINY, "frameworks": ["pytorch", "tensorflow"],
+                                 "sweep": {**TINY["sweep"], "learning_rate": [0.01, 0.02, 0.04]}})
+    trains = [wc for rule, wc in planned_jobs(workflow_copy) if rule == "train"]
+    assert len(trains) == 2 and all("lr0.04" in wc["point"] for wc in trains)
+    write_config(workflow_copy, TINY)
+
+
+@pytest.mark.slow
+def test_changing_one_adapter_reruns_that_frameworks_points_only(workflow_copy):
+    adapter = workflow_copy / "dlbench/frameworks/tensorflow.py"
+    original = adapter.read_text()
+    adapter.write_text(original + "\n# a changed adapter\n")
+    try:
+        trains = [wc for rule, wc in planned_jobs(workflow_copy) if rule == "train"]
+    finally:
+        adapter.write_text(original)
+    assert len(trains) == 2 and {wc["framework"] for wc in trains} == {"tensorflow"}
+
+
+@pytest.mark.slow
+def test_a_bad_config_stops_before_any_job_with_one_line(workflow_copy):
+    write_config(workflow_copy, {**TINY, "sweep": {**TINY["sweep"], "batchsize": [3]}})
+    try:
+        proc = snakemake(workflow_copy, "--configfile", "tiny.yaml", check=False)
+    finally:
+        write_config(workflow_copy, TINY)
+    assert proc.returncode != 0
+    lines = [line for line in (proc.stdout + proc.stderr).splitlines() if "dlbench: config error" in line]
+    assert len(lines) == 1 and "'batchsize'" in lines[0] and "batch_size" in lines[0]
+    assert "rule train" not in proc.stdout
