@@ -56,8 +56,10 @@ def run_point(point: dict, dataset_dir: str | Path, out_dir: str | Path, *, pyth
               memory_limit_mb: float | None = None) -> dict:
     """Train one point and write metrics.json, curve.csv, samples.csv and trainer.log into out_dir."""
     out_dir = Path(out_dir)
+    out_dir.parent.mkdir(parents=True, exist_ok=True)
+    for stale in out_dir.parent.glob(f".{out_dir.name}.partial-*"):  # left by a job killed outright
+        shutil.rmtree(stale, ignore_errors=True)
     work = out_dir.parent / f".{out_dir.name}.partial-{os.getpid()}"
-    shutil.rmtree(work, ignore_errors=True)
     work.mkdir(parents=True)
     (work / "point.json").write_text(json.dumps(point, indent=2, sort_keys=True))
     events_path = work / "events.jsonl"
@@ -70,7 +72,7 @@ def run_point(point: dict, dataset_dir: str | Path, out_dir: str | Path, *, pyth
     with open(log_path, "wb") as log:
         proc = subprocess.Popen([python, "-m", "dlbench.trainer", str(work / "point.json"), str(dataset_dir),
                                  str(events_path)], stdout=log, stderr=subprocess.STDOUT, env=trainer_env(point),
-                                cwd=REPO, start_new_session=True)
+                                cwd=REPO, start_new_session=True, preexec_fn=_die_with_parent)
         mon = Monitor(proc.pid, interval_s, gpu_index, memory_limit_mb)
         if monitor_enabled or memory_limit_mb:
             mon.start()
@@ -85,9 +87,16 @@ def run_point(point: dict, dataset_dir: str | Path, out_dir: str | Path, *, pyth
             except subprocess.TimeoutExpired:
                 kill_tree(proc.pid, signal.SIGKILL)
                 proc.wait()
-        except BaseException:  # the job itself is being stopped: take the trainer with it
+        except BaseException:  # the job itself is cancelled: take the trainer with it, keep the attempt
             kill_tree(proc.pid, signal.SIGKILL)
             proc.wait()
+            if mon._thread.is_alive():
+                mon.stop()
+            record = build_record(point, read_events(events_path), mon, proc.returncode, timed_out=False,
+                                  time_limit_s=time_limit_s, memory_limit_mb=memory_limit_mb, t_launch=t_launch,
+                                  t_end=time.monotonic(), log_tail=_tail(log_path), cancelled=True)
+            stamp = time.strftime("%Y%m%dT%H%M%S", time.localtime(started_wall))
+            write_json(out_dir / "attempts" / f"{stamp}-{os.getpid()}.json", record)
             shutil.rmtree(work, ignore_errors=True)
             raise
         t_end = time.monotonic()
@@ -110,6 +119,16 @@ def run_point(point: dict, dataset_dir: str | Path, out_dir: str | Path, *, pyth
     write_json(out_dir / "metrics.json", record)
     shutil.rmtree(work, ignore_errors=True)
     return record
+
+
+def _die_with_parent() -> None:
+    """In the trainer, before exec: be killed if the runner dies (a node failure must not leave orphans)."""
+    try:
+        import ctypes
+
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+    except OSError:
+        pass
 
 
 def _tail(path: Path, lines: int = 30) -> str:
@@ -185,8 +204,11 @@ def resource_summary(samples: list[dict], spans: list[tuple[str, float, float]])
     return out
 
 
-def status_of(events: list[dict], returncode: int, *, timed_out: bool, over_memory: bool) -> tuple[str, str | None]:
+def status_of(events: list[dict], returncode: int, *, timed_out: bool, over_memory: bool,
+              cancelled: bool = False) -> tuple[str, str | None]:
     last = next((e for e in reversed(events) if e["e"] == "status"), None)
+    if cancelled:
+        return "cancelled", "the job was cancelled (SIGTERM or SIGINT) before the point finished; it runs again next time"
     if timed_out:
         return "timeout", "the point exceeded its time budget"
     if over_memory:
@@ -200,8 +222,10 @@ def status_of(events: list[dict], returncode: int, *, timed_out: bool, over_memo
 
 
 def build_record(point: dict, events: list[dict], mon: Monitor, returncode: int, *, timed_out: bool,
-                 time_limit_s, memory_limit_mb, t_launch: float, t_end: float, log_tail: str) -> dict:
-    status, reason = status_of(events, returncode, timed_out=timed_out, over_memory=mon.over_memory)
+                 time_limit_s, memory_limit_mb, t_launch: float, t_end: float, log_tail: str,
+                 cancelled: bool = False) -> dict:
+    status, reason = status_of(events, returncode, timed_out=timed_out, over_memory=mon.over_memory,
+                               cancelled=cancelled)
     info = next((e for e in events if e["e"] == "info"), {})
     result = next((e for e in events if e["e"] == "result"), {})
     plan = next((e for e in events if e["e"] == "plan"), {})

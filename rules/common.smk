@@ -23,6 +23,14 @@ try:
 except dlconfig.ConfigError as exc:
     raise SystemExit(f"dlbench: config error: {exc}")
 
+# A run killed outright leaves Snakemake's lock files; the next run clears them when it
+# can prove (with a kernel lock, see dlbench/locks.py) that no other run is alive here.
+if workflow.is_main_process and not workflow.remote_exec and not workflow.subprocess_exec:
+    from dlbench import locks
+
+    if locks.hold_and_clear_stale():
+        print("dlbench: removed stale Snakemake locks left by a killed run", file=sys.stderr)
+
 POINTS = {(p["framework"], p["dataset"], p["id"]): p for p in sweep.expand(CFG)}
 
 

@@ -4,8 +4,8 @@ import json
 import subprocess
 
 import pytest
-
 from conftest import REPO, make_point
+
 from dlbench import models
 
 FRAMEWORKS = ["pytorch", "tensorflow"]

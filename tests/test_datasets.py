@@ -7,8 +7,8 @@ import tarfile
 
 import numpy as np
 import pytest
-
 from conftest import FASHION_DIR, have_fashion
+
 from dlbench.datasets import catalog, cifar, digits, idx, prepare, store
 
 

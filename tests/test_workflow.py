@@ -9,7 +9,6 @@ from pathlib import Path
 import pandas as pd
 import pytest
 import yaml
-
 from conftest import REPO
 
 TINY = {

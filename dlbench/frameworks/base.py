@@ -23,6 +23,8 @@ import numpy as np
 from dlbench import lr as lr_policies
 from dlbench.datasets import store
 
+PROGRESS_EVERY_S = 2.0
+
 
 class Unavailable(RuntimeError):
     """The point cannot run here (no GPU, no GPU build); the message says why."""
@@ -132,7 +134,7 @@ class Plan:
     lr_policy: dict
 
     @classmethod
-    def of(cls, point: dict, train_size: int) -> "Plan":
+    def of(cls, point: dict, train_size: int) -> Plan:
         spe = lr_policies.steps_per_epoch(train_size, point["batch_size"])
         if point.get("iterations"):
             total = int(point["iterations"])
@@ -200,12 +202,16 @@ def drive(trainer: Trainer, point: dict, inputs: Inputs, reporter: Reporter) -> 
     train_s = interval_test_s = 0.0
     last_loss = float("nan")
     reporter.emit("phase_start", name="train")
-    seg_start = time.perf_counter()
+    seg_start = last_report = time.perf_counter()
     for it in range(plan.total_iterations):
         lr = lr_policies.rate(plan.lr_policy, point["learning_rate"], it)
         trainer.train_step(next(order), lr)
         done = it + 1
-        if done % plan.display_every == 0 or done == plan.total_iterations:
+        # Report every display interval, and at least every PROGRESS_EVERY_S on slow points,
+        # so a point cut short (timeout, kill) still shows how far it got.
+        if (done % plan.display_every == 0 or done == plan.total_iterations
+                or time.perf_counter() - last_report >= PROGRESS_EVERY_S):
+            last_report = time.perf_counter()
             last_loss = trainer.take_loss()
             reporter.emit("step", iteration=done, epoch=done / plan.steps_per_epoch, loss=last_loss, lr=lr,
                           train_time_s=train_s + time.perf_counter() - seg_start)

@@ -1,0 +1,249 @@
+"""The fault matrix: each fault injected for real, and what dlbench made of it.
+
+Every scenario runs real training (PyTorch on the digits, the cheapest real point)
+and returns a dict with `fault`, `injected`, `survived`, `data_lost` and the
+evidence. The tests assert on these; `bench/faults.py` prints them as a table.
+
+    python -m dlbench.faultmatrix [WORKDIR]
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+import psutil
+import yaml
+
+from dlbench import config, envs, runner, sweep
+from dlbench.datasets import prepare
+
+REPO = Path(__file__).resolve().parent.parent
+WORKFLOW_FILES = ["Snakefile", "rules", "dlbench", "config", "envs", "profiles", "report"]
+
+
+def point(framework: str = "pytorch", **sweep_values) -> dict:
+    cfg = config.validate({"datasets": ["digits"], "frameworks": [framework], "preset": ["caffe"],
+                           "sweep": {k: [v] for k, v in sweep_values.items()}})
+    return sweep.expand(cfg)[0]
+
+
+class Lab:
+    """A scratch folder with the digits prepared and the PyTorch environment at hand."""
+
+    def __init__(self, root: str | Path):
+        self.root = Path(root)
+        self.digits = self.root / "datasets" / "digits"
+        if not (self.digits / "meta.json").exists():
+            prepare.prepare("digits", self.digits)
+        self.python = str(envs.build("pytorch") / "bin" / "python")
+
+    def out(self, name: str) -> Path:
+        return self.root / "runs" / name
+
+
+def _row(fault, injected, survived, data_lost, **evidence) -> dict:
+    return {"fault": fault, "injected": injected, "survived": survived, "data_lost": data_lost, **evidence}
+
+
+def _record_is_whole(out: Path) -> bool:
+    try:
+        json.loads((out / "metrics.json").read_text())
+        return True
+    except (OSError, json.JSONDecodeError):
+        return False
+
+
+def diverged(lab: Lab) -> dict:
+    p = point(iterations=300, learning_rate=1000.0)
+    r = runner.run_point(p, lab.digits, lab.out("diverged"), python=lab.python)
+    curve = (lab.out("diverged") / "curve.csv").read_text().splitlines()
+    return _row("loss becomes NaN/inf", "learning rate 1000", r["status"] == "diverged",
+                not _record_is_whole(lab.out("diverged")), status=r["status"],
+                at_iteration=r["diverged_at_iteration"], curve_rows=len(curve) - 1, record=r)
+
+
+def trainer_raises(lab: Lab) -> dict:
+    p = point(iterations=50)
+    r = runner.run_point(p, lab.root / "no-such-dataset", lab.out("raises"), python=lab.python)
+    return _row("trainer raises", "dataset folder missing", r["status"] == "error",
+                not _record_is_whole(lab.out("raises")), status=r["status"], reason=r["reason"], record=r)
+
+
+def trainer_killed(lab: Lab) -> dict:
+    p = point(iterations=100000)
+    out = lab.out("killed")
+    result: dict = {}
+    worker = threading.Thread(target=lambda: result.update(runner.run_point(p, lab.digits, out, python=lab.python)))
+    worker.start()
+    trainer = _wait_for_training(out)
+    os.kill(trainer, signal.SIGKILL)
+    worker.join()
+    return _row("trainer killed by a signal", "SIGKILL to the trainer mid-training", result["status"] == "killed",
+                not _record_is_whole(out), status=result["status"], reason=result["reason"], record=result)
+
+
+def _wait_for_training(out: Path, timeout: float = 120) -> int:
+    """The trainer's pid, once it has started its training phase."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        for partial in out.parent.glob(f".{out.name}.partial-*"):
+            events = runner.read_events(partial / "events.jsonl")
+            if any(e["e"] == "phase_start" and e["name"] == "train" for e in events):
+                for proc in psutil.process_iter(["pid", "cmdline"]):
+                    cmd = proc.info["cmdline"] or []
+                    if "dlbench.trainer" in cmd and str(partial / "point.json") in cmd:
+                        return proc.info["pid"]
+        time.sleep(0.1)
+    raise TimeoutError(f"no trainer started training for {out}")
+
+
+def time_budget(lab: Lab) -> dict:
+    p = point(iterations=100000)
+    r = runner.run_point(p, lab.digits, lab.out("timeout"), python=lab.python, time_limit_s=15)
+    return _row("time budget exceeded", "limits.time_s = 15 on a long point", r["status"] == "timeout",
+                not _record_is_whole(lab.out("timeout")), status=r["status"], progress=r["iterations_done"],
+                wall_time_s=r["wall_time_s"], record=r)
+
+
+def memory_budget(lab: Lab) -> dict:
+    p = point(iterations=100000)
+    r = runner.run_point(p, lab.digits, lab.out("oom"), python=lab.python, memory_limit_mb=150, interval_s=0.05)
+    return _row("memory budget exceeded", "limits.memory_mb = 150 (PyTorch needs about 340)", r["status"] == "oom",
+                not _record_is_whole(lab.out("oom")), status=r["status"], rss_peak_mb=r["rss_peak_mb"], record=r)
+
+
+def gpu_missing(lab: Lab) -> dict:
+    p = point(iterations=10, device="gpu")
+    r = runner.run_point(p, lab.digits, lab.out("gpu"), python=lab.python)
+    return _row("GPU point where no GPU is", "device: gpu on this machine", r["status"] == "unavailable",
+                not _record_is_whole(lab.out("gpu")), status=r["status"], reason=r["reason"], record=r)
+
+
+def job_cancelled(lab: Lab) -> dict:
+    """SIGTERM to the job (what scancel and Ctrl-C send): no result, an attempt record, no orphans."""
+    p = point(iterations=100000)
+    out = lab.out("cancelled")
+    env_json = lab.root / "pytorch-env.json"
+    env_json.write_text(json.dumps({"python": lab.python}))
+    job = subprocess.Popen([sys.executable, "-m", "dlbench.cli", "train", "--point", json.dumps(p),
+                            "--dataset-dir", str(lab.digits), f"--env={env_json}", "--out", str(out)], cwd=REPO)
+    trainer = _wait_for_training(out)
+    job.send_signal(signal.SIGTERM)
+    code = job.wait(timeout=60)
+    time.sleep(0.5)
+    attempts = sorted((out / "attempts").glob("*.json"))
+    attempt = json.loads(attempts[-1].read_text()) if attempts else {}
+    orphan = psutil.pid_exists(trainer) and psutil.Process(trainer).status() != psutil.STATUS_ZOMBIE
+    partial_left = list(out.parent.glob(f".{out.name}.partial-*"))
+    return _row("job cancelled (SIGTERM)", "SIGTERM to the job mid-training",
+                code != 0 and attempt.get("status") == "cancelled" and not orphan and not partial_left,
+                (out / "metrics.json").exists(), exit_code=code, attempt_status=attempt.get("status"),
+                progress=attempt.get("iterations_done"), orphan_trainer=orphan)
+
+
+def corrupt_dataset(lab: Lab) -> dict:
+    """A published file with one flipped byte: refused with both digests, nothing prepared."""
+    src = Path("/usr/share/datasets/fashion-mnist")
+    folder = lab.root / "corrupt-fashion"
+    folder.mkdir(exist_ok=True)
+    if src.is_dir():
+        for f in src.glob("*.gz"):
+            shutil.copy(f, folder / f.name)
+        import gzip
+
+        target = folder / "t10k-labels-idx1-ubyte.gz"
+        raw = bytearray(gzip.open(target).read())
+        raw[100] ^= 0xFF
+        with gzip.open(target, "wb") as fh:
+            fh.write(bytes(raw))
+    else:  # no system copy: the same check on MNIST's published digest
+        from dlbench.datasets import idx
+
+        for name in ("train-images-idx3-ubyte", "train-labels-idx1-ubyte", "t10k-images-idx3-ubyte",
+                     "t10k-labels-idx1-ubyte"):
+            idx.write(folder / f"{name}.gz", [[1]], compress=True)
+    name = "fashion_mnist" if src.is_dir() else "mnist"
+    out = lab.root / "prepared-corrupt"
+    try:
+        prepare.prepare(name, out, local=str(folder))
+        message = None
+    except prepare.DatasetError as exc:
+        message = str(exc)
+    left = list(out.glob("*")) if out.exists() else []
+    return _row("dataset file corrupt", "one flipped byte in a dataset file",
+                message is not None and "expected" in message and "found" in message, bool(left),
+                message=message, files_left=[p.name for p in left])
+
+
+def workflow_killed(lab: Lab) -> dict:
+    """SIGKILL to the whole snakemake process group mid-sweep, then the next invocation."""
+    wf = lab.root / "workflow"
+    shutil.rmtree(wf, ignore_errors=True)
+    wf.mkdir(parents=True)
+    for name in WORKFLOW_FILES:
+        src = REPO / name
+        (shutil.copytree(src, wf / name, ignore=shutil.ignore_patterns("__pycache__")) if src.is_dir()
+         else shutil.copy(src, wf / name))
+    cfg = {"datasets": ["digits"], "frameworks": ["pytorch"], "preset": ["caffe"],
+           "sweep": {"learning_rate": [0.01, 0.02, 0.03, 0.04], "iterations": [150], "threads": [1]}}
+    (wf / "study.yaml").write_text(yaml.safe_dump(cfg))
+    cmd = [sys.executable, "-m", "snakemake", "--cores", "2", "--configfile", "study.yaml"]
+    sm = subprocess.Popen(cmd, cwd=wf, start_new_session=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    runs = wf / "results" / "runs"
+    deadline = time.monotonic() + 300
+    while time.monotonic() < deadline and len(list(runs.rglob("metrics.json"))) < 1:
+        time.sleep(0.2)
+    time.sleep(1.0)  # kill while the next point trains
+    os.killpg(sm.pid, signal.SIGKILL)
+    sm.wait()
+    time.sleep(0.5)
+    finished = {p: p.stat().st_mtime_ns for p in runs.rglob("metrics.json")}
+    orphans = [p.pid for p in psutil.process_iter(["cmdline"]) if "dlbench.trainer" in (p.info["cmdline"] or [])
+               and str(wf) in " ".join(p.info["cmdline"] or [])]
+    again = subprocess.run(cmd, cwd=wf, capture_output=True, text=True)
+    import pandas as pd
+
+    table = pd.read_parquet(wf / "results" / "runs.parquet") if again.returncode == 0 else None
+    untouched = all(p.stat().st_mtime_ns == m for p, m in finished.items())
+    partials = list(runs.rglob(".*.partial-*"))
+    complete = table is not None and len(table) == 4 and (table.status == "ok").all()
+    return _row("whole snakemake SIGKILLed mid-sweep", "SIGKILL to snakemake's process group",
+                complete and untouched and not partials, not untouched or table is None or len(table) != 4,
+                finished_before_kill=len(finished), finished_points_rerun=not untouched,
+                orphan_trainers=len(orphans), partial_dirs_left=len(partials), rows_after=None if table is None
+                else len(table))
+
+
+SCENARIOS = [diverged, trainer_raises, trainer_killed, time_budget, memory_budget, gpu_missing, job_cancelled,
+             corrupt_dataset, workflow_killed]
+
+
+def main(argv: list[str]) -> int:
+    root = Path(argv[0]) if argv else Path(tempfile.mkdtemp(prefix="dlbench-faults-"))
+    lab = Lab(root)
+    rows = []
+    for scenario in SCENARIOS:
+        started = time.monotonic()
+        row = scenario(lab)
+        row.pop("record", None)
+        row["seconds"] = round(time.monotonic() - started, 1)
+        rows.append(row)
+        print(json.dumps(row, default=str), file=sys.stderr)
+    print("\n| fault | injected | survived | data lost | seconds |\n|---|---|---|---|---|")
+    for r in rows:
+        print(f"| {r['fault']} | {r['injected']} | {'yes' if r['survived'] else 'NO'} | "
+              f"{'YES' if r['data_lost'] else 'none'} | {r['seconds']} |")
+    return 0 if all(r["survived"] and not r["data_lost"] for r in rows) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
