@@ -67,7 +67,7 @@ class Monitor:
         self._gpu = open_gpu(self.gpu_index) if self.gpu_index is not None else None
         self._thread = threading.Thread(target=self._loop, name="dlbench-monitor", daemon=True)
 
-    def start(self) -> "Monitor":
+    def start(self) -> Monitor:
         self._thread.start()
         return self
 

@@ -70,6 +70,9 @@ def theano_flags(threads: int, compile_base: str) -> str:
         # convolutions (CorrMM: im2col + gemm) and the dense layers.
         "openmp": "False",
         "base_compiledir": compile_base,
+        # Points running at once queue on the compile lock (a flock, freed if its holder dies); the
+        # default 120 s of waiting can run out behind a few cold compilations.
+        "compile__timeout": "3600",
     }
     return ",".join(f"{k}={v}" for k, v in flags.items())
 
@@ -146,7 +149,7 @@ class Network:
         self.layers = layers
         self.input_shape = tuple(input_shape)
         self.shapes = models.shapes(layers, self.input_shape)
-        self.srng = MRG_RandomStream(seed)
+        self.srng = MRG_RandomStream(1 + seed % 2_147_000_000)  # dropout's stream; MRG refuses a seed of 0
         rng = np.random.RandomState(seed)
         self.weights: dict[int, tuple] = {}
         self.params: list = []
