@@ -83,6 +83,10 @@ def validate(raw: dict[str, Any], *, local_cores: int | None = None) -> dict[str
     sweep = cfg["sweep"]
     if "epochs" in sweep and "iterations" in sweep:
         raise ConfigError("sweep: give either epochs or iterations, not both")
+    for name, study in cfg.get("studies", {}).items():
+        inner = study.get("sweep", {})
+        if "epochs" in inner and "iterations" in inner:
+            raise ConfigError(f"studies.{name}.sweep: give either epochs or iterations, not both")
     for name, preset in cfg["presets"].items():
         if "epochs" in preset and "iterations" in preset:
             raise ConfigError(f"presets.{name}: give either epochs or iterations, not both")
@@ -90,15 +94,17 @@ def validate(raw: dict[str, Any], *, local_cores: int | None = None) -> dict[str
             raise ConfigError(f"presets.{name}: give its length as epochs or iterations")
         presets.check_network(name, preset["network"])
     known = presets.preset_names() | {"own"} | set(cfg["presets"])
-    for name in cfg["preset"]:
-        if name not in known:
-            raise ConfigError(f"preset: unknown preset {name!r}; known: {', '.join(sorted(known))} "
-                              "(declare custom ones under `presets:`)")
-    if local_cores is not None:
-        too_many = [t for t in sweep.get("threads", []) if t > local_cores]
+    studies = {"": cfg, **{f"studies.{k}.": v for k, v in cfg.get("studies", {}).items()}}
+    for where, study in studies.items():
+        for name in study.get("preset", []):
+            if name not in known:
+                raise ConfigError(f"{where}preset: unknown preset {name!r}; known: {', '.join(sorted(known))} "
+                                  "(declare custom ones under `presets:`)")
+        too_many = [t for t in study.get("sweep", {}).get("threads", []) if local_cores and t > local_cores]
         if too_many:
-            raise ConfigError(f"sweep.threads: {too_many[0]} is more than this machine's {local_cores} cores; "
-                              f"use at most {local_cores} here, or run on a cluster (--profile profiles/slurm)")
+            raise ConfigError(f"{where}sweep.threads: {too_many[0]} is more than this machine's {local_cores} "
+                              f"cores; use at most {local_cores} here, or run on a cluster "
+                              "(--profile profiles/slurm)")
     for name, where in cfg["data"].items():
         if not os.path.exists(os.path.expanduser(where)):
             raise ConfigError(f"data.{name}: {where} does not exist; give the folder or archive "

@@ -43,8 +43,23 @@ def write_parquet(df: pd.DataFrame, path: str | Path) -> None:
         df.to_parquet(tmp, index=False)
 
 
-def aggregate(metrics_paths, runs_out, curves_out, samples_out) -> pd.DataFrame:
+def add_study_context(runs: pd.DataFrame, membership: dict[str, list[str]] | None,
+                      peak: dict | None) -> pd.DataFrame:
+    """Columns that depend on the whole study: sub-study membership, and the fraction of the machine's peak."""
+    runs = runs.copy()
+    if membership is not None and "run_id" in runs:
+        runs["studies"] = runs["run_id"].map(lambda i: ",".join(membership.get(i, [])))
+    if peak and "achieved_gflops" in runs:
+        by_threads = {int(k): v for k, v in peak["gflops_by_threads"].items()}
+        runs["peak_gflops"] = runs["threads"].map(by_threads).where(runs["device"] == "cpu")
+        runs["peak_fraction"] = runs["achieved_gflops"] / runs["peak_gflops"]
+    return runs
+
+
+def aggregate(metrics_paths, runs_out, curves_out, samples_out, *, membership=None, peak_path=None) -> pd.DataFrame:
     runs, curves, samples = collect(metrics_paths)
+    peak = json.loads(Path(peak_path).read_text()) if peak_path else None
+    runs = add_study_context(runs, membership, peak)
     write_parquet(runs, runs_out)
     write_parquet(curves, curves_out)
     write_parquet(samples, samples_out)

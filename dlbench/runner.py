@@ -238,7 +238,7 @@ def build_record(point: dict, events: list[dict], mon: Monitor, returncode: int,
     record.update(status=status, reason=reason, returncode=returncode)
     record["params"] = models.param_count(point["layers"], shape)
     record["flops_per_image_train"] = models.flops_per_image(point["layers"], shape)["train"]
-    for key in ("train_time_s", "test_time_s", "interval_test_time_s", "accuracy", "test_loss", "final_loss",
+    for key in ("train_time_s", "test_time_s", "interval_test_time_s", "augment_time_s", "accuracy", "test_loss", "final_loss",
                 "iterations", "epochs_trained", "images_trained", "throughput_img_s", "test_throughput_img_s",
                 "train_samples", "test_samples"):
         record[key] = result.get(key)

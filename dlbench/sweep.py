@@ -43,8 +43,43 @@ def point_id(p: dict) -> str:
     return f"{slug}-{digest(body)[:10]}"
 
 
+def sub_studies(cfg: dict) -> dict[str, dict]:
+    """The config's sub-studies as whole configs: each overrides the top level (its sweep merges over it)."""
+    if not cfg.get("studies"):
+        return {"main": cfg}
+    out = {}
+    for name, study in cfg["studies"].items():
+        sub = {k: v for k, v in cfg.items() if k != "studies"}
+        sub.update({k: v for k, v in study.items() if k != "sweep"})
+        sub["sweep"] = {**cfg.get("sweep", {}), **study.get("sweep", {})}
+        if "epochs" in study.get("sweep", {}):
+            sub["sweep"].pop("iterations", None)
+        if "iterations" in study.get("sweep", {}):
+            sub["sweep"].pop("epochs", None)
+        out[name] = sub
+    return out
+
+
 def expand(cfg: dict) -> list[dict]:
-    """Every point of the study, in a stable order."""
+    """Every point of every sub-study, each once, in a stable order."""
+    points: dict[str, dict] = {}
+    for sub in sub_studies(cfg).values():
+        for p in expand_one(sub):
+            points.setdefault(p["id"], p)
+    return list(points.values())
+
+
+def membership(cfg: dict) -> dict[str, list[str]]:
+    """Point id -> the sub-studies it belongs to (a point shared by two studies runs once)."""
+    out: dict[str, list[str]] = {}
+    for name, sub in sub_studies(cfg).items():
+        for p in expand_one(sub):
+            out.setdefault(p["id"], []).append(name)
+    return out
+
+
+def expand_one(cfg: dict) -> list[dict]:
+    """Every point of one study, in a stable order."""
     sweep = cfg.get("sweep", {})
     custom = cfg.get("presets", {})
     scale = cfg.get("scale", 1)

@@ -1,9 +1,25 @@
 # Every run record into tidy Parquet tables.
 
 
+rule machine_peak:
+    output:
+        "results/machine/peak.json",
+    params:
+        threads=sorted({p["threads"] for p in POINTS.values()}),
+    resources:
+        # a measurement too: never beside a training job
+        dlbench_measure=1 if CFG["measurement"]["exclusive"] else 0,
+    log:
+        "logs/machine_peak.log",
+    localrule: True
+    shell:
+        "PYTHONPATH={workflow.basedir:q} {PY:q} -m dlbench.peak --threads {params.threads} --out {output:q} 2> {log:q}"
+
+
 rule aggregate:
     input:
-        METRICS,
+        metrics=METRICS,
+        peak="results/machine/peak.json",
     output:
         runs="results/runs.parquet",
         curves="results/curves.parquet",
@@ -12,4 +28,11 @@ rule aggregate:
     run:
         from dlbench import results
 
-        results.aggregate(input, output.runs, output.curves, output.samples)
+        results.aggregate(
+            input.metrics,
+            output.runs,
+            output.curves,
+            output.samples,
+            membership=MEMBERSHIP,
+            peak_path=input.peak,
+        )

@@ -16,10 +16,9 @@ from dlbench.envs import env_key  # noqa: E402
 # `python` is that environment's; otherwise jobs use the Python running Snakemake.
 USE_CONDA = DeploymentMethod.CONDA in workflow.deployment_settings.deployment_method
 PY = "python" if USE_CONDA else sys.executable
-RUNS_LOCALLY = workflow.local_exec and not workflow.remote_exec
 
 try:
-    CFG = dlconfig.validate(config, local_cores=workflow.cores if RUNS_LOCALLY and workflow.cores else None)
+    CFG = dlconfig.validate(config)
 except dlconfig.ConfigError as exc:
     raise SystemExit(f"dlbench: config error: {exc}")
 
@@ -32,6 +31,7 @@ if workflow.is_main_process and not workflow.remote_exec and not workflow.subpro
         print("dlbench: removed stale Snakemake locks left by a killed run", file=sys.stderr)
 
 POINTS = {(p["framework"], p["dataset"], p["id"]): p for p in sweep.expand(CFG)}
+MEMBERSHIP = sweep.membership(CFG)
 
 
 wildcard_constraints:
@@ -49,4 +49,24 @@ def run_dir(p):
 
 
 METRICS = [f"{run_dir(p)}/metrics.json" for p in POINTS.values()]
+
+_DAG_CHECKED = []
+
+
+def dag_time_checks():
+    """Checks that need the executor, which Snakemake knows only once it builds the DAG."""
+    if _DAG_CHECKED or not workflow.is_main_process:
+        return
+    _DAG_CHECKED.append(True)
+    if workflow.local_exec:  # threads above the cores would be capped without a word
+        from dlbench.envinfo import usable_cores
+
+        try:
+            dlconfig.validate(config, local_cores=usable_cores())
+        except dlconfig.ConfigError as exc:
+            raise SystemExit(f"dlbench: config error: {exc}")
+    if workflow.output_settings.dryrun:
+        from dlbench import estimate
+
+        print(estimate.describe(estimate.estimate(list(POINTS.values()), run_dir)), file=sys.stderr)
 CHART_FILES = charts.chart_files("results/charts", CFG)

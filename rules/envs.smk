@@ -18,4 +18,5 @@ rule framework_env:
 
 
 def env_input(wildcards):
+    dag_time_checks()
     return [] if USE_CONDA else [f"resources/envs/{wildcards.framework}.json"]

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 # Geometry (channels, height, width) and classes of each dataset, as prepared.
 INFO: dict[str, dict] = {
-    "digits": {"shape": (1, 28, 28), "classes": 10},
-    "fashion_mnist": {"shape": (1, 28, 28), "classes": 10},
-    "mnist": {"shape": (1, 28, 28), "classes": 10},
-    "cifar10": {"shape": (3, 32, 32), "classes": 10},
+    "digits": {"shape": (1, 28, 28), "classes": 10, "train_count": 1438},
+    "fashion_mnist": {"shape": (1, 28, 28), "classes": 10, "train_count": 60000},
+    "mnist": {"shape": (1, 28, 28), "classes": 10, "train_count": 60000},
+    "cifar10": {"shape": (3, 32, 32), "classes": 10, "train_count": 50000},
 }
 
 IDX_FILES = {

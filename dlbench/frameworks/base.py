@@ -20,6 +20,7 @@ from pathlib import Path
 
 import numpy as np
 
+from dlbench import inputs as input_handling
 from dlbench import lr as lr_policies
 from dlbench.datasets import store
 
@@ -75,6 +76,7 @@ class Inputs:
     test_y: np.ndarray
     classes: int
     digest: str
+    augmenter: input_handling.Augmenter | None = None  # redraws train_x each epoch where the preset augments
 
     @property
     def shape(self) -> tuple[int, int, int]:
@@ -84,28 +86,13 @@ class Inputs:
 def load_inputs(dataset_dir: str | os.PathLike, point: dict) -> Inputs:
     arrays, meta = store.load(dataset_dir)
     cfg = point.get("input", {})
-    train_x, train_y = arrays["train_x"], arrays["train_y"]
-    test_x, test_y = arrays["test_x"], arrays["test_y"]
-    if "train_samples" in cfg:  # as Torch's example scripts do unless run with -full
-        train_x, train_y = train_x[: cfg["train_samples"]], train_y[: cfg["train_samples"]]
-    if "test_samples" in cfg:
-        test_x, test_y = test_x[: cfg["test_samples"]], test_y[: cfg["test_samples"]]
-    scale = float(cfg.get("scale", 1.0 / 255.0))
-    train_f = train_x.astype(np.float32) * np.float32(scale)
-    test_f = test_x.astype(np.float32) * np.float32(scale)
-    if cfg.get("mean_subtract"):  # Caffe's mean file: the per-pixel training mean
-        mean = train_f.mean(axis=0, keepdims=True)
-        train_f -= mean
-        test_f -= mean
-    if cfg.get("standardize"):  # Torch's examples: global mean and std of the training set
-        mean, std = train_f.mean(), train_f.std() or 1.0
-        train_f = (train_f - mean) / std
-        test_f = (test_f - mean) / std
-    if "pad_to" in cfg:
-        train_f, test_f = _pad_to(train_f, cfg["pad_to"]), _pad_to(test_f, cfg["pad_to"])
-    return Inputs(np.ascontiguousarray(train_f), train_y.astype(np.int64),
-                  np.ascontiguousarray(test_f), test_y.astype(np.int64),
-                  int(meta["classes"]), meta["digest"])
+    train_x, train_y, test_x, test_y = input_handling.static(
+        arrays["train_x"], arrays["train_y"], arrays["test_x"], arrays["test_y"], cfg)
+    augmenter = None
+    if input_handling.augments(cfg):
+        augmenter = input_handling.Augmenter(train_x, cfg, point["seed"])
+        train_x = augmenter()
+    return Inputs(train_x, train_y, test_x, test_y, int(meta["classes"]), meta["digest"], augmenter)
 
 
 def read_inputs(dataset_dir: str | os.PathLike, point: dict, reporter: Reporter) -> Inputs:
@@ -115,12 +102,6 @@ def read_inputs(dataset_dir: str | os.PathLike, point: dict, reporter: Reporter)
     reporter.emit("data", digest=inputs.digest, train_samples=len(inputs.train_y),
                   test_samples=len(inputs.test_y), input_shape=list(inputs.shape))
     return inputs
-
-
-def _pad_to(x: np.ndarray, size: int) -> np.ndarray:
-    h, w = x.shape[2:]
-    top, left = (size - h) // 2, (size - w) // 2
-    return np.pad(x, ((0, 0), (0, 0), (top, size - h - top), (left, size - w - left)))
 
 
 @dataclass
@@ -186,6 +167,9 @@ class Trainer:
     def sync(self) -> None:  # wait for queued device work before a clock is read
         pass
 
+    def set_train_data(self, x: np.ndarray) -> None:  # a new augmented view of the training images
+        raise NotImplementedError(f"{type(self).__name__} does not take augmented data")
+
 
 def drive(trainer: Trainer, point: dict, inputs: Inputs, reporter: Reporter) -> dict:
     """The common loop: same schedule, batch order, clocks and checks for every adapter."""
@@ -199,11 +183,19 @@ def drive(trainer: Trainer, point: dict, inputs: Inputs, reporter: Reporter) -> 
     with reporter.phase("compile"):
         trainer.compile()
     order = batch_order(len(inputs.train_y), point["batch_size"], point["seed"])
-    train_s = interval_test_s = 0.0
+    train_s = interval_test_s = augment_s = 0.0
     last_loss = float("nan")
     reporter.emit("phase_start", name="train")
     seg_start = last_report = time.perf_counter()
     for it in range(plan.total_iterations):
+        if inputs.augmenter is not None and it and it % plan.steps_per_epoch == 0:
+            # A fresh augmented view per epoch; its cost is reported apart, as an input pipeline's would be.
+            trainer.sync()
+            train_s += time.perf_counter() - seg_start
+            t0 = time.perf_counter()
+            trainer.set_train_data(inputs.augmenter())
+            augment_s += time.perf_counter() - t0
+            seg_start = time.perf_counter()
         lr = lr_policies.rate(plan.lr_policy, point["learning_rate"], it)
         trainer.train_step(next(order), lr)
         done = it + 1
@@ -241,6 +233,7 @@ def drive(trainer: Trainer, point: dict, inputs: Inputs, reporter: Reporter) -> 
         "train_time_s": train_s,
         "test_time_s": test_s,
         "interval_test_time_s": interval_test_s,
+        "augment_time_s": augment_s,
         "accuracy": acc,
         "test_loss": test_loss,
         "final_loss": last_loss,

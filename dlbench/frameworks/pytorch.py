@@ -139,6 +139,9 @@ class TorchTrainer(Trainer):
         if self.device.type == "cuda":
             torch.cuda.synchronize()
 
+    def set_train_data(self, x: np.ndarray) -> None:
+        self.train_x = torch.from_numpy(x).to(self.device)
+
 
 def run(point: dict, dataset_dir: str, reporter: Reporter) -> dict:
     inputs = read_inputs(dataset_dir, point, reporter)

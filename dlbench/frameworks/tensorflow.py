@@ -19,6 +19,11 @@ from dlbench.frameworks.base import Inputs, Reporter, Trainer, Unavailable, driv
 keras = tf.keras
 
 
+def nhwc(x: np.ndarray) -> np.ndarray:
+    """Channels last: TensorFlow's CPU convolutions (and oneDNN) want it."""
+    return np.ascontiguousarray(x.transpose(0, 2, 3, 1))
+
+
 def _pool_padding(layer: dict, size_in: int, size_out: int) -> str:
     """Keras padding that reproduces the spec's (Caffe's ceil-rounded) pooling output size."""
     k, s = layer["kernel"], layer["stride"]
@@ -109,8 +114,9 @@ class TFTrainer(Trainer):
             else:
                 self.opt = keras.optimizers.SGD(learning_rate=p["learning_rate"], momentum=p["momentum"])
             self.opt.build(self.model.trainable_variables)
-            nhwc = lambda x: tf.constant(np.ascontiguousarray(x.transpose(0, 2, 3, 1)))  # noqa: E731
-            self.train_x, self.test_x = nhwc(self.inputs.train_x), nhwc(self.inputs.test_x)
+            # A variable, so that a new augmented view can be assigned without retracing the step.
+            self.train_x = tf.Variable(nhwc(self.inputs.train_x), trainable=False)
+            self.test_x = tf.constant(nhwc(self.inputs.test_x))
             self.train_y = tf.constant(self.inputs.train_y)
             self.test_y = tf.constant(self.inputs.test_y)
             self.loss_sum = tf.Variable(0.0, dtype=tf.float32)
@@ -174,6 +180,10 @@ class TFTrainer(Trainer):
     def sync(self) -> None:
         # Reading a value waits for the queued steps (a no-op cost on CPU).
         self.loss_n.numpy()
+
+    def set_train_data(self, x: np.ndarray) -> None:
+        with tf.device(self.device):
+            self.train_x.assign(nhwc(x))
 
 
 def run(point: dict, dataset_dir: str, reporter: Reporter) -> dict:

@@ -1,0 +1,59 @@
+"""How long the points without a result will take, judged from the points already measured."""
+
+from __future__ import annotations
+
+import json
+import math
+import statistics
+from pathlib import Path
+
+from dlbench.datasets import catalog
+from dlbench.lr import steps_per_epoch
+
+
+def planned_images(point: dict) -> int:
+    n = point.get("input", {}).get("train_samples") or catalog.INFO[point["dataset"]]["train_count"]
+    iterations = point["iterations"] or math.ceil(point["epochs"] * steps_per_epoch(n, point["batch_size"]))
+    return iterations * point["batch_size"]
+
+
+def _kind(p: dict) -> tuple:
+    return (p["framework"], p["network"], p["dataset"], p["device"], p["threads"])
+
+
+def estimate(points: list[dict], run_dir) -> dict:
+    """Seconds for the points lacking metrics.json, from measured throughput of comparable points."""
+    measured: dict[tuple, list[tuple[float, float]]] = {}
+    pending = []
+    for p in points:
+        path = Path(run_dir(p)) / "metrics.json"
+        if not path.exists():
+            pending.append(p)
+            continue
+        try:
+            r = json.loads(path.read_text())
+        except (OSError, json.JSONDecodeError):
+            pending.append(p)
+            continue
+        if r.get("status") == "ok" and r.get("throughput_img_s"):
+            measured.setdefault(_kind(p), []).append((r["throughput_img_s"], r["wall_time_s"] - r["train_time_s"]))
+    seconds, unknown = 0.0, 0
+    for p in pending:
+        same = measured.get(_kind(p)) or [m for k, ms in measured.items() if k[:2] == _kind(p)[:2] for m in ms]
+        if not same:
+            unknown += 1
+            continue
+        throughput = statistics.median(m[0] for m in same)
+        overhead = statistics.median(m[1] for m in same)
+        seconds += planned_images(p) / throughput + overhead
+    return {"points": len(points), "pending": len(pending), "measured_kinds": len(measured),
+            "estimated_s": seconds, "unknown": unknown}
+
+
+def describe(est: dict) -> str:
+    hours = est["estimated_s"] / 3600
+    text = (f"dlbench: {est['pending']} of {est['points']} points have no result yet; "
+            f"estimated training time for them: {hours:.2f} h ({est['estimated_s']:.0f} s)")
+    if est["unknown"]:
+        text += f", not counting {est['unknown']} points with no comparable measured point"
+    return text

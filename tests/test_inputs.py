@@ -1,0 +1,73 @@
+"""The presets' input handling: the same numpy code feeds every framework."""
+
+import numpy as np
+import pytest
+
+from dlbench import inputs
+
+
+def test_pad_and_centre_crop_are_inverse():
+    x = np.random.rand(2, 1, 28, 28).astype(np.float32)
+    padded = inputs.pad_to(x, 32)
+    assert padded.shape == (2, 1, 32, 32) and padded[:, :, :2].max() == 0
+    assert np.array_equal(inputs.center_crop(padded, 28), x)
+
+
+def test_yuv_of_grey_has_no_colour():
+    grey = np.full((1, 3, 4, 4), 0.5, dtype=np.float32)
+    yuv = inputs.rgb_to_yuv(grey)
+    assert np.allclose(yuv[:, 0], 0.5, atol=1e-6) and np.allclose(yuv[:, 1:], 0, atol=1e-5)
+
+
+def test_local_contrast_normalisation_centres_and_scales():
+    rng = np.random.RandomState(0)
+    x = (rng.rand(3, 32, 32) * 5 + 10).astype(np.float32)
+    out = inputs.local_contrast_normalise(x)
+    assert abs(out.mean()) < 0.1 and 0.5 < out.std() < 2.0
+    flat = inputs.local_contrast_normalise(np.full((1, 8, 8), 3.0, dtype=np.float32))
+    assert np.allclose(flat, 0, atol=1e-2)  # nothing to normalise in a flat image
+
+
+def test_per_image_standardisation():
+    x = np.random.rand(4, 3, 8, 8).astype(np.float32) * 255
+    out = inputs.per_image_standardise(x)
+    assert np.allclose(out.mean(axis=(1, 2, 3)), 0, atol=1e-4)
+    assert np.allclose(out.std(axis=(1, 2, 3)), 1, atol=1e-3)
+
+
+def test_static_subset_scale_and_standardise():
+    x = np.arange(10 * 4, dtype=np.uint8).reshape(10, 1, 2, 2)
+    y = np.arange(10)
+    tx, ty, vx, vy = inputs.static(x, y, x, y, {"train_samples": 6, "test_samples": 3, "scale": 0.5})
+    assert tx.shape[0] == 6 and vx.shape[0] == 3 and tx.dtype == np.float32
+    assert tx[1, 0, 0, 0] == pytest.approx(2.0)
+    tx, *_ = inputs.static(x, y, x, y, {"standardize": True})
+    assert abs(tx.mean()) < 1e-5 and tx.std() == pytest.approx(1.0, abs=1e-4)
+
+
+def test_caffe_mean_subtraction_uses_the_training_mean():
+    x = np.stack([np.full((1, 2, 2), v, dtype=np.uint8) for v in (10, 20, 30)])
+    tx, _, vx, _ = inputs.static(x, np.zeros(3), x[:1], np.zeros(1), {"scale": 1.0, "mean_subtract": True})
+    assert np.allclose(tx.mean(axis=0), 0) and np.allclose(vx, -10)
+
+
+def test_augmenter_crops_flips_and_redraws_each_epoch():
+    rng = np.random.RandomState(1)
+    src = rng.rand(50, 3, 32, 32).astype(np.float32)
+    cfg = {"crop": 24, "flip": True, "brightness": 63, "contrast": [0.2, 1.8], "standardize_image": True}
+    aug = inputs.Augmenter(src, cfg, seed=3)
+    a, b = aug(), aug()
+    assert a.shape == (50, 3, 24, 24) and not np.allclose(a, b)
+    assert np.allclose(a.mean(axis=(1, 2, 3)), 0, atol=1e-4)
+    again = inputs.Augmenter(src, cfg, seed=3)()
+    assert np.array_equal(again, a)  # the same seed draws the same views
+    crop_only = inputs.Augmenter(src, {"crop": 24}, seed=0)()
+    # every crop is a window of its source image
+    found = any(np.array_equal(crop_only[0], src[0, :, i:i + 24, j:j + 24]) for i in range(9) for j in range(9))
+    assert found
+
+
+def test_test_images_are_centre_cropped_where_training_crops():
+    x = np.zeros((2, 3, 32, 32), dtype=np.uint8)
+    _, _, vx, _ = inputs.static(x, np.zeros(2), x, np.zeros(2), {"crop": 24})
+    assert vx.shape == (2, 3, 24, 24)
