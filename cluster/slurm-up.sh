@@ -78,14 +78,30 @@ pid_alive() {
     [ "$(cat "/proc/$pid/comm" 2>/dev/null)" = "$name" ]
 }
 
-# wait_for SECONDS CMD...: retry CMD every 0.5 s until it succeeds
+# wait_for SECONDS PIDFILE NAME CMD...: retry CMD every 0.5 s until it succeeds.
+# Returns 1 after SECONDS, or 2 as soon as daemon NAME (pid in PIDFILE) has been
+# gone for 5 s (it died during start-up: no point in waiting any longer).
 wait_for() {
-    local limit=$1; shift
-    local end=$(( $(date +%s) + limit ))
+    local limit=$1 pidfile=$2 name=$3; shift 3
+    local end=$(( $(date +%s) + limit )) gone=0
     while ! "$@" >/dev/null 2>&1; do
         [ "$(date +%s)" -lt "$end" ] || return 1
+        if pid_alive "$pidfile" "$name"; then gone=0; else
+            gone=$(( gone + 1 )); [ "$gone" -lt 10 ] || return 2
+        fi
         sleep 0.5
     done
+}
+
+# wait_daemon NAME PIDFILE LOG WHAT CMD...: wait_for, or die with a clear line.
+wait_daemon() {
+    local name=$1 pidfile=$2 log=$3 what=$4 rc=0; shift 4
+    wait_for "$TIMEOUT" "$pidfile" "$name" "$@" || rc=$?
+    case $rc in
+        0) ;;
+        2) die "$name exited during start-up" "$log";;
+        *) die "$name does not answer ($what) after ${TIMEOUT}s" "$log";;
+    esac
 }
 
 # ---------------------------------------------------------------- packages
@@ -126,6 +142,14 @@ MARGIN=$(( MEM_MB / 20 )); [ "$MARGIN" -ge 512 ] || MARGIN=512
 REALMEM=$(( MEM_MB - MARGIN ))
 [ "$REALMEM" -gt 0 ] || die "cannot work out the memory from /proc/meminfo ($MEM_MB MB)"
 DEF_MEM_PER_CPU=$(( REALMEM / CPUS ))
+
+# /etc/slurm is shared: refuse to repoint it while a cluster with another state dir runs.
+if [ -f "$ETC/slurm.conf" ]; then
+    other=$(sed -n 's|^StateSaveLocation=\(.*\)/slurmctld$|\1|p' "$ETC/slurm.conf")
+    if [ -n "$other" ] && [ "$other" != "$STATE" ] && pid_alive "$other/run/slurmctld.pid" slurmctld; then
+        die "another dlbench cluster is up with state dir $other; stop it first (DLBENCH_SLURM_DIR=$other cluster/slurm-down.sh)"
+    fi
+fi
 
 mkdir -p "$STATE" "$LOG" "$RUN" "$STATE/etc" "$STATE/slurmctld" "$STATE/slurmd" \
          "$MUNGE_DIR" "$DB_DIR" "$ETC"
@@ -193,7 +217,7 @@ if ! munge_ok; then
             --pid-file="$MUNGE_DIR/munged.pid" --seed-file="$MUNGE_DIR/munged.seed" \
             >>"$LOG/munged.log" 2>&1 || die "munged did not start" "$LOG/munged.log"
     fi
-    wait_for "$TIMEOUT" munge_ok || die "munge does not answer (munge -n | unmunge)" "$LOG/munged.log"
+    wait_daemon munged "$MUNGE_DIR/munged.pid" "$LOG/munged.log" "munge -n | unmunge" munge_ok
 fi
 
 # ---------------------------------------------------------------- mariadb
@@ -211,8 +235,9 @@ if ! pid_alive "$DB_PID" mariadbd; then
         --socket="$DB_SOCK" --pid-file="$DB_PID" --log-error="$LOG/mariadbd.log" \
         --bind-address=127.0.0.1 --port="$DB_PORT" --skip-name-resolve \
         --innodb-lock-wait-timeout=900 </dev/null >>"$LOG/mariadbd.log" 2>&1 &
+    echo $! >"$DB_PID"; chown mysql:mysql "$DB_PID"   # mariadbd rewrites it with the same pid
 fi
-wait_for "$TIMEOUT" db_ok || die "mariadbd does not answer on $DB_SOCK" "$LOG/mariadbd.log"
+wait_daemon mariadbd "$DB_PID" "$LOG/mariadbd.log" "mariadb-admin ping on $DB_SOCK" db_ok
 "${DB_CLIENT[@]}" -e "
     CREATE DATABASE IF NOT EXISTS $DB_NAME;
     CREATE USER IF NOT EXISTS '$DB_USER'@'127.0.0.1' IDENTIFIED BY '$DB_PASS';
@@ -227,7 +252,7 @@ dbd_ok() { timeout 10 sacctmgr -n -P list cluster format=cluster; }
 if ! pid_alive "$RUN/slurmdbd.pid" slurmdbd; then
     /usr/sbin/slurmdbd >>"$LOG/slurmdbd.log" 2>&1 || die "slurmdbd did not start" "$LOG/slurmdbd.log"
 fi
-wait_for "$TIMEOUT" dbd_ok || die "slurmdbd does not answer (sacctmgr list cluster)" "$LOG/slurmdbd.log"
+wait_daemon slurmdbd "$RUN/slurmdbd.pid" "$LOG/slurmdbd.log" "sacctmgr list cluster" dbd_ok
 
 # Register cluster, account and users before slurmctld connects (all idempotent).
 sacct_add() {
@@ -254,7 +279,7 @@ ctld_ok() { timeout 10 scontrol ping | grep -q 'is UP'; }
 if ! pid_alive "$RUN/slurmctld.pid" slurmctld; then
     /usr/sbin/slurmctld >>"$LOG/slurmctld.log" 2>&1 || die "slurmctld did not start" "$LOG/slurmctld.log"
 fi
-wait_for "$TIMEOUT" ctld_ok || die "slurmctld does not answer (scontrol ping)" "$LOG/slurmctld.log"
+wait_daemon slurmctld "$RUN/slurmctld.pid" "$LOG/slurmctld.log" "scontrol ping" ctld_ok
 
 if ! pid_alive "$RUN/slurmd.pid" slurmd; then
     /usr/sbin/slurmd >>"$LOG/slurmd.log" 2>&1 || die "slurmd did not start" "$LOG/slurmd.log"
