@@ -38,7 +38,7 @@ def _train(args) -> int:
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     record = runner.run_point(point, args.dataset_dir, args.out, python=python, interval_s=args.interval,
                               monitor_enabled=args.monitor, time_limit_s=args.time_limit,
-                              memory_limit_mb=args.memory_limit)
+                              memory_limit_mb=args.memory_limit, measure_lock=args.measure_lock or None)
     summary = {k: record.get(k) for k in ("status", "reason", "train_time_s", "accuracy", "rss_peak_mb")}
     print(json.dumps(summary))
     return 0
@@ -73,6 +73,7 @@ def main(argv: list[str] | None = None) -> int:
     t.add_argument("--no-monitor", dest="monitor", action="store_false")
     t.add_argument("--time-limit", type=float, default=None)
     t.add_argument("--memory-limit", type=float, default=None)
+    t.add_argument("--measure-lock", default="", help="node-local file to lock while measuring")
     v = sub.add_parser("validate", help="check a config file")
     v.add_argument("config")
     args = parser.parse_args(argv)

@@ -21,15 +21,12 @@ def _kind(p: dict) -> tuple:
     return (p["framework"], p["network"], p["dataset"], p["device"], p["threads"])
 
 
-def estimate(points: list[dict], run_dir) -> dict:
-    """Seconds for the points lacking metrics.json, from measured throughput of comparable points."""
+def measured_points(points: list[dict], run_dir) -> tuple[dict, list[dict]]:
+    """(throughput and overhead of finished points by kind, the points without a result)."""
     measured: dict[tuple, list[tuple[float, float]]] = {}
     pending = []
     for p in points:
         path = Path(run_dir(p)) / "metrics.json"
-        if not path.exists():
-            pending.append(p)
-            continue
         try:
             r = json.loads(path.read_text())
         except (OSError, json.JSONDecodeError):
@@ -37,15 +34,29 @@ def estimate(points: list[dict], run_dir) -> dict:
             continue
         if r.get("status") == "ok" and r.get("throughput_img_s"):
             measured.setdefault(_kind(p), []).append((r["throughput_img_s"], r["wall_time_s"] - r["train_time_s"]))
+    return measured, pending
+
+
+def point_seconds(p: dict, measured: dict) -> float | None:
+    """Expected wall time of one point from comparable measured ones; None when there are none."""
+    same = measured.get(_kind(p)) or [m for k, ms in measured.items() if k[:2] == _kind(p)[:2] for m in ms]
+    if not same:
+        return None
+    throughput = statistics.median(m[0] for m in same)
+    overhead = statistics.median(m[1] for m in same)
+    return planned_images(p) / throughput + overhead
+
+
+def estimate(points: list[dict], run_dir) -> dict:
+    """Seconds for the points lacking metrics.json, from measured throughput of comparable points."""
+    measured, pending = measured_points(points, run_dir)
     seconds, unknown = 0.0, 0
     for p in pending:
-        same = measured.get(_kind(p)) or [m for k, ms in measured.items() if k[:2] == _kind(p)[:2] for m in ms]
-        if not same:
+        guess = point_seconds(p, measured)
+        if guess is None:
             unknown += 1
-            continue
-        throughput = statistics.median(m[0] for m in same)
-        overhead = statistics.median(m[1] for m in same)
-        seconds += planned_images(p) / throughput + overhead
+        else:
+            seconds += guess
     return {"points": len(points), "pending": len(pending), "measured_kinds": len(measured),
             "estimated_s": seconds, "unknown": unknown}
 

@@ -7,7 +7,9 @@ atomically, so an interrupted point never looks complete.
 
 from __future__ import annotations
 
+import contextlib
 import csv
+import fcntl
 import json
 import os
 import shutil
@@ -51,9 +53,31 @@ def trainer_env(point: dict) -> dict[str, str]:
     return env
 
 
-def run_point(point: dict, dataset_dir: str | Path, out_dir: str | Path, *, python: str | None = None,
-              interval_s: float = 0.2, monitor_enabled: bool = True, time_limit_s: float | None = None,
-              memory_limit_mb: float | None = None) -> dict:
+@contextlib.contextmanager
+def measurement_lock(path: str | None):
+    """Hold a node-local flock while measuring: jobs sharing a machine measure one at a time."""
+    if not path:
+        yield 0.0
+        return
+    t0 = time.monotonic()
+    with open(path, "a") as fh:
+        fcntl.flock(fh, fcntl.LOCK_EX)
+        try:
+            yield time.monotonic() - t0
+        finally:
+            fcntl.flock(fh, fcntl.LOCK_UN)
+
+
+def run_point(point: dict, dataset_dir: str | Path, out_dir: str | Path, *, measure_lock: str | None = None,
+              **kw) -> dict:
+    """Train one point (see _run_point), holding the node's measurement lock if one is given."""
+    with measurement_lock(measure_lock) as waited:
+        return _run_point(point, dataset_dir, out_dir, lock_wait_s=waited, **kw)
+
+
+def _run_point(point: dict, dataset_dir: str | Path, out_dir: str | Path, *, python: str | None = None,
+               interval_s: float = 0.2, monitor_enabled: bool = True, time_limit_s: float | None = None,
+               memory_limit_mb: float | None = None, lock_wait_s: float = 0.0) -> dict:
     """Train one point and write metrics.json, curve.csv, samples.csv and trainer.log into out_dir."""
     out_dir = Path(out_dir)
     out_dir.parent.mkdir(parents=True, exist_ok=True)
@@ -109,6 +133,7 @@ def run_point(point: dict, dataset_dir: str | Path, out_dir: str | Path, *, pyth
                           log_tail=_tail(log_path))
     record["started_at"] = time.strftime("%Y-%m-%dT%H:%M:%S%z", time.localtime(started_wall))
     record["monitor_interval_s"] = interval_s if monitor_enabled else None
+    record["lock_wait_s"] = lock_wait_s
     record["dataset_dir"] = str(dataset_dir)
     _write_table(work / "curve.csv", CURVE_FIELDS, curve_rows(events))
     _write_table(work / "samples.csv", ("phase",) + SAMPLE_FIELDS, sample_rows(mon.samples, events, t_launch))

@@ -6,7 +6,7 @@ from snakemake_interface_executor_plugins.settings import DeploymentMethod
 
 sys.path.insert(0, workflow.basedir)
 
-from dlbench import charts, config as dlconfig, sweep  # noqa: E402
+from dlbench import charts, cluster, config as dlconfig, sweep  # noqa: E402
 from dlbench.frameworks import FRAMEWORKS  # noqa: E402
 from dlbench.datasets.catalog import INFO as DATASETS  # noqa: E402
 from dlbench.codedigest import adapter_digest  # noqa: E402

@@ -22,6 +22,7 @@ numpy's own OpenBLAS (inside numpy.libs) is an ILP64 build with suffixed symbols
 from __future__ import annotations
 
 import ctypes
+import functools
 import hashlib
 import os
 import subprocess
@@ -33,7 +34,16 @@ import numpy as np
 from dlbench import models
 from dlbench.frameworks.base import Inputs, Reporter, Trainer, Unavailable, drive, read_inputs
 
-BLAS_LDFLAGS = "-lopenblas"
+
+def blas_ldflags() -> str:
+    """-lopenblas; a conda environment's own OpenBLAS (in sys.prefix/lib) first, where it has one.
+
+    No commas (THEANO_FLAGS splits on them): the run path goes through -Xlinker.
+    """
+    lib = Path(sys.prefix) / "lib"
+    if (lib / "libopenblas.so").exists():
+        return f"-L{lib} -Xlinker -rpath -Xlinker {lib} -lopenblas"
+    return "-lopenblas"
 
 
 def _compile_base() -> str:
@@ -57,13 +67,12 @@ def requested_threads() -> int:
         return 1
 
 
-def theano_flags(threads: int, compile_base: str) -> str:
-    if "," in compile_base or "=" in compile_base:
-        raise RuntimeError(f"Theano cannot take a compile folder whose path holds ',' or '=': {compile_base}")
+def theano_flags(compile_base: str) -> str:
+    """The whole of Theano's configuration, as THEANO_FLAGS (comma-separated key=value)."""
     flags = {
         "device": "cpu",
         "floatX": "float32",
-        "blas__ldflags": BLAS_LDFLAGS,
+        "blas__ldflags": blas_ldflags(),
         # OpenMP stays off: theano-pymc 1.1.2's Elemwise emits a broken pragma with openmp=True
         # (`#pragma omp parallel for if(n>={int(config.openmp_elemwise_minsize)})`, not an f-string)
         # that g++ rejects; the threads come from OpenBLAS (OPENBLAS_NUM_THREADS), which runs the
@@ -74,15 +83,18 @@ def theano_flags(threads: int, compile_base: str) -> str:
         # default 120 s of waiting can run out behind a few cold compilations.
         "compile__timeout": "3600",
     }
+    bad = [v for v in flags.values() if "," in v or "=" in v]
+    if bad:
+        raise RuntimeError(f"THEANO_FLAGS cannot hold a value with ',' or '=' (a path?): {bad[0]}")
     return ",".join(f"{k}={v}" for k, v in flags.items())
 
 
-THEANO_FLAGS = theano_flags(requested_threads(), _compile_base())
+THEANO_FLAGS = theano_flags(_compile_base())
 os.environ["THEANO_FLAGS"] = THEANO_FLAGS  # overrides whatever the user's shell had
 os.environ["THEANORC"] = os.path.join(sys.prefix, "dlbench-no-theanorc")  # a file that does not exist
 
 import theano  # noqa: E402
-import theano.tensor as T  # noqa: E402, N812  (the tutorials' spelling)
+import theano.tensor as T  # noqa: E402  (T: the tutorials' spelling)
 from theano.sandbox.rng_mrg import MRG_RandomStream  # noqa: E402
 from theano.tensor.nnet import conv2d  # noqa: E402
 from theano.tensor.signal.pool import Pool, pool_2d  # noqa: E402
@@ -261,6 +273,7 @@ def _find_library(name: str, dirs: list[str]) -> str | None:
     return os.path.realpath(found) if os.path.isabs(found) and os.path.exists(found) else None
 
 
+@functools.cache
 def blas_libraries() -> list[str]:
     """The shared libraries theano.config.blas__ldflags resolves to (what Theano's C code links)."""
     flags = theano.config.blas__ldflags.split()
@@ -299,8 +312,9 @@ class TheanoTrainer(Trainer):
             "blas": f"{theano.config.blas__ldflags} -> {resolved}",
             "build": {"blas_ldflags": theano.config.blas__ldflags, "blas_libraries": libs,
                       "openblas_threads": blas_threads, "openmp": bool(theano.config.openmp),
-                      "omp_num_threads": omp_threads, "openblas_num_threads_env": os.environ.get("OPENBLAS_NUM_THREADS"),
-                      "floatX": theano.config.floatX, "cxx": theano.config.cxx, "mode": str(theano.config.mode),
+                      "omp_num_threads": omp_threads,
+                      "openblas_num_threads_env": os.environ.get("OPENBLAS_NUM_THREADS"),
+                      "floatX": theano.config.floatX, "cxx": theano.config.cxx, "linker": theano.config.linker,
                       "compiledir": theano.config.compiledir, "theano_flags": os.environ.get("THEANO_FLAGS")},
             "threads_in_effect": blas_threads if blas_threads is not None
             else int(os.environ.get("OPENBLAS_NUM_THREADS") or omp_threads),
@@ -372,6 +386,10 @@ class TheanoTrainer(Trainer):
             loss += float(s)
         return correct / n, loss / n
 
+    def set_train_data(self, x: np.ndarray) -> None:
+        # The compiled function reads the shared variable, so a new view needs no recompilation.
+        self.train_x.set_value(np.asarray(x, dtype=FLOATX), borrow=True)
+
 
 def check_device(point: dict) -> None:
     if point["device"] != "cpu":
@@ -383,7 +401,17 @@ def check_device(point: dict) -> None:
         raise Unavailable("the dlbench Theano adapter runs Theano on the CPU only (device=cpu)")
 
 
+def check_toolchain() -> None:
+    """Theano without g++ or without its BLAS falls back to slow Python code or fails op by op: stop at once."""
+    if not theano.config.cxx:
+        raise RuntimeError("Theano found no C++ compiler (g++ on PATH); install g++ (Debian: g++ python3-dev)")
+    if not blas_libraries():
+        raise RuntimeError(f"Theano's BLAS flags {theano.config.blas__ldflags!r} name no library the linker finds; "
+                           "install OpenBLAS (Debian: libopenblas-dev)")
+
+
 def run(point: dict, dataset_dir: str, reporter: Reporter) -> dict:
     check_device(point)  # before the data are read
+    check_toolchain()
     inputs = read_inputs(dataset_dir, point, reporter)
     return drive(TheanoTrainer(point, inputs), point, inputs, reporter)

@@ -1,0 +1,46 @@
+"""What a point asks a cluster for: partition, account, time, memory, CPUs, GPUs.
+
+Values come from the config's `cluster:` block, else from the environment
+(DLBENCH_SLURM_PARTITION, DLBENCH_SLURM_GPU_PARTITION, DLBENCH_SLURM_ACCOUNT),
+else the cluster's own defaults. Time is derived from comparable points already
+measured when there are any, and grows with each retry so a timeout gets more.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+
+from dlbench import estimate
+
+ENV = {"partition": "DLBENCH_SLURM_PARTITION", "gpu_partition": "DLBENCH_SLURM_GPU_PARTITION",
+       "account": "DLBENCH_SLURM_ACCOUNT"}
+
+
+def setting(cfg: dict, key: str):
+    value = cfg.get("cluster", {}).get(key)
+    return value if value not in (None, "") else os.environ.get(ENV.get(key, ""), None)
+
+
+def partition(cfg: dict, point: dict) -> str | None:
+    if point["device"] == "gpu":
+        return setting(cfg, "gpu_partition") or setting(cfg, "partition")
+    return setting(cfg, "partition")
+
+
+def runtime_min(cfg: dict, point: dict, measured: dict, attempt: int = 1) -> int:
+    """Minutes: twice the estimate from measured points (at least 10), else the configured default."""
+    guess = estimate.point_seconds(point, measured)
+    base = cfg.get("cluster", {}).get("runtime_min", 60) if guess is None else max(10, math.ceil(2 * guess / 60))
+    if cfg.get("limits", {}).get("time_s"):
+        base = max(base, math.ceil(cfg["limits"]["time_s"] / 60) + 5)
+    return int(base * attempt)
+
+
+def mem_mb(cfg: dict, point: dict) -> int:
+    limit = cfg.get("limits", {}).get("memory_mb")
+    return int(limit * 1.5) if limit else int(cfg.get("cluster", {}).get("mem_mb", 8000))
+
+
+def slurm_extra(cfg: dict) -> str:
+    return "--exclusive" if cfg.get("cluster", {}).get("exclusive") else ""

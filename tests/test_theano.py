@@ -1,0 +1,243 @@
+"""Theano adapter: its own environment (numpy 1.23), a compiled function with updates, honest records.
+
+Every test needs the Theano environment (built on first use, minutes) and marks itself slow.
+"""
+
+import json
+import os
+import subprocess
+import threading
+
+import numpy as np
+import pytest
+from conftest import REPO
+
+from dlbench import models, runner
+
+pytestmark = pytest.mark.slow
+
+
+def in_theano_env(env_python, code: str, env: dict | None = None) -> dict:
+    """Run a snippet with the Theano environment's Python; it prints one JSON line last."""
+    base = {"PYTHONPATH": str(REPO), "PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": os.environ["HOME"],
+            "OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1"}
+    proc = subprocess.run([env_python("theano"), "-c", code], capture_output=True, text=True, cwd=REPO,
+                          env=base | (env or {}), timeout=900)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+VERSIONS = """
+import json
+from dlbench.frameworks import theano as adapter  # sets THEANO_FLAGS before Theano is imported
+import numpy, theano
+print(json.dumps({"theano": theano.__version__, "numpy": numpy.__version__}))
+"""
+
+
+@pytest.fixture(scope="module")
+def theano_versions(env_python):
+    return in_theano_env(env_python, VERSIONS)
+
+
+def test_lenet_on_digits_reaches_over_90_percent(train, env_python, theano_versions):
+    r = train("theano", "caffe", epochs=10, batch_size=64, threads=2)
+    assert r["status"] == "ok", r.get("log_tail")
+    assert r["accuracy"] > 0.90
+    assert r["iterations"] == 10 * 23
+    assert r["framework_version"] == theano_versions["theano"] == "1.1.2"
+    assert r["framework_numpy_version"] == theano_versions["numpy"] == "1.23.5"
+    assert r["framework_numpy_version"] != np.__version__  # not the base environment's numpy
+    # compilation is its own phase, before training and apart from its clock
+    assert r["compile_time_s"] > 0 and r["train_time_s"] > 0
+    spans = {name: (start, end) for name, start, end in runner.phases(runner.read_events(r["_out"] / "events.jsonl"))}
+    assert spans["compile"][1] <= spans["train"][0]
+    assert r["train_time_s"] <= spans["train"][1] - spans["train"][0] + 1e-6
+    assert "openblas" in r["blas"] and r["library_in_effect"] == "openblas"
+    assert r["threads_requested"] == 2 and r["threads_in_effect"] == 2
+    build = json.loads(r["build_json"])
+    assert build["floatX"] == "float32" and build["openblas_threads"] == 2
+    prefix = os.path.dirname(os.path.dirname(env_python("theano")))
+    assert build["compiledir"].startswith(os.path.join(prefix, "theano-cache") + os.sep)
+    assert r["params"] == 431_080
+    curve = (r["_out"] / "curve.csv").read_text().splitlines()
+    assert len(curve) > 10
+
+
+PARAMS = """
+import json
+from dlbench import models
+from dlbench.frameworks import theano as adapter
+shapes = {"cifar10_quick": (3, 32, 32), "tf_cifar10": (3, 24, 24), "torch_mnist": (1, 32, 32),
+          "torch_cifar10": (3, 32, 32)}
+print(json.dumps({net: adapter.trainable_params(models.resolve(net, 10), shapes.get(net, (1, 28, 28)))
+                  for net in models.NETWORKS}))
+"""
+
+
+def test_built_networks_have_the_parameters_of_the_spec(env_python):
+    counts = in_theano_env(env_python, PARAMS)
+    assert counts["lenet"] == models.param_count(models.resolve("lenet", 10), (1, 28, 28)) == 431_080
+    assert counts["mnist_deep"] == models.param_count(models.resolve("mnist_deep", 10), (1, 28, 28))
+    shapes = {"cifar10_quick": (3, 32, 32), "tf_cifar10": (3, 24, 24), "torch_mnist": (1, 32, 32),
+              "torch_cifar10": (3, 32, 32)}
+    for net in models.NETWORKS:
+        assert counts[net] == models.param_count(models.resolve(net, 10), shapes.get(net, (1, 28, 28))), net
+
+
+LAYERS = """
+import json
+import numpy as np
+from dlbench import models
+from dlbench.frameworks import theano as adapter
+import theano, theano.tensor as T
+
+def caffe_pool(x, mode, k, s, p):  # Caffe's pooling_layer.cpp, in numpy
+    n, c, size, _ = x.shape
+    out = models.pool_out(size, k, s, p)
+    y = np.zeros((n, c, out, out))
+    for i in range(out):
+        for j in range(out):
+            h0, w0 = i * s - p, j * s - p
+            h1, w1 = min(h0 + k, size + p), min(w0 + k, size + p)
+            area = (h1 - h0) * (w1 - w0)
+            win = x[:, :, max(h0, 0):min(h1, size), max(w0, 0):min(w1, size)]
+            y[:, :, i, j] = win.max(axis=(2, 3)) if mode == "max" else win.sum(axis=(2, 3)) / area
+    return y
+
+rng = np.random.RandomState(0)
+x = T.tensor4()
+worst = {}
+for mode in ("max", "avg"):
+    for size, k, s, p in [(24, 2, 2, 0), (24, 3, 2, 0), (7, 2, 2, 0), (8, 3, 2, 1), (9, 3, 2, 1), (10, 3, 3, 1)]:
+        out = models.pool_out(size, k, s, p)
+        f = theano.function([x], adapter._pool(x, models.pool(mode, k, s, p), size, out))
+        xv = rng.randn(2, 3, size, size).astype("float32")
+        got = f(xv)
+        assert got.shape == (2, 3, out, out), (mode, size, k, s, p, got.shape)
+        worst[f"{mode}{size}k{k}s{s}p{p}"] = float(abs(got - caffe_pool(xv.astype(float), mode, k, s, p)).max())
+f = theano.function([x], adapter._lrn(x, models.lrn(5, 0.001, 0.75, 2.0), 7))
+xv = rng.randn(2, 7, 4, 4).astype("float32")
+sq = xv.astype(float) ** 2
+want = np.stack([xv[:, c] / (2.0 + 0.001 / 5 * sq[:, max(0, c - 2):c + 3].sum(1)) ** 0.75 for c in range(7)], 1)
+worst["lrn"] = float(abs(f(xv) - want).max())
+inputs = {"cifar10_quick": (3, 32, 32), "tf_cifar10": (3, 24, 24), "torch_mnist": (1, 32, 32),
+          "torch_cifar10": (3, 32, 32)}
+shapes = {}
+for net in models.NETWORKS:
+    shape = inputs.get(net, (1, 28, 28))
+    outs = adapter.Network(models.resolve(net, 10), shape, 1).outputs(x, train=True)
+    got = theano.function([x], [o.shape for o in outs])(np.zeros((2, *shape), "float32"))
+    shapes[net] = [[int(v) for v in s[1:]] for s in got]
+print(json.dumps({"worst": worst, "shapes": shapes}))
+"""
+
+
+def test_layers_compute_what_caffe_computes(env_python):
+    """Ceil-rounded pooling (max, average, padded) and cross-channel LRN against numpy; every layer's shape."""
+    out = in_theano_env(env_python, LAYERS)
+    for case, err in out["worst"].items():
+        assert err < 1e-5, case
+    inputs = {"cifar10_quick": (3, 32, 32), "tf_cifar10": (3, 24, 24), "torch_mnist": (1, 32, 32),
+              "torch_cifar10": (3, 32, 32)}
+    for net, got in out["shapes"].items():
+        want = models.shapes(models.resolve(net, 10), inputs.get(net, (1, 28, 28)))
+        assert [tuple(s) for s in got] == [tuple(s) for s in want], net
+
+
+FLAGS = """
+import json
+from dlbench.frameworks import theano as adapter
+import sys, theano
+print(json.dumps({"floatX": theano.config.floatX, "device": theano.config.device,
+                  "ldflags": theano.config.blas__ldflags, "compiledir": theano.config.compiledir,
+                  "prefix": sys.prefix}))
+"""
+
+
+def test_theano_is_configured_by_dlbench_not_by_the_user(env_python, tmp_path):
+    (tmp_path / ".theanorc").write_text("[global]\nfloatX = float64\ndevice = cuda\n")
+    out = in_theano_env(env_python, FLAGS, {"HOME": str(tmp_path), "THEANO_FLAGS": "floatX=float64,device=cuda"})
+    assert out["floatX"] == "float32" and out["device"] == "cpu"
+    assert "-lopenblas" in out["ldflags"]
+    assert out["compiledir"].startswith(out["prefix"] + os.sep)  # the environment's own cache
+
+
+TOOLCHAIN = """
+import json, sys
+from dlbench.frameworks import theano as adapter
+import theano
+errors = []
+if sys.argv[1:] == ["no-blas"]:
+    theano.config.blas__ldflags = "-lnosuchblas"
+try:
+    adapter.check_toolchain()
+except RuntimeError as exc:
+    errors.append(str(exc))
+print(json.dumps(errors))
+"""
+
+
+def test_a_missing_compiler_or_blas_stops_with_one_clear_line(env_python):
+    def check(arg: str, path: str) -> list[str]:
+        proc = subprocess.run([env_python("theano"), "-c", TOOLCHAIN, arg], capture_output=True, text=True, cwd=REPO,
+                              env={"PYTHONPATH": str(REPO), "PATH": path, "HOME": os.environ["HOME"]}, timeout=300)
+        assert proc.returncode == 0, proc.stderr[-2000:]
+        return json.loads(proc.stdout.strip().splitlines()[-1])
+
+    assert check("-", os.environ.get("PATH", "/usr/bin:/bin")) == []
+    (no_cxx,) = check("-", "/nonexistent")
+    assert "g++" in no_cxx
+    (no_blas,) = check("no-blas", os.environ.get("PATH", "/usr/bin:/bin"))
+    assert "libopenblas-dev" in no_blas
+
+
+def test_gpu_point_without_libgpuarray_is_unavailable(train):
+    r = train("theano", "caffe", iterations=5, device="gpu")
+    assert r["status"] == "unavailable"
+    assert "libgpuarray" in r["reason"] and "GPU" in r["reason"]
+    assert r["iterations_done"] == 0
+
+
+def test_a_huge_learning_rate_diverges_and_stops_early(train):
+    r = train("theano", "caffe", iterations=400, learning_rate=1000.0, threads=1)
+    assert r["status"] == "diverged", r.get("log_tail")
+    assert r["diverged_at_iteration"] is not None and r["diverged_at_iteration"] < 400
+
+
+def test_two_theano_points_at_once_share_the_compile_cache(train):
+    """Both compile into the environment's one cache at the same time; Theano's lock keeps them apart."""
+    records, errors = {}, []
+
+    def go(lr):
+        try:
+            records[lr] = train("theano", "caffe", epochs=2, batch_size=64, threads=1, learning_rate=lr)
+        except Exception as exc:  # reported below, not lost in the thread
+            errors.append(exc)
+
+    threads = [threading.Thread(target=go, args=(lr,)) for lr in (0.01, 0.02)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors
+    assert len(records) == 2
+    for r in records.values():
+        assert r["status"] == "ok", r.get("log_tail")
+        assert r["accuracy"] > 0.7
+    assert len({str(r["_out"]) for r in records.values()}) == 2
+
+
+def test_theano_preset_lenet5_tanh_learns_digits(train):
+    # the tutorial's network and SGD (lr 0.1, no momentum); a smaller batch than its 500 for enough steps
+    r = train("theano", "theano", epochs=5, batch_size=50, threads=2)
+    assert r["status"] == "ok", r.get("log_tail")
+    assert r["network"] == "lenet5_tanh" and r["optimizer"] == "sgd"
+    assert r["accuracy"] > 0.85
+
+
+def test_tensorflow_preset_mnist_deep_with_adam_and_dropout_learns_digits(train):
+    r = train("theano", "tensorflow", epochs=3, threads=2)
+    assert r["status"] == "ok", r.get("log_tail")
+    assert r["network"] == "mnist_deep" and r["optimizer"] == "adam"
+    assert r["accuracy"] > 0.8
