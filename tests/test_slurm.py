@@ -1,0 +1,147 @@
+"""The SLURM profile on a real one-node SLURM (cluster/slurm-up.sh): jobs, resources, cancellation."""
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pandas as pd
+import pytest
+import yaml
+
+from conftest import REPO
+from dlbench import config, sweep
+
+COPIED = ["Snakefile", "rules", "dlbench", "config", "envs", "profiles", "report"]
+STUDY = {
+    "datasets": ["digits"],
+    "frameworks": ["pytorch", "tensorflow"],
+    "preset": ["caffe"],
+    "sweep": {"learning_rate": [0.01, 0.02], "iterations": [30], "batch_size": [32], "threads": [1]},
+    "cluster": {"partition": "debug", "account": "dlbench", "mem_mb": 2000},
+}
+
+
+def cluster_up() -> bool:
+    if not shutil.which("sinfo"):
+        return False
+    proc = subprocess.run(["sinfo", "-h", "-o", "%T"], capture_output=True, text=True)
+    return proc.returncode == 0 and any(s.strip("*") in ("idle", "mixed", "allocated") for s in proc.stdout.split())
+
+
+pytestmark = [pytest.mark.slurm, pytest.mark.slow,
+              pytest.mark.skipif(not cluster_up(), reason="no SLURM cluster is up (start it with cluster/slurm-up.sh)")]
+
+
+def copy_workflow(root: Path, study: dict) -> Path:
+    root.mkdir(parents=True, exist_ok=True)
+    for name in COPIED:
+        src = REPO / name
+        (shutil.copytree(src, root / name, ignore=shutil.ignore_patterns("__pycache__")) if src.is_dir()
+         else shutil.copy(src, root / name))
+    (root / "study.yaml").write_text(yaml.safe_dump(study))
+    return root
+
+
+def slurm_snakemake(workdir: Path, *extra: str, **kw) -> subprocess.Popen:
+    cmd = [sys.executable, "-m", "snakemake", "--profile", "profiles/slurm", "--jobs", "4",
+           "--slurm-init-seconds-before-status-checks", "3", "--configfile", "study.yaml", *extra]
+    return subprocess.Popen(cmd, cwd=workdir, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, **kw)
+
+
+def sacct(since: str) -> pd.DataFrame:
+    out = subprocess.run(["sacct", "-X", "-n", "-P", "-S", since, "--format",
+                          "JobID,JobName,State,AllocCPUS,ReqMem,Partition,Account"],
+                         capture_output=True, text=True, check=True).stdout
+    rows = [line.split("|") for line in out.strip().splitlines() if line]
+    return pd.DataFrame(rows, columns=["job", "name", "state", "cpus", "mem", "partition", "account"])
+
+
+@pytest.fixture(scope="module")
+def slurm_run(tmp_path_factory):
+    started = time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(time.time() - 2))
+    wf = copy_workflow(tmp_path_factory.mktemp("slurm") / "wf", STUDY)
+    t0 = time.monotonic()
+    proc = slurm_snakemake(wf)
+    out, _ = proc.communicate(timeout=900)
+    assert proc.returncode == 0, out[-4000:]
+    return wf, sacct(started), time.monotonic() - t0
+
+
+def test_every_training_point_ran_as_a_slurm_job_with_its_resources(slurm_run):
+    wf, jobs, _ = slurm_run
+    runs = pd.read_parquet(wf / "results/runs.parquet")
+    assert len(runs) == 4 and (runs.status == "ok").all()
+    assert runs.slurm_job_id.notna().all()
+    ids = set(runs.slurm_job_id.astype(str))
+    assert len(ids) == 4  # one allocation per point
+    mine = jobs[jobs.job.isin(ids)]
+    assert len(mine) == 4 and (mine.state == "COMPLETED").all()
+    assert (mine.cpus == "1").all()  # cpus_per_task = the point's threads
+    assert (mine.partition == "debug").all() and (mine.account == "dlbench").all()
+    assert mine["mem"].str.startswith("2000M").all()
+
+
+def test_results_aggregate_exactly_as_a_local_run(slurm_run, tmp_path):
+    wf, _, _ = slurm_run
+    local = copy_workflow(tmp_path / "local", STUDY)
+    proc = subprocess.run([sys.executable, "-m", "snakemake", "--cores", "2", "--configfile", "study.yaml"],
+                          cwd=local, capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    on_slurm = pd.read_parquet(wf / "results/runs.parquet").set_index("run_id").sort_index()
+    here = pd.read_parquet(local / "results/runs.parquet").set_index("run_id").sort_index()
+    assert list(on_slurm.index) == list(here.index)
+    assert set(on_slurm.columns) == set(here.columns)
+    expected_ids = {p["id"] for p in sweep.expand(config.validate(STUDY))}
+    assert set(on_slurm.index) == expected_ids
+    for column in ("framework", "learning_rate", "batch_size", "iterations", "threads_in_effect", "status", "params"):
+        assert on_slurm[column].tolist() == here[column].tolist(), column
+    # the same seeds and settings train the same model: PyTorch on one thread is deterministic
+    torch_rows = on_slurm.framework == "pytorch"
+    assert on_slurm[torch_rows].accuracy.tolist() == here[torch_rows].accuracy.tolist()
+
+
+@pytest.fixture
+def no_jobs_left():
+    """Whatever happens, leave the test cluster empty for the next test."""
+    yield
+    subprocess.run(["scancel", "--user", str(os.getuid())], check=False)
+
+
+def test_a_cancelled_job_is_recorded_and_runs_again_next_time(tmp_path, no_jobs_left):
+    long_study = {**STUDY, "frameworks": ["pytorch"],
+                  "sweep": {**STUDY["sweep"], "learning_rate": [0.01], "iterations": [200000]}}
+    wf = copy_workflow(tmp_path / "wf", long_study)
+    # The profile retries a failed job once (for timeouts); a deliberate cancel should not be retried here.
+    proc = slurm_snakemake(wf, "--retries", "0")
+    (point,) = sweep.expand(config.validate(long_study))
+    run = wf / "results/runs/pytorch/digits" / point["id"]
+    deadline = time.monotonic() + 300
+    job_id = None
+    while time.monotonic() < deadline and job_id is None:
+        partials = list(run.parent.glob(f".{run.name}.partial-*"))
+        if partials and any('"train"' in line for p in partials if (p / "events.jsonl").exists()
+                            for line in (p / "events.jsonl").read_text().splitlines()):
+            queue = subprocess.run(["squeue", "-h", "-o", "%i %T"], capture_output=True, text=True).stdout.split()
+            job_id = queue[0] if queue else None
+        time.sleep(0.5)
+    assert job_id, "the point never started training on the cluster"
+    subprocess.run(["scancel", job_id], check=True)
+    try:
+        out, _ = proc.communicate(timeout=300)
+    finally:
+        proc.kill()
+    assert proc.returncode != 0
+    assert not (run / "metrics.json").exists()
+    attempts = list((run / "attempts").glob("*.json"))
+    assert attempts, out[-3000:]
+    attempt = json.loads(attempts[0].read_text())
+    assert attempt["status"] == "cancelled" and attempt["slurm_job_id"] == job_id
+    states = sacct("now-1hours")
+    assert states[states.job == job_id].state.iloc[0].startswith("CANCELLED")
+    dry = subprocess.run([sys.executable, "-m", "snakemake", "-n", "--profile", "profiles/slurm",
+                          "--configfile", "study.yaml"], cwd=wf, capture_output=True, text=True)
+    assert point["id"] in dry.stdout  # the next invocation runs it again
