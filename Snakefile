@@ -17,6 +17,7 @@ if not workflow.overwrite_configfiles:
 include: "rules/common.smk"
 include: "rules/data.smk"
 include: "rules/envs.smk"
+include: "rules/caffe.smk"
 include: "rules/train.smk"
 include: "rules/aggregate.smk"
 include: "rules/report.smk"
@@ -29,3 +30,4 @@ rule all:
         "results/curves.parquet",
         "results/samples.parquet",
         CHART_FILES,
+        "results/findings.md",

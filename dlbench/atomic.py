@@ -9,6 +9,12 @@ import tempfile
 from pathlib import Path
 
 
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
 @contextlib.contextmanager
 def atomic_path(path: str | os.PathLike, suffix: str = ""):
     """Yields a temporary path beside `path`; renamed onto it only if the block succeeds."""
@@ -16,6 +22,7 @@ def atomic_path(path: str | os.PathLike, suffix: str = ""):
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=f".tmp{suffix}", dir=path.parent)
     os.close(fd)
+    os.chmod(tmp, 0o666 & ~_umask())  # mkstemp makes it private; results are for everyone who may read the folder
     try:
         yield Path(tmp)
         with open(tmp, "rb+") as fh:

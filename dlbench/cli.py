@@ -21,8 +21,8 @@ def _prepare(args) -> int:
     except prepare.DatasetError as exc:
         print(f"dlbench: dataset {args.dataset}: {exc}", file=sys.stderr)
         return 2
-    print(f"{args.dataset}: {meta['train_count']} train / {meta['test_count']} test images, digest {meta['digest'][:12]}",
-          file=sys.stderr)
+    print(f"{args.dataset}: {meta['train_count']} train / {meta['test_count']} test images, "
+          f"digest {meta['digest'][:12]}", file=sys.stderr)
     return 0
 
 

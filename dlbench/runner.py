@@ -135,7 +135,7 @@ def _run_point(point: dict, dataset_dir: str | Path, out_dir: str | Path, *, pyt
     record["monitor_interval_s"] = interval_s if monitor_enabled else None
     record["lock_wait_s"] = lock_wait_s
     record["dataset_dir"] = str(dataset_dir)
-    _write_table(work / "curve.csv", CURVE_FIELDS, curve_rows(events))
+    _write_table(work / "curve.csv", CURVE_FIELDS, curve_rows(events, t_launch))
     _write_table(work / "samples.csv", ("phase",) + SAMPLE_FIELDS, sample_rows(mon.samples, events, t_launch))
     out_dir.mkdir(parents=True, exist_ok=True)
     for name in ("point.json", "events.jsonl", "trainer.log", "curve.csv", "samples.csv"):
@@ -196,13 +196,14 @@ def sample_rows(samples: list[dict], events: list[dict], t0: float) -> list[dict
     return [{**s, "phase": phase_of(s["t"], spans), "t": round(s["t"] - t0, 4)} for s in samples]
 
 
-def curve_rows(events: list[dict]) -> list[dict]:
+def curve_rows(events: list[dict], t0: float) -> list[dict]:
+    """Train and test rows of the learning curve; `t` in seconds since launch, as in the samples."""
     rows = []
     for e in events:
-        if e["e"] == "step":
-            rows.append({"kind": "train", **{k: e.get(k) for k in CURVE_FIELDS if k != "kind"}})
-        elif e["e"] == "test":
-            rows.append({"kind": "test", **{k: e.get(k) for k in CURVE_FIELDS if k != "kind"}})
+        if e["e"] in ("step", "test"):
+            row = {"kind": "train" if e["e"] == "step" else "test", **{k: e.get(k) for k in CURVE_FIELDS[1:]}}
+            row["t"] = round(e["t"] - t0, 4)
+            rows.append(row)
     return rows
 
 
@@ -233,7 +234,8 @@ def status_of(events: list[dict], returncode: int, *, timed_out: bool, over_memo
               cancelled: bool = False) -> tuple[str, str | None]:
     last = next((e for e in reversed(events) if e["e"] == "status"), None)
     if cancelled:
-        return "cancelled", "the job was cancelled (SIGTERM or SIGINT) before the point finished; it runs again next time"
+        return "cancelled", ("the job was cancelled (SIGTERM or SIGINT) before the point finished; "
+                             "it runs again next time")
     if timed_out:
         return "timeout", "the point exceeded its time budget"
     if over_memory:
@@ -263,11 +265,12 @@ def build_record(point: dict, events: list[dict], mon: Monitor, returncode: int,
     record.update(status=status, reason=reason, returncode=returncode)
     record["params"] = models.param_count(point["layers"], shape)
     record["flops_per_image_train"] = models.flops_per_image(point["layers"], shape)["train"]
-    for key in ("train_time_s", "test_time_s", "interval_test_time_s", "augment_time_s", "accuracy", "test_loss", "final_loss",
-                "iterations", "epochs_trained", "images_trained", "throughput_img_s", "test_throughput_img_s",
+    for key in ("train_time_s", "test_time_s", "interval_test_time_s", "augment_time_s", "accuracy", "test_loss",
+                "final_loss", "epochs_trained", "images_trained", "throughput_img_s", "test_throughput_img_s",
                 "train_samples", "test_samples"):
         record[key] = result.get(key)
-    record["iterations_planned"] = plan.get("total_iterations")
+    # `iterations` is the length actually planned (from epochs where the point gives epochs), for every status.
+    record["iterations"] = record["iterations_planned"] = plan.get("total_iterations")
     steps = [e for e in events if e["e"] == "step"]
     record["iterations_done"] = steps[-1]["iteration"] if steps else 0
     if status != "ok" and steps:

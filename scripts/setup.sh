@@ -13,12 +13,11 @@ for_tests=0
 
 log() { printf '[setup %(%H:%M:%S)T] %s\n' -1 "$*"; }
 
-# Debian packages: the real Fashion-MNIST, and what the Caffe build and the tests need.
-packages=(dataset-fashion-mnist python3-venv)
-if ((for_tests)); then
-  mapfile -t caffe_pkgs < <(grep -v '^\s*#' envs/caffe/debian-packages.txt | sed '/^\s*$/d')
-  packages+=("${caffe_pkgs[@]}" chromium)
-fi
+# Debian packages: the real Fashion-MNIST, what Theano compiles against (g++, the system
+# OpenBLAS), what the Caffe build needs, and for the tests a browser to open the report.
+mapfile -t caffe_pkgs < <(grep -v '^\s*#' envs/caffe/debian-packages.txt | sed '/^\s*$/d')
+packages=(dataset-fashion-mnist python3-venv python3-dev g++ libopenblas-dev "${caffe_pkgs[@]}")
+((for_tests)) && packages+=(chromium)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
@@ -43,9 +42,8 @@ if [[ ! -f $stamp ]]; then
   rm -f .venv/.base-* && touch "$stamp"
 fi
 
-# Framework environments, built once per machine and key.
-frameworks=(pytorch tensorflow)
-((for_tests)) && frameworks+=(theano caffe)
+# Framework environments, built once per machine and key (Caffe's from source: ~10 minutes once).
+frameworks=(pytorch tensorflow theano caffe)
 for fw in "${frameworks[@]}"; do
   log "framework environment: $fw"
   .venv/bin/python -m dlbench.envs build "$fw" >/dev/null

@@ -11,8 +11,8 @@ from pathlib import Path
 import pandas as pd
 import pytest
 import yaml
-
 from conftest import REPO
+
 from dlbench import config, sweep
 
 COPIED = ["Snakefile", "rules", "dlbench", "config", "envs", "profiles", "report"]

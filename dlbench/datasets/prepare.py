@@ -36,7 +36,8 @@ def verify(path: Path, expected: dict) -> dict:
             return found
         if "raw_sha256" not in expected:
             raise DatasetError(f"{path}: checksum mismatch: expected sha256 {expected['sha256']}, found "
-                               f"{found['sha256']}; delete the file and run again, or point the config's data: at a good copy")
+                               f"{found['sha256']}; delete the file and run again, "
+                               "or point the config's data: at a good copy")
     if "raw_sha256" in expected:
         raw = gzip.open(path).read() if is_gz else path.read_bytes()
         found["raw_sha256"] = hashlib.sha256(raw).hexdigest()
@@ -142,7 +143,8 @@ def prepare(name: str, out_folder: str | Path, *, local: str | None = None,
     if name == "digits":
         import sklearn
 
-        arrays, meta = digits.load(), {"source": f"scikit-learn {sklearn.__version__} load_digits, 8x8 -> 20x20 box on 28x28"}
+        source = f"scikit-learn {sklearn.__version__} load_digits, 8x8 -> 20x20 box on 28x28"
+        arrays, meta = digits.load(), {"source": source}
     elif name in ("mnist", "fashion_mnist"):
         arrays, meta = _idx_dataset(name, local, downloads)
     elif name == "cifar10":

@@ -216,7 +216,8 @@ def drive(trainer: Trainer, point: dict, inputs: Inputs, reporter: Reporter) -> 
             acc, loss = trainer.evaluate()
             took = time.perf_counter() - t0
             interval_test_s += took
-            reporter.emit("test", iteration=done, accuracy=acc, loss=loss, test_time_s=took, train_time_s=train_s)
+            reporter.emit("test", iteration=done, epoch=done / plan.steps_per_epoch, accuracy=acc, loss=loss,
+                          test_time_s=took, train_time_s=train_s)
             seg_start = time.perf_counter()
     trainer.sync()
     train_s += time.perf_counter() - seg_start
@@ -226,8 +227,8 @@ def drive(trainer: Trainer, point: dict, inputs: Inputs, reporter: Reporter) -> 
         acc, test_loss = trainer.evaluate()
         trainer.sync()
         test_s = time.perf_counter() - t0
-    reporter.emit("test", iteration=plan.total_iterations, accuracy=acc, loss=test_loss, test_time_s=test_s,
-                  train_time_s=train_s)
+    reporter.emit("test", iteration=plan.total_iterations, epoch=plan.total_iterations / plan.steps_per_epoch,
+                  accuracy=acc, loss=test_loss, test_time_s=test_s, train_time_s=train_s)
     images = plan.total_iterations * point["batch_size"]
     return {
         "train_time_s": train_s,

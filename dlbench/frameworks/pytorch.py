@@ -17,7 +17,8 @@ def build_module(layers: list[dict], input_shape: tuple[int, int, int]) -> nn.Se
     for layer, shape in zip(layers, models.shapes(layers, input_shape)):
         kind = layer["type"]
         if kind == "conv":
-            mods.append(nn.Conv2d(prev[0], layer["filters"], layer["kernel"], layer.get("stride", 1), layer.get("pad", 0)))
+            mods.append(nn.Conv2d(prev[0], layer["filters"], layer["kernel"], layer.get("stride", 1),
+                                  layer.get("pad", 0)))
         elif kind == "pool":
             cls = nn.MaxPool2d if layer["mode"] == "max" else nn.AvgPool2d
             mods.append(cls(layer["kernel"], layer["stride"], layer.get("pad", 0), ceil_mode=True))

@@ -1,0 +1,258 @@
+"""The Snakemake report and the charts, opened in headless Chromium: did the charts draw?"""
+
+from __future__ import annotations
+
+import html
+import json
+import re
+import shutil
+import struct
+import subprocess
+import sys
+import zlib
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+import yaml
+from conftest import REPO
+
+from dlbench import charts
+
+TINY = {
+    "datasets": ["digits"],
+    "frameworks": ["pytorch", "tensorflow"],
+    "preset": ["caffe"],
+    "sweep": {"learning_rate": [0.01, 0.02], "iterations": [30], "batch_size": [32], "threads": [1]},
+    "monitor": {"interval_s": 0.1},
+}
+COPIED = ["Snakefile", "rules", "dlbench", "config", "envs", "profiles", "report"]
+# Until `rule all` lists results/findings.md, the tests ask for it by name.
+TARGETS = ["all", "results/findings.md"]
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+needs_chromium = pytest.mark.skipif(CHROMIUM is None, reason="headless Chromium is not installed "
+                                                           "(Debian: apt-get install -y chromium)")
+
+
+def chromium(profile: Path, *args: str, timeout: int = 120) -> subprocess.CompletedProcess:
+    """Headless Chromium with a fresh profile, no network, nothing in the background."""
+    cmd = [CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+           "--disable-component-update", "--disable-sync", "--no-first-run", "--disable-extensions",
+           f"--user-data-dir={profile}", "--host-resolver-rules=MAP * ~NOTFOUND", *args]
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+
+
+def snakemake(workdir: Path, *args: str) -> subprocess.CompletedProcess:
+    proc = subprocess.run([sys.executable, "-m", "snakemake", *TARGETS, "--cores", "2", "--configfile", "tiny.yaml",
+                           *args], cwd=workdir, capture_output=True, text=True)
+    if proc.returncode != 0:
+        raise AssertionError(proc.stdout[-3000:] + proc.stderr[-3000:])
+    return proc
+
+
+@pytest.fixture(scope="module")
+def study(tmp_path_factory):
+    """A tiny real study in a copy of the workflow, and its Snakemake report."""
+    root = tmp_path_factory.mktemp("report")
+    for name in COPIED:
+        src = REPO / name
+        if src.is_dir():
+            shutil.copytree(src, root / name, ignore=shutil.ignore_patterns("__pycache__"))
+        else:
+            shutil.copy(src, root / name)
+    (root / "tiny.yaml").write_text(yaml.safe_dump(TINY))
+    snakemake(root)
+    snakemake(root, "--report", "report.html")
+    return root
+
+
+# A page that opens the report in a frame, walks every category, opens every file in it and
+# writes what it saw as JSON into the page, for --dump-dom to return.
+WALKER = """<!doctype html><html><body>
+<iframe id="r" src="report.html" style="width:1400px;height:1000px"></iframe><pre id="out">pending</pre>
+<script>
+const CATEGORIES = %s;
+const sleep = ms => new Promise(r => setTimeout(r, ms));
+const frame = document.getElementById('r');
+function link(d, text) { return [...d.querySelectorAll('a')].find(a => a.textContent.trim() === text); }
+async function walk() {
+  await sleep(1500);
+  const d = frame.contentDocument, seen = {files: {}, images: {}};
+  for (const cat of CATEGORIES) {
+    const home = link(d, 'Results'); if (home) { home.click(); await sleep(300); }
+    const c = link(d, cat);
+    if (!c) { seen.files[cat] = null; continue; }
+    c.click(); await sleep(600);
+    const rows = [...d.querySelectorAll('tbody tr')];
+    seen.files[cat] = rows.map(r => r.querySelector('td').textContent.trim());
+    for (const name of seen.files[cat]) {
+      if (!name.endsWith('.svg')) continue;
+      const row = [...d.querySelectorAll('tbody tr')].find(r => r.querySelector('td').textContent.trim() === name);
+      row.querySelector('a[iconname=eye]').click();
+      await sleep(600);
+      const file = name.split('/').pop();
+      const img = [...d.querySelectorAll('img')].find(i => i.src.includes('filename=' + file + ';'));
+      seen.images[name] = img ? {width: img.naturalWidth, height: img.naturalHeight,
+                                 svg: atob(img.src.split('base64,')[1])} : null;
+      const back = link(d, cat); if (back) { back.click(); await sleep(300); }
+    }
+  }
+  document.getElementById('out').textContent = JSON.stringify(seen);
+}
+frame.addEventListener('load', () => walk().catch(e => {
+  document.getElementById('out').textContent = 'ERROR ' + e;
+}));
+</script></body></html>"""
+
+
+@pytest.mark.slow
+@needs_chromium
+def test_the_report_lists_every_chart_and_draws_it(study, tmp_path):
+    categories = sorted({spec.category for spec in charts.CHARTS.values()} | {"Findings"})
+    walker = study / "walker.html"
+    walker.write_text(WALKER % json.dumps(categories))
+    proc = chromium(tmp_path / "profile", "--allow-file-access-from-files", "--virtual-time-budget=120000",
+                    "--dump-dom", walker.as_uri())
+    m = re.search(r'<pre id="out">(.*?)</pre>', proc.stdout, re.S)
+    assert m and m.group(1) != "pending" and not m.group(1).startswith("ERROR"), proc.stdout[-2000:]
+    seen = json.loads(html.unescape(m.group(1)))
+    listed = {f for files in seen["files"].values() for f in (files or [])}
+    for name, spec in charts.CHARTS.items():
+        path = f"results/charts/{name}.svg"
+        assert path in seen["files"][spec.category], (name, seen["files"])
+        image = seen["images"][path]
+        assert image and image["width"] > 100 and image["height"] > 40, (name, image and image["width"])
+        svg = image["svg"]
+        assert svg.lstrip().startswith("<svg") and 'class="mark-' in svg, name
+        assert "could not be drawn" not in svg, name
+    assert "results/findings.md" in listed
+    # The tiny study has no GPU, no threads sweep and one preset: those charts say so instead of drawing.
+    assert charts.NO_DATA in seen["images"]["results/charts/gpu_timeline.svg"]["svg"]
+    assert charts.NO_DATA not in seen["images"]["results/charts/train_time_by_framework.svg"]["svg"]
+
+
+def png_pixels(path: Path) -> np.ndarray:
+    """Decode an 8-bit RGB/RGBA, non-interlaced PNG (what Chromium writes) into an array of pixels."""
+    data = path.read_bytes()
+    assert data[:8] == b"\x89PNG\r\n\x1a\n"
+    pos, idat = 8, b""
+    while pos < len(data):
+        (n,), kind = struct.unpack(">I", data[pos:pos + 4]), data[pos + 4:pos + 8]
+        body = data[pos + 8:pos + 8 + n]
+        if kind == b"IHDR":
+            width, height, depth, color, _, _, interlace = struct.unpack(">IIBBBBB", body)
+        elif kind == b"IDAT":
+            idat += body
+        pos += 12 + n
+    assert depth == 8 and color in (2, 6) and interlace == 0
+    bpp = 3 if color == 2 else 4
+    raw = np.frombuffer(zlib.decompress(idat), np.uint8).reshape(height, width * bpp + 1)
+    out = np.zeros((height, width * bpp), np.int32)
+    prev = np.zeros(width * bpp, np.int32)
+    for y in range(height):
+        kind, line = raw[y, 0], raw[y, 1:].astype(np.int32)
+        if kind == 0:
+            cur = line
+        elif kind == 1:  # Sub: running sum per channel
+            cur = np.cumsum(line.reshape(width, bpp), axis=0).reshape(-1) % 256
+        elif kind == 2:  # Up
+            cur = (line + prev) % 256
+        else:  # Average (3) or Paeth (4): pixel by pixel
+            cur = np.zeros_like(line)
+            for i in range(len(line)):
+                a = cur[i - bpp] if i >= bpp else 0
+                b, c = prev[i], (prev[i - bpp] if i >= bpp else 0)
+                if kind == 3:
+                    pred = (a + b) // 2
+                else:
+                    p = a + b - c
+                    pa, pb, pc = abs(p - a), abs(p - b), abs(p - c)
+                    pred = a if pa <= pb and pa <= pc else (b if pb <= pc else c)
+                cur[i] = (line[i] + pred) % 256
+        out[y], prev = cur, cur
+    return out.reshape(height, width, bpp)[:, :, :3]
+
+
+@pytest.mark.slow
+@needs_chromium
+def test_a_screenshot_of_a_chart_in_the_report_is_not_blank(study, tmp_path):
+    page = study / "open_chart.html"
+    page.write_text(WALKER.replace("for (const cat of CATEGORIES)", "for (const cat of CATEGORIES.slice(0, 1))")
+                    .replace("const back = link(d, cat); if (back) { back.click(); await sleep(300); }", "break;")
+                    % json.dumps(["Time and accuracy"]))
+    shot = tmp_path / "report.png"
+    chromium(tmp_path / "profile", "--allow-file-access-from-files", "--virtual-time-budget=20000",
+             "--window-size=1400,1000", f"--screenshot={shot}", page.as_uri())
+    assert shot.exists(), "Chromium wrote no screenshot"
+    pixels = png_pixels(shot)
+    colours = np.unique(pixels.reshape(-1, 3), axis=0)
+    assert len(colours) > 50, len(colours)
+    # PyTorch's and TensorFlow's colours are in the picture only if the chart drew
+    for rgb in ((0xEE, 0x4C, 0x2C), (0xFF, 0x8F, 0x00)):
+        near = (np.abs(pixels - np.array(rgb)).sum(axis=2) < 60).sum()
+        assert near > 20, (rgb, near)
+
+
+@pytest.mark.slow
+def test_findings_of_the_tiny_study(study):
+    text = (study / "results/findings.md").read_text()
+    runs = pd.read_parquet(study / "results/runs.parquet")
+    assert "## The study's observations" in text and text.count("- (") >= 6
+    if (runs.status == "ok").all():
+        assert "None: every point finished ok." in text
+
+
+@needs_chromium
+def test_a_chart_html_renders_offline(tmp_path):
+    """One chart's self-contained HTML, opened with the network cut off: Vega draws its marks."""
+    runs = pd.DataFrame({"run_id": ["a", "b", "c"], "framework": ["pytorch", "tensorflow", "pytorch"],
+                         "dataset": ["digits"] * 3, "preset": ["caffe"] * 3, "device": ["cpu"] * 3,
+                         "status": ["ok", "ok", "diverged"], "train_time_s": [1.5, 2.5, None],
+                         "accuracy": [0.95, 0.97, None], "batch_size": [32] * 3, "learning_rate": [0.01] * 3})
+    chart = charts.draw("train_time_by_framework", runs, pd.DataFrame(), pd.DataFrame())
+    charts.save(chart, tmp_path / "chart")
+    page = tmp_path / "chart.html"
+    assert "cdn.jsdelivr" not in page.read_text()
+    proc = chromium(tmp_path / "profile", "--virtual-time-budget=10000", "--dump-dom", page.as_uri(), timeout=60)
+    dom = proc.stdout
+    assert re.search(r"<(svg|canvas)[^>]*class=\"marks\"", dom), dom[-2000:]
+    marks = re.findall(r'class="mark-(\w+) role-mark', dom)
+    assert {"rect", "symbol"} <= set(marks), marks
+    # the bars and the dots are drawn as paths inside the marks' groups
+    assert dom.count("<path") > 10 and "Training time per framework" in dom
+
+
+def test_png_decoder_on_a_known_image(tmp_path):
+    """The screenshot check's own decoder, on a tiny PNG built here (Sub, Up and Paeth rows)."""
+    width, height = 3, 3
+    pixels = np.array([[[255, 0, 0], [0, 255, 0], [0, 0, 255]],
+                       [[10, 20, 30], [40, 50, 60], [70, 80, 90]],
+                       [[1, 2, 3], [4, 5, 6], [200, 100, 50]]], np.int32)
+    rows = []
+    prev = np.zeros(width * 3, np.int32)
+    for y, kind in enumerate((1, 2, 4)):
+        cur = pixels[y].reshape(-1)
+        if kind == 1:
+            left = np.concatenate([np.zeros(3, np.int32), cur[:-3]])
+            filt = (cur - left) % 256
+        elif kind == 2:
+            filt = (cur - prev) % 256
+        else:
+            filt = np.zeros_like(cur)
+            for i in range(len(cur)):
+                a, b, c = (cur[i - 3] if i >= 3 else 0), prev[i], (prev[i - 3] if i >= 3 else 0)
+                p = a + b - c
+                pa, pb, pc = abs(p - a), abs(p - b), abs(p - c)
+                pred = a if pa <= pb and pa <= pc else (b if pb <= pc else c)
+                filt[i] = (cur[i] - pred) % 256
+        rows.append(bytes([kind]) + bytes(filt.astype(np.uint8)))
+        prev = cur
+
+    def chunk(kind: bytes, body: bytes) -> bytes:
+        return struct.pack(">I", len(body)) + kind + body + struct.pack(">I", zlib.crc32(kind + body))
+
+    png = (b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", struct.pack(">IIBBBBB", width, height, 8, 2, 0, 0, 0))
+           + chunk(b"IDAT", zlib.compress(b"".join(rows))) + chunk(b"IEND", b""))
+    (tmp_path / "t.png").write_bytes(png)
+    assert (png_pixels(tmp_path / "t.png") == pixels).all()
