@@ -122,7 +122,7 @@ if [[ "${CAFFE_SKIP_APT:-0}" != 1 ]]; then
     fi
 fi
 
-for tool in cmake make g++ protoc sha256sum tar; do
+for tool in cmake make g++ protoc sha256sum tar setsid; do
     command -v "$tool" >/dev/null || die 2 "'$tool' not found on PATH (it should come with $PACKAGES_FILE)"
 done
 # protoc must be the one that matches the libprotobuf headers we compile against
@@ -148,11 +148,20 @@ WORK="$(mktemp -d "$PARENT/.$NAME.build.XXXXXX")"
 STAGE="$WORK/stage" # becomes PREFIX at the very end
 LOG="$WORK/build.log"
 FAILED_LOG="$PREFIX.build-failed.log"
+CHILD=""
 cleanup() {
     local status=$?
+    if [[ -n "$CHILD" ]]; then # interrupted while a step ran: stop its whole tree
+        kill -TERM -- "-$CHILD" 2>/dev/null || kill -TERM "$CHILD" 2>/dev/null || true
+        wait "$CHILD" 2>/dev/null || true
+    fi
     if ((status != 0)) && [[ -f "$LOG" ]]; then
         cp -f -- "$LOG" "$FAILED_LOG" 2>/dev/null || true
-        say "build FAILED (exit $status); full log: $FAILED_LOG"
+        if ((status == 129 || status == 130 || status == 143)); then
+            say "build interrupted (exit $status); nothing installed; log so far: $FAILED_LOG"
+        else
+            say "build FAILED (exit $status); nothing installed; full log: $FAILED_LOG"
+        fi
     fi
     if [[ "${CAFFE_KEEP_BUILD:-0}" == 1 ]]; then
         say "keeping build folder $WORK"
@@ -161,17 +170,26 @@ cleanup() {
     fi
 }
 trap cleanup EXIT
+trap 'exit 129' HUP
 trap 'exit 130' INT
 trap 'exit 143' TERM
 
 # run_logged WHAT CMD...: run CMD with output into the log; on failure name WHAT
-# and show the log's tail.
+# and show the log's tail.  CMD runs in the background, in a process group of its
+# own, and the script waits for it: bash runs a signal trap only after the
+# foreground command ends, so this is what lets an INT/TERM stop a long make at
+# once (cleanup then ends the whole make tree and removes the build folder).
 run_logged() {
     local what="$1"
     shift
     printf '\n$ %s\n' "$*" >>"$LOG"
-    if ! "$@" >>"$LOG" 2>&1; then
-        printf 'caffe-build: error: %s failed; last lines of the log:\n' "$what" >&2
+    setsid "$@" >>"$LOG" 2>&1 </dev/null &
+    CHILD=$!
+    local status=0
+    wait "$CHILD" || status=$?
+    CHILD=""
+    if ((status != 0)); then
+        printf 'caffe-build: error: %s failed (exit %s); last lines of the log:\n' "$what" "$status" >&2
         grep -E 'error|Error|ERROR' "$LOG" | tail -n 15 >&2 || true
         tail -n 25 "$LOG" >&2
         exit 1
