@@ -72,8 +72,10 @@ class Monitor:
         return self
 
     def stop(self) -> None:
+        """Stop sampling (a monitor that never started has nothing to stop)."""
         self._stop.set()
-        self._thread.join()
+        if self._thread.is_alive():
+            self._thread.join()
 
     def _tree(self) -> list[psutil.Process]:
         try:

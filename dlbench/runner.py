@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import csv
 import fcntl
+import glob
 import json
 import os
 import shutil
@@ -88,47 +89,54 @@ def _run_point(point: dict, dataset_dir: str | Path, out_dir: str | Path, *, pyt
     (work / "point.json").write_text(json.dumps(point, indent=2, sort_keys=True))
     events_path = work / "events.jsonl"
     log_path = work / "trainer.log"
-    python = python or sys.executable
     gpu_index = 0 if point["device"] == "gpu" else None
-
     started_wall = time.time()
     t_launch = time.monotonic()
-    with open(log_path, "wb") as log:
-        proc = subprocess.Popen([python, "-m", "dlbench.trainer", str(work / "point.json"), str(dataset_dir),
-                                 str(events_path)], stdout=log, stderr=subprocess.STDOUT, env=trainer_env(point),
-                                cwd=REPO, start_new_session=True, preexec_fn=_die_with_parent)
-        mon = Monitor(proc.pid, interval_s, gpu_index, memory_limit_mb)
-        if monitor_enabled or memory_limit_mb:
-            mon.start()
-        timed_out = False
-        try:
-            proc.wait(timeout=time_limit_s)
-        except subprocess.TimeoutExpired:
-            timed_out = True
-            kill_tree(proc.pid, signal.SIGTERM)
+    mon = Monitor(os.getpid(), interval_s, None, None)  # replaced by the trainer's monitor once it runs
+    returncode, timed_out = None, False
+    if gpu_index is not None and not gpu_visible():
+        # No GPU on this machine at all: say so without starting a framework to find out.
+        status_line = {"e": "status", "t": t_launch, "status": "unavailable",
+                         "reason": "no NVIDIA GPU is visible on this machine (no /dev/nvidia*, NVML finds none)"}
+        events_path.write_text(json.dumps(status_line) + "\n")
+        log_path.write_text("")
+    else:
+        with open(log_path, "wb") as log:
+            proc = subprocess.Popen([python or sys.executable, "-m", "dlbench.trainer", str(work / "point.json"),
+                                     str(dataset_dir), str(events_path)], stdout=log, stderr=subprocess.STDOUT,
+                                    env=trainer_env(point), cwd=REPO, start_new_session=True,
+                                    preexec_fn=_die_with_parent)
+            mon = Monitor(proc.pid, interval_s, gpu_index, memory_limit_mb)
+            if monitor_enabled or memory_limit_mb:
+                mon.start()
             try:
-                proc.wait(timeout=5)
+                proc.wait(timeout=time_limit_s)
             except subprocess.TimeoutExpired:
+                timed_out = True
+                kill_tree(proc.pid, signal.SIGTERM)
+                try:
+                    proc.wait(timeout=5)
+                except subprocess.TimeoutExpired:
+                    kill_tree(proc.pid, signal.SIGKILL)
+                    proc.wait()
+            except BaseException:  # the job itself is cancelled: take the trainer with it, keep the attempt
                 kill_tree(proc.pid, signal.SIGKILL)
                 proc.wait()
-        except BaseException:  # the job itself is cancelled: take the trainer with it, keep the attempt
-            kill_tree(proc.pid, signal.SIGKILL)
-            proc.wait()
-            if mon._thread.is_alive():
                 mon.stop()
-            record = build_record(point, read_events(events_path), mon, proc.returncode, timed_out=False,
-                                  time_limit_s=time_limit_s, memory_limit_mb=memory_limit_mb, t_launch=t_launch,
-                                  t_end=time.monotonic(), log_tail=_tail(log_path), cancelled=True)
-            stamp = time.strftime("%Y%m%dT%H%M%S", time.localtime(started_wall))
-            write_json(out_dir / "attempts" / f"{stamp}-{os.getpid()}.json", record)
-            shutil.rmtree(work, ignore_errors=True)
-            raise
-        t_end = time.monotonic()
-        if mon._thread.is_alive():
+                record = build_record(point, read_events(events_path), mon, proc.returncode, timed_out=False,
+                                      time_limit_s=time_limit_s, memory_limit_mb=memory_limit_mb,
+                                      t_launch=t_launch, t_end=time.monotonic(), log_tail=_tail(log_path),
+                                      cancelled=True)
+                stamp = time.strftime("%Y%m%dT%H%M%S", time.localtime(started_wall))
+                write_json(out_dir / "attempts" / f"{stamp}-{os.getpid()}.json", record)
+                shutil.rmtree(work, ignore_errors=True)
+                raise
+            returncode = proc.returncode
             mon.stop()
+    t_end = time.monotonic()
 
     events = read_events(events_path)
-    record = build_record(point, events, mon, proc.returncode, timed_out=timed_out, time_limit_s=time_limit_s,
+    record = build_record(point, events, mon, returncode, timed_out=timed_out, time_limit_s=time_limit_s,
                           memory_limit_mb=memory_limit_mb, t_launch=t_launch, t_end=t_end,
                           log_tail=_tail(log_path))
     record["started_at"] = time.strftime("%Y-%m-%dT%H:%M:%S%z", time.localtime(started_wall))
@@ -144,6 +152,11 @@ def _run_point(point: dict, dataset_dir: str | Path, out_dir: str | Path, *, pyt
     write_json(out_dir / "metrics.json", record)
     shutil.rmtree(work, ignore_errors=True)
     return record
+
+
+def gpu_visible() -> bool:
+    """Whether this machine shows any NVIDIA GPU (device files or NVML); a pinned job sees its own."""
+    return bool(glob.glob("/dev/nvidia[0-9]*")) or bool(envinfo.gpus())
 
 
 def _die_with_parent() -> None:

@@ -87,3 +87,19 @@ def test_point_records_carry_every_parameter():
     p = make_point("pytorch", "tensorflow", batch_size=16)
     assert p["network"] == "mnist_deep" and p["optimizer"] == "adam" and p["batch_size"] == 16
     assert p["layers"][-1] == {"type": "dense", "units": 10}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("framework", FRAMEWORKS)
+def test_the_adapter_itself_refuses_a_gpu_it_cannot_use(env_python, digits_dir, tmp_path, framework):
+    """Past the runner's machine-wide check (a GPU node whose framework build has no CUDA, say)."""
+    point = make_point(framework, "caffe", iterations=5, device="gpu")
+    (tmp_path / "point.json").write_text(json.dumps(point))
+    env = {"PYTHONPATH": str(REPO), "PATH": "/usr/bin:/bin", "CUDA_VISIBLE_DEVICES": ""}
+    proc = subprocess.run([env_python(framework), "-m", "dlbench.trainer", str(tmp_path / "point.json"),
+                           str(digits_dir), str(tmp_path / "events.jsonl")], cwd=REPO, env=env,
+                          capture_output=True, text=True)
+    events = [json.loads(line) for line in (tmp_path / "events.jsonl").read_text().splitlines()]
+    assert proc.returncode == 3
+    assert events[-1]["status"] == "unavailable" and ("GPU" in events[-1]["reason"] or "CUDA" in events[-1]["reason"])
+    assert not any(e["e"] == "phase_start" and e["name"] == "train" for e in events)
