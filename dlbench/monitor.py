@@ -22,12 +22,13 @@ SAMPLE_FIELDS = ("t", "cpu_pct", "rss_mb", "threads", "processes",
 class _Gpu:
     """NVML readings of one device; absent (None) where NVML or the device is not there."""
 
-    def __init__(self, index: int):
+    def __init__(self, device: int | str):
         import pynvml
 
         pynvml.nvmlInit()
         self.nvml = pynvml
-        self.handle = pynvml.nvmlDeviceGetHandleByIndex(index)
+        self.handle = (pynvml.nvmlDeviceGetHandleByIndex(device) if isinstance(device, int)
+                       else pynvml.nvmlDeviceGetHandleByUUID(device))
         try:
             self.energy0 = pynvml.nvmlDeviceGetTotalEnergyConsumption(self.handle)  # mJ
         except pynvml.NVMLError:
@@ -43,9 +44,21 @@ class _Gpu:
         return out
 
 
+def nvml_index(visible: str | None, ordinal: int = 0) -> int | str:
+    """The NVML device behind CUDA ordinal `ordinal`, given CUDA_VISIBLE_DEVICES (indices or UUIDs).
+
+    NVML numbers the node's GPUs physically; a job pinned to GPU 3 sees it as CUDA device 0.
+    """
+    if not visible:
+        return ordinal
+    entries = [e.strip() for e in visible.split(",") if e.strip()]
+    entry = entries[ordinal] if ordinal < len(entries) else entries[0]
+    return int(entry) if entry.isdigit() else entry
+
+
 def open_gpu(index: int) -> _Gpu | None:
     try:
-        return _Gpu(index)
+        return _Gpu(nvml_index(os.environ.get("CUDA_VISIBLE_DEVICES"), index))
     except Exception:
         return None
 

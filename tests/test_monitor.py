@@ -1,8 +1,11 @@
 """The monitor sees real CPU use and real memory of a process tree, from outside it."""
 
+import glob
 import subprocess
 import sys
 import time
+
+import pytest
 
 from dlbench.monitor import Monitor
 
@@ -45,3 +48,21 @@ def test_enforces_a_memory_budget():
     mon = run_monitored(ALLOC.format(mb=400, s=5), memory_limit_mb=200)
     assert mon.over_memory
     assert mon.samples[-1]["t"] - mon.samples[0]["t"] < 4  # killed, not slept through
+
+
+def test_the_gpu_sampled_is_the_one_the_job_was_pinned_to():
+    from dlbench.monitor import nvml_index
+
+    assert nvml_index(None) == 0
+    assert nvml_index("3") == 3 and nvml_index("2,5", 1) == 5
+    assert nvml_index("GPU-8a1b2c3d-0000") == "GPU-8a1b2c3d-0000"
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not glob.glob("/dev/nvidia[0-9]*"), reason="no NVIDIA GPU on this machine")
+def test_nvml_readings_of_a_real_gpu():
+    from dlbench.monitor import open_gpu
+
+    gpu = open_gpu(0)
+    reading = gpu.read()
+    assert reading["gpu_mem_mb"] > 0 and 0 <= reading["gpu_util_pct"] <= 100 and reading["gpu_power_w"] > 0
