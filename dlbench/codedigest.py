@@ -8,14 +8,15 @@ from pathlib import Path
 
 PKG = Path(__file__).resolve().parent
 # Code every trainer runs, whatever its framework.
-SHARED = ("trainer.py", "runner.py", "monitor.py", "lr.py", "models.py", "frameworks/base.py",
+SHARED = ("trainer.py", "runner.py", "monitor.py", "lr.py", "models.py", "inputs.py", "frameworks/base.py",
           "frameworks/__init__.py", "datasets/store.py")
 
 
 @functools.cache
 def adapter_digest(framework: str) -> str:
     h = hashlib.sha256()
-    for rel in (*SHARED, f"frameworks/{framework}.py"):
+    own = sorted(p.relative_to(PKG).as_posix() for p in (PKG / "frameworks").glob(f"{framework}*.py"))
+    for rel in (*SHARED, *own):  # the adapter and its helpers (caffe_log.py, caffe_data.py, ...)
         path = PKG / rel
         h.update(rel.encode())
         h.update(path.read_bytes() if path.exists() else b"")

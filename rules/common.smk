@@ -12,10 +12,12 @@ from dlbench.datasets.catalog import INFO as DATASETS  # noqa: E402
 from dlbench.codedigest import adapter_digest  # noqa: E402
 from dlbench.envs import env_key  # noqa: E402
 
-# Under --sdm conda a job's shell runs in the framework's conda environment and
-# `python` is that environment's; otherwise jobs use the Python running Snakemake.
+# Jobs use the Python running Snakemake (the base environment), except training jobs
+# under --sdm conda: their shell runs in the framework's conda environment, whose
+# `python` runs the runner (the trainer then runs in that same environment).
 USE_CONDA = DeploymentMethod.CONDA in workflow.deployment_settings.deployment_method
-PY = "python" if USE_CONDA else sys.executable
+PY = sys.executable
+PY_TRAIN = "python" if USE_CONDA else sys.executable
 
 try:
     CFG = dlconfig.validate(config)

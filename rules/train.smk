@@ -25,6 +25,7 @@ rule train:
     input:
         data="resources/datasets/{dataset}/data.npz",
         env=env_input,
+        caffe_data=caffe_data_input,
     output:
         metrics="results/runs/{framework}/{dataset}/{point}/metrics.json",
         curve="results/runs/{framework}/{dataset}/{point}/curve.csv",
@@ -58,7 +59,7 @@ rule train:
     conda:
         conda_env
     shell:
-        "PYTHONPATH={workflow.basedir:q} {PY:q} -m dlbench.cli train --point {params.point:q}"
+        "PYTHONPATH={workflow.basedir:q} {PY_TRAIN:q} -m dlbench.cli train --point {params.point:q}"
         " --dataset-dir resources/datasets/{wildcards.dataset}"
         " --env={input.env:q} --out results/runs/{wildcards.framework}/{wildcards.dataset}/{wildcards.point}"
         " --interval {params.interval} {params.monitor} {params.limits} {params.lock} > {log:q} 2>&1"

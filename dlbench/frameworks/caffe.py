@@ -1,0 +1,552 @@
+"""Caffe: generated prototxt and `caffe train`, as the study drove it.
+
+The point's network becomes a net prototxt (HDF5Data layers for the train and test phases,
+the spec's layers, SoftmaxWithLoss, Accuracy in TEST), its settings a solver prototxt, and
+`<prefix>/bin/caffe train --solver=...` runs as a child of the trainer (so the runner's
+monitor sees it in the trainer's process tree). Its log (glog on stderr) is read line by
+line as it is written, copied into the trainer's log and turned into the events every
+adapter emits (dlbench.frameworks.caffe_log): phases build (process start to `Starting
+Optimization`), train and test, `step`, `test`, `info`.
+
+Same point, same run as the other adapters:
+  - iterations: base.Plan.of (max_iter = total iterations; display = the plan's display
+    interval, with average_loss = display so a step's loss is the mean since the last one);
+  - tests every `test_every` iterations and a final one over the whole test split
+    (test_iter = ceil(test samples / test batch); Caffe's last batch wraps around to the first
+    images). Caffe tests after its loop only when test_interval divides max_iter; otherwise
+    the final weights are snapshotted and `caffe test` scores them;
+  - the lr policies of dlbench.lr written as Caffe's (decay = inv with power 1);
+  - weights: xavier filler, biases 0, lr_mult 1 and decay_mult 1 on both (the other
+    frameworks decay biases too); random_seed = the point's seed.
+Timings come from the log's own time stamps (Caffe prints no throughput): see caffe_log.Tracker.
+
+Caffe's own ways, kept because they are Caffe's:
+  - SGD with momentum keeps lr inside its history (v = m v + lr g); PyTorch's keeps it outside.
+    Same updates for a fixed lr; Adam: momentum 0.9, momentum2 0.999, delta 1e-8.
+  - HDF5Data's `shuffle` uses std::random_shuffle (C rand(), which random_seed does not seed):
+    the batch order is the same for every seed; only the initial weights follow it.
+  - HDF5Data cannot augment: where a preset augments, the training file holds one augmented
+    view drawn once (caffe_data.py); build_json's `input_augmentation` says so.
+
+Where Caffe comes from: $DLBENCH_CAFFE (the binary), else the environment's own build
+(sys.prefix/caffe/bin/caffe, envs/caffe/build.sh, with BUILD_INFO.json), else a conda
+package's (sys.prefix/bin/caffe), else `caffe` on PATH. No pycaffe is needed.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import json
+import math
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from dlbench import models
+from dlbench.frameworks import caffe_data, caffe_log
+from dlbench.frameworks.base import Diverged, Plan, Reporter, Unavailable
+
+ACTIVATION_TYPES = {"relu": "ReLU", "tanh": "TanH", "sigmoid": "Sigmoid"}
+LAYER_NAMES = {"conv": "conv", "pool": "pool", "dense": "ip", "relu": "relu", "tanh": "tanh", "sigmoid": "sigmoid",
+               "dropout": "drop", "lrn": "norm"}
+
+
+# ---------------------------------------------------------------------------------------------- the binary
+
+
+def find_binary() -> Path:
+    candidates = []
+    if os.environ.get("DLBENCH_CAFFE"):
+        candidates.append(Path(os.environ["DLBENCH_CAFFE"]))
+    candidates += [Path(sys.prefix) / "caffe" / "bin" / "caffe", Path(sys.prefix) / "bin" / "caffe"]
+    on_path = shutil.which("caffe")
+    if on_path:
+        candidates.append(Path(on_path))
+    for c in candidates:
+        if c.is_file() and os.access(c, os.X_OK):
+            return c
+    raise RuntimeError("no Caffe binary: build the Caffe environment (python -m dlbench.envs build caffe, which "
+                       "runs envs/caffe/build.sh) or set DLBENCH_CAFFE to a `caffe` executable; looked at "
+                       + ", ".join(map(str, candidates)))
+
+
+def caffe_env(threads: int | None = None) -> dict[str, str]:
+    """The child's environment: glog to stderr (not files in /tmp), OpenBLAS threads as the point asks."""
+    env = dict(os.environ)
+    env.update(GLOG_logtostderr="1", GLOG_minloglevel="0", GLOG_colorlogtostderr="0")
+    if threads:
+        env.update(OPENBLAS_NUM_THREADS=str(threads), OMP_NUM_THREADS=str(threads))
+    return env
+
+
+@functools.cache
+def build_info(binary: str) -> dict:
+    """BUILD_INFO.json beside the binary (envs/caffe/build.sh writes it), else what `caffe --version` says."""
+    path = Path(binary).resolve().parent.parent / "BUILD_INFO.json"
+    info = json.loads(path.read_text()) if path.exists() else {}
+    try:
+        proc = subprocess.run([binary, "--version"], capture_output=True, text=True, timeout=60, env=caffe_env())
+        line = (proc.stdout + proc.stderr).strip().splitlines()
+        version_line = next((ln for ln in line if "version" in ln), "")
+    except (OSError, subprocess.SubprocessError):
+        version_line = ""
+    info["version_line"] = version_line or info.get("version_output", "")
+    version = version_line.rsplit(" ", 1)[-1] if version_line else ""
+    info["version"] = version or info.get("caffe_version") or "unknown"
+    info["build_info_file"] = str(path) if path.exists() else None
+    return info
+
+
+def built_with_cuda(binary: str, info: dict) -> bool:
+    """A CPU_ONLY build cannot run a GPU point: BUILD_INFO.json says which; else ask the binary."""
+    if info.get("build_info_file"):
+        flags = info.get("cmake_flags", [])
+        return info.get("device") != "cpu" and "-DCPU_ONLY=ON" not in flags
+    try:
+        proc = subprocess.run([binary, "device_query", "--gpu=0"], capture_output=True, text=True, timeout=60,
+                              env=caffe_env())
+    except (OSError, subprocess.SubprocessError):
+        return False
+    return "CPU-only" not in proc.stdout + proc.stderr and proc.returncode == 0
+
+
+def check_device(point: dict, binary: str, info: dict) -> None:
+    if point["device"] == "gpu" and not built_with_cuda(binary, info):
+        raise Unavailable(f"this Caffe ({binary}) is a CPU_ONLY build (no CUDA): a GPU point needs Caffe built with "
+                          "CUDA (on a GPU node, conda-forge's CUDA caffe package; see envs/caffe.yaml)")
+
+
+# ---------------------------------------------------------------------------------------------- prototxt
+
+
+def _num(v) -> str:
+    """A number as protobuf's text format reads it."""
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, int):
+        return str(v)
+    return repr(float(v))
+
+
+def _block(name: str, body: list[str]) -> list[str]:
+    return [f"{name} {{"] + ["  " + line for line in body] + ["}"]
+
+
+def _filler() -> list[str]:
+    return _block("weight_filler", ['type: "xavier"']) + _block("bias_filler", ['type: "constant"', "value: 0"])
+
+
+def _mults() -> list[str]:
+    return _block("param", ["lr_mult: 1", "decay_mult: 1"]) * 2  # weights, then biases
+
+
+def net_prototxt(layers: list[dict], train_list: str, test_list: str | None, batch_size: int,
+                 test_batch_size: int, name: str = "dlbench") -> str:
+    """The network of the spec, between HDF5Data layers and SoftmaxWithLoss (+ Accuracy in TEST)."""
+    out = [f'name: "{name}"']
+
+    def layer(body: list[str]) -> None:
+        out.extend(_block("layer", body))
+
+    layer(['name: "data"', 'type: "HDF5Data"', 'top: "data"', 'top: "label"', "include { phase: TRAIN }",
+           *_block("hdf5_data_param", [f'source: "{train_list}"', f"batch_size: {batch_size}", "shuffle: true"])])
+    if test_list is not None:
+        layer(['name: "data"', 'type: "HDF5Data"', 'top: "data"', 'top: "label"', "include { phase: TEST }",
+               *_block("hdf5_data_param", [f'source: "{test_list}"', f"batch_size: {test_batch_size}"])])
+    bottom = "data"
+    counts: dict[str, int] = {}
+    for spec in layers:
+        kind = spec["type"]
+        if kind not in LAYER_NAMES:
+            raise models.SpecError(f"Caffe adapter: unknown layer type {kind!r}")
+        counts[kind] = counts.get(kind, 0) + 1
+        lname = f"{LAYER_NAMES[kind]}{counts[kind]}"
+        in_place = kind in ACTIVATION_TYPES or kind == "dropout"
+        top = bottom if in_place and bottom != "data" else lname
+        head = [f'name: "{lname}"']
+        io = [f'bottom: "{bottom}"', f'top: "{top}"']
+        if kind == "conv":
+            layer([*head, 'type: "Convolution"', *io, *_mults(),
+                   *_block("convolution_param", [f"num_output: {spec['filters']}", f"kernel_size: {spec['kernel']}",
+                                                 f"stride: {spec.get('stride', 1)}", f"pad: {spec.get('pad', 0)}",
+                                                 *_filler()])])
+        elif kind == "pool":
+            mode = {"max": "MAX", "avg": "AVE"}[spec["mode"]]
+            layer([*head, 'type: "Pooling"', *io,
+                   *_block("pooling_param", [f"pool: {mode}", f"kernel_size: {spec['kernel']}",
+                                             f"stride: {spec['stride']}", f"pad: {spec.get('pad', 0)}"])])
+        elif kind == "dense":
+            layer([*head, 'type: "InnerProduct"', *io, *_mults(),
+                   *_block("inner_product_param", [f"num_output: {spec['units']}", *_filler()])])
+        elif kind in ACTIVATION_TYPES:
+            layer([*head, f'type: "{ACTIVATION_TYPES[kind]}"', *io])
+        elif kind == "dropout":
+            layer([*head, 'type: "Dropout"', *io, *_block("dropout_param", [f"dropout_ratio: {_num(spec['rate'])}"])])
+        elif kind == "lrn":
+            layer([*head, 'type: "LRN"', *io,
+                   *_block("lrn_param", [f"local_size: {spec['size']}", f"alpha: {_num(spec['alpha'])}",
+                                         f"beta: {_num(spec['beta'])}", f"k: {_num(spec.get('k', 1.0))}",
+                                         "norm_region: ACROSS_CHANNELS"])])
+        bottom = top
+    if test_list is not None:
+        layer(['name: "accuracy"', 'type: "Accuracy"', f'bottom: "{bottom}"', 'bottom: "label"', 'top: "accuracy"',
+               "include { phase: TEST }"])
+    layer(['name: "loss"', 'type: "SoftmaxWithLoss"', f'bottom: "{bottom}"', 'bottom: "label"', 'top: "loss"'])
+    return "\n".join(out) + "\n"
+
+
+def lr_lines(policy: dict) -> list[str]:
+    """dlbench.lr's policy (normalised: iterations, not epochs) in Caffe's solver terms."""
+    name = policy.get("name", "fixed")
+    if name == "fixed":
+        return ['lr_policy: "fixed"']
+    if name == "inv":
+        return ['lr_policy: "inv"', f"gamma: {_num(policy['gamma'])}", f"power: {_num(policy['power'])}"]
+    if name == "decay":  # Torch's lr / (1 + it * decay) is Caffe's inv with power 1
+        return ['lr_policy: "inv"', f"gamma: {_num(policy['decay'])}", "power: 1.0"]
+    if name == "step":
+        return ['lr_policy: "step"', f"gamma: {_num(policy['factor'])}", f"stepsize: {int(policy['step_iterations'])}"]
+    if name == "multistep":
+        return ['lr_policy: "multistep"', f"gamma: {_num(policy['factor'])}",
+                *[f"stepvalue: {int(at)}" for at in sorted(policy["at_iterations"])]]
+    raise ValueError(f"Caffe adapter: unknown learning-rate policy {name!r}")
+
+
+def test_interval_of(plan: Plan) -> tuple[int, bool]:
+    """(test_interval, whether Caffe's own final test is the final test) for a plan.
+
+    Caffe tests at the top of iterations k * test_interval (0 < k * ti < max_iter) and once
+    after its loop if test_interval divides max_iter.
+    """
+    if plan.test_every is None:
+        return plan.total_iterations, True
+    return plan.test_every, plan.total_iterations % plan.test_every == 0
+
+
+def solver_prototxt(point: dict, plan: Plan, net_path: str, test_samples: int | None, snapshot_prefix: str, *,
+                    gpu: bool = False, snapshot_after_train: bool = False) -> str:
+    lines = [f'net: "{net_path}"']
+    if test_samples is not None:
+        interval, _ = test_interval_of(plan)
+        lines += [f"test_iter: {math.ceil(test_samples / point['test_batch_size'])}", f"test_interval: {interval}",
+                  "test_initialization: false"]
+    lines += [f"base_lr: {_num(point['learning_rate'])}", *lr_lines(plan.lr_policy)]
+    if point["optimizer"] == "adam":
+        lines += ['type: "Adam"', "momentum: 0.9", "momentum2: 0.999", "delta: 1e-08"]
+    elif point["optimizer"] == "sgd":
+        lines += ['type: "SGD"', f"momentum: {_num(point.get('momentum', 0.0))}"]
+    else:
+        raise ValueError(f"Caffe adapter: unknown optimizer {point['optimizer']!r}")
+    lines += [f"weight_decay: {_num(point.get('weight_decay', 0.0))}", 'regularization_type: "L2"',
+              f"display: {plan.display_every}", f"average_loss: {plan.display_every}",
+              f"max_iter: {plan.total_iterations}", "snapshot: 0",
+              f"snapshot_after_train: {'true' if snapshot_after_train else 'false'}",
+              f'snapshot_prefix: "{snapshot_prefix}"', "snapshot_format: HDF5",
+              f"solver_mode: {'GPU' if gpu else 'CPU'}", f"random_seed: {int(point['seed'])}"]
+    return "\n".join(lines) + "\n"
+
+
+# ---------------------------------------------------------------------------------------------- running caffe
+
+
+def _die_with_parent() -> None:
+    try:
+        import ctypes
+
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+    except OSError:
+        pass
+
+
+class CaffeProcess:
+    """`caffe ARGS` as a child, its log read line by line, copied to our stdout (the trainer's log)."""
+
+    def __init__(self, binary: str, args: list[str], cwd: str, threads: int | None):
+        self.started = time.monotonic()
+        self.proc = subprocess.Popen([binary, *args], cwd=cwd, env=caffe_env(threads), stdin=subprocess.DEVNULL,
+                                     stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, errors="replace",
+                                     bufsize=1, preexec_fn=_die_with_parent)
+        self.lines: list[caffe_log.Line] = []
+        self.year = time.localtime().tm_year
+
+    def __iter__(self):
+        for text in self.proc.stdout:
+            sys.stdout.write(text)
+            sys.stdout.flush()
+            line = caffe_log.parse_line(text, self.year)
+            self.lines.append(line)
+            yield line
+
+    def wait(self) -> int:
+        return self.proc.wait()
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+
+    def threads(self) -> int | None:
+        try:
+            for line in Path(f"/proc/{self.proc.pid}/status").read_text().splitlines():
+                if line.startswith("Threads:"):
+                    return int(line.split()[1])
+        except (OSError, ValueError):
+            pass
+        return None
+
+
+def failure(run: CaffeProcess, returncode: int, what: str = "caffe") -> Exception:
+    """A finished child's failure: divergence if its log shows a nan/inf loss, else its F line."""
+    nonfinite = caffe_log.first_nonfinite_loss(run.lines)
+    if nonfinite is not None:  # Caffe 1.0 may crash (double free, SIGABRT) after a nan: divergence comes first
+        return Diverged(*nonfinite)
+    fatal = caffe_log.fatal_message(run.lines)
+    if fatal:
+        return RuntimeError(f"{what}: {fatal} ({_how(returncode)})")
+    tail = " | ".join(ln.message for ln in run.lines[-3:] if ln.message)
+    return RuntimeError(f"{what} ended ({_how(returncode)}) without an F line; last lines: {tail}")
+
+
+def _how(returncode: int) -> str:
+    if returncode < 0:
+        with contextlib.suppress(ValueError):
+            return f"killed by {signal.Signals(-returncode).name}"
+    return f"exit {returncode}"
+
+
+def openblas_threads_in_effect(threads: int) -> int:
+    """OpenBLAS runs min(OPENBLAS_NUM_THREADS, CPUs it may use) threads."""
+    try:
+        cpus = len(os.sched_getaffinity(0))
+    except AttributeError:
+        cpus = os.cpu_count() or 1
+    return max(1, min(threads, cpus))
+
+
+def info_event(point: dict, binary: str, info: dict, measured_threads: int | None, meta: dict) -> dict:
+    threads = openblas_threads_in_effect(point["threads"])
+    blas = info.get("blas") or "unknown"
+    if info.get("blas_library"):
+        blas = f"{blas} ({info['blas_library']})"
+    keep = ("caffe_version", "upstream_commit", "sdist", "device", "blas", "blas_library", "cmake_flags",
+            "compiler", "protoc", "build_script_sha256", "built_at")
+    return {
+        "framework": "caffe",
+        "framework_version": info["version"],
+        "blas": blas,
+        "build": {**{k: info[k] for k in keep if k in info}, "binary": binary, "version_line": info["version_line"],
+                  "openblas_num_threads_env": str(point["threads"]), "caffe_process_threads": measured_threads,
+                  "input": "HDF5Data (float32, written already transformed)",
+                  "input_augmentation": meta.get("augmentation"),
+                  "batch_order": "HDF5Data shuffle: std::random_shuffle, not seeded by random_seed"},
+        "threads_in_effect": threads,
+        "library_in_effect": info.get("blas") or "unknown",
+        "device_name": "cpu" if point["device"] != "gpu" else "gpu",
+    }
+
+
+def _locate_data(dataset_dir: str, point: dict, reporter: Reporter, work: Path) -> tuple[dict, str, str]:
+    """The HDF5 files for this point's input handling (prepared now if the workflow has not): meta, lists."""
+    cfg = point.get("input", {})
+    folder = caffe_data.data_dir(dataset_dir, cfg)
+    with reporter.phase("data_load"):
+        if not caffe_data.is_current(folder, dataset_dir, cfg):
+            caffe_data.prepare(dataset_dir, cfg, folder)
+        meta = json.loads((folder / "meta.json").read_text())
+        lists = []
+        for split in ("train", "test"):
+            h5, listed = folder / f"{split}.h5", folder / f"{split}.txt"
+            if not caffe_data.list_points_at(listed, h5):  # the folder moved since: a list of our own
+                listed = work / f"{split}.txt"
+                listed.write_text(f"{h5.resolve()}\n")
+            lists.append(str(listed.resolve()))
+    reporter.emit("data", digest=meta["dataset_digest"], train_samples=meta["train_samples"],
+                  test_samples=meta["test_samples"], input_shape=meta["input_shape"], caffe_data=str(folder),
+                  augmented=meta["augmented"])
+    return meta, lists[0], lists[1]
+
+
+def run(point: dict, dataset_dir: str, reporter: Reporter) -> dict:
+    binary = str(find_binary())
+    info = build_info(binary)
+    check_device(point, binary, info)  # before the data are read
+    gpu = point["device"] == "gpu"
+    with tempfile.TemporaryDirectory(prefix="dlbench-caffe-") as tmp:
+        work = Path(tmp)
+        meta, train_list, test_list = _locate_data(dataset_dir, point, reporter, work)
+        plan = Plan.of(point, meta["train_samples"])
+        reporter.emit("plan", total_iterations=plan.total_iterations, steps_per_epoch=plan.steps_per_epoch,
+                      test_every=plan.test_every, display_every=plan.display_every,
+                      train_samples=meta["train_samples"], test_samples=meta["test_samples"])
+        _, caffe_tests_last = test_interval_of(plan)
+        net = net_prototxt(point["layers"], train_list, test_list, point["batch_size"], point["test_batch_size"])
+        (work / "net.prototxt").write_text(net)
+        solver = solver_prototxt(point, plan, str(work / "net.prototxt"), meta["test_samples"], str(work / "final"),
+                                 gpu=gpu, snapshot_after_train=not caffe_tests_last)
+        (work / "solver.prototxt").write_text(solver)
+        print(f"# dlbench: solver.prototxt\n{solver}# dlbench: net.prototxt\n{net}", flush=True)
+        result = _train(point, plan, meta, binary, info, work, reporter, gpu)
+        if not caffe_tests_last:
+            result.update(_test_snapshot(point, plan, meta, binary, work, reporter, gpu, result["train_time_s"]))
+    return _result(point, plan, meta, result)
+
+
+def _train(point, plan, meta, binary, info, work: Path, reporter: Reporter, gpu: bool) -> dict:
+    args = ["train", f"--solver={work / 'solver.prototxt'}"] + (["--gpu=0"] if gpu else [])
+    tracker = caffe_log.Tracker(plan.total_iterations, plan.steps_per_epoch)
+    reporter.emit("phase_start", name="build")
+    run = CaffeProcess(binary, args, str(work), point["threads"])
+    info_sent = False
+    train_open = False
+    try:
+        for line in run:
+            for event, f in tracker.feed(line):
+                if event == "build_end":
+                    reporter.emit("phase_end", name="build", duration_s=time.monotonic() - run.started)
+                    reporter.emit("info", **info_event(point, binary, info, run.threads(), meta))
+                    info_sent = True
+                    # Caffe compiles nothing and has no warm-up apart from its first iteration: a compile
+                    # phase of zero, so that its records have the columns of the others.
+                    reporter.emit("phase_start", name="compile")
+                    reporter.emit("phase_end", name="compile", duration_s=0.0)
+                elif event == "train_start":
+                    reporter.emit("phase_start", name="train")
+                    train_open = True
+                elif event == "step":
+                    reporter.emit("step", **f)
+                    if not math.isfinite(f["loss"]):
+                        run.stop()  # Caffe goes on after a nan (and may crash later): stop it now
+                        raise Diverged(f["iteration"], f["loss"])
+                elif event == "train_end":
+                    reporter.emit("phase_end", name="train", duration_s=f["train_time_s"])
+                    train_open = False
+                elif event == "test_start" and f["final"]:
+                    reporter.emit("phase_start", name="test")
+                elif event == "test":
+                    _emit_test(reporter, f, final_phase=f["final"])
+        for event, f in tracker.finish():
+            if event == "step":
+                reporter.emit("step", **f)
+            elif event == "test":
+                _emit_test(reporter, f, final_phase=f["final"])
+        code = run.wait()
+    except BaseException:
+        run.stop()
+        raise
+    finally:
+        if not info_sent:
+            reporter.emit("info", **info_event(point, binary, info, None, meta))
+    nonfinite = caffe_log.first_nonfinite_loss(run.lines)
+    if code != 0 or nonfinite is not None or not tracker.done:
+        raise failure(run, code, "caffe train")
+    if train_open:
+        reporter.emit("phase_end", name="train", duration_s=tracker.train_time())
+    final = tracker.final_test or {}
+    return {"train_time_s": tracker.train_time(), "interval_test_time_s": tracker.test_total_s,
+            "accuracy": final.get("accuracy"), "test_loss": final.get("loss"), "test_time_s": final.get("test_time_s"),
+            "final_loss": tracker.steps[-1]["loss"] if tracker.steps else None}
+
+
+def _emit_test(reporter: Reporter, f: dict, final_phase: bool) -> None:
+    if final_phase:  # drive()'s order: the test phase ends, then its test event
+        reporter.emit("phase_end", name="test", duration_s=f["test_time_s"])
+    reporter.emit("test", iteration=f["iteration"], accuracy=f["accuracy"], loss=f["loss"],
+                  test_time_s=f["test_time_s"], train_time_s=f["train_time_s"])
+
+
+def _test_snapshot(point, plan, meta, binary, work: Path, reporter: Reporter, gpu: bool, train_s: float) -> dict:
+    """The final test where Caffe's solver does not make one: `caffe test` on the snapshotted final weights."""
+    weights = work / f"final_iter_{plan.total_iterations}.caffemodel.h5"
+    batches = math.ceil(meta["test_samples"] / point["test_batch_size"])
+    args = ["test", f"--model={work / 'net.prototxt'}", f"--weights={weights}", f"--iterations={batches}"]
+    reporter.emit("phase_start", name="test")
+    run = CaffeProcess(binary, args + (["--gpu=0"] if gpu else []), str(work), point["threads"])
+    try:
+        for _ in run:
+            pass
+        code = run.wait()
+    except BaseException:
+        run.stop()
+        raise
+    summary = caffe_log.test_summary(run.lines)
+    if code != 0 or summary is None:
+        raise failure(run, code, "caffe test")
+    reporter.emit("phase_end", name="test", duration_s=summary["test_time_s"])
+    reporter.emit("test", iteration=plan.total_iterations, accuracy=summary["accuracy"], loss=summary["loss"],
+                  test_time_s=summary["test_time_s"], train_time_s=train_s)
+    return {"accuracy": summary["accuracy"], "test_loss": summary["loss"], "test_time_s": summary["test_time_s"]}
+
+
+def _result(point: dict, plan: Plan, meta: dict, r: dict) -> dict:
+    train_s, test_s = r["train_time_s"], r["test_time_s"]
+    images = plan.total_iterations * point["batch_size"]
+    return {
+        "train_time_s": train_s,
+        "test_time_s": test_s,
+        "interval_test_time_s": r["interval_test_time_s"],
+        "augment_time_s": 0.0,
+        "accuracy": r["accuracy"],
+        "test_loss": r["test_loss"],
+        "final_loss": r["final_loss"],
+        "iterations": plan.total_iterations,
+        "epochs_trained": plan.total_iterations / plan.steps_per_epoch,
+        "images_trained": images,
+        "throughput_img_s": images / train_s if train_s else None,
+        "test_throughput_img_s": meta["test_samples"] / test_s if test_s else None,
+        "train_samples": meta["train_samples"],
+        "test_samples": meta["test_samples"],
+    }
+
+
+# ---------------------------------------------------------------------------------------------- parameters
+
+
+def trainable_params(layers: list[dict], input_shape: tuple[int, int, int], binary: str | None = None) -> int:
+    """Trainable parameters of the net Caffe builds for a spec: the elements of a snapshot of its weights.
+
+    Two zero images of the input shape in an HDF5 file, `caffe train` with max_iter 0 and an
+    HDF5 snapshot after training, and the weights counted with h5py (the .caffemodel.h5 holds
+    data/<layer>/<i> for every learnable blob).
+    """
+    import h5py
+    import numpy as np
+
+    binary = binary or str(find_binary())
+    with tempfile.TemporaryDirectory(prefix="dlbench-caffe-params-") as tmp:
+        work = Path(tmp)
+        with h5py.File(work / "x.h5", "w") as f:
+            f.create_dataset("data", data=np.zeros((2, *input_shape), np.float32))
+            f.create_dataset("label", data=np.zeros(2, np.float32))
+        (work / "x.txt").write_text(f"{work / 'x.h5'}\n")
+        (work / "net.prototxt").write_text(net_prototxt(layers, str(work / "x.txt"), None, 2, 2))
+        (work / "solver.prototxt").write_text("\n".join([
+            f'net: "{work / "net.prototxt"}"', "base_lr: 0.01", 'lr_policy: "fixed"', "max_iter: 0",
+            "snapshot_after_train: true", f'snapshot_prefix: "{work / "w"}"', "snapshot_format: HDF5",
+            "solver_mode: CPU", "random_seed: 1"]) + "\n")
+        proc = subprocess.run([binary, "train", f"--solver={work / 'solver.prototxt'}"], cwd=work,
+                              capture_output=True, text=True, env=caffe_env(1), timeout=600)
+        snapshot = work / "w_iter_0.caffemodel.h5"
+        if proc.returncode != 0 or not snapshot.exists():
+            lines = caffe_log.parse(proc.stdout.splitlines() + proc.stderr.splitlines())
+            raise RuntimeError(f"caffe could not build the net: {caffe_log.fatal_message(lines) or proc.stderr[-500:]}")
+        with h5py.File(snapshot, "r") as f:
+            return _count(f["data"])
+
+
+def _count(group) -> int:
+    import h5py
+
+    n = 0
+    for item in group.values():
+        n += item.size if isinstance(item, h5py.Dataset) else _count(item)
+    return n
