@@ -21,13 +21,11 @@ import time
 from pathlib import Path
 
 import psutil
-import yaml
 
-from dlbench import config, envs, runner, sweep
+from dlbench import config, envs, runner, sandbox, sweep
 from dlbench.datasets import prepare
 
 REPO = Path(__file__).resolve().parent.parent
-WORKFLOW_FILES = ["Snakefile", "rules", "dlbench", "config", "envs", "profiles", "report"]
 
 
 def point(framework: str = "pytorch", **sweep_values) -> dict:
@@ -188,14 +186,9 @@ def workflow_killed(lab: Lab) -> dict:
     """SIGKILL to the whole snakemake process group mid-sweep, then the next invocation."""
     wf = lab.root / "workflow"
     shutil.rmtree(wf, ignore_errors=True)
-    wf.mkdir(parents=True)
-    for name in WORKFLOW_FILES:
-        src = REPO / name
-        (shutil.copytree(src, wf / name, ignore=shutil.ignore_patterns("__pycache__")) if src.is_dir()
-         else shutil.copy(src, wf / name))
     cfg = {"datasets": ["digits"], "frameworks": ["pytorch"], "preset": ["caffe"],
            "sweep": {"learning_rate": [0.01, 0.02, 0.03, 0.04], "iterations": [150], "threads": [1]}}
-    (wf / "study.yaml").write_text(yaml.safe_dump(cfg))
+    sandbox.copy_workflow(wf, cfg)
     cmd = [sys.executable, "-m", "snakemake", "--cores", "2", "--configfile", "study.yaml"]
     sm = subprocess.Popen(cmd, cwd=wf, start_new_session=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     runs = wf / "results" / "runs"

@@ -80,7 +80,8 @@ def _run_point(point: dict, dataset_dir: str | Path, out_dir: str | Path, *, pyt
                interval_s: float = 0.2, monitor_enabled: bool = True, time_limit_s: float | None = None,
                memory_limit_mb: float | None = None, lock_wait_s: float = 0.0) -> dict:
     """Train one point and write metrics.json, curve.csv, samples.csv and trainer.log into out_dir."""
-    out_dir = Path(out_dir)
+    # Absolute: the trainer runs in the repository, the workflow's working directory may be elsewhere.
+    out_dir, dataset_dir = Path(out_dir).resolve(), Path(dataset_dir).resolve()
     out_dir.parent.mkdir(parents=True, exist_ok=True)
     for stale in out_dir.parent.glob(f".{out_dir.name}.partial-*"):  # left by a job killed outright
         shutil.rmtree(stale, ignore_errors=True)

@@ -4,9 +4,15 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh --tests
+# The SLURM tests need the one-node cluster; without root they skip and say so.
 cluster_started=0
-if [[ $(id -u) -eq 0 && -x cluster/slurm-up.sh ]]; then
-  bash cluster/slurm-up.sh && cluster_started=1
+if [[ $(id -u) -eq 0 ]]; then
+  if bash cluster/slurm-up.sh; then
+    cluster_started=1
+  elif [[ "${CI:-}" == "true" ]]; then
+    echo "dlbench tests: the test SLURM cluster did not start (see above)" >&2
+    exit 1
+  fi
 fi
 status=0
 .venv/bin/python -m pytest "$@" || status=$?

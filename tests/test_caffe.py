@@ -18,11 +18,11 @@ from pathlib import Path
 import h5py
 import numpy as np
 import pytest
-import yaml
 from conftest import REPO, make_point
 
 from dlbench import models, runner
 from dlbench.frameworks import base, caffe_data, caffe_log
+from dlbench.sandbox import copy_workflow
 
 # ------------------------------------------------------------------------------------------- the parser
 
@@ -421,7 +421,6 @@ def test_caffe_pytorch_and_tensorflow_give_rows_with_the_same_columns(env_python
 
 # ------------------------------------------------------------------------------------------- the workflow
 
-COPIED = ["Snakefile", "rules", "dlbench", "config", "envs", "profiles", "report"]
 TINY = {
     "datasets": ["digits"],
     "frameworks": ["caffe"],
@@ -442,13 +441,7 @@ def snakemake(workdir: Path, *args: str) -> subprocess.CompletedProcess:
 def test_the_workflow_prepares_caffe_data_once_and_trains(caffe_python, tmp_path):
     import pandas as pd
 
-    for name in COPIED:
-        src = REPO / name
-        if src.is_dir():
-            shutil.copytree(src, tmp_path / name, ignore=shutil.ignore_patterns("__pycache__"))
-        else:
-            shutil.copy(src, tmp_path / name)
-    (tmp_path / "tiny.yaml").write_text(yaml.safe_dump(TINY))
+    copy_workflow(tmp_path, TINY, "tiny.yaml")
     proc = snakemake(tmp_path)
     out = proc.stdout + proc.stderr
     assert len(re.findall(r"rule caffe_data:", out)) == 1  # two points, one input handling, one preparation

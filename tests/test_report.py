@@ -15,10 +15,9 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
-import yaml
-from conftest import REPO
 
 from dlbench import charts
+from dlbench.sandbox import copy_workflow
 
 TINY = {
     "datasets": ["digits"],
@@ -27,7 +26,6 @@ TINY = {
     "sweep": {"learning_rate": [0.01, 0.02], "iterations": [30], "batch_size": [32], "threads": [1]},
     "monitor": {"interval_s": 0.1},
 }
-COPIED = ["Snakefile", "rules", "dlbench", "config", "envs", "profiles", "report"]
 # Until `rule all` lists results/findings.md, the tests ask for it by name.
 TARGETS = ["all", "results/findings.md"]
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
@@ -54,14 +52,7 @@ def snakemake(workdir: Path, *args: str) -> subprocess.CompletedProcess:
 @pytest.fixture(scope="module")
 def study(tmp_path_factory):
     """A tiny real study in a copy of the workflow, and its Snakemake report."""
-    root = tmp_path_factory.mktemp("report")
-    for name in COPIED:
-        src = REPO / name
-        if src.is_dir():
-            shutil.copytree(src, root / name, ignore=shutil.ignore_patterns("__pycache__"))
-        else:
-            shutil.copy(src, root / name)
-    (root / "tiny.yaml").write_text(yaml.safe_dump(TINY))
+    root = copy_workflow(tmp_path_factory.mktemp("report"), TINY, "tiny.yaml")
     snakemake(root)
     snakemake(root, "--report", "report.html")
     return root

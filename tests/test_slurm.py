@@ -10,12 +10,10 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-import yaml
-from conftest import REPO
 
 from dlbench import config, sweep
+from dlbench.sandbox import copy_workflow
 
-COPIED = ["Snakefile", "rules", "dlbench", "config", "envs", "profiles", "report"]
 STUDY = {
     "datasets": ["digits"],
     "frameworks": ["pytorch", "tensorflow"],
@@ -34,16 +32,6 @@ def cluster_up() -> bool:
 
 pytestmark = [pytest.mark.slurm, pytest.mark.slow,
               pytest.mark.skipif(not cluster_up(), reason="no SLURM cluster is up (start it with cluster/slurm-up.sh)")]
-
-
-def copy_workflow(root: Path, study: dict) -> Path:
-    root.mkdir(parents=True, exist_ok=True)
-    for name in COPIED:
-        src = REPO / name
-        (shutil.copytree(src, root / name, ignore=shutil.ignore_patterns("__pycache__")) if src.is_dir()
-         else shutil.copy(src, root / name))
-    (root / "study.yaml").write_text(yaml.safe_dump(study))
-    return root
 
 
 def slurm_snakemake(workdir: Path, *extra: str, **kw) -> subprocess.Popen:

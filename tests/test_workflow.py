@@ -1,15 +1,13 @@
 """The workflow end to end on a tiny config, and what a rerun reruns (read from dry runs)."""
 
 import re
-import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import pandas as pd
 import pytest
 import yaml
-from conftest import REPO
+
+from dlbench.sandbox import copy_workflow, snakemake
 
 TINY = {
     "datasets": ["digits"],
@@ -18,15 +16,6 @@ TINY = {
     "sweep": {"learning_rate": [0.01, 0.02], "iterations": [30], "batch_size": [32], "threads": [1]},
     "monitor": {"interval_s": 0.1},
 }
-COPIED = ["Snakefile", "rules", "dlbench", "config", "envs", "profiles", "report"]
-
-
-def snakemake(workdir: Path, *args: str, check: bool = True) -> subprocess.CompletedProcess:
-    proc = subprocess.run([sys.executable, "-m", "snakemake", "--cores", "2", *args], cwd=workdir,
-                          capture_output=True, text=True)
-    if check and proc.returncode != 0:
-        raise AssertionError(proc.stdout[-3000:] + proc.stderr[-3000:])
-    return proc
 
 
 def write_config(workdir: Path, cfg: dict) -> None:
@@ -50,14 +39,7 @@ def planned_jobs(workdir: Path) -> list[tuple[str, dict]]:
 @pytest.fixture(scope="module")
 def workflow_copy(tmp_path_factory):
     """A copy of the workflow, so the test may edit its code without touching the repository."""
-    root = tmp_path_factory.mktemp("wf")
-    for name in COPIED:
-        src = REPO / name
-        if src.is_dir():
-            shutil.copytree(src, root / name, ignore=shutil.ignore_patterns("__pycache__"))
-        else:
-            shutil.copy(src, root / name)
-    write_config(root, TINY)
+    root = copy_workflow(tmp_path_factory.mktemp("wf"), TINY, "tiny.yaml")
     snakemake(root, "--configfile", "tiny.yaml")
     return root
 
@@ -136,3 +118,16 @@ def test_a_bad_config_stops_before_any_job_with_one_line(workflow_copy):
     lines = [line for line in (proc.stdout + proc.stderr).splitlines() if "dlbench: config error" in line]
     assert len(lines) == 1 and "'batchsize'" in lines[0] and "batch_size" in lines[0]
     assert "rule train" not in proc.stdout
+
+
+@pytest.mark.slow
+def test_runs_with_its_working_directory_elsewhere(workflow_copy, tmp_path):
+    one = {**TINY, "frameworks": ["pytorch"], "sweep": {**TINY["sweep"], "learning_rate": [0.01]}}
+    write_config(workflow_copy, one)
+    try:
+        snakemake(workflow_copy, "--configfile", "tiny.yaml", "--directory", str(tmp_path), "results/runs.parquet")
+    finally:
+        write_config(workflow_copy, TINY)
+    runs = pd.read_parquet(tmp_path / "results/runs.parquet")
+    assert len(runs) == 1 and runs.status.iloc[0] == "ok", runs.iloc[0].get("log_tail")
+    assert not (workflow_copy / "results/runs/pytorch/digits" / runs.run_id.iloc[0]).exists()

@@ -1,0 +1,37 @@
+"""A private copy of the workflow, for tests and benchmarks that run it (or edit its code) in a temp folder."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import yaml
+
+REPO = Path(__file__).resolve().parent.parent
+WORKFLOW_FILES = ["Snakefile", "rules", "dlbench", "config", "envs", "profiles", "report"]
+
+
+def copy_workflow(dest: str | Path, study: dict | None = None, config_name: str = "study.yaml") -> Path:
+    """The workflow's files copied into dest, with `study` written as dest/config_name."""
+    dest = Path(dest)
+    dest.mkdir(parents=True, exist_ok=True)
+    for name in WORKFLOW_FILES:
+        src = REPO / name
+        if src.is_dir():
+            shutil.copytree(src, dest / name, ignore=shutil.ignore_patterns("__pycache__"), dirs_exist_ok=True)
+        else:
+            shutil.copy(src, dest / name)
+    if study is not None:
+        (dest / config_name).write_text(yaml.safe_dump(study))
+    return dest
+
+
+def snakemake(workdir: str | Path, *args: str, check: bool = True, cores: int = 2) -> subprocess.CompletedProcess:
+    """Snakemake in workdir with the Python running this; check=True raises with the output's tail."""
+    proc = subprocess.run([sys.executable, "-m", "snakemake", "--cores", str(cores), *args], cwd=workdir,
+                          capture_output=True, text=True)
+    if check and proc.returncode != 0:
+        raise AssertionError(proc.stdout[-3000:] + proc.stderr[-3000:])
+    return proc
