@@ -55,8 +55,9 @@ import json, sys
 from dlbench import models
 fw = sys.argv[1]
 out = {}
-for net, shape in [("lenet", (1, 28, 28)), ("mnist_deep", (1, 28, 28)), ("torch_mnist", (1, 32, 32)),
-                   ("cifar10_quick", (3, 32, 32)), ("tf_cifar10", (3, 24, 24))]:
+for net, shape in [("lenet", (1, 28, 28)), ("mnist_deep", (1, 28, 28)), ("lenet5_tanh", (1, 28, 28)),
+                   ("torch_mnist", (1, 32, 32)), ("cifar10_quick", (3, 32, 32)), ("tf_cifar10", (3, 24, 24)),
+                   ("torch_cifar10", (3, 32, 32))]:
     layers = models.resolve(net, 10)
     if fw == "pytorch":
         from dlbench.frameworks.pytorch import build_module
@@ -77,8 +78,9 @@ def test_built_networks_have_the_parameters_of_the_spec(env_python, framework):
                           cwd=REPO, env={"PYTHONPATH": str(REPO), "CUDA_VISIBLE_DEVICES": "", "PATH": "/usr/bin:/bin"})
     assert proc.returncode == 0, proc.stderr[-2000:]
     counts = json.loads(proc.stdout.strip().splitlines()[-1])
-    expected = {"lenet": (1, 28, 28), "mnist_deep": (1, 28, 28), "torch_mnist": (1, 32, 32),
-                "cifar10_quick": (3, 32, 32), "tf_cifar10": (3, 24, 24)}
+    expected = {"lenet": (1, 28, 28), "mnist_deep": (1, 28, 28), "lenet5_tanh": (1, 28, 28),
+                "torch_mnist": (1, 32, 32), "cifar10_quick": (3, 32, 32), "tf_cifar10": (3, 24, 24),
+                "torch_cifar10": (3, 32, 32)}
     for net, shape in expected.items():
         assert counts[net] == models.param_count(models.resolve(net, 10), shape), net
 
