@@ -24,13 +24,26 @@ def nhwc(x: np.ndarray) -> np.ndarray:
     return np.ascontiguousarray(x.transpose(0, 2, 3, 1))
 
 
-def _pool_padding(layer: dict, size_in: int, size_out: int) -> str:
-    """Keras padding that reproduces the spec's (Caffe's ceil-rounded) pooling output size."""
-    k, s = layer["kernel"], layer["stride"]
-    if layer.get("pad", 0) == 0 and (size_in - k) // s + 1 == size_out:
-        return "valid"
-    if -(-size_in // s) == size_out and layer.get("pad", 0) <= k // 2:
-        return "same"
+def _pool_layers(layer: dict, size_in: int, size_out: int) -> list:
+    """Keras layers reproducing the spec's pooling (Caffe's windows: start at -pad, ceil-rounded count).
+
+    'valid' where floor rounding already gives the size; 'same' where its padding all falls after
+    the input (Caffe's overhanging last window); otherwise, for max pooling, explicit padding with
+    -inf (pad before, pad plus overhang after) and 'valid'. SAME would centre its padding and shift
+    every window by a pixel (torch_mnist's 3x3 stride-3 pooling on 28 pixels).
+    """
+    k, s, pad = layer["kernel"], layer["stride"], layer.get("pad", 0)
+    cls = keras.layers.MaxPooling2D if layer["mode"] == "max" else keras.layers.AveragePooling2D
+    if pad == 0 and (size_in - k) // s + 1 == size_out:
+        return [cls(k, s, padding="valid")]
+    same_total = max((size_out - 1) * s + k - size_in, 0)
+    if pad == 0 and -(-size_in // s) == size_out and same_total // 2 == 0:
+        return [cls(k, s, padding="same")]
+    if layer["mode"] == "max":
+        after = (size_out - 1) * s + k - size_in - pad
+        padding = ((0, 0), (pad, after), (pad, after), (0, 0))
+        return [keras.layers.Lambda(lambda x: tf.pad(x, padding, constant_values=float("-inf"))),
+                cls(k, s, padding="valid")]
     raise models.SpecError(f"TensorFlow adapter: cannot reproduce pooling {layer} from {size_in} to {size_out}")
 
 
@@ -54,8 +67,8 @@ def build_model(layers: list[dict], input_shape: tuple[int, int, int], seed: int
             model.add(keras.layers.Conv2D(layer["filters"], k, stride, padding=padding,
                                           kernel_initializer=init, bias_initializer="zeros"))
         elif kind == "pool":
-            cls = keras.layers.MaxPooling2D if layer["mode"] == "max" else keras.layers.AveragePooling2D
-            model.add(cls(layer["kernel"], layer["stride"], padding=_pool_padding(layer, prev[1], shape[1])))
+            for pooling in _pool_layers(layer, prev[1], shape[1]):
+                model.add(pooling)
         elif kind == "dense":
             if len(prev) == 3:
                 model.add(keras.layers.Flatten())

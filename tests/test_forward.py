@@ -1,0 +1,138 @@
+"""Every adapter builds the same network from the same spec: one forward pass, same weights, same numbers.
+
+For each network, random canonical weights (xavier-like, so activations stay O(1)) and a fixed
+random batch are drawn here with numpy; dlbench.forward_check runs the pass in each framework's
+environment (all networks of a framework in one process, the four frameworks at once), and
+PyTorch's result is the reference.
+
+Tolerances (float32 everywhere):
+  logits  max |logits - PyTorch's logits| <= 1e-4 * (1 + max |PyTorch's logits|), every framework,
+          Caffe included (its logits are read from its log, printed to 6 significant digits);
+  loss    |loss - PyTorch's loss| <= 1e-4 * PyTorch's loss (mean softmax cross-entropy of the batch,
+          as each framework computes it; Caffe's as `caffe test` reports it).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+
+import numpy as np
+import pytest
+from conftest import REPO
+
+from dlbench import models
+
+pytestmark = pytest.mark.slow
+
+NETWORKS = {
+    "lenet": (1, 28, 28),
+    "mnist_deep": (1, 28, 28),
+    "lenet5_tanh": (1, 28, 28),
+    "torch_mnist": (1, 32, 32),
+    "cifar10_quick": (3, 32, 32),
+    "tf_cifar10": (3, 24, 24),
+    "torch_cifar10": (3, 32, 32),
+}
+FRAMEWORKS = ("pytorch", "tensorflow", "theano", "caffe")
+REFERENCE = "pytorch"
+BATCH = 16
+CLASSES = 10
+LOGIT_TOL = 1e-4  # times (1 + max |reference logit|)
+LOSS_TOL = 1e-4  # relative to the reference loss
+
+
+def canonical_weights(layers: list[dict], shape: tuple[int, int, int], rng: np.random.Generator) -> dict:
+    """W<i>, b<i> of the i-th conv/dense layer: conv (out, in, kh, kw), dense (out, in) over C, H, W inputs."""
+    out, prev, j = {}, shape, 0
+    for layer, next_shape in zip(layers, models.shapes(layers, shape)):
+        if layer["type"] in ("conv", "dense"):
+            if layer["type"] == "conv":
+                w_shape = (layer["filters"], prev[0], layer["kernel"], layer["kernel"])
+            else:
+                w_shape = (layer["units"], int(np.prod(prev)))
+            limit = models.xavier_limit(models.fan_in(layer, prev))
+            out[f"W{j}"] = rng.uniform(-limit, limit, w_shape).astype(np.float32)
+            out[f"b{j}"] = rng.uniform(-0.1, 0.1, w_shape[0]).astype(np.float32)  # non-zero: the biases count
+            j += 1
+        prev = next_shape
+    return out
+
+
+@pytest.fixture(scope="module")
+def results(env_python, tmp_path_factory) -> dict:
+    """{framework: {network: forward_check's result}}; each process's output under '_log', the labels under '_y'."""
+    work = tmp_path_factory.mktemp("forward")
+    rng = np.random.default_rng(20190521)
+    args: dict[str, list[str]] = {fw: [] for fw in FRAMEWORKS}
+    labels = {}
+    for net, shape in NETWORKS.items():
+        layers = models.resolve(net, CLASSES)
+        np.savez(work / f"{net}.weights.npz", **canonical_weights(layers, shape, rng))
+        x = rng.standard_normal((BATCH, *shape)).astype(np.float32)
+        y = rng.integers(0, CLASSES, BATCH).astype(np.int64)
+        np.savez(work / f"{net}.input.npz", x=x, y=y)
+        labels[net] = y
+        for fw in FRAMEWORKS:
+            args[fw] += [net, str(work / f"{net}.weights.npz"), str(work / f"{net}.input.npz"),
+                         str(work / f"{fw}.{net}.json")]
+    env = {"PYTHONPATH": str(REPO), "PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": os.environ["HOME"],
+           "CUDA_VISIBLE_DEVICES": "", "TF_CPP_MIN_LOG_LEVEL": "2", "OMP_NUM_THREADS": "1",
+           "OPENBLAS_NUM_THREADS": "1"}
+    procs = {fw: subprocess.Popen([env_python(fw), "-m", "dlbench.forward_check", fw, *args[fw]], cwd=REPO, env=env,
+                                  stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+             for fw in FRAMEWORKS}
+    out: dict = {"_log": {}, "_y": labels}
+    for fw, proc in procs.items():
+        log, _ = proc.communicate(timeout=900)
+        out["_log"][fw] = log[-3000:]
+        out[fw] = {}
+        for net in NETWORKS:
+            path = work / f"{fw}.{net}.json"
+            missing = {"error": f"no output (exit {proc.returncode})"}
+            out[fw][net] = json.loads(path.read_text()) if path.exists() else missing
+    return out
+
+
+def _result(results: dict, framework: str, network: str) -> dict:
+    got = results[framework][network]
+    assert "error" not in got, f"{framework} {network}: {got['error']}\n{results['_log'][framework]}"
+    return got
+
+
+def xent(logits: np.ndarray, y: np.ndarray) -> float:
+    """Mean softmax cross-entropy in float64."""
+    z = logits - logits.max(1, keepdims=True)
+    logp = z - np.log(np.exp(z).sum(1, keepdims=True))
+    return float(-logp[np.arange(len(y)), y].mean())
+
+
+@pytest.mark.parametrize("network", list(NETWORKS))
+def test_the_reference_is_sane(results, network):
+    """PyTorch's logits have the batch's shape and are O(1); its loss is the cross-entropy of its logits."""
+    ref = _result(results, REFERENCE, network)
+    logits = np.asarray(ref["logits"], dtype=np.float64)
+    assert logits.shape == (BATCH, CLASSES)
+    assert np.isfinite(logits).all() and 0.1 < np.abs(logits).max() < 100
+    assert ref["loss"] == pytest.approx(xent(logits, results["_y"][network]), rel=1e-5)
+
+
+CASES = [(fw, net) for fw in FRAMEWORKS if fw != REFERENCE for net in NETWORKS]
+
+
+@pytest.mark.parametrize("framework,network", CASES)
+def test_forward_pass_agrees_with_pytorch(results, framework, network):
+    """Same spec, same weights, same batch: the logits and the loss of PyTorch, within the stated tolerances."""
+    ref = _result(results, REFERENCE, network)
+    got = _result(results, framework, network)
+    want_logits = np.asarray(ref["logits"], dtype=np.float64)
+    got_logits = np.asarray(got["logits"], dtype=np.float64)
+    assert got_logits.shape == want_logits.shape
+    diff = float(np.abs(got_logits - want_logits).max())
+    bound = LOGIT_TOL * (1 + float(np.abs(want_logits).max()))
+    assert diff <= bound, f"{framework} {network}: logits differ by up to {diff:.3g} (allowed {bound:.3g})"
+    loss_diff = abs(got["loss"] - ref["loss"])
+    assert loss_diff <= LOSS_TOL * ref["loss"], (
+        f"{framework} {network}: loss {got['loss']!r} vs PyTorch's {ref['loss']!r} "
+        f"(relative {loss_diff / ref['loss']:.3g})")
