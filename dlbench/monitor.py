@@ -76,6 +76,8 @@ class Monitor:
     def __post_init__(self):
         self._stop = threading.Event()
         self._procs: dict[int, psutil.Process] = {}
+        self._tree_pids: set[int] = set()  # the root and the descendants found so far
+        self._seen_pids: set[int] = set()  # every process of the machine at the last reading
         self._cpu_seen: dict[int, float] = {}
         self._gpu = open_gpu(self.gpu_index) if self.gpu_index is not None else None
         self._thread = threading.Thread(target=self._loop, name="dlbench-monitor", daemon=True)
@@ -91,15 +93,49 @@ class Monitor:
             self._thread.join()
 
     def _tree(self) -> list[psutil.Process]:
+        """The root and its descendants; Process objects are kept, so create_time identity is checked once.
+
+        psutil's children() reads the stat file of every process on the machine at every reading
+        (about 1 ms for 90 processes, 10 ms and more on a busy node). Here only the processes that
+        appeared since the last reading are read, and the tree is kept in between.
+        """
         try:
             root = self._procs.get(self.pid) or psutil.Process(self.pid)
             self._procs[self.pid] = root
-            kids = root.children(recursive=True)
+            pids = {int(name) for name in os.listdir("/proc") if name.isdigit()}
         except psutil.Error:
             return []
+        except OSError:  # no /proc to list: ask psutil for the whole tree
+            try:
+                kids = root.children(recursive=True)
+            except psutil.Error:
+                return []
+            return [root] + [self._procs.setdefault(k.pid, k) for k in kids]
+        if self.pid not in pids:
+            return []
+        for gone in self._tree_pids - pids:  # the ones that ended (their CPU stays in _cpu_seen)
+            self._procs.pop(gone, None)
+        self._tree_pids &= pids
+        self._tree_pids.add(self.pid)
+        new = {pid: _ppid(pid) for pid in pids - self._seen_pids}
+        self._seen_pids = pids
+        grew = True
+        while grew:  # a child and its own child may both be new
+            grew = False
+            for pid, ppid in list(new.items()):
+                if ppid in self._tree_pids:
+                    self._tree_pids.add(pid)
+                    del new[pid]
+                    grew = True
         tree = [root]
-        for k in kids:  # keep Process objects so create_time identity is checked once
-            tree.append(self._procs.setdefault(k.pid, k))
+        for pid in sorted(self._tree_pids - {self.pid}):
+            proc = self._procs.get(pid)
+            if proc is None:
+                try:
+                    proc = self._procs[pid] = psutil.Process(pid)
+                except psutil.Error:
+                    continue
+            tree.append(proc)
         return tree
 
     def _read(self) -> dict | None:
@@ -145,6 +181,16 @@ class Monitor:
         if self.memory_limit_mb and row["rss_mb"] > self.memory_limit_mb and not self.over_memory:
             self.over_memory = True
             kill_tree(self.pid, signal.SIGKILL)
+
+
+def _ppid(pid: int) -> int | None:
+    """A process's parent, from /proc/PID/stat (None once it is gone)."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as fh:
+            stat = fh.read()
+        return int(stat[stat.rindex(b")") + 2:].split(None, 2)[1])
+    except (OSError, ValueError, IndexError):
+        return None
 
 
 def kill_tree(pid: int, sig: int = signal.SIGKILL) -> None:
