@@ -92,7 +92,7 @@ def test_point_records_carry_every_parameter():
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("framework", FRAMEWORKS)
+@pytest.mark.parametrize("framework", [*FRAMEWORKS, "theano"])
 def test_the_adapter_itself_refuses_a_gpu_it_cannot_use(env_python, digits_dir, tmp_path, framework):
     """Past the runner's machine-wide check (a GPU node whose framework build has no CUDA, say)."""
     point = make_point(framework, "caffe", iterations=5, device="gpu")
@@ -103,5 +103,7 @@ def test_the_adapter_itself_refuses_a_gpu_it_cannot_use(env_python, digits_dir, 
                           capture_output=True, text=True)
     events = [json.loads(line) for line in (tmp_path / "events.jsonl").read_text().splitlines()]
     assert proc.returncode == 3
-    assert events[-1]["status"] == "unavailable" and ("GPU" in events[-1]["reason"] or "CUDA" in events[-1]["reason"])
+    reason = events[-1]["reason"]
+    assert events[-1]["status"] == "unavailable" and ("GPU" in reason or "CUDA" in reason)
+    assert framework != "theano" or "libgpuarray" in reason
     assert not any(e["e"] == "phase_start" and e["name"] == "train" for e in events)

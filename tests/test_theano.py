@@ -192,10 +192,11 @@ def test_a_missing_compiler_or_blas_stops_with_one_clear_line(env_python):
     assert "libopenblas-dev" in no_blas
 
 
-def test_gpu_point_without_libgpuarray_is_unavailable(train):
+def test_gpu_point_is_unavailable(train):
+    # On a machine without a GPU the runner says so before Theano starts; the adapter's own refusal
+    # (no libgpuarray) is tested in test_adapters.py::test_the_adapter_itself_refuses_a_gpu_it_cannot_use.
     r = train("theano", "caffe", iterations=5, device="gpu")
-    assert r["status"] == "unavailable"
-    assert "libgpuarray" in r["reason"] and "GPU" in r["reason"]
+    assert r["status"] == "unavailable" and "GPU" in r["reason"]
     assert r["iterations_done"] == 0
 
 

@@ -130,4 +130,6 @@ def test_runs_with_its_working_directory_elsewhere(workflow_copy, tmp_path):
         write_config(workflow_copy, TINY)
     runs = pd.read_parquet(tmp_path / "results/runs.parquet")
     assert len(runs) == 1 and runs.status.iloc[0] == "ok", runs.iloc[0].get("log_tail")
-    assert not (workflow_copy / "results/runs/pytorch/digits" / runs.run_id.iloc[0]).exists()
+    # everything went to the other directory, also the run's own files the trainer wrote
+    assert (tmp_path / "results/runs/pytorch/digits" / runs.run_id.iloc[0] / "curve.csv").stat().st_size > 0
+    assert (tmp_path / "resources/datasets/digits/data.npz").exists()
