@@ -4,14 +4,14 @@
 rule machine_peak:
     output:
         "results/machine/peak.json",
-    params:
-        threads=sorted({p["threads"] for p in POINTS.values()}),
-    resources:
-        # a measurement too: never beside a training job
-        dlbench_measure=1 if CFG["measurement"]["exclusive"] else 0,
     log:
         "logs/machine_peak.log",
     localrule: True
+    resources:
+        # a measurement too: never beside a training job
+        dlbench_measure=1 if CFG["measurement"]["exclusive"] else 0,
+    params:
+        threads=sorted({p["threads"] for p in POINTS.values()}),
     shell:
         "PYTHONPATH={workflow.basedir:q} {PY:q} -m dlbench.peak --threads {params.threads} --out {output:q} 2> {log:q}"
 

@@ -15,27 +15,10 @@ CAFFE_INPUTS = {
 CAFFE_DATA_FILES = ("train.h5", "test.h5", "train.txt", "test.txt", "meta.json")
 
 
-def caffe_data_dir(dataset, key):
-    return f"resources/caffe/{dataset}/{key}"
-
-
-def caffe_data_input(wildcards):
-    """The HDF5 files a train job needs: those of its point's input handling (Caffe points only)."""
-    if wildcards.framework != "caffe":
-        return []
-    p = point_of(wildcards)
-    folder = caffe_data_dir(wildcards.dataset, _caffe_data.input_key(p["input"]))
-    return [f"{folder}/{name}" for name in CAFFE_DATA_FILES]
-
-
 # Under --sdm conda the job's shell runs in envs/caffe.yaml, whose `python` is Caffe's;
 # otherwise the base Python starts the module, which runs itself again with the Python
 # that resources/envs/caffe.json names (--env).
 CAFFE_DATA_PY = "python" if USE_CONDA else sys.executable
-
-
-def caffe_env_input(wildcards):
-    return [] if USE_CONDA else ["resources/envs/caffe.json"]
 
 
 rule caffe_data:
@@ -67,17 +50,3 @@ rule caffe_data:
         "PYTHONPATH={workflow.basedir:q} {CAFFE_DATA_PY:q} -m dlbench.frameworks.caffe_data"
         " --dataset-dir resources/datasets/{wildcards.dataset} --input {params.input:q}"
         " --out resources/caffe/{wildcards.dataset}/{wildcards.input_key} {params.env} 2> {log:q}"
-
-
-def caffe_data_code():
-    import hashlib
-
-    h = hashlib.sha256()
-    for rel in (
-        "frameworks/caffe_data.py",
-        "frameworks/base.py",
-        "inputs.py",
-        "datasets/store.py",
-    ):
-        h.update(open(f"{workflow.basedir}/dlbench/{rel}", "rb").read())
-    return h.hexdigest()[:16]

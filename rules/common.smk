@@ -26,11 +26,18 @@ except dlconfig.ConfigError as exc:
 
 # A run killed outright leaves Snakemake's lock files; the next run clears them when it
 # can prove (with a kernel lock, see dlbench/locks.py) that no other run is alive here.
-if workflow.is_main_process and not workflow.remote_exec and not workflow.subprocess_exec:
+if (
+    workflow.is_main_process
+    and not workflow.remote_exec
+    and not workflow.subprocess_exec
+):
     from dlbench import locks
 
     if locks.hold_and_clear_stale():
-        print("dlbench: removed stale Snakemake locks left by a killed run", file=sys.stderr)
+        print(
+            "dlbench: removed stale Snakemake locks left by a killed run",
+            file=sys.stderr,
+        )
 
 POINTS = {(p["framework"], p["dataset"], p["id"]): p for p in sweep.expand(CFG)}
 MEMBERSHIP = sweep.membership(CFG)
@@ -70,5 +77,69 @@ def dag_time_checks():
     if workflow.output_settings.dryrun:
         from dlbench import estimate
 
-        print(estimate.describe(estimate.estimate(list(POINTS.values()), run_dir)), file=sys.stderr)
+        print(
+            estimate.describe(estimate.estimate(list(POINTS.values()), run_dir)),
+            file=sys.stderr,
+        )
+
+
 CHART_FILES = charts.chart_files("results/charts", CFG)
+
+
+# Input, resource and environment functions of the rules (called when the DAG is built).
+
+
+def env_input(wildcards):
+    dag_time_checks()
+    return [] if USE_CONDA else [f"resources/envs/{wildcards.framework}.json"]
+
+
+def conda_env(wildcards):
+    return f"../envs/{wildcards.framework}.yaml"
+
+
+_MEASURED = []
+
+
+def measured():
+    """Finished points' throughput, read once, to size cluster jobs (see dlbench/cluster.py)."""
+    if not _MEASURED:
+        from dlbench import estimate
+
+        _MEASURED.append(estimate.measured_points(list(POINTS.values()), run_dir)[0])
+    return _MEASURED[0]
+
+
+def runtime_of(wildcards, attempt):
+    return cluster.runtime_min(CFG, point_of(wildcards), measured(), attempt)
+
+
+def caffe_data_dir(dataset, key):
+    return f"resources/caffe/{dataset}/{key}"
+
+
+def caffe_data_input(wildcards):
+    """The HDF5 files a train job needs: those of its point's input handling (Caffe points only)."""
+    if wildcards.framework != "caffe":
+        return []
+    p = point_of(wildcards)
+    folder = caffe_data_dir(wildcards.dataset, _caffe_data.input_key(p["input"]))
+    return [f"{folder}/{name}" for name in CAFFE_DATA_FILES]
+
+
+def caffe_env_input(wildcards):
+    return [] if USE_CONDA else ["resources/envs/caffe.json"]
+
+
+def caffe_data_code():
+    import hashlib
+
+    h = hashlib.sha256()
+    for rel in (
+        "frameworks/caffe_data.py",
+        "frameworks/base.py",
+        "inputs.py",
+        "datasets/store.py",
+    ):
+        h.update(open(f"{workflow.basedir}/dlbench/{rel}", "rb").read())
+    return h.hexdigest()[:16]

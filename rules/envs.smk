@@ -7,16 +7,11 @@ rule framework_env:
         pins=f"{workflow.basedir}/envs/{{framework}}.txt",
     output:
         "resources/envs/{framework}.json",
-    params:
-        # Digest of the pins and build recipe: a changed recipe is a new environment.
-        key=lambda w: env_key(w.framework),
     log:
         "logs/framework_env/{framework}.log",
     localrule: True
+    params:
+        # Digest of the pins and build recipe: a changed recipe is a new environment.
+        key=lambda w: env_key(w.framework),
     shell:
         "PYTHONPATH={workflow.basedir:q} {PY:q} -m dlbench.envs build {wildcards.framework} --out {output:q} 2> {log:q}"
-
-
-def env_input(wildcards):
-    dag_time_checks()
-    return [] if USE_CONDA else [f"resources/envs/{wildcards.framework}.json"]

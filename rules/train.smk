@@ -1,26 +1,6 @@
 # One training job per point, in its framework's environment, monitored from outside.
 
 
-def conda_env(wildcards):
-    return f"../envs/{wildcards.framework}.yaml"
-
-
-_MEASURED = []
-
-
-def measured():
-    """Finished points' throughput, read once, to size cluster jobs (see dlbench/cluster.py)."""
-    if not _MEASURED:
-        from dlbench import estimate
-
-        _MEASURED.append(estimate.measured_points(list(POINTS.values()), run_dir)[0])
-    return _MEASURED[0]
-
-
-def runtime_of(wildcards, attempt):
-    return cluster.runtime_min(CFG, point_of(wildcards), measured(), attempt)
-
-
 rule train:
     input:
         data="resources/datasets/{dataset}/data.npz",
@@ -32,32 +12,48 @@ rule train:
         samples="results/runs/{framework}/{dataset}/{point}/samples.csv",
     log:
         "results/runs/{framework}/{dataset}/{point}/job.log",
-    params:
-        point=lambda w: json.dumps(point_of(w), sort_keys=True),
-        # Changing a framework's adapter (or the shared trainer code) reruns its points only.
-        code=lambda w: adapter_digest(w.framework),
-        interval=CFG["monitor"]["interval_s"],
-        lock=f"--measure-lock {CFG['measurement']['lock_file']}" if CFG["measurement"]["exclusive"] else "",
-        monitor="--no-monitor" if not CFG["monitor"]["enabled"] else "",
-        limits=(
-            (f"--time-limit {CFG['limits']['time_s']} " if CFG["limits"]["time_s"] else "")
-            + (f"--memory-limit {CFG['limits']['memory_mb']}" if CFG["limits"]["memory_mb"] else "")
-        ),
+    conda:
+        conda_env
     threads: lambda w: point_of(w)["threads"]
     resources:
         # One measurement per machine at a time (the default profile caps it at 1; on a
         # cluster the runner's node-local lock does it, see dlbench/runner.py).
         dlbench_measure=1 if CFG["measurement"]["exclusive"] else 0,
         gpu=lambda w: 1 if point_of(w)["device"] == "gpu" else 0,
-        gpu_model=lambda w: (CFG["cluster"].get("gpu_model") or "") if point_of(w)["device"] == "gpu" else "",
+        gpu_model=lambda w: (
+            (CFG["cluster"].get("gpu_model") or "")
+            if point_of(w)["device"] == "gpu"
+            else ""
+        ),
         cpus_per_task=lambda w: point_of(w)["threads"],
         mem_mb=lambda w: cluster.mem_mb(CFG, point_of(w)),
         runtime=runtime_of,
         slurm_partition=lambda w: cluster.partition(CFG, point_of(w)) or "",
         slurm_account=lambda w: cluster.setting(CFG, "account") or "",
         slurm_extra=cluster.slurm_extra(CFG),
-    conda:
-        conda_env
+    params:
+        point=lambda w: json.dumps(point_of(w), sort_keys=True),
+        # Changing a framework's adapter (or the shared trainer code) reruns its points only.
+        code=lambda w: adapter_digest(w.framework),
+        interval=CFG["monitor"]["interval_s"],
+        lock=(
+            f"--measure-lock {CFG['measurement']['lock_file']}"
+            if CFG["measurement"]["exclusive"]
+            else ""
+        ),
+        monitor="--no-monitor" if not CFG["monitor"]["enabled"] else "",
+        limits=(
+            (
+                f"--time-limit {CFG['limits']['time_s']} "
+                if CFG["limits"]["time_s"]
+                else ""
+            )
+            + (
+                f"--memory-limit {CFG['limits']['memory_mb']}"
+                if CFG["limits"]["memory_mb"]
+                else ""
+            )
+        ),
     shell:
         "PYTHONPATH={workflow.basedir:q} {PY_TRAIN:q} -m dlbench.cli train --point {params.point:q}"
         " --dataset-dir resources/datasets/{wildcards.dataset}"
