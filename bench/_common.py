@@ -5,6 +5,8 @@ Work files go to $DLBENCH_BENCH_DIR (default /tmp/dlbench-bench), never into the
 
 from __future__ import annotations
 
+import argparse
+import contextlib
 import os
 import platform
 import statistics
@@ -34,25 +36,39 @@ def load1() -> float:
     return os.getloadavg()[0]
 
 
-def wait_quiet(max_load: float = 0.8, timeout_s: float = 900.0, poll_s: float = 10.0) -> float:
-    """Wait until the 1-minute load average is below max_load (other people's jobs share the machine).
+QUIET_CORES = float(os.environ.get("DLBENCH_BENCH_QUIET", "0.1"))
 
-    Returns the load average seen when measuring starts; after timeout_s it measures anyway and says so.
+
+def busy_cores(window_s: float = 3.0) -> float:
+    """Cores the whole machine kept busy over window_s, this process's sleep included (so: others).
+
+    The load average is no gauge here: on some virtual machines it idles near 1 with every core idle.
+    """
+    b0, t0 = _busy_cpu_s(), time.monotonic()
+    time.sleep(window_s)
+    return (_busy_cpu_s() - b0) / (time.monotonic() - t0)
+
+
+def wait_quiet(timeout_s: float = 900.0) -> float:
+    """Wait until other processes keep less than QUIET_CORES cores busy (the machine is shared).
+
+    Returns the busy cores seen when measuring starts; after timeout_s it measures anyway and says so.
     Set DLBENCH_BENCH_NO_WAIT=1 to skip the wait (a quick try, not a figure to record).
     """
     if os.environ.get("DLBENCH_BENCH_NO_WAIT"):
-        return load1()
+        return busy_cores(0.5)
     t0 = time.monotonic()
     said = False
-    while load1() >= max_load:
+    while (busy := busy_cores()) >= QUIET_CORES:
         if time.monotonic() - t0 > timeout_s:
-            print(f"# load still {load1():.2f} after {timeout_s:.0f} s: measuring anyway", file=sys.stderr)
+            print(f"# others still keep {busy:.2f} cores busy after {timeout_s:.0f} s: measuring anyway",
+                  file=sys.stderr)
             break
         if not said:
-            print(f"# waiting for a quiet machine (1-min load {load1():.2f} >= {max_load})", file=sys.stderr)
+            print(f"# waiting for a quiet machine ({busy:.2f} cores busy >= {QUIET_CORES})", file=sys.stderr)
             said = True
-        time.sleep(poll_s)
-    return load1()
+        time.sleep(5)
+    return busy
 
 
 def _busy_cpu_s() -> float:
@@ -135,6 +151,21 @@ def env_ready(framework: str) -> bool:
         return False
 
 
+@contextlib.contextmanager
+def trainer_env(extra: dict[str, str]):
+    """Variables for the trainers started inside the block (runner.trainer_env starts from os.environ)."""
+    saved = {k: os.environ.get(k) for k in extra}
+    os.environ.update(extra)
+    try:
+        yield
+    finally:
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+
+
 def median(values) -> float:
     return statistics.median(values)
 
@@ -166,7 +197,42 @@ def _fmt(v) -> str:
     return str(v)
 
 
-def header(title: str, load: float) -> None:
+def header(title: str, busy: float) -> None:
     print(f"# {title}")
     print(f"# machine: {machine()}")
-    print(f"# 1-min load average at start: {load:.2f}")
+    print(f"# at start: {busy:.2f} cores busy with other work, 1-min load average {load1():.2f}")
+
+
+def summary(text: str, rows: list[dict], columns: list[str] | None = None) -> None:
+    """The closing line (what was measured, how quiet it stayed) and the table of every row."""
+    print()
+    print(f"# {text}; {time.strftime('%H:%M')}, load at end {load1():.2f}; {discarded_note()}")
+    print(table(rows, columns))
+
+
+ALL_FRAMEWORKS = ["pytorch", "tensorflow", "theano", "caffe"]
+
+
+def parser(doc: str, *, frameworks: list[str] | None = None, framework: str | None = None,
+           iterations: int | None = None, repeats: int = 3, threads: list[int] | None = None
+           ) -> argparse.ArgumentParser:
+    """The options the benchmarks share, with each one's own defaults."""
+    ap = argparse.ArgumentParser(description=doc.splitlines()[0])
+    if frameworks is not None:
+        ap.add_argument("frameworks", nargs="*", default=frameworks)
+    if framework is not None:
+        ap.add_argument("--framework", default=framework)
+    if iterations is not None:
+        ap.add_argument("--iterations", type=int, default=iterations)
+    ap.add_argument("--repeats", type=int, default=repeats)
+    if threads is not None:
+        ap.add_argument("--threads", type=int, nargs="+", default=threads)
+    return ap
+
+
+def usable(frameworks: list[str]) -> list[str]:
+    """The frameworks asked for, less Caffe where its environment (a 10-minute build) is not built yet."""
+    if "caffe" in frameworks and not env_ready("caffe"):
+        print("# caffe: skipped (its environment is not built: .venv/bin/python -m dlbench.envs build caffe)")
+        return [fw for fw in frameworks if fw != "caffe"]
+    return list(frameworks)

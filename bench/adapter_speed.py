@@ -19,14 +19,12 @@ About 2-4 minutes per framework with the defaults.
 
 from __future__ import annotations
 
-import argparse
 import json
 import re
 import shutil
 import subprocess
 import sys
 import tempfile
-from datetime import datetime
 from pathlib import Path
 
 import _common as c
@@ -113,24 +111,17 @@ def pair(fw: str, variant: str, point: dict, ds: Path, out_root: Path, iteration
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("frameworks", nargs="*", default=["pytorch", "tensorflow", "theano", "caffe"])
-    ap.add_argument("--iterations", type=int, default=200)
-    ap.add_argument("--repeats", type=int, default=3)
-    ap.add_argument("--threads", type=int, nargs="+", default=[1, 2])
-    args = ap.parse_args(argv)
-    frameworks = list(args.frameworks)
-    if "caffe" in frameworks and not ((c.REPO / "dlbench/frameworks/caffe.py").exists() and c.env_ready("caffe")):
-        print("# caffe: skipped (dlbench/frameworks/caffe.py or its built environment is missing)")
-        frameworks.remove("caffe")
+    args = c.parser(__doc__, frameworks=c.ALL_FRAMEWORKS, iterations=200, repeats=3,
+                    threads=[1, 2]).parse_args(argv)
+    frameworks = c.usable(args.frameworks)
     ds = c.dataset("fashion_mnist")
     out_root = c.WORK / "adapter_speed"
     load = c.wait_quiet()
     c.header("adapter speed: dlbench's loop / a hand-written loop (throughput ratio)", load)
     rows = []
     for fw in frameworks:
-        load = c.wait_quiet()  # before each framework's measurements too
-        print(f"# {fw}: 1-min load at start {load:.2f}", flush=True)
+        busy = c.wait_quiet()  # before each framework's measurements too
+        print(f"# {fw}: {busy:.2f} cores busy with other work at start", flush=True)
         variants = HAND_VARIANTS.get(fw, ["caffe_train"])
         for threads in args.threads:
             point = c.make_point(fw, iterations=args.iterations, batch_size=64, threads=threads)
@@ -148,10 +139,7 @@ def main(argv: list[str] | None = None) -> int:
                              "ratio": ratio, "steady ratio": steady, "target": f">= {TARGET}",
                              "verdict": c.verdict(judged >= TARGET) + ("" if ratio is not None else " (steady)")})
             print(c.table(rows[-len(pairs):]), flush=True)
-    print()
-    print(f"# all ({args.repeats} repeats, {args.iterations} iterations, median of paired ratios), "
-          f"load at end {c.load1():.2f}, {datetime.now():%H:%M}; {c.discarded_note()}")
-    print(c.table(rows))
+    c.summary(f"all ({args.repeats} repeats, {args.iterations} iterations, median of paired ratios)", rows)
     return 0
 
 

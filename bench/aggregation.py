@@ -83,10 +83,10 @@ def main(argv: list[str] | None = None) -> int:
         total_s.append(t)
     assert len(runs) == args.runs
     t = c.median(total_s)
-    print(f"# each run folder: {sizes['curve.csv']} curve rows, {sizes['samples.csv']} samples; "
-          f"{args.repeats} repeats; load at end {c.load1():.2f}; {c.discarded_note()}")
-    print(c.table([{"runs": args.runs, "reading (collect) s": c.median(read_s), "aggregate s (median)": t,
-                    "worst s": max(total_s), "target": f"< {TARGET_S:g} s", "verdict": c.verdict(t < TARGET_S)}]))
+    row = {"runs": args.runs, "reading (collect) s": c.median(read_s), "aggregate s (median)": t,
+           "worst s": max(total_s), "target": f"< {TARGET_S:g} s", "verdict": c.verdict(t < TARGET_S)}
+    c.summary(f"each run folder: {sizes['curve.csv']} curve rows, {sizes['samples.csv']} samples; "
+              f"{args.repeats} repeats", [row])
     return 0
 
 

@@ -129,9 +129,7 @@ def main(argv: list[str] | None = None) -> int:
                          else "snakemake -n", "dlbench s": d, "bare s": b, "ratio": d / b, "target": f"<= {TARGET}",
                          "verdict": c.verdict(d / b <= TARGET)})
         print(c.table(rows[-2:]), flush=True)
-    print()
-    print(f"# medians of {args.repeats}; load at end {c.load1():.2f}; {c.discarded_note()}")
-    print(c.table(rows))
+    c.summary(f"medians of {args.repeats}", rows)
     return 0
 
 

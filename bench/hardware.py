@@ -13,7 +13,6 @@ TensorFlow without oneDNN), to show that the default is the faster path. The pat
 
 from __future__ import annotations
 
-import argparse
 import json
 import shutil
 import sys
@@ -24,17 +23,10 @@ from dlbench import peak, runner
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("frameworks", nargs="*", default=["pytorch", "tensorflow", "theano", "caffe"])
-    ap.add_argument("--iterations", type=int, default=300)
-    ap.add_argument("--repeats", type=int, default=2)
-    ap.add_argument("--threads", type=int, nargs="+", default=[1, 2])
+    ap = c.parser(__doc__, frameworks=c.ALL_FRAMEWORKS, iterations=300, repeats=2, threads=[1, 2])
     ap.add_argument("--no-variants", dest="variants", action="store_false")
     args = ap.parse_args(argv)
-    frameworks = list(args.frameworks)
-    if "caffe" in frameworks and not ((c.REPO / "dlbench/frameworks/caffe.py").exists() and c.env_ready("caffe")):
-        print("# caffe: skipped (dlbench/frameworks/caffe.py or its built environment is missing)")
-        frameworks.remove("caffe")
+    frameworks = c.usable(args.frameworks)
     runs = [(fw, "default") for fw in frameworks]
     if args.variants:
         runs += [(fw, "no_onednn") for fw in frameworks if fw in ("pytorch", "tensorflow")]
@@ -71,9 +63,7 @@ def main(argv: list[str] | None = None) -> int:
                          "GEMM peak GFLOP/s": p, "of peak": f"{100 * g / p:.1f}%",
                          "best": "*" if (fw, library, threads) == best else ""})
     flops = next(iter(got.values()))[0]["flops_per_image_train"]
-    print(f"# LeNet training FLOPs per image: {flops / 1e6:.2f} M; {args.repeats} repeats, medians; "
-          f"load at end {c.load1():.2f}; {c.discarded_note()}")
-    print(c.table(rows))
+    c.summary(f"LeNet training FLOPs per image: {flops / 1e6:.2f} M; {args.repeats} repeats, medians", rows)
     return 0
 
 

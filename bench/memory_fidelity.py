@@ -96,8 +96,7 @@ def main(argv: list[str] | None = None) -> int:
                      "seen MiB (median)": c.median([s for s, _ in pairs]), "seen/known (median)": c.median(ratios),
                      "worst": worst, "target": "within 5%" if name != "snakemake" else "(reported)",
                      "verdict": c.verdict(ok) if name != "snakemake" else ("within 5%" if ok else "misses")})
-    print(f"# {args.repeats} repeats; known peak = the process's own ru_maxrss; load at end {c.load1():.2f}")
-    print(c.table(rows))
+    c.summary(f"{args.repeats} repeats; known peak = the process's own ru_maxrss", rows)
     return 0
 
 

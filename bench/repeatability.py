@@ -10,7 +10,6 @@ deviation / mean). Target: CV under 3%. About 2 minutes with the defaults.
 
 from __future__ import annotations
 
-import argparse
 import shutil
 import sys
 
@@ -22,35 +21,31 @@ TARGET = 0.03
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--framework", default="pytorch")
-    ap.add_argument("--iterations", type=int, default=300)
-    ap.add_argument("--repeats", type=int, default=5)
-    ap.add_argument("--threads", type=int, nargs="+", default=[1, 2])
+    ap = c.parser(__doc__, framework="pytorch", iterations=300, repeats=5, threads=[1, 2])
+    ap.add_argument("--env", nargs="*", default=[], metavar="KEY=VALUE",
+                    help="variables for the trainer (e.g. OMP_WAIT_POLICY=PASSIVE)")
     args = ap.parse_args(argv)
     ds = c.dataset("fashion_mnist")
     python = c.env_python(args.framework)
     load = c.wait_quiet()
-    c.header(f"repeatability: {args.framework} LeNet, {args.iterations} iterations, {args.repeats} repeats", load)
+    c.header(f"repeatability: {args.framework} LeNet, {args.iterations} iterations, {args.repeats} repeats"
+             + (f", {' '.join(args.env)}" if args.env else ""), load)
     points = {t: c.make_point(args.framework, iterations=args.iterations, batch_size=64, threads=t)
               for t in args.threads}
     times: dict[int, list[float]] = {t: [] for t in args.threads}
-    loads: list[float] = []
     for _ in range(args.repeats):
         for t, point in points.items():
             out = c.WORK / "repeatability" / point["id"]
             shutil.rmtree(out, ignore_errors=True)
-            loads.append(c.load1())
-            rec = c.clean(runner.run_point, point, ds, out, python=python)
+            with c.trainer_env(dict(kv.split("=", 1) for kv in args.env)):
+                rec = c.clean(runner.run_point, point, ds, out, python=python)
             if rec["status"] != "ok":
                 raise SystemExit(f"{rec['status']}: {rec['reason']}")
             times[t].append(rec["train_time_s"])
     rows = [{"threads": t, "train_s": " ".join(f"{x:.3f}" for x in ts), "median s": c.median(ts),
              "CV": f"{100 * c.cv(ts):.2f}%", "target": "< 3%", "verdict": c.verdict(c.cv(ts) < TARGET)}
             for t, ts in times.items()]
-    print(f"# 1-min load during the runs: {min(loads):.2f} .. {max(loads):.2f}; at end {c.load1():.2f}; "
-          f"{c.discarded_note()}")
-    print(c.table(rows))
+    c.summary(f"{args.repeats} repeats", rows)
     return 0
 
 

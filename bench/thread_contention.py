@@ -1,6 +1,6 @@
 """Threads under contention: a 2-thread point while one other busy process shares the 2 cores.
 
-    .venv/bin/python bench/thread_contention.py [--iterations 100] [--repeats 2] [--frameworks FW ...]
+    .venv/bin/python bench/thread_contention.py [--iterations 100] [--repeats 2] [FRAMEWORK ...]
 
 The same point (Caffe's LeNet on prepared Fashion-MNIST, batch 64) through runner.run_point with
 threads=1 and threads=2, on the quiet machine and beside one busy process (a Python loop this
@@ -13,8 +13,6 @@ About 5 minutes.
 
 from __future__ import annotations
 
-import argparse
-import os
 import shutil
 import subprocess
 import sys
@@ -34,27 +32,16 @@ VARIANTS = {
 def run(point: dict, ds, extra_env: dict) -> dict:
     out = c.WORK / "thread_contention" / point["id"]
     shutil.rmtree(out, ignore_errors=True)
-    saved = {k: os.environ.get(k) for k in extra_env}
-    os.environ.update(extra_env)  # runner.trainer_env starts from this process's environment
-    try:
+    with c.trainer_env(extra_env):
         rec = runner.run_point(point, ds, out, python=c.env_python(point["framework"]))
-    finally:
-        for k, v in saved.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
     if rec["status"] != "ok":
         raise SystemExit(f"{point['framework']}: {rec['status']}: {rec['reason']}")
     return rec
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--frameworks", nargs="+", default=["pytorch", "tensorflow", "theano"])
-    ap.add_argument("--iterations", type=int, default=100)
-    ap.add_argument("--repeats", type=int, default=2)
-    args = ap.parse_args(argv)
+    args = c.parser(__doc__, frameworks=["pytorch", "tensorflow", "theano"], iterations=100,
+                    repeats=2).parse_args(argv)
     ds = c.dataset("fashion_mnist")
     load = c.wait_quiet()
     c.header("threads under contention: one busy process beside a training point", load)
@@ -83,9 +70,7 @@ def main(argv: list[str] | None = None) -> int:
         rows.append({"condition": condition, "framework": fw, "threads": threads, "env": env, "train s": t,
                      "vs threads=1": f"{t / one:.2f}x", "trainer CPU %": c.median([r["cpu_util_mean_pct"]
                                                                                  for r in recs])})
-    print(f"# {args.repeats} repeats, {args.iterations} iterations; load at end {c.load1():.2f}; "
-          f"{c.discarded_note()}")
-    print(c.table(rows))
+    c.summary(f"{args.repeats} repeats, {args.iterations} iterations", rows)
     return 0
 
 

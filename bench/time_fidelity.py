@@ -13,7 +13,6 @@ Target: within 1% or 20 ms (whichever is larger). About 2-3 minutes for the four
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import shutil
@@ -88,15 +87,8 @@ def measure(fw: str, point: dict, ds: Path) -> dict:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("frameworks", nargs="*", default=["pytorch", "tensorflow", "theano", "caffe"])
-    ap.add_argument("--iterations", type=int, default=300)
-    ap.add_argument("--repeats", type=int, default=3)
-    args = ap.parse_args(argv)
-    frameworks = list(args.frameworks)
-    if "caffe" in frameworks and not ((c.REPO / "dlbench/frameworks/caffe.py").exists() and c.env_ready("caffe")):
-        print("# caffe: skipped (dlbench/frameworks/caffe.py or its built environment is missing)")
-        frameworks.remove("caffe")
+    args = c.parser(__doc__, frameworks=c.ALL_FRAMEWORKS, iterations=300, repeats=3).parse_args(argv)
+    frameworks = c.usable(args.frameworks)
     ds = c.dataset("fashion_mnist")
     load = c.wait_quiet()
     c.header("fidelity of time: record vs an outside clock (tailing events.jsonl)", load)
@@ -115,9 +107,7 @@ def main(argv: list[str] | None = None) -> int:
                          "worst diff ms": 1000.0 * (worst[0] - worst[1]),
                          "worst diff %": 100.0 * (worst[0] - worst[1]) / worst[1],
                          "target": "1% or 20 ms", "verdict": c.verdict(all(within(r, o) for r, o in pairs))})
-    print(f"# {args.repeats} repeats each, threads 1, {args.iterations} iterations; load at end {c.load1():.2f}; "
-          f"{c.discarded_note()}")
-    print(c.table(rows))
+    c.summary(f"{args.repeats} repeats each, threads 1, {args.iterations} iterations", rows)
     return 0
 
 

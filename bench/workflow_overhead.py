@@ -13,7 +13,6 @@ Target: the data load of prepared Fashion-MNIST under 0.5 s. About 2-3 minutes.
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import shutil
@@ -49,15 +48,8 @@ def run_job(fw: str, point: dict, ds, env_json) -> dict:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("frameworks", nargs="*", default=["pytorch", "tensorflow", "theano", "caffe"])
-    ap.add_argument("--iterations", type=int, default=100)
-    ap.add_argument("--repeats", type=int, default=3)
-    args = ap.parse_args(argv)
-    frameworks = list(args.frameworks)
-    if "caffe" in frameworks and not ((c.REPO / "dlbench/frameworks/caffe.py").exists() and c.env_ready("caffe")):
-        print("# caffe: skipped (dlbench/frameworks/caffe.py or its built environment is missing)")
-        frameworks.remove("caffe")
+    args = c.parser(__doc__, frameworks=c.ALL_FRAMEWORKS, iterations=100, repeats=3).parse_args(argv)
+    frameworks = c.usable(args.frameworks)
     ds = c.dataset("fashion_mnist")
     envs = {}
     for fw in frameworks:
@@ -78,9 +70,7 @@ def main(argv: list[str] | None = None) -> int:
             row[key] = c.median([r[key] for r in runs])
         row["data_load verdict (<0.5 s)"] = c.verdict(row["data_load"] < TARGET_DATA_S)
         rows.append(row)
-    print(f"# {args.repeats} repeats, {args.iterations} iterations, threads 1; load at end {c.load1():.2f}; "
-          f"{c.discarded_note()}")
-    print(c.table(rows))
+    c.summary(f"{args.repeats} repeats, {args.iterations} iterations, threads 1", rows)
     return 0
 
 
