@@ -63,6 +63,34 @@ def open_gpu(index: int) -> _Gpu | None:
         return None
 
 
+CLOCK_TICKS = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+PAGE_BYTES = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
+RESCAN_S = 1.0  # how often the whole machine's process list is read for new descendants
+
+
+@dataclass(frozen=True)
+class ProcStat:
+    """What one read of /proc/PID/stat says of a process."""
+
+    ppid: int
+    start: int  # start time in clock ticks: a reused pid has another
+    cpu_s: float  # its own CPU and that of the children it has waited for
+    threads: int
+    rss_bytes: int
+
+
+def proc_stat(pid: int) -> ProcStat | None:
+    """/proc/PID/stat, parsed (None once the process is gone). One small read: a sample costs little."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as fh:
+            raw = fh.read()
+        f = raw[raw.rindex(b")") + 2:].split()  # the name may hold spaces and parentheses
+        ticks = int(f[11]) + int(f[12]) + int(f[13]) + int(f[14])  # utime stime cutime cstime
+        return ProcStat(int(f[1]), int(f[19]), ticks / CLOCK_TICKS, int(f[17]), int(f[21]) * PAGE_BYTES)
+    except (OSError, ValueError, IndexError):
+        return None
+
+
 @dataclass
 class Monitor:
     pid: int
@@ -75,10 +103,10 @@ class Monitor:
 
     def __post_init__(self):
         self._stop = threading.Event()
-        self._procs: dict[int, psutil.Process] = {}
-        self._tree_pids: set[int] = set()  # the root and the descendants found so far
-        self._seen_pids: set[int] = set()  # every process of the machine at the last reading
-        self._cpu_seen: dict[int, float] = {}
+        self._tree: dict[int, int] = {}  # pid -> start time, the root and the descendants found so far
+        self._seen_pids: set[int] = set()  # every process of the machine at the last full scan
+        self._last_scan = -float("inf")
+        self._unseen_cpu_s = 0.0  # CPU the tree's processes used before they were found
         self._gpu = open_gpu(self.gpu_index) if self.gpu_index is not None else None
         self._thread = threading.Thread(target=self._loop, name="dlbench-monitor", daemon=True)
 
@@ -92,69 +120,65 @@ class Monitor:
         if self._thread.is_alive():
             self._thread.join()
 
-    def _tree(self) -> list[psutil.Process]:
-        """The root and its descendants; Process objects are kept, so create_time identity is checked once.
+    def _scan(self, now: float) -> None:
+        """Add the descendants that appeared since the last reading.
 
-        psutil's children() reads the stat file of every process on the machine at every reading
-        (about 1 ms for 90 processes, 10 ms and more on a busy node). Here only the processes that
-        appeared since the last reading are read, and the tree is kept in between.
+        Each reading asks every process of the tree for the children of its main thread (one small
+        read each, and where subprocess and compilers start them). The whole machine's process list,
+        which also finds children of other threads, is read every RESCAN_S only.
         """
-        try:
-            root = self._procs.get(self.pid) or psutil.Process(self.pid)
-            self._procs[self.pid] = root
-            pids = {int(name) for name in os.listdir("/proc") if name.isdigit()}
-        except psutil.Error:
-            return []
-        except OSError:  # no /proc to list: ask psutil for the whole tree
+        if now - self._last_scan >= RESCAN_S:
+            self._last_scan = now
             try:
-                kids = root.children(recursive=True)
-            except psutil.Error:
-                return []
-            return [root] + [self._procs.setdefault(k.pid, k) for k in kids]
-        if self.pid not in pids:
-            return []
-        for gone in self._tree_pids - pids:  # the ones that ended (their CPU stays in _cpu_seen)
-            self._procs.pop(gone, None)
-        self._tree_pids &= pids
-        self._tree_pids.add(self.pid)
-        new = {pid: _ppid(pid) for pid in pids - self._seen_pids}
-        self._seen_pids = pids
+                pids = {int(name) for name in os.listdir("/proc") if name.isdigit()}
+                # At the first scan the machine's processes are only noted: they are older than the
+                # monitor, and the root's children among them are in its children file below.
+                candidates = pids - self._seen_pids if self._seen_pids else set()
+                self._seen_pids = pids
+            except OSError:
+                candidates = set()
+        else:
+            candidates = set()
+        for pid in list(self._tree):
+            try:
+                with open(f"/proc/{pid}/task/{pid}/children", "rb") as fh:
+                    candidates.update(int(c) for c in fh.read().split())
+            except OSError:
+                pass
+        pending = {pid: st for pid in candidates - self._tree.keys() if (st := proc_stat(pid)) is not None}
         grew = True
         while grew:  # a child and its own child may both be new
             grew = False
-            for pid, ppid in list(new.items()):
-                if ppid in self._tree_pids:
-                    self._tree_pids.add(pid)
-                    del new[pid]
+            for pid, st in list(pending.items()):
+                if st.ppid in self._tree:
+                    self._tree[pid] = st.start
+                    # What it used before it was found would land in one interval: leave it out of the curve.
+                    self._unseen_cpu_s += st.cpu_s
+                    del pending[pid]
                     grew = True
-        tree = [root]
-        for pid in sorted(self._tree_pids - {self.pid}):
-            proc = self._procs.get(pid)
-            if proc is None:
-                try:
-                    proc = self._procs[pid] = psutil.Process(pid)
-                except psutil.Error:
-                    continue
-            tree.append(proc)
-        return tree
 
     def _read(self) -> dict | None:
         """One reading of the whole tree, with its cumulative CPU seconds; None once it is gone."""
-        rss = threads = alive = 0
-        for proc in self._tree():
-            try:
-                with proc.oneshot():
-                    times = proc.cpu_times()
-                    rss += proc.memory_info().rss
-                    threads += proc.num_threads()
-            except psutil.Error:
+        if not self._tree:
+            root = proc_stat(self.pid)
+            if root is None:
+                return _read_psutil(self.pid) if not os.path.exists("/proc/self/stat") else None
+            self._tree[self.pid] = root.start
+            self._unseen_cpu_s = root.cpu_s
+        self._scan(time.monotonic())
+        cpu_s = rss = threads = alive = 0
+        for pid, start in list(self._tree.items()):
+            st = proc_stat(pid)
+            if st is None or st.start != start:  # ended: its CPU is now in its parent's (waited-for) count
+                del self._tree[pid]
                 continue
-            self._cpu_seen[proc.pid] = times.user + times.system
+            cpu_s += st.cpu_s
+            rss += st.rss_bytes
+            threads += st.threads
             alive += 1
-        if not alive:
+        if self.pid not in self._tree:
             return None
-        # CPU of children that ended between readings stays counted through _cpu_seen.
-        return {"t": time.monotonic(), "cpu_s": sum(self._cpu_seen.values()), "rss_mb": rss / 2**20,
+        return {"t": time.monotonic(), "cpu_s": cpu_s - self._unseen_cpu_s, "rss_mb": rss / 2**20,
                 "threads": threads, "processes": alive}
 
     def _loop(self) -> None:
@@ -166,7 +190,7 @@ class Monitor:
                 continue
             if last is not None and now["t"] > last["t"]:
                 row = {k: now[k] for k in ("t", "rss_mb", "threads", "processes")}
-                row["cpu_pct"] = 100.0 * (now["cpu_s"] - last["cpu_s"]) / (now["t"] - last["t"])
+                row["cpu_pct"] = max(0.0, 100.0 * (now["cpu_s"] - last["cpu_s"]) / (now["t"] - last["t"]))
                 if self._gpu is not None:
                     try:
                         row.update(self._gpu.read())
@@ -183,14 +207,25 @@ class Monitor:
             kill_tree(self.pid, signal.SIGKILL)
 
 
-def _ppid(pid: int) -> int | None:
-    """A process's parent, from /proc/PID/stat (None once it is gone)."""
+def _read_psutil(pid: int) -> dict | None:
+    """The same reading where there is no /proc (not Linux): psutil walks the tree each time."""
     try:
-        with open(f"/proc/{pid}/stat", "rb") as fh:
-            stat = fh.read()
-        return int(stat[stat.rindex(b")") + 2:].split(None, 2)[1])
-    except (OSError, ValueError, IndexError):
+        root = psutil.Process(pid)
+        procs = [root, *root.children(recursive=True)]
+    except psutil.Error:
         return None
+    cpu_s = rss = threads = alive = 0
+    for proc in procs:
+        try:
+            with proc.oneshot():
+                t = proc.cpu_times()
+                cpu_s += t.user + t.system + t.children_user + t.children_system
+                rss += proc.memory_info().rss
+                threads += proc.num_threads()
+            alive += 1
+        except psutil.Error:
+            continue
+    return {"t": time.monotonic(), "cpu_s": cpu_s, "rss_mb": rss / 2**20, "threads": threads, "processes": alive}
 
 
 def kill_tree(pid: int, sig: int = signal.SIGKILL) -> None:

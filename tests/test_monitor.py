@@ -38,6 +38,17 @@ def test_sees_a_child_process_too():
     assert busy[len(busy) // 2] > 70  # the busy grandchild's CPU is counted
 
 
+def test_counts_short_lived_children_without_spikes():
+    # Like Theano's compiler runs: children that live a fraction of a second, one after another.
+    child = BUSY.format(s=0.3)
+    code = f"import subprocess, sys\nfor _ in range(5): subprocess.run([sys.executable, '-c', {child!r}])"
+    mon = run_monitored(code)
+    pairs = list(zip(mon.samples, mon.samples[1:]))
+    used = sum(b["cpu_pct"] / 100 * (b["t"] - a["t"]) for a, b in pairs)
+    assert used > 0.8 * 5 * 0.3  # their CPU is in the curve, found before they ended
+    assert max(s["cpu_pct"] for s in mon.samples) < 160  # one busy process at a time (10 ms CPU ticks aside)
+
+
 def test_sees_memory_of_a_known_block():
     mon = run_monitored(ALLOC.format(mb=300, s=0.6))
     peak = max(s["rss_mb"] for s in mon.samples)
