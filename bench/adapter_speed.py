@@ -5,7 +5,7 @@
 Per framework and thread count: the same point (Caffe's LeNet on prepared Fashion-MNIST, batch 64,
 SGD momentum 0.9, weight decay 5e-4) once through dlbench (runner.run_point, the record's
 throughput_img_s) and once through each hand loop of bench/hand_loops.py in the framework's own
-environment with the same thread variables, interleaved (dlbench, hand, dlbench, hand, ...). The
+environment with the same thread variables, interleaved (dlbench-hand, then hand-dlbench, ...). The
 figure (`ratio`) is the median over repeats of dlbench's throughput / the hand loop's, each
 repeat's pair taken side by side, every iteration counted on both sides (the first one, with its
 one-time graph optimisation and primitive creation, included, as in the record). `steady ratio`
@@ -100,13 +100,23 @@ def caffe_hand_throughput(point: dict, dlbench_out: Path, iterations: int) -> tu
     return iterations * point["batch_size"] / (end - start), None
 
 
-def pair(fw: str, variant: str, point: dict, ds: Path, out_root: Path, iterations: int) -> tuple:
-    """(dlbench img/s, hand img/s, dlbench steady img/s, hand steady img/s), one right after the other."""
-    d, d_steady = dlbench_throughput(point, ds, out_root)
-    if fw == "caffe":
-        h, h_steady = caffe_hand_throughput(point, out_root / f"{fw}-{point['id']}", iterations)
+def pair(fw: str, variant: str, point: dict, ds: Path, out_root: Path, iterations: int,
+         hand_first: bool = False) -> tuple:
+    """(dlbench img/s, hand img/s, dlbench steady img/s, hand steady img/s), one right after the other.
+
+    The machine's speed drifts by several per cent over minutes, and the second run of a pair is not
+    always as fast as the first: pairs alternate which side runs first (dlbench-hand, hand-dlbench).
+    Caffe's hand run needs the solver dlbench wrote, so dlbench runs first there.
+    """
+    def hand() -> tuple:
+        if fw == "caffe":
+            return caffe_hand_throughput(point, out_root / f"{fw}-{point['id']}", iterations)
+        return hand_throughput(point, variant, ds, iterations)
+
+    if hand_first and fw != "caffe":
+        (h, h_steady), (d, d_steady) = hand(), dlbench_throughput(point, ds, out_root)
     else:
-        h, h_steady = hand_throughput(point, variant, ds, iterations)
+        (d, d_steady), (h, h_steady) = dlbench_throughput(point, ds, out_root), hand()
     return d, h, d_steady, h_steady
 
 
@@ -126,9 +136,9 @@ def main(argv: list[str] | None = None) -> int:
         for threads in args.threads:
             point = c.make_point(fw, iterations=args.iterations, batch_size=64, threads=threads)
             pairs: dict[str, list[tuple]] = {v: [] for v in variants}
-            for _ in range(args.repeats):
-                for v in variants:  # dlbench, hand, dlbench, hand, ... each pair side by side
-                    pairs[v].append(c.clean(pair, fw, v, point, ds, out_root, args.iterations))
+            for r in range(args.repeats):
+                for v in variants:  # each pair side by side, its order alternating repeat after repeat
+                    pairs[v].append(c.clean(pair, fw, v, point, ds, out_root, args.iterations, r % 2 == 1))
             for v, got in pairs.items():
                 ratio = c.median([d / h for d, h, _, _ in got]) if got[0][1] else None
                 steady = c.median([ds_ / hs for _, _, ds_, hs in got]) if got[0][3] else None
