@@ -71,3 +71,14 @@ def test_test_images_are_centre_cropped_where_training_crops():
     x = np.zeros((2, 3, 32, 32), dtype=np.uint8)
     _, _, vx, _ = inputs.static(x, np.zeros(2), x, np.zeros(2), {"crop": 24})
     assert vx.shape == (2, 3, 24, 24)
+
+
+def test_the_data_load_turns_hugepage_advice_off_and_back_on():
+    from numpy._core import multiarray
+
+    from dlbench.frameworks import base
+
+    before = multiarray._get_madvise_hugepage()
+    with base.no_hugepage_advice():
+        assert multiarray._get_madvise_hugepage() is False
+    assert multiarray._get_madvise_hugepage() == before
