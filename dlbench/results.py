@@ -16,7 +16,7 @@ KEYS = ("id", "framework", "dataset")
 
 
 def _read_csv(path: Path) -> pa.Table | None:
-    """One run's CSV as an Arrow table (pyarrow's reader: about 5x pandas' per small file)."""
+    """One run's CSV as an Arrow table (pyarrow's reader costs less per small file than pandas')."""
     if not path.exists() or path.stat().st_size == 0:
         return None
     table = pa_csv.read_csv(path)

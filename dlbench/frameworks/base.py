@@ -87,10 +87,11 @@ class Inputs:
 def no_hugepage_advice():
     """numpy's arrays made inside the block are not advised to the kernel as huge-page memory.
 
-    numpy advises every large array so (MADV_HUGEPAGE). Where transparent huge pages are
-    `madvise` with synchronous defrag, the first touch of a 220 MB dataset array then waits for
-    the kernel to compact memory: 0.8-1.0 s against 0.3 s on a 2-core KVM guest. Only the data
-    load is affected; the framework's own arrays keep numpy's default.
+    numpy advises every large array so (MADV_HUGEPAGE). With transparent huge pages set to
+    `madvise`, the first touch of Fashion-MNIST's 220 MB float copy took 0.8-1.1 s with the
+    advice and 0.3 s without it (fresh PyTorch processes on a 2-core KVM guest), the kernel
+    finding huge pages for it. Only the data load is affected; the framework's own arrays keep
+    numpy's default.
     """
     try:
         from numpy._core import multiarray  # numpy 2
