@@ -30,6 +30,7 @@ from pathlib import Path
 import _common as c
 
 from dlbench import runner
+from dlbench.sweep import one_point
 
 HAND_VARIANTS = {"pytorch": ["loop", "channels_last"], "tensorflow": ["function", "fit"], "theano": ["givens"]}
 TARGET = 0.97
@@ -134,7 +135,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"# {fw}: {busy:.2f} cores busy with other work at start", flush=True)
         variants = HAND_VARIANTS.get(fw, ["caffe_train"])
         for threads in args.threads:
-            point = c.make_point(fw, iterations=args.iterations, batch_size=64, threads=threads)
+            point = one_point(fw, dataset=c.DATASET, iterations=args.iterations, batch_size=64, threads=threads)
             pairs: dict[str, list[tuple]] = {v: [] for v in variants}
             for r in range(args.repeats):
                 for v in variants:  # each pair side by side, its order alternating repeat after repeat

@@ -22,12 +22,14 @@ from pathlib import Path
 import _common as c
 
 from dlbench import results, runner
+from dlbench.sweep import one_point
 
 TARGET_S = 5.0
 
 
 def source_run() -> Path:
-    point = c.make_point("pytorch", iterations=1000, batch_size=64, threads=1)  # the preset tests every 500
+    # the preset tests every 500 iterations
+    point = one_point("pytorch", dataset=c.DATASET, iterations=1000, batch_size=64, threads=1)
     out = c.WORK / "aggregation" / "source" / point["id"]
     if not (out / "metrics.json").exists():
         rec = runner.run_point(point, c.dataset("fashion_mnist"), out, python=c.env_python("pytorch"))

@@ -4,11 +4,8 @@
 """
 
 import sys
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-
-from dlbench import faultmatrix  # noqa: E402
+from dlbench.testing import faults
 
 if __name__ == "__main__":
-    sys.exit(faultmatrix.main(sys.argv[1:]))
+    sys.exit(faults.main(sys.argv[1:]))

@@ -16,10 +16,8 @@ import sys
 import tempfile
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-
-from dlbench import config, envinfo, envs, runner, sweep  # noqa: E402
-from dlbench.datasets import prepare  # noqa: E402
+from dlbench import envs, machine, runner, sweep
+from dlbench.datasets import prepare
 
 FIELDS = ("status", "train_time_s", "test_time_s", "throughput_img_s", "accuracy", "gpu_util_mean_pct",
           "gpu_mem_peak_mb", "gpu_power_mean_w", "gpu_energy_j", "device_name")
@@ -35,16 +33,13 @@ def main() -> int:
     if not runner.gpu_visible():
         print("gpu_check: no NVIDIA GPU is visible on this machine; nothing to check", file=sys.stderr)
         return 2
-    print(f"host: {envinfo.host()}")
+    print(f"host: {machine.host()}")
     root = Path(tempfile.mkdtemp(prefix="dlbench-gpu-"))
     digits = root / "digits"
     prepare.prepare("digits", digits)
     for fw in ("pytorch", "tensorflow"):
         python = getattr(args, f"python_{fw}") or str(envs.build(fw) / "bin" / "python")
-        cfg = config.validate({"datasets": ["digits"], "frameworks": [fw], "preset": ["caffe"],
-                               "sweep": {"device": ["gpu"], "iterations": [args.iterations],
-                                         "batch_size": [args.batch_size]}})
-        (point,) = sweep.expand(cfg)
+        point = sweep.one_point(fw, device="gpu", iterations=args.iterations, batch_size=args.batch_size)
         record = runner.run_point(point, digits, root / fw, python=python, interval_s=0.1)
         print(fw + ": " + ", ".join(f"{k}={record.get(k)}" for k in FIELDS))
         if record["status"] != "ok":

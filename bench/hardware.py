@@ -20,6 +20,7 @@ import sys
 import _common as c
 
 from dlbench import peak, runner
+from dlbench.sweep import one_point
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -39,7 +40,8 @@ def main(argv: list[str] | None = None) -> int:
         for t in args.threads:
             peaks[t].append(c.clean(peak.gemm_gflops, 2048, threads=t))
             for fw, library in runs:
-                point = c.make_point(fw, iterations=args.iterations, batch_size=64, threads=t, library=library)
+                point = one_point(fw, dataset=c.DATASET, iterations=args.iterations, batch_size=64, threads=t,
+                                  library=library)
                 out = c.WORK / "hardware" / point["id"]
                 shutil.rmtree(out, ignore_errors=True)
                 rec = c.clean(runner.run_point, point, ds, out, python=c.env_python(fw))

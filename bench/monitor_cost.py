@@ -19,6 +19,7 @@ import sys
 import _common as c
 
 from dlbench import runner
+from dlbench.sweep import one_point
 
 MODES = [("off", None), ("0.2 s", 0.2), ("0.1 s", 0.1)]
 
@@ -44,7 +45,7 @@ def main(argv: list[str] | None = None) -> int:
     c.header(f"monitor cost ({args.framework}, {args.iterations} iterations, {args.repeats} repeats)", load)
     rows = []
     for threads in args.threads:
-        point = c.make_point(args.framework, iterations=args.iterations, batch_size=64, threads=threads)
+        point = one_point(args.framework, dataset=c.DATASET, iterations=args.iterations, batch_size=64, threads=threads)
         train: dict[str, list[float]] = {m: [] for m, _ in MODES}
         own: dict[str, list[float]] = {m: [] for m, _ in MODES}
         per_sample: dict[str, list[float]] = {m: [] for m, _ in MODES}

@@ -16,6 +16,7 @@ import sys
 import _common as c
 
 from dlbench import runner
+from dlbench.sweep import one_point
 
 TARGET = 0.03
 
@@ -30,7 +31,7 @@ def main(argv: list[str] | None = None) -> int:
     load = c.wait_quiet()
     c.header(f"repeatability: {args.framework} LeNet, {args.iterations} iterations, {args.repeats} repeats"
              + (f", {' '.join(args.env)}" if args.env else ""), load)
-    points = {t: c.make_point(args.framework, iterations=args.iterations, batch_size=64, threads=t)
+    points = {t: one_point(args.framework, dataset=c.DATASET, iterations=args.iterations, batch_size=64, threads=t)
               for t in args.threads}
     times: dict[int, list[float]] = {t: [] for t in args.threads}
     for _ in range(args.repeats):

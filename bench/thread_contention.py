@@ -20,6 +20,7 @@ import sys
 import _common as c
 
 from dlbench import runner
+from dlbench.sweep import one_point
 
 VARIANTS = {
     "pytorch": [(1, {}), (2, {}), (2, {"OMP_WAIT_POLICY": "PASSIVE"}), (2, {"GOMP_SPINCOUNT": "10000"})],
@@ -54,7 +55,8 @@ def main(argv: list[str] | None = None) -> int:
             try:
                 for fw in args.frameworks:
                     for threads, env in VARIANTS[fw]:
-                        point = c.make_point(fw, iterations=args.iterations, batch_size=64, threads=threads)
+                        point = one_point(fw, dataset=c.DATASET, iterations=args.iterations, batch_size=64,
+                                          threads=threads)
                         key = (condition, fw, threads, " ".join(f"{k}={v}" for k, v in env.items()) or "default")
                         # Others' load is guarded against on the quiet machine (our own busy process would count).
                         rec = c.clean(run, point, ds, env) if hog is None else run(point, ds, env)

@@ -24,6 +24,7 @@ from pathlib import Path
 import _common as c
 
 from dlbench import runner
+from dlbench.sweep import one_point
 
 TOL_S, TOL_REL = 0.020, 0.01
 
@@ -95,7 +96,7 @@ def main(argv: list[str] | None = None) -> int:
     got: dict[str, list[dict]] = {fw: [] for fw in frameworks}
     for _ in range(args.repeats):
         for fw in frameworks:  # frameworks in turn, repeat after repeat
-            point = c.make_point(fw, iterations=args.iterations, batch_size=64, threads=1)
+            point = one_point(fw, dataset=c.DATASET, iterations=args.iterations, batch_size=64, threads=1)
             got[fw].append(c.clean(measure, fw, point, ds))
     rows = []
     for fw in frameworks:

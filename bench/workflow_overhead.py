@@ -22,6 +22,8 @@ import time
 
 import _common as c
 
+from dlbench.sweep import one_point
+
 PHASES = ("startup", "import", "data_load", "build", "compile", "train", "test")
 TARGET_DATA_S = 0.5
 
@@ -61,7 +63,7 @@ def main(argv: list[str] | None = None) -> int:
     got: dict[str, list[dict]] = {fw: [] for fw in frameworks}
     for _ in range(args.repeats):
         for fw in frameworks:
-            point = c.make_point(fw, iterations=args.iterations, batch_size=64, threads=1)
+            point = one_point(fw, dataset=c.DATASET, iterations=args.iterations, batch_size=64, threads=1)
             got[fw].append(c.clean(run_job, fw, point, ds, envs[fw]))
     rows = []
     for fw, runs in got.items():

@@ -4,24 +4,29 @@ from __future__ import annotations
 
 import copy
 import os
-from pathlib import Path
 from typing import Any
 
 import jsonschema
 import yaml
 
-from dlbench import presets
-
-SCHEMA_PATH = Path(__file__).resolve().parent.parent / "config" / "schema.yaml"
+from dlbench import models, presets
+from dlbench.datasets import catalog
+from dlbench.frameworks import registry
+from dlbench.paths import SCHEMA
 
 
 class ConfigError(ValueError):
     """A config that cannot run; the message is one line for the user."""
 
 
-def load_schema() -> dict:
-    with open(SCHEMA_PATH) as fh:
-        return yaml.safe_load(fh)
+def load_schema(path: str | os.PathLike = SCHEMA) -> dict:
+    """The config schema, with the lists that live in code (frameworks, datasets) filled in."""
+    with open(path) as fh:
+        schema = yaml.safe_load(fh)
+    props = schema["properties"]
+    props["frameworks"]["items"]["enum"] = registry.names()
+    props["datasets"]["items"]["enum"] = list(catalog.INFO)
+    return schema
 
 
 def _where(path) -> str:
@@ -64,7 +69,20 @@ def _fill_defaults(schema: dict, data: dict) -> None:
             _fill_defaults(sub, data[key])
 
 
-def validate(raw: dict[str, Any], *, local_cores: int | None = None) -> dict[str, Any]:
+def check_axes(where: str, study: dict) -> None:
+    """Every run-axis value of a (sub-)study can be honoured by every framework it names."""
+    for axis in registry.AXIS_DEFAULTS:
+        for value in study.get("sweep", {}).get(axis, []):
+            for name in study["frameworks"]:
+                accepted = registry.get(name).values(axis)
+                if value not in accepted:
+                    raise ConfigError(f"{where}sweep.{axis}: {name} cannot honour {value!r} (it accepts: "
+                                      f"{', '.join(accepted)}); sweep it in a sub-study (`studies:`) of the "
+                                      "frameworks that accept it")
+
+
+def validate(raw: dict[str, Any], *, local_cores: int | None = None,
+             schema_path: str | os.PathLike = SCHEMA) -> dict[str, Any]:
     """The validated config with defaults filled in, or ConfigError with one line.
 
     local_cores: the cores of this machine when the points run here (threads above
@@ -73,7 +91,7 @@ def validate(raw: dict[str, Any], *, local_cores: int | None = None) -> dict[str
     if not isinstance(raw, dict):
         raise ConfigError("the config is empty or not a mapping; see config/config.yaml for an example")
     cfg = copy.deepcopy(raw)
-    schema = load_schema()
+    schema = load_schema(schema_path)
     errors = sorted(jsonschema.Draft202012Validator(schema).iter_errors(cfg),
                     key=lambda e: (len(e.absolute_path), str(list(e.absolute_path))))
     if errors:
@@ -92,7 +110,9 @@ def validate(raw: dict[str, Any], *, local_cores: int | None = None) -> dict[str
             raise ConfigError(f"presets.{name}: give either epochs or iterations, not both")
         if "epochs" not in preset and "iterations" not in preset:
             raise ConfigError(f"presets.{name}: give its length as epochs or iterations")
-        presets.check_network(name, preset["network"])
+        if preset["network"] not in models.NETWORKS:
+            raise ConfigError(f"presets.{name}.network: unknown network {preset['network']!r}; "
+                              f"known: {', '.join(sorted(models.NETWORKS))}")
     known = presets.preset_names() | {"own"} | set(cfg["presets"])
     studies = {"": cfg, **{f"studies.{k}.": v for k, v in cfg.get("studies", {}).items()}}
     for where, study in studies.items():
@@ -100,6 +120,9 @@ def validate(raw: dict[str, Any], *, local_cores: int | None = None) -> dict[str
             if name not in known:
                 raise ConfigError(f"{where}preset: unknown preset {name!r}; known: {', '.join(sorted(known))} "
                                   "(declare custom ones under `presets:`)")
+        # What the sub-study runs: its own frameworks (else the top level's), its sweep merged over the top level's.
+        check_axes(where, {"frameworks": study.get("frameworks", cfg["frameworks"]),
+                           "sweep": {**cfg["sweep"], **study.get("sweep", {})}})
         too_many = [t for t in study.get("sweep", {}).get("threads", []) if local_cores and t > local_cores]
         if too_many:
             raise ConfigError(f"{where}sweep.threads: {too_many[0]} is more than this machine's {local_cores} "

@@ -16,11 +16,12 @@ from pathlib import Path
 import pandas as pd
 
 from dlbench import atomic
-from dlbench.charts import (
-    MNIST_LIKE,
+from dlbench.datasets import catalog
+from dlbench.frameworks import registry
+from dlbench.tables import (
     PUBLISHED_CSV,
-    _group_key,
     defaults_table,
+    group_key,
     in_studies_varying,
     ok_points,
     points,
@@ -29,6 +30,7 @@ from dlbench.charts import (
 )
 
 AGREES, DISAGREES = "agrees", "disagrees"
+MNIST_LIKE = catalog.members("mnist")  # the published MNIST figures stand for these
 TIE = 1e-6  # accuracies (fractions) closer than this are a tie, broken by training time
 
 
@@ -98,7 +100,7 @@ def best_values(runs: pd.DataFrame, param: str) -> pd.DataFrame:
 def own_vs_cross(runs: pd.DataFrame) -> pd.DataFrame:
     """Per framework, dataset and device with both: own-defaults accuracy vs the best cross-applied preset.
 
-    Cross-applied: another framework's defaults (tensorflow, caffe, torch, theano); custom presets are left out.
+    Cross-applied: another framework's own defaults (registry.own_presets()); custom presets are left out.
     """
     cols = ["framework", "dataset", "device", "own_accuracy_pct", "best_cross", "best_cross_accuracy_pct",
             "own_is_best"]
@@ -107,7 +109,7 @@ def own_vs_cross(runs: pd.DataFrame) -> pd.DataFrame:
     rows = []
     for (framework, dataset, device), g in table.groupby(["framework", "dataset", "device"]):
         own = g[g["is_own"]]
-        cross = g[~g["is_own"] & g["whose"].isin(["tensorflow", "caffe", "torch", "theano"])]
+        cross = g[~g["is_own"] & g["whose"].isin(registry.own_presets())]
         if own.empty or cross.empty:
             continue
         best = cross.sort_values("accuracy_pct", ascending=False).iloc[0]
@@ -188,7 +190,7 @@ def observe_gpu_faster(runs: pd.DataFrame) -> Verdict:
     df = ok_points(points(runs), "train_time_s", positive=True)
     if not (df["device"] == "gpu").any():
         return Verdict(not_tested("no ok GPU point"))
-    df = df.assign(key=_group_key(df, {"device", "threads", "library"}))
+    df = df.assign(key=group_key(df, {"device", "threads", "library"}))
     faster, slower = {}, {}
     for framework, g in df.groupby("framework"):
         means = g.groupby(["key", "device"])["train_time_s"].mean().unstack()
@@ -229,7 +231,7 @@ def _sweep_groups(runs: pd.DataFrame, param: str, metric_cols=("train_time_s", "
     df = df[df[param].notna()]
     if df.empty:
         return []
-    df = df.assign(key=_group_key(df, {param}), settings=settings_label(df, {param}))
+    df = df.assign(key=group_key(df, {param}), settings=settings_label(df, {param}))
     groups = []
     for (_key, framework), g in df.groupby(["key", "framework"]):
         per = g.groupby(param).agg(t=("train_time_s", "mean"), acc=("accuracy", "mean")).sort_index()

@@ -1,19 +1,40 @@
-"""Stale Snakemake locks after a killed run, told apart from live ones by a kernel lock.
+"""File locks: one helper for every lock dlbench takes, and stale Snakemake locks told apart from live ones.
 
-Snakemake locks its working directory with plain files, which a SIGKILL or a power
-loss leaves behind; the next run then refuses to start until `--unlock`. Every
-dlbench run also holds an flock on .snakemake/dlbench.lock for its lifetime. The
-kernel drops an flock when its holder dies, so if a new run can take it, no other
-run is alive here and any Snakemake lock files are stale and safe to remove.
+`flocked` is the one way dlbench holds a kernel lock (environment builds, the measurement lock,
+Caffe's data preparation). The kernel drops an flock when its holder dies, so a lock is never
+left behind by a killed process.
+
+Snakemake locks its working directory with plain files, which a SIGKILL or a power loss leaves
+behind; the next run then refuses to start until `--unlock`. Every dlbench run also holds an
+flock on .snakemake/dlbench.lock for its lifetime. If a new run can take it, no other run is
+alive here and any Snakemake lock files are stale and safe to remove.
+
+Standard library only: adapters import it inside framework environments.
 """
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import os
+import time
 from pathlib import Path
 
-_held = None  # the open lock file, kept for the life of this process
+_held = None  # this run's open lock file, kept for the life of the process
+
+
+@contextlib.contextmanager
+def flocked(path: str | os.PathLike):
+    """Hold an exclusive flock on `path` (created if need be) for the block; yields the seconds waited."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    t0 = time.monotonic()
+    with open(path, "a") as fh:
+        fcntl.flock(fh, fcntl.LOCK_EX)
+        try:
+            yield time.monotonic() - t0
+        finally:
+            fcntl.flock(fh, fcntl.LOCK_UN)
 
 
 def hold_and_clear_stale(workdir: str | os.PathLike = ".") -> int:

@@ -15,6 +15,8 @@ from dataclasses import dataclass, field
 
 import psutil
 
+from dlbench.procs import kill_tree
+
 SAMPLE_FIELDS = ("t", "cpu_pct", "rss_mb", "threads", "processes",
                  "gpu_util_pct", "gpu_mem_mb", "gpu_power_w", "gpu_energy_j")
 
@@ -227,10 +229,3 @@ def _read_psutil(pid: int) -> dict | None:
             continue
     return {"t": time.monotonic(), "cpu_s": cpu_s, "rss_mb": rss / 2**20, "threads": threads, "processes": alive}
 
-
-def kill_tree(pid: int, sig: int = signal.SIGKILL) -> None:
-    """Signal the trainer's whole process group (it was started in a session of its own)."""
-    try:
-        os.killpg(os.getpgid(pid), sig)
-    except (ProcessLookupError, PermissionError):
-        pass

@@ -8,15 +8,10 @@ from pathlib import Path
 
 import yaml
 
-from dlbench import models
+from dlbench.datasets import catalog
+from dlbench.frameworks import registry
 
 PRESETS_PATH = Path(__file__).resolve().parent / "presets.yaml"
-
-# The study ran Torch7; dlbench runs its successor with Torch's defaults.
-OWN_PRESET = {"pytorch": "torch", "tensorflow": "tensorflow", "caffe": "caffe", "theano": "theano"}
-
-# Dataset -> the family whose example scripts set the defaults.
-FAMILY = {"digits": "mnist", "fashion_mnist": "mnist", "mnist": "mnist", "cifar10": "cifar10"}
 
 
 @functools.cache
@@ -29,18 +24,10 @@ def preset_names() -> set[str]:
     return {name for family in study_presets().values() for name in family}
 
 
-def check_network(where: str, network: str) -> None:
-    from dlbench.config import ConfigError
-
-    if network not in models.NETWORKS:
-        raise ConfigError(f"presets.{where}.network: unknown network {network!r}; "
-                          f"known: {', '.join(sorted(models.NETWORKS))}")
-
-
 def resolve(preset: str, framework: str, dataset: str, custom: dict | None = None) -> dict:
     """The full settings for one (preset, framework, dataset); `own` picks the framework's own."""
     custom = custom or {}
     if preset in custom:
         return copy.deepcopy(custom[preset])
-    name = OWN_PRESET[framework] if preset == "own" else preset
-    return copy.deepcopy(study_presets()[FAMILY[dataset]][name])
+    name = registry.get(framework).own_preset if preset == "own" else preset
+    return copy.deepcopy(study_presets()[catalog.family(dataset)][name])

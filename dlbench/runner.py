@@ -7,9 +7,7 @@ atomically, so an interrupted point never looks complete.
 
 from __future__ import annotations
 
-import contextlib
 import csv
-import fcntl
 import glob
 import json
 import os
@@ -20,10 +18,12 @@ import sys
 import time
 from pathlib import Path
 
-from dlbench import envinfo, models
+from dlbench import machine, models
 from dlbench.atomic import write_json
-from dlbench.frameworks import base, environment
-from dlbench.monitor import SAMPLE_FIELDS, Monitor, kill_tree
+from dlbench.frameworks import base, registry
+from dlbench.locks import flocked
+from dlbench.monitor import SAMPLE_FIELDS, Monitor
+from dlbench.procs import die_with_parent, kill_tree
 
 REPO = Path(__file__).resolve().parent.parent
 CURVE_FIELDS = ("kind", "iteration", "epoch", "loss", "accuracy", "lr", "train_time_s", "test_time_s", "t")
@@ -47,32 +47,22 @@ def read_events(path: Path) -> list[dict]:
 def trainer_env(point: dict) -> dict[str, str]:
     env = dict(os.environ)
     env.update(base.thread_env(point["threads"]))
-    env.update(environment(point["framework"], point))
+    env.update(registry.get(point["framework"]).environment(point))
     env["PYTHONPATH"] = os.pathsep.join([str(REPO), env.get("PYTHONPATH", "")]).rstrip(os.pathsep)
     env["PYTHONUNBUFFERED"] = "1"
     env.pop("PYTHONHOME", None)
     return env
 
 
-@contextlib.contextmanager
-def measurement_lock(path: str | None):
-    """Hold a node-local flock while measuring: jobs sharing a machine measure one at a time."""
-    if not path:
-        yield 0.0
-        return
-    t0 = time.monotonic()
-    with open(path, "a") as fh:
-        fcntl.flock(fh, fcntl.LOCK_EX)
-        try:
-            yield time.monotonic() - t0
-        finally:
-            fcntl.flock(fh, fcntl.LOCK_UN)
-
-
 def run_point(point: dict, dataset_dir: str | Path, out_dir: str | Path, *, measure_lock: str | None = None,
               **kw) -> dict:
-    """Train one point (see _run_point), holding the node's measurement lock if one is given."""
-    with measurement_lock(measure_lock) as waited:
+    """Train one point (see _run_point), holding the node's measurement lock if one is given.
+
+    The lock is node-local: jobs sharing a machine (cluster jobs, grouped points) measure one at a time.
+    """
+    if not measure_lock:
+        return _run_point(point, dataset_dir, out_dir, **kw)
+    with flocked(measure_lock) as waited:
         return _run_point(point, dataset_dir, out_dir, lock_wait_s=waited, **kw)
 
 
@@ -106,7 +96,7 @@ def _run_point(point: dict, dataset_dir: str | Path, out_dir: str | Path, *, pyt
             proc = subprocess.Popen([python or sys.executable, "-m", "dlbench.trainer", str(work / "point.json"),
                                      str(dataset_dir), str(events_path)], stdout=log, stderr=subprocess.STDOUT,
                                     env=trainer_env(point), cwd=REPO, start_new_session=True,
-                                    preexec_fn=_die_with_parent)
+                                    preexec_fn=die_with_parent)
             mon = Monitor(proc.pid, interval_s, gpu_index, memory_limit_mb)
             if monitor_enabled or memory_limit_mb:
                 mon.start()
@@ -157,17 +147,7 @@ def _run_point(point: dict, dataset_dir: str | Path, out_dir: str | Path, *, pyt
 
 def gpu_visible() -> bool:
     """Whether this machine shows any NVIDIA GPU (device files or NVML); a pinned job sees its own."""
-    return bool(glob.glob("/dev/nvidia[0-9]*")) or bool(envinfo.gpus())
-
-
-def _die_with_parent() -> None:
-    """In the trainer, before exec: be killed if the runner dies (a node failure must not leave orphans)."""
-    try:
-        import ctypes
-
-        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
-    except OSError:
-        pass
+    return bool(glob.glob("/dev/nvidia[0-9]*")) or bool(machine.gpus())
 
 
 def _tail(path: Path, lines: int = 30) -> str:
@@ -267,7 +247,7 @@ def build_record(point: dict, events: list[dict], mon: Monitor, returncode: int,
                  cancelled: bool = False) -> dict:
     status, reason = status_of(events, returncode, timed_out=timed_out, over_memory=mon.over_memory,
                                cancelled=cancelled)
-    info = next((e for e in events if e["e"] == "info"), {})
+    info = merged_info(events)
     result = next((e for e in events if e["e"] == "result"), {})
     plan = next((e for e in events if e["e"] == "plan"), {})
     spans = phases(events)
@@ -312,11 +292,22 @@ def build_record(point: dict, events: list[dict], mon: Monitor, returncode: int,
     record["dataset_digest"] = next((e.get("digest") for e in events if e["e"] == "data"), None)
     record["time_limit_s"] = time_limit_s
     record["memory_limit_mb"] = memory_limit_mb
-    record.update(envinfo.host())
+    record.update(machine.host())
     if status != "ok":
         tb = next((e["text"] for e in events if e["e"] == "traceback"), "")
         record["log_tail"] = (tb + "\n" + log_tail)[-3000:]
     return record
+
+
+def merged_info(events: list[dict]) -> dict:
+    """The trainer's `info` events as one: a later one adds to an earlier one (its `build` too)."""
+    info: dict = {}
+    for e in events:
+        if e["e"] == "info":
+            build = {**info.get("build", {}), **e.get("build", {})}
+            info.update(e)
+            info["build"] = build
+    return info
 
 
 def _input_shape(point: dict) -> tuple[int, int, int]:

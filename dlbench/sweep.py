@@ -139,6 +139,19 @@ def _point(dataset, framework, preset_name, s, run_axes, repeat, cfg, scale) -> 
     }
 
 
+def one_point(framework: str, preset: str = "caffe", dataset: str = "digits", **sweep_values) -> dict:
+    """The single point of a one-framework study: `preset` on `dataset`, each sweep value fixed.
+
+    The point exactly as the workflow expands it (validated config, same id), for running one by hand.
+    """
+    from dlbench import config
+
+    cfg = config.validate({"datasets": [dataset], "frameworks": [framework], "preset": [preset],
+                           "sweep": {k: [v] for k, v in sweep_values.items()}})
+    (point,) = expand(cfg)
+    return point
+
+
 def total_iterations(point: dict, train_size: int) -> int:
     """Iterations a point trains for, given the training-set size after any subset."""
     if point.get("iterations"):

@@ -1,20 +1,14 @@
-"""Shared fixtures: the prepared datasets, the framework environments, one-point training."""
+"""Shared fixtures: the prepared digits, the framework environments, one-point training."""
 
 from __future__ import annotations
 
-import os
-import sys
 from pathlib import Path
 
 import pytest
 
-REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO))
-
-from dlbench import config, envs, runner, sweep  # noqa: E402
-from dlbench.datasets import prepare  # noqa: E402
-
-FASHION_DIR = Path("/usr/share/datasets/fashion-mnist")
+from dlbench import envs, runner
+from dlbench.datasets import prepare
+from dlbench.sweep import one_point
 
 
 def pytest_configure(config):
@@ -48,19 +42,12 @@ def env_python():
     return get
 
 
-def make_point(framework: str, preset: str = "caffe", dataset: str = "digits", **sweep_values) -> dict:
-    sweep_cfg = {k: [v] for k, v in sweep_values.items()}
-    cfg = config.validate({"datasets": [dataset], "frameworks": [framework], "preset": [preset], "sweep": sweep_cfg})
-    (point,) = sweep.expand(cfg)
-    return point
-
-
 @pytest.fixture
 def train(env_python, digits_dir, tmp_path):
     """Train one point for real and return its record."""
 
     def run(framework: str, preset: str = "caffe", *, dataset_dir: Path | None = None, runner_kw=None, **sweep_values):
-        point = make_point(framework, preset, **sweep_values)
+        point = one_point(framework, preset, **sweep_values)
         out = tmp_path / framework / point["id"]
         record = runner.run_point(point, dataset_dir or digits_dir, out, python=env_python(framework),
                                   **(runner_kw or {}))
@@ -68,10 +55,3 @@ def train(env_python, digits_dir, tmp_path):
         return record
 
     return run
-
-
-def have_fashion() -> bool:
-    return (FASHION_DIR / "train-images-idx3-ubyte.gz").exists()
-
-
-os.environ.setdefault("DLBENCH_TESTING", "1")

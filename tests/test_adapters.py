@@ -4,9 +4,10 @@ import json
 import subprocess
 
 import pytest
-from conftest import REPO, make_point
 
 from dlbench import models
+from dlbench.paths import ROOT as REPO
+from dlbench.sweep import one_point
 
 FRAMEWORKS = ["pytorch", "tensorflow"]
 
@@ -86,7 +87,7 @@ def test_built_networks_have_the_parameters_of_the_spec(env_python, framework):
 
 
 def test_point_records_carry_every_parameter():
-    p = make_point("pytorch", "tensorflow", batch_size=16)
+    p = one_point("pytorch", "tensorflow", batch_size=16)
     assert p["network"] == "mnist_deep" and p["optimizer"] == "adam" and p["batch_size"] == 16
     assert p["layers"][-1] == {"type": "dense", "units": 10}
 
@@ -95,7 +96,7 @@ def test_point_records_carry_every_parameter():
 @pytest.mark.parametrize("framework", [*FRAMEWORKS, "theano"])
 def test_the_adapter_itself_refuses_a_gpu_it_cannot_use(env_python, digits_dir, tmp_path, framework):
     """Past the runner's machine-wide check (a GPU node whose framework build has no CUDA, say)."""
-    point = make_point(framework, "caffe", iterations=5, device="gpu")
+    point = one_point(framework, "caffe", iterations=5, device="gpu")
     (tmp_path / "point.json").write_text(json.dumps(point))
     env = {"PYTHONPATH": str(REPO), "PATH": "/usr/bin:/bin", "CUDA_VISIBLE_DEVICES": ""}
     proc = subprocess.run([env_python(framework), "-m", "dlbench.trainer", str(tmp_path / "point.json"),

@@ -18,11 +18,12 @@ from pathlib import Path
 import h5py
 import numpy as np
 import pytest
-from conftest import REPO, make_point
 
 from dlbench import models, runner
 from dlbench.frameworks import base, caffe_data, caffe_log
-from dlbench.sandbox import copy_workflow
+from dlbench.paths import ROOT as REPO
+from dlbench.sweep import one_point
+from dlbench.testing.sandbox import copy_workflow
 
 # ------------------------------------------------------------------------------------------- the parser
 
@@ -167,14 +168,14 @@ def test_lr_policies_become_caffes(policy, lines):
 
 def test_the_solver_has_the_plans_length_tests_and_seed():
     caffe = caffe_adapter()
-    p = make_point("caffe", "caffe", epochs=10, batch_size=64)
+    p = one_point("caffe", "caffe", epochs=10, batch_size=64)
     plan = base.Plan.of(p, 1438)
     text = caffe.solver_prototxt(p, plan, "/w/net.prototxt", 359, "/w/final")
     assert "max_iter: 230\n" in text and "test_iter: 4\n" in text and "test_interval: 230\n" in text
     assert "display: 2\n" in text and "average_loss: 2\n" in text and "snapshot_after_train: false" in text
     assert "test_initialization: false" in text and "solver_mode: CPU" in text and "random_seed: 1\n" in text
     assert 'type: "SGD"' in text and "momentum: 0.9" in text and "weight_decay: 0.0005" in text
-    adam = make_point("caffe", "tensorflow", iterations=40)
+    adam = one_point("caffe", "tensorflow", iterations=40)
     plan = base.Plan.of(adam, 1438)
     text = caffe.solver_prototxt(adam, plan, "/w/net.prototxt", 359, "/w/final")
     assert 'type: "Adam"' in text and "momentum: 0.9" in text and "momentum2: 0.999" in text
@@ -183,8 +184,8 @@ def test_the_solver_has_the_plans_length_tests_and_seed():
 
 
 def test_the_data_key_depends_on_input_handling_only():
-    a = make_point("caffe", "caffe", epochs=1)
-    b = make_point("caffe", "caffe", epochs=2, learning_rate=0.5)
+    a = one_point("caffe", "caffe", epochs=1)
+    b = one_point("caffe", "caffe", epochs=2, learning_rate=0.5)
     assert caffe_data.input_key(a["input"]) == caffe_data.input_key(b["input"])
     a2 = dict(a, seed=7)
     assert caffe_data.input_key(a2["input"]) == caffe_data.input_key(a["input"])
@@ -194,7 +195,7 @@ def test_the_data_key_depends_on_input_handling_only():
 
 
 def test_the_hdf5_files_hold_what_the_other_frameworks_get(digits_dir, tmp_path):
-    point = make_point("caffe", "caffe", epochs=1)
+    point = one_point("caffe", "caffe", epochs=1)
     out = tmp_path / "caffe" / "digits" / caffe_data.input_key(point["input"])
     meta = caffe_data.prepare(digits_dir, point["input"], out)
     inputs = base.load_inputs(digits_dir, point)
@@ -235,7 +236,7 @@ def caffe_python(env_python):
 
 @pytest.fixture(scope="module")
 def lenet_10_epochs(caffe_python, digits_dir, tmp_path_factory):
-    point = make_point("caffe", "caffe", epochs=10, batch_size=64, threads=2)
+    point = one_point("caffe", "caffe", epochs=10, batch_size=64, threads=2)
     return run_caffe(point, digits_dir, tmp_path_factory.mktemp("caffe") / point["id"], caffe_python)
 
 
@@ -288,7 +289,7 @@ def test_the_parser_reads_what_caffe_wrote(lenet_10_epochs):
 
 @slow
 def test_an_invalid_net_ends_as_an_error_quoting_the_f_line(caffe_python, digits_dir, tmp_path):
-    point = make_point("caffe", "caffe", iterations=10)
+    point = one_point("caffe", "caffe", iterations=10)
     point["layers"].insert(2, models.lrn(4, 1e-4, 0.75))  # Caffe's LRN takes odd sizes only
     point["id"] += "-badlrn"
     r = run_caffe(point, digits_dir, tmp_path / point["id"], caffe_python)
@@ -304,7 +305,7 @@ def test_an_invalid_net_ends_as_an_error_quoting_the_f_line(caffe_python, digits
 def test_a_broken_hdf5_file_ends_as_an_error_and_a_stale_list_is_replaced(caffe_python, digits_dir, tmp_path):
     ds = tmp_path / "datasets" / "digits"
     shutil.copytree(digits_dir, ds)
-    point = make_point("caffe", "caffe", iterations=10)
+    point = one_point("caffe", "caffe", iterations=10)
     folder = caffe_data.data_dir(ds, point["input"])
     caffe_data.prepare(ds, point["input"], folder)
     # a list naming another place (the folder was moved): the adapter lists the files itself
@@ -320,7 +321,7 @@ def test_a_broken_hdf5_file_ends_as_an_error_and_a_stale_list_is_replaced(caffe_
 
 @slow
 def test_a_huge_learning_rate_diverges_and_stops_early(caffe_python, digits_dir, tmp_path):
-    point = make_point("caffe", "caffe", iterations=400, learning_rate=1000.0, threads=1)
+    point = one_point("caffe", "caffe", iterations=400, learning_rate=1000.0, threads=1)
     r = run_caffe(point, digits_dir, tmp_path / "div", caffe_python)
     assert r["status"] == "diverged", r.get("log_tail")
     assert r["diverged_at_iteration"] is not None and r["diverged_at_iteration"] < 400
@@ -331,7 +332,7 @@ def test_a_huge_learning_rate_diverges_and_stops_early(caffe_python, digits_dir,
 
 @slow
 def test_gpu_point_on_a_cpu_only_build_is_unavailable(caffe_python, digits_dir, tmp_path):
-    point = make_point("caffe", "caffe", iterations=5, device="gpu")
+    point = one_point("caffe", "caffe", iterations=5, device="gpu")
     r = run_caffe(point, digits_dir, tmp_path / "gpu", caffe_python)
     assert r["status"] == "unavailable"
     assert "GPU" in r["reason"] and r["iterations_done"] == 0
@@ -349,7 +350,7 @@ def test_gpu_point_on_a_cpu_only_build_is_unavailable(caffe_python, digits_dir, 
 @slow
 def test_interval_tests_and_a_final_test_by_caffe_test(caffe_python, digits_dir, tmp_path):
     """40 iterations, a test every epoch (29): Caffe's solver tests at 29; `caffe test` makes the final one."""
-    point = make_point("caffe", "tensorflow", iterations=40, threads=2)
+    point = one_point("caffe", "tensorflow", iterations=40, threads=2)
     r = run_caffe(point, digits_dir, tmp_path / "tf", caffe_python)
     assert r["status"] == "ok", r.get("log_tail")
     assert r["network"] == "mnist_deep" and r["optimizer"] == "adam"
@@ -359,7 +360,7 @@ def test_interval_tests_and_a_final_test_by_caffe_test(caffe_python, digits_dir,
     assert r["accuracy"] == tests[1]["accuracy"] and r["test_time_s"] == tests[1]["test_time_s"]
     assert "Running for 4 iterations." in (r["_out"] / "trainer.log").read_text()
     # divisible: the solver's own final test
-    point = make_point("caffe", "caffe", iterations=46, threads=1)
+    point = one_point("caffe", "caffe", iterations=46, threads=1)
     point["test_interval"] = 23
     r = run_caffe(point, digits_dir, tmp_path / "c", caffe_python)
     assert r["status"] == "ok", r.get("log_tail")
@@ -370,7 +371,7 @@ def test_interval_tests_and_a_final_test_by_caffe_test(caffe_python, digits_dir,
 
 @slow
 def test_an_augmenting_input_is_one_view_and_the_record_says_so(caffe_python, digits_dir, tmp_path):
-    point = make_point("caffe", "caffe", iterations=20)
+    point = one_point("caffe", "caffe", iterations=20)
     point["input"] = {"scale": 1 / 255, "crop": 24, "flip": True}  # LeNet fits 24x24 crops too
     point["id"] += "-crop24"
     r = run_caffe(point, digits_dir, tmp_path / "aug", caffe_python)
@@ -407,7 +408,7 @@ def test_built_networks_have_the_parameters_of_the_spec(caffe_python):
 def test_caffe_pytorch_and_tensorflow_give_rows_with_the_same_columns(env_python, digits_dir, tmp_path):
     records = {}
     for fw in ("caffe", "pytorch", "tensorflow"):
-        point = make_point(fw, "caffe", iterations=20, batch_size=64, threads=1)
+        point = one_point(fw, "caffe", iterations=20, batch_size=64, threads=1)
         records[fw] = runner.run_point(point, digits_dir, tmp_path / fw, python=env_python(fw))
         assert records[fw]["status"] == "ok", records[fw].get("log_tail")
     keys = {fw: set(r) for fw, r in records.items()}

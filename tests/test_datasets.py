@@ -7,7 +7,6 @@ import tarfile
 
 import numpy as np
 import pytest
-from conftest import FASHION_DIR, have_fashion
 
 from dlbench.datasets import catalog, cifar, digits, idx, prepare, store
 
@@ -41,7 +40,8 @@ def test_idx_rejects_bad_magic_and_truncation(tmp_path):
         idx.parse(good[:-3])
 
 
-@pytest.mark.skipif(not have_fashion(), reason="Debian's dataset-fashion-mnist is not installed")
+@pytest.mark.skipif(catalog.system_copy("fashion_mnist") is None,
+                    reason="Debian's dataset-fashion-mnist is not installed")
 def test_real_fashion_mnist(tmp_path):
     meta = prepare.prepare("fashion_mnist", tmp_path / "fm")
     assert (meta["train_count"], meta["test_count"], meta["classes"]) == (60000, 10000, 10)
@@ -54,7 +54,7 @@ def test_real_fashion_mnist(tmp_path):
     for checked in meta["files"]:
         expected = catalog.SOURCES["fashion_mnist"]["files"][checked["file"]]["raw_sha256"]
         assert checked["raw_sha256"] == expected
-    raw = gzip.open(FASHION_DIR / "t10k-labels-idx1-ubyte.gz").read()
+    raw = gzip.open(catalog.system_copy("fashion_mnist") / "t10k-labels-idx1-ubyte.gz").read()
     assert np.array_equal(idx.parse(raw)[:100], arrays["test_y"][:100])
 
 

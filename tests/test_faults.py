@@ -1,8 +1,8 @@
-"""Every fault ends as data and nothing is lost: each injected for real (see dlbench/faultmatrix.py)."""
+"""Every fault ends as data and nothing is lost: each injected for real (see dlbench/testing/faults.py)."""
 
 import pytest
 
-from dlbench import faultmatrix
+from dlbench.testing import faults as faultmatrix
 
 
 @pytest.fixture(scope="module")

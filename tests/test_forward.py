@@ -1,7 +1,7 @@
 """Every adapter builds the same network from the same spec: one forward pass, same weights, same numbers.
 
 For each network, random canonical weights (xavier-like, so activations stay O(1)) and a fixed
-random batch are drawn here with numpy; dlbench.forward_check runs the pass in each framework's
+random batch are drawn here with numpy; dlbench.testing.forward runs the pass in each framework's
 environment (all networks of a framework in one process, the four frameworks at once), and
 PyTorch's result is the reference.
 
@@ -20,9 +20,10 @@ import subprocess
 
 import numpy as np
 import pytest
-from conftest import REPO
 
 from dlbench import models
+from dlbench.frameworks import registry
+from dlbench.paths import ROOT as REPO
 
 pytestmark = pytest.mark.slow
 
@@ -35,7 +36,7 @@ NETWORKS = {
     "tf_cifar10": (3, 24, 24),
     "torch_cifar10": (3, 32, 32),
 }
-FRAMEWORKS = ("pytorch", "tensorflow", "theano", "caffe")
+FRAMEWORKS = registry.names()
 REFERENCE = "pytorch"
 BATCH = 16
 CLASSES = 10
@@ -62,7 +63,7 @@ def canonical_weights(layers: list[dict], shape: tuple[int, int, int], rng: np.r
 
 @pytest.fixture(scope="module")
 def results(env_python, tmp_path_factory) -> dict:
-    """{framework: {network: forward_check's result}}; each process's output under '_log', the labels under '_y'."""
+    """{framework: {network: the forward pass's result}}; each process's output under '_log', the labels under '_y'."""
     work = tmp_path_factory.mktemp("forward")
     rng = np.random.default_rng(20190521)
     args: dict[str, list[str]] = {fw: [] for fw in FRAMEWORKS}
@@ -80,7 +81,7 @@ def results(env_python, tmp_path_factory) -> dict:
     env = {"PYTHONPATH": str(REPO), "PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": os.environ["HOME"],
            "CUDA_VISIBLE_DEVICES": "", "TF_CPP_MIN_LOG_LEVEL": "2", "OMP_NUM_THREADS": "1",
            "OPENBLAS_NUM_THREADS": "1"}
-    procs = {fw: subprocess.Popen([env_python(fw), "-m", "dlbench.forward_check", fw, *args[fw]], cwd=REPO, env=env,
+    procs = {fw: subprocess.Popen([env_python(fw), "-m", "dlbench.testing.forward", fw, *args[fw]], cwd=REPO, env=env,
                                   stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
              for fw in FRAMEWORKS}
     out: dict = {"_log": {}, "_y": labels}

@@ -17,7 +17,7 @@ import pandas as pd
 import pytest
 
 from dlbench import charts
-from dlbench.sandbox import copy_workflow
+from dlbench.testing.sandbox import copy_workflow
 
 TINY = {
     "datasets": ["digits"],

@@ -12,7 +12,7 @@ import pandas as pd
 import pytest
 
 from dlbench import config, sweep
-from dlbench.sandbox import copy_workflow
+from dlbench.testing.sandbox import copy_workflow
 
 STUDY = {
     "datasets": ["digits"],

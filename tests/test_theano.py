@@ -10,9 +10,9 @@ import threading
 
 import numpy as np
 import pytest
-from conftest import REPO
 
 from dlbench import models, runner
+from dlbench.paths import ROOT as REPO
 
 pytestmark = pytest.mark.slow
 

@@ -2,13 +2,36 @@
 
 from __future__ import annotations
 
-# Geometry (channels, height, width) and classes of each dataset, as prepared.
+from pathlib import Path
+
+# Geometry (channels, height, width) and classes of each dataset, as prepared. `family`: the
+# study's dataset whose example scripts set a point's defaults, and whose published figures
+# it is compared with (digits and Fashion-MNIST have MNIST's geometry and stand in for it).
 INFO: dict[str, dict] = {
-    "digits": {"shape": (1, 28, 28), "classes": 10, "train_count": 1438},
-    "fashion_mnist": {"shape": (1, 28, 28), "classes": 10, "train_count": 60000},
-    "mnist": {"shape": (1, 28, 28), "classes": 10, "train_count": 60000},
-    "cifar10": {"shape": (3, 32, 32), "classes": 10, "train_count": 50000},
+    "digits": {"shape": (1, 28, 28), "classes": 10, "train_count": 1438, "family": "mnist"},
+    "fashion_mnist": {"shape": (1, 28, 28), "classes": 10, "train_count": 60000, "family": "mnist"},
+    "mnist": {"shape": (1, 28, 28), "classes": 10, "train_count": 60000, "family": "mnist"},
+    "cifar10": {"shape": (3, 32, 32), "classes": 10, "train_count": 50000, "family": "cifar10"},
 }
+
+
+def family(dataset: str) -> str:
+    return INFO[dataset]["family"]
+
+
+def members(family_name: str) -> list[str]:
+    """The datasets of a family, the family's own dataset first."""
+    return sorted((d for d, i in INFO.items() if i["family"] == family_name), key=lambda d: (d != family_name, d))
+
+# Debian's package dataset-fashion-mnist: the real Fashion-MNIST, found without a download.
+FASHION_MNIST_SYSTEM_DIR = "/usr/share/datasets/fashion-mnist"
+
+
+def system_copy(dataset: str) -> Path | None:
+    """The folder of a dataset that this machine's packages provide, if it is there."""
+    folder = SOURCES.get(dataset, {}).get("system_dir")
+    return Path(folder) if folder and Path(folder, "train-images-idx3-ubyte.gz").exists() else None
+
 
 IDX_FILES = {
     "train_images": "train-images-idx3-ubyte",
@@ -33,7 +56,7 @@ SOURCES: dict[str, dict] = {
         },
     },
     "fashion_mnist": {
-        "system_dir": "/usr/share/datasets/fashion-mnist",  # Debian: dataset-fashion-mnist
+        "system_dir": FASHION_MNIST_SYSTEM_DIR,
         "mirrors": ["http://fashion-mnist.s3-website.eu-central-1.amazonaws.com/"],
         "files": {
             "train-images-idx3-ubyte.gz": {"raw_sha256": "c59f468a2f672dc815687fe0f83887768d799fd8a3f3276145d20f83aa44d888"},

@@ -4,7 +4,7 @@ Every scenario runs real training (PyTorch on the digits, the cheapest real poin
 and returns a dict with `fault`, `injected`, `survived`, `data_lost` and the
 evidence. The tests assert on these; `bench/faults.py` prints them as a table.
 
-    python -m dlbench.faultmatrix [WORKDIR]
+    python -m dlbench.testing.faults [WORKDIR]
 """
 
 from __future__ import annotations
@@ -22,16 +22,15 @@ from pathlib import Path
 
 import psutil
 
-from dlbench import config, envs, runner, sandbox, sweep
-from dlbench.datasets import prepare
+from dlbench import envs, runner, sweep
+from dlbench.datasets import catalog, prepare
+from dlbench.paths import ROOT as REPO
+from dlbench.testing import sandbox
 
-REPO = Path(__file__).resolve().parent.parent
 
-
-def point(framework: str = "pytorch", **sweep_values) -> dict:
-    cfg = config.validate({"datasets": ["digits"], "frameworks": [framework], "preset": ["caffe"],
-                           "sweep": {k: [v] for k, v in sweep_values.items()}})
-    return sweep.expand(cfg)[0]
+def point(**sweep_values) -> dict:
+    """A PyTorch point on the digits (Caffe's LeNet): the cheapest real training there is."""
+    return sweep.one_point("pytorch", **sweep_values)
 
 
 class Lab:
@@ -150,10 +149,10 @@ def job_cancelled(lab: Lab) -> dict:
 
 def corrupt_dataset(lab: Lab) -> dict:
     """A published file with one flipped byte: refused with both digests, nothing prepared."""
-    src = Path("/usr/share/datasets/fashion-mnist")
+    src = catalog.system_copy("fashion_mnist")
     folder = lab.root / "corrupt-fashion"
     folder.mkdir(exist_ok=True)
-    if src.is_dir():
+    if src is not None:
         for f in src.glob("*.gz"):
             shutil.copy(f, folder / f.name)
         import gzip
@@ -169,7 +168,7 @@ def corrupt_dataset(lab: Lab) -> dict:
         for name in ("train-images-idx3-ubyte", "train-labels-idx1-ubyte", "t10k-images-idx3-ubyte",
                      "t10k-labels-idx1-ubyte"):
             idx.write(folder / f"{name}.gz", [[1]], compress=True)
-    name = "fashion_mnist" if src.is_dir() else "mnist"
+    name = "fashion_mnist" if src is not None else "mnist"
     out = lab.root / "prepared-corrupt"
     try:
         prepare.prepare(name, out, local=str(folder))

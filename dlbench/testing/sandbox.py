@@ -9,8 +9,9 @@ from pathlib import Path
 
 import yaml
 
-REPO = Path(__file__).resolve().parent.parent
-WORKFLOW_FILES = ["Snakefile", "rules", "dlbench", "config", "envs", "profiles", "report"]
+from dlbench.paths import ROOT as REPO
+
+WORKFLOW_FILES = ["Snakefile", "rules", "workflow", "dlbench", "config", "envs", "profiles", "report"]
 
 
 def copy_workflow(dest: str | Path, study: dict | None = None, config_name: str = "study.yaml") -> Path:

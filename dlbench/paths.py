@@ -1,0 +1,20 @@
+"""Where dlbench's own files and its caches live: one home for each path.
+
+Standard library only: the trainer imports it inside framework environments.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+PACKAGE = Path(__file__).resolve().parent
+# The folder holding the package: in a checkout, the workflow itself (Snakefile, envs/, config/).
+ROOT = PACKAGE.parent
+ENVS = ROOT / "envs"
+SCHEMA = ROOT / "config" / "schema.yaml"
+
+
+def cache_root() -> Path:
+    """Where framework environments and compile caches are kept, shared by every clone: $DLBENCH_CACHE."""
+    return Path(os.environ.get("DLBENCH_CACHE") or Path.home() / ".cache" / "dlbench").expanduser()

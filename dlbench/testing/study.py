@@ -1,0 +1,86 @@
+"""A small hand-made study (runs, curves and samples tables) with every axis varied and failures of
+several kinds: what the chart, table and findings tests compute on, without training anything."""
+
+from __future__ import annotations
+
+import itertools
+import math
+
+import numpy as np
+import pandas as pd
+
+# The study's four frameworks with a base training time each (Caffe fastest, Theano slowest, as published).
+BASE_TIME = {"pytorch": 2.0, "tensorflow": 3.0, "caffe": 1.0, "theano": 5.0}
+FRAMEWORKS = list(BASE_TIME)
+
+
+def make_runs() -> pd.DataFrame:
+    """A small study with every axis varied and failures of several kinds."""
+    rows = []
+    grid = itertools.product(FRAMEWORKS, ["digits", "cifar10"], ["own", "caffe"], [32, 128], [0.01, 0.1], [2, 8],
+                             ["cpu", "gpu"], [1, 4])
+    for i, (fw, ds, preset, bs, lr, ep, dev, th) in enumerate(grid):
+        t = BASE_TIME[fw] * ep * (1 + 32 / bs) / th ** 0.6
+        t *= (0.1 if dev == "gpu" else 1) * (3 if ds == "cifar10" else 1)
+        acc = min(0.995, 0.80 + 0.04 * math.log2(ep) - 0.03 * (bs == 128) + 0.02 * (lr == 0.01)
+                  + 0.01 * (preset == "own") - 0.1 * (ds == "cifar10"))
+        status, reason = "ok", None
+        if fw == "theano" and lr == 0.1 and bs == 32:
+            status, reason = "diverged", "loss became nan at iteration 7"
+        elif fw == "caffe" and dev == "gpu" and th == 4 and ds == "cifar10":
+            status, reason = "oom", "resident memory over the 1000 MB limit"
+        elif fw == "tensorflow" and ep == 8 and bs == 128 and lr == 0.01 and ds == "digits" and dev == "cpu":
+            status, reason = "timeout", "over the 60 s limit"
+        elif fw == "pytorch" and i % 37 == 0:
+            status, reason = "error", "the trainer exited with code 1"
+        ok = status == "ok"
+        rows.append({
+            "run_id": f"{fw}-{ds}-{preset}-bs{bs}-lr{lr}-e{ep}-{dev}-t{th}", "framework": fw, "dataset": ds,
+            "preset": preset, "network": "lenet", "optimizer": "sgd", "learning_rate": lr, "batch_size": bs,
+            "iterations": ep * 1000 // bs if ok else np.nan, "iterations_planned": ep * 1000 // bs, "epochs": ep,
+            "device": dev, "threads": th, "library": "default", "repeat": 0, "seed": 1, "status": status,
+            "reason": reason, "train_time_s": t if ok else np.nan, "test_time_s": t / 20 if ok else np.nan,
+            "accuracy": acc if ok else np.nan, "final_loss": 0.1, "throughput_img_s": 1000 / t,
+            "cpu_util_mean_pct": 80.0 * th + bs / 10, "rss_peak_mb": 300 + bs + 100 * (ds == "cifar10"),
+            "rss_mean_mb": 250 + bs / 2, "gpu_util_mean_pct": 60.0 if dev == "gpu" else np.nan,
+            "threads_in_effect": th, "framework_version": "1.0", "log_tail": "x" * 500,
+        })
+    return pd.DataFrame(rows)
+
+
+def make_curves(runs: pd.DataFrame) -> pd.DataFrame:
+    rows = []
+    for r in runs[runs.status == "ok"].itertuples():
+        for k in (1, 2, 3):
+            rows.append({"run_id": r.run_id, "framework": r.framework, "dataset": r.dataset, "kind": "test",
+                         "iteration": k * 10, "epoch": np.nan, "loss": 1 / k, "accuracy": r.accuracy - 0.1 / k,
+                         "lr": r.learning_rate, "train_time_s": r.train_time_s * k / 3, "test_time_s": 0.1})
+            rows.append({"run_id": r.run_id, "framework": r.framework, "dataset": r.dataset, "kind": "train",
+                         "iteration": k * 10, "epoch": k / 3, "loss": 1.2 / k, "accuracy": np.nan,
+                         "lr": r.learning_rate, "train_time_s": r.train_time_s * k / 3, "test_time_s": np.nan})
+    return pd.DataFrame(rows)
+
+
+def make_samples(runs: pd.DataFrame) -> pd.DataFrame:
+    rows = []
+    phases = [(0.0, "startup"), (0.5, "import"), (1.5, "data_load"), (2.0, "build"), (2.5, "train"),
+              (5.0, "test"), (5.5, "other")]
+    for r in runs.itertuples():
+        for t in np.arange(0.1, 6.0, 0.25):
+            phase = [p for start, p in phases if t >= start][-1]
+            gpu = r.device == "gpu"
+            rows.append({"run_id": r.run_id, "framework": r.framework, "dataset": r.dataset, "phase": phase,
+                         "t": round(float(t), 3), "cpu_pct": 100 + 50 * (phase == "train"), "rss_mb": 100 + 40 * t,
+                         "threads": 4, "processes": 1, "gpu_util_pct": 70.0 if gpu and phase == "train" else
+                         (5.0 if gpu else np.nan), "gpu_mem_mb": 500.0 if gpu else np.nan})
+    return pd.DataFrame(rows)
+
+
+def small_runs() -> pd.DataFrame:
+    return pd.DataFrame({"run_id": ["a", "b"], "framework": ["pytorch", "tensorflow"], "dataset": ["digits"] * 2,
+                         "preset": ["caffe"] * 2, "batch_size": [32, 32], "learning_rate": [0.01, 0.01],
+                         "iterations": [30, np.nan], "epochs": [np.nan, np.nan], "device": ["cpu"] * 2,
+                         "threads": [1, 1], "status": ["ok", "error"], "reason": [None, "crash"],
+                         "train_time_s": [1.0, np.nan], "test_time_s": [0.1, np.nan], "accuracy": [0.9, np.nan],
+                         "cpu_util_mean_pct": [100.0, 90.0], "rss_peak_mb": [300.0, 310.0],
+                         "rss_mean_mb": [250.0, 255.0]})
