@@ -28,8 +28,8 @@ def main(argv: list[str]) -> int:
     reporter.emit("process_start", pid_started_at=started)
     try:
         with reporter.phase("import"):
-            adapter = importlib.import_module(f"dlbench.frameworks.{point['framework']}")
-        result = adapter.run(point, dataset_dir, reporter)
+            adapter = importlib.import_module(f"dlbench.frameworks.{point['framework']}").ADAPTER
+        result = adapter(point, dataset_dir, reporter).run()
         reporter.emit("result", **result)
         status, reason = "ok", None
     except Unavailable as exc:

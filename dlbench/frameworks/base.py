@@ -1,11 +1,12 @@
-"""The contract every adapter keeps, and the training loop the Python-driven adapters share.
+"""The contract every framework adapter keeps, and the training loop the Python-driven adapters share.
 
 Runs inside a framework's environment: numpy and the standard library only.
 
-An adapter module exposes `run(point, dataset_dir, reporter) -> dict`. The PyTorch,
-TensorFlow and Theano adapters implement a `Trainer` (build, train_step, evaluate) and
-hand it to `drive`, so that the loop, the clocks, the learning-rate schedule, the batch
-order and the divergence check are the same code for all of them.
+Every adapter is an `Adapter` (one contract: prepare, load, info, train, forward) and
+`Adapter.run` drives it the same way for every framework, so the plan, the events and the
+result record are made in one place. The PyTorch, TensorFlow and Theano adapters are
+`SteppedAdapter`s (build, train_step, take_loss, evaluate): the training loop, the clocks,
+the learning-rate schedule, the batch order and the divergence check are shared code.
 """
 
 from __future__ import annotations
@@ -15,7 +16,8 @@ import json
 import math
 import os
 import time
-from dataclasses import dataclass
+from abc import ABC, abstractmethod
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -121,15 +123,6 @@ def load_inputs(dataset_dir: str | os.PathLike, point: dict) -> Inputs:
     return Inputs(train_x, train_y, test_x, test_y, int(meta["classes"]), meta["digest"], augmenter)
 
 
-def read_inputs(dataset_dir: str | os.PathLike, point: dict, reporter: Reporter) -> Inputs:
-    """load_inputs as the trainer's `data_load` phase, reporting what was loaded."""
-    with reporter.phase("data_load"):
-        inputs = load_inputs(dataset_dir, point)
-    reporter.emit("data", digest=inputs.digest, train_samples=len(inputs.train_y),
-                  test_samples=len(inputs.test_y), input_shape=list(inputs.shape))
-    return inputs
-
-
 @dataclass
 class Plan:
     """How long a point trains and when it reports, in iterations."""
@@ -164,114 +157,246 @@ def batch_order(n: int, batch_size: int, seed: int):
         pending = pending[batch_size:]
 
 
-def test_batches(n: int, batch_size: int):
-    for start in range(0, n, batch_size):
-        yield start, min(n, start + batch_size)
+@dataclass
+class Loaded:
+    """What an adapter's load() read: sizes, digest and shape, plus anything it wants in the `data` event."""
+
+    train_samples: int
+    test_samples: int
+    digest: str
+    input_shape: list[int]
+    extra: dict = field(default_factory=dict)
 
 
-class Trainer:
-    """What a Python-driven adapter implements; `drive` calls it."""
+@dataclass
+class Outcome:
+    """What an adapter's train() measured: clocks (seconds) and the final test on the whole test split."""
 
-    def info(self) -> dict:  # framework, version, build, threads in effect, device
-        raise NotImplementedError
-
-    def build(self) -> None:  # the model, its weights and the optimizer
-        raise NotImplementedError
-
-    def compile(self) -> None:  # tracing / compiling / warm-up that is not training
-        pass
-
-    def train_step(self, batch: np.ndarray, lr: float) -> None:  # one update on these indices
-        raise NotImplementedError
-
-    def take_loss(self) -> float:  # mean training loss since the last call; synchronises
-        raise NotImplementedError
-
-    def evaluate(self) -> tuple[float, float]:  # (accuracy, mean loss) on the whole test split
-        raise NotImplementedError
-
-    def sync(self) -> None:  # wait for queued device work before a clock is read
-        pass
-
-    def set_train_data(self, x: np.ndarray) -> None:  # a new augmented view of the training images
-        raise NotImplementedError(f"{type(self).__name__} does not take augmented data")
+    train_time_s: float
+    test_time_s: float
+    accuracy: float
+    test_loss: float
+    final_loss: float
+    interval_test_time_s: float = 0.0
+    augment_time_s: float = 0.0
 
 
-def drive(trainer: Trainer, point: dict, inputs: Inputs, reporter: Reporter) -> dict:
-    """The common loop: same schedule, batch order, clocks and checks for every adapter."""
-    plan = Plan.of(point, len(inputs.train_y))
-    reporter.emit("plan", total_iterations=plan.total_iterations, steps_per_epoch=plan.steps_per_epoch,
-                  test_every=plan.test_every, display_every=plan.display_every,
-                  train_samples=len(inputs.train_y), test_samples=len(inputs.test_y))
-    reporter.emit("info", **trainer.info())
-    with reporter.phase("build"):
-        trainer.build()
-    with reporter.phase("compile"):
-        trainer.compile()
-    order = batch_order(len(inputs.train_y), point["batch_size"], point["seed"])
-    train_s = interval_test_s = augment_s = 0.0
-    last_loss = float("nan")
-    reporter.emit("phase_start", name="train")
-    seg_start = last_report = time.perf_counter()
-    for it in range(plan.total_iterations):
-        if inputs.augmenter is not None and it and it % plan.steps_per_epoch == 0:
-            # A fresh augmented view per epoch; its cost is reported apart, as an input pipeline's would be.
-            trainer.sync()
-            train_s += time.perf_counter() - seg_start
-            t0 = time.perf_counter()
-            trainer.set_train_data(inputs.augmenter())
-            augment_s += time.perf_counter() - t0
-            seg_start = time.perf_counter()
-        lr = lr_policies.rate(plan.lr_policy, point["learning_rate"], it)
-        trainer.train_step(next(order), lr)
-        done = it + 1
-        # Report every display interval, and at least every PROGRESS_EVERY_S on slow points,
-        # so a point cut short (timeout, kill) still shows how far it got.
-        if (done % plan.display_every == 0 or done == plan.total_iterations
-                or time.perf_counter() - last_report >= PROGRESS_EVERY_S):
-            last_report = time.perf_counter()
-            last_loss = trainer.take_loss()
-            reporter.emit("step", iteration=done, epoch=done / plan.steps_per_epoch, loss=last_loss, lr=lr,
-                          train_time_s=train_s + time.perf_counter() - seg_start)
-            if not math.isfinite(last_loss):
-                raise Diverged(done, last_loss)
-        if plan.test_every and done % plan.test_every == 0 and done < plan.total_iterations:
-            trainer.sync()
-            train_s += time.perf_counter() - seg_start
-            t0 = time.perf_counter()
-            acc, loss = trainer.evaluate()
-            took = time.perf_counter() - t0
-            interval_test_s += took
-            reporter.emit("test", iteration=done, epoch=done / plan.steps_per_epoch, accuracy=acc, loss=loss,
-                          test_time_s=took, train_time_s=train_s)
-            seg_start = time.perf_counter()
-    trainer.sync()
-    train_s += time.perf_counter() - seg_start
-    reporter.emit("phase_end", name="train", duration_s=train_s)
-    with reporter.phase("test"):
-        t0 = time.perf_counter()
-        acc, test_loss = trainer.evaluate()
-        trainer.sync()
-        test_s = time.perf_counter() - t0
-    reporter.emit("test", iteration=plan.total_iterations, epoch=plan.total_iterations / plan.steps_per_epoch,
-                  accuracy=acc, loss=test_loss, test_time_s=test_s, train_time_s=train_s)
+def result(point: dict, plan: Plan, loaded: Loaded, outcome: Outcome) -> dict:
+    """The trainer's `result` event: the one place its fields are made, for every adapter."""
     images = plan.total_iterations * point["batch_size"]
+    train_s, test_s = outcome.train_time_s, outcome.test_time_s
     return {
         "train_time_s": train_s,
         "test_time_s": test_s,
-        "interval_test_time_s": interval_test_s,
-        "augment_time_s": augment_s,
-        "accuracy": acc,
-        "test_loss": test_loss,
-        "final_loss": last_loss,
+        "interval_test_time_s": outcome.interval_test_time_s,
+        "augment_time_s": outcome.augment_time_s,
+        "accuracy": outcome.accuracy,
+        "test_loss": outcome.test_loss,
+        "final_loss": outcome.final_loss,
         "iterations": plan.total_iterations,
         "epochs_trained": plan.total_iterations / plan.steps_per_epoch,
         "images_trained": images,
-        "throughput_img_s": images / train_s if train_s > 0 else None,
-        "test_throughput_img_s": len(inputs.test_y) / test_s if test_s > 0 else None,
-        "train_samples": len(inputs.train_y),
-        "test_samples": len(inputs.test_y),
+        "throughput_img_s": images / train_s if train_s else None,
+        "test_throughput_img_s": loaded.test_samples / test_s if test_s else None,
+        "train_samples": loaded.train_samples,
+        "test_samples": loaded.test_samples,
     }
+
+
+class Adapter(ABC):
+    """One framework's way to train one point; the trainer process calls `run()`, which calls the rest.
+
+    Each adapter module names its class ADAPTER. `run()` is the same for every framework:
+    prepare() (before any data are read) -> load() (the `data_load` phase and the `data`
+    event) -> the Plan (`plan` event) -> info() (`info` event) -> train(plan) -> result().
+    train() emits the phases `build`, `compile`, `train` and `test`, a `step` event per
+    display interval and a `test` event per test, the last one the final test.
+    """
+
+    def __init__(self, point: dict, dataset_dir: str | os.PathLike, reporter: Reporter):
+        self.point = point
+        self.dataset_dir = Path(dataset_dir)
+        self.reporter = reporter
+
+    def prepare(self) -> None:  # noqa: B027 (an optional hook)
+        """Configure the framework for the point (threads, seed, device, library) and refuse, by raising
+        Unavailable, a point it cannot run here; called before any data are read."""
+
+    @abstractmethod
+    def load(self) -> Loaded:
+        """Read the point's data, after its input handling; the sizes and digest of what was read."""
+
+    @abstractmethod
+    def info(self) -> dict:
+        """What the framework says of itself: framework, framework_version, numpy_version, blas, build
+        (BLAS, oneDNN, CUDA, ...), threads_in_effect, library_in_effect, device_name."""
+
+    @abstractmethod
+    def train(self, plan: Plan) -> Outcome:
+        """Build the network of point["layers"] with its initial weights, train it for plan.total_iterations
+        with the point's optimizer and learning-rate policy, test it every plan.test_every iterations and
+        at the end on the whole test split, and report as it goes (see the class docstring)."""
+
+    @staticmethod
+    @abstractmethod
+    def forward(layers: list[dict], weights: list[tuple[np.ndarray, np.ndarray]], x: np.ndarray,
+                y: np.ndarray) -> tuple[np.ndarray, float]:
+        """The network of `layers` as this adapter builds it, with the given canonical weights (conv W (out,
+        in, kh, kw) applied as a cross-correlation, dense W (out, in) on the input flattened in C, H, W
+        order; one (W, b) per conv and dense layer), run in inference mode on x (N, C, H, W): the logits
+        and the mean softmax cross-entropy against y. It shows that every framework builds the same network."""
+
+    def close(self) -> None:  # noqa: B027 (an optional hook)
+        """Release what prepare() and load() made (temporary files, child processes)."""
+
+    def run(self) -> dict:
+        try:
+            self.prepare()
+            with self.reporter.phase("data_load"):
+                loaded = self.load()
+            self.reporter.emit("data", digest=loaded.digest, train_samples=loaded.train_samples,
+                               test_samples=loaded.test_samples, input_shape=loaded.input_shape, **loaded.extra)
+            plan = Plan.of(self.point, loaded.train_samples)
+            self.reporter.emit("plan", total_iterations=plan.total_iterations, steps_per_epoch=plan.steps_per_epoch,
+                               test_every=plan.test_every, display_every=plan.display_every,
+                               train_samples=loaded.train_samples, test_samples=loaded.test_samples)
+            self.reporter.emit("info", **self.info())
+            return result(self.point, plan, loaded, self.train(plan))
+        finally:
+            self.close()
+
+
+class Stopwatch:
+    """Training time in segments: stopped while the loop tests or draws new augmented data.
+
+    `sync` waits for queued device work, so that a stop covers the work already launched.
+    """
+
+    def __init__(self, sync):
+        self._sync = sync
+        self.total = 0.0
+        self._since: float | None = None
+
+    def start(self) -> None:
+        self._since = time.perf_counter()
+
+    def stop(self) -> float:
+        """Synchronise, add the running segment; the total so far."""
+        self._sync()
+        if self._since is not None:
+            self.total += time.perf_counter() - self._since
+            self._since = None
+        return self.total
+
+    def read(self) -> float:
+        """The total with the running segment, without synchronising (for progress reports)."""
+        return self.total + (time.perf_counter() - self._since if self._since is not None else 0.0)
+
+    @contextlib.contextmanager
+    def paused(self):
+        """Stopped for the block; yields a span whose `seconds` is the block's own duration once it ends."""
+        self.stop()
+        span = _Span()
+        t0 = time.perf_counter()
+        try:
+            yield span
+        finally:
+            span.seconds = time.perf_counter() - t0
+            self.start()
+
+
+class _Span:
+    seconds = 0.0
+
+
+class SteppedAdapter(Adapter):
+    """An adapter whose training loop runs in Python, one step at a time: PyTorch, TensorFlow, Theano.
+
+    It implements build, train_step, take_loss and evaluate (and compile, sync, set_train_data where
+    the framework needs them); `train` is the loop they share, so that the clocks, the learning-rate
+    schedule, the batch order, the reports and the divergence check are the same code for all of them.
+    """
+
+    inputs: Inputs
+
+    def load(self) -> Loaded:
+        self.inputs = load_inputs(self.dataset_dir, self.point)
+        return Loaded(len(self.inputs.train_y), len(self.inputs.test_y), self.inputs.digest, list(self.inputs.shape))
+
+    @abstractmethod
+    def build(self) -> None:
+        """The model, its initial weights and the optimizer; the data on the device."""
+
+    def compile(self) -> None:
+        """Tracing, compiling or warm-up that is not training (reported as the `compile` phase)."""
+
+    @abstractmethod
+    def train_step(self, batch: np.ndarray, lr: float) -> None:
+        """One update on the training images at these indices, at this learning rate."""
+
+    @abstractmethod
+    def take_loss(self) -> float:
+        """The mean training loss since the last call (synchronises)."""
+
+    @abstractmethod
+    def evaluate(self) -> tuple[float, float]:
+        """(accuracy, mean loss) on the whole test split."""
+
+    def sync(self) -> None:
+        """Wait for queued device work before a clock is read."""
+
+    def set_train_data(self, x: np.ndarray) -> None:
+        """A new augmented view of the training images."""
+        raise NotImplementedError(f"{type(self).__name__} does not take augmented data")
+
+    def train(self, plan: Plan) -> Outcome:
+        point, reporter, inputs = self.point, self.reporter, self.inputs
+        with reporter.phase("build"):
+            self.build()
+        with reporter.phase("compile"):
+            self.compile()
+        order = batch_order(len(inputs.train_y), point["batch_size"], point["seed"])
+        clock = Stopwatch(self.sync)
+        interval_test_s = augment_s = 0.0
+        last_loss = float("nan")
+        reporter.emit("phase_start", name="train")
+        clock.start()
+        last_report = time.perf_counter()
+        for it in range(plan.total_iterations):
+            if inputs.augmenter is not None and it and it % plan.steps_per_epoch == 0:
+                # A fresh augmented view per epoch; its cost is reported apart, as an input pipeline's would be.
+                with clock.paused() as span:
+                    self.set_train_data(inputs.augmenter())
+                augment_s += span.seconds
+            lr = lr_policies.rate(plan.lr_policy, point["learning_rate"], it)
+            self.train_step(next(order), lr)
+            done = it + 1
+            # Report every display interval, and at least every PROGRESS_EVERY_S on slow points,
+            # so a point cut short (timeout, kill) still shows how far it got.
+            if (done % plan.display_every == 0 or done == plan.total_iterations
+                    or time.perf_counter() - last_report >= PROGRESS_EVERY_S):
+                last_report = time.perf_counter()
+                last_loss = self.take_loss()
+                reporter.emit("step", iteration=done, epoch=done / plan.steps_per_epoch, loss=last_loss, lr=lr,
+                              train_time_s=clock.read())
+                if not math.isfinite(last_loss):
+                    raise Diverged(done, last_loss)
+            if plan.test_every and done % plan.test_every == 0 and done < plan.total_iterations:
+                with clock.paused() as span:
+                    acc, loss = self.evaluate()
+                interval_test_s += span.seconds
+                reporter.emit("test", iteration=done, epoch=done / plan.steps_per_epoch, accuracy=acc, loss=loss,
+                              test_time_s=span.seconds, train_time_s=clock.total)
+        train_s = clock.stop()
+        reporter.emit("phase_end", name="train", duration_s=train_s)
+        with reporter.phase("test"):
+            t0 = time.perf_counter()
+            acc, test_loss = self.evaluate()
+            self.sync()
+            test_s = time.perf_counter() - t0
+        reporter.emit("test", iteration=plan.total_iterations, epoch=plan.total_iterations / plan.steps_per_epoch,
+                      accuracy=acc, loss=test_loss, test_time_s=test_s, train_time_s=train_s)
+        return Outcome(train_s, test_s, acc, test_loss, last_loss, interval_test_s, augment_s)
 
 
 def thread_env(threads: int) -> dict[str, str]:
@@ -279,7 +404,3 @@ def thread_env(threads: int) -> dict[str, str]:
     n = str(threads)
     return {"OMP_NUM_THREADS": n, "MKL_NUM_THREADS": n, "OPENBLAS_NUM_THREADS": n,
             "TF_NUM_INTRAOP_THREADS": n, "TF_NUM_INTEROP_THREADS": "1"}
-
-
-def dataset_dir_of(point: dict, root: str | os.PathLike = "resources/datasets") -> Path:
-    return Path(root) / point["dataset"]

@@ -36,6 +36,7 @@ package's (sys.prefix/bin/caffe), else `caffe` on PATH. No pycaffe is needed.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import functools
 import json
 import math
@@ -50,7 +51,8 @@ from pathlib import Path
 
 from dlbench import models
 from dlbench.frameworks import caffe_data, caffe_log
-from dlbench.frameworks.base import Diverged, Plan, Reporter, Unavailable
+from dlbench.frameworks.base import Adapter, Diverged, Loaded, Outcome, Plan, Reporter, Unavailable
+from dlbench.procs import die_with_parent
 
 ACTIVATION_TYPES = {"relu": "ReLU", "tanh": "TanH", "sigmoid": "Sigmoid"}
 LAYER_NAMES = {"conv": "conv", "pool": "pool", "dense": "ip", "relu": "relu", "tanh": "tanh", "sigmoid": "sigmoid",
@@ -255,15 +257,6 @@ def solver_prototxt(point: dict, plan: Plan, net_path: str, test_samples: int | 
 # ---------------------------------------------------------------------------------------------- running caffe
 
 
-def _die_with_parent() -> None:
-    try:
-        import ctypes
-
-        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
-    except OSError:
-        pass
-
-
 class CaffeProcess:
     """`caffe ARGS` as a child, its log read line by line, copied to our stdout (the trainer's log)."""
 
@@ -271,7 +264,7 @@ class CaffeProcess:
         self.started = time.monotonic()
         self.proc = subprocess.Popen([binary, *args], cwd=cwd, env=caffe_env(threads), stdin=subprocess.DEVNULL,
                                      stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, errors="replace",
-                                     bufsize=1, preexec_fn=_die_with_parent)
+                                     bufsize=1, preexec_fn=die_with_parent)
         self.lines: list[caffe_log.Line] = []
         self.year = time.localtime().tm_year
 
@@ -333,7 +326,7 @@ def openblas_threads_in_effect(threads: int) -> int:
     return max(1, min(threads, cpus))
 
 
-def info_event(point: dict, binary: str, info: dict, measured_threads: int | None, meta: dict) -> dict:
+def info_event(point: dict, binary: str, info: dict, meta: dict) -> dict:
     threads = openblas_threads_in_effect(point["threads"])
     blas = info.get("blas") or "unknown"
     if info.get("blas_library"):
@@ -345,7 +338,7 @@ def info_event(point: dict, binary: str, info: dict, measured_threads: int | Non
         "framework_version": info["version"],
         "blas": blas,
         "build": {**{k: info[k] for k in keep if k in info}, "binary": binary, "version_line": info["version_line"],
-                  "openblas_num_threads_env": str(point["threads"]), "caffe_process_threads": measured_threads,
+                  "openblas_num_threads_env": str(point["threads"]),
                   "input": "HDF5Data (float32, written already transformed)",
                   "input_augmentation": meta.get("augmentation"),
                   "batch_order": "HDF5Data shuffle: std::random_shuffle, not seeded by random_seed"},
@@ -355,157 +348,205 @@ def info_event(point: dict, binary: str, info: dict, measured_threads: int | Non
     }
 
 
-def _locate_data(dataset_dir: str, point: dict, reporter: Reporter, work: Path) -> tuple[dict, str, str]:
-    """The HDF5 files for this point's input handling (prepared now if the workflow has not): meta, lists."""
-    cfg = point.get("input", {})
-    folder = caffe_data.data_dir(dataset_dir, cfg)
-    with reporter.phase("data_load"):
-        if not caffe_data.is_current(folder, dataset_dir, cfg):
-            caffe_data.prepare(dataset_dir, cfg, folder)
-        meta = json.loads((folder / "meta.json").read_text())
-        lists = []
+class CaffeAdapter(Adapter):
+    """`caffe train` on generated prototxt: Caffe runs the loop, its log is read back as the events."""
+
+    def prepare(self) -> None:
+        self.binary = str(find_binary())
+        self.build_info = build_info(self.binary)
+        check_device(self.point, self.binary, self.build_info)  # before the data are read
+        self.gpu = self.point["device"] == "gpu"
+        self._tmp = tempfile.TemporaryDirectory(prefix="dlbench-caffe-")
+        self.work = Path(self._tmp.name)
+
+    def close(self) -> None:
+        if getattr(self, "_tmp", None) is not None:
+            self._tmp.cleanup()
+
+    def load(self) -> Loaded:
+        """The HDF5 files for this point's input handling (prepared now if the workflow has not)."""
+        cfg = self.point.get("input", {})
+        folder = caffe_data.data_dir(self.dataset_dir, cfg)
+        if not caffe_data.is_current(folder, self.dataset_dir, cfg):
+            caffe_data.prepare(self.dataset_dir, cfg, folder)
+        self.meta = json.loads((folder / "meta.json").read_text())
+        self.lists = {}
         for split in ("train", "test"):
             h5, listed = folder / f"{split}.h5", folder / f"{split}.txt"
             if not caffe_data.list_points_at(listed, h5):  # the folder moved since: a list of our own
-                listed = work / f"{split}.txt"
+                listed = self.work / f"{split}.txt"
                 listed.write_text(f"{h5.resolve()}\n")
-            lists.append(str(listed.resolve()))
-    reporter.emit("data", digest=meta["dataset_digest"], train_samples=meta["train_samples"],
-                  test_samples=meta["test_samples"], input_shape=meta["input_shape"], caffe_data=str(folder),
-                  augmented=meta["augmented"])
-    return meta, lists[0], lists[1]
+            self.lists[split] = str(listed.resolve())
+        meta = self.meta
+        return Loaded(meta["train_samples"], meta["test_samples"], meta["dataset_digest"], meta["input_shape"],
+                      extra={"caffe_data": str(folder), "augmented": meta["augmented"]})
 
+    def info(self) -> dict:
+        return info_event(self.point, self.binary, self.build_info, self.meta)
 
-def run(point: dict, dataset_dir: str, reporter: Reporter) -> dict:
-    binary = str(find_binary())
-    info = build_info(binary)
-    check_device(point, binary, info)  # before the data are read
-    gpu = point["device"] == "gpu"
-    with tempfile.TemporaryDirectory(prefix="dlbench-caffe-") as tmp:
-        work = Path(tmp)
-        meta, train_list, test_list = _locate_data(dataset_dir, point, reporter, work)
-        plan = Plan.of(point, meta["train_samples"])
-        reporter.emit("plan", total_iterations=plan.total_iterations, steps_per_epoch=plan.steps_per_epoch,
-                      test_every=plan.test_every, display_every=plan.display_every,
-                      train_samples=meta["train_samples"], test_samples=meta["test_samples"])
+    def train(self, plan: Plan) -> Outcome:
+        point, work = self.point, self.work
         _, caffe_tests_last = test_interval_of(plan)
-        net = net_prototxt(point["layers"], train_list, test_list, point["batch_size"], point["test_batch_size"])
+        net = net_prototxt(point["layers"], self.lists["train"], self.lists["test"], point["batch_size"],
+                           point["test_batch_size"])
         (work / "net.prototxt").write_text(net)
-        solver = solver_prototxt(point, plan, str(work / "net.prototxt"), meta["test_samples"], str(work / "final"),
-                                 gpu=gpu, snapshot_after_train=not caffe_tests_last)
+        solver = solver_prototxt(point, plan, str(work / "net.prototxt"), self.meta["test_samples"],
+                                 str(work / "final"), gpu=self.gpu, snapshot_after_train=not caffe_tests_last)
         (work / "solver.prototxt").write_text(solver)
         print(f"# dlbench: solver.prototxt\n{solver}# dlbench: net.prototxt\n{net}", flush=True)
-        result = _train(point, plan, meta, binary, info, work, reporter, gpu)
+        outcome = self._train(plan)
         if not caffe_tests_last:
-            result.update(_test_snapshot(point, plan, meta, binary, work, reporter, gpu, result["train_time_s"]))
-    return _result(point, plan, meta, result)
+            outcome = self._test_snapshot(plan, outcome)
+        return outcome
 
-
-def _train(point, plan, meta, binary, info, work: Path, reporter: Reporter, gpu: bool) -> dict:
-    args = ["train", f"--solver={work / 'solver.prototxt'}"] + (["--gpu=0"] if gpu else [])
-    tracker = caffe_log.Tracker(plan.total_iterations, plan.steps_per_epoch)
-    reporter.emit("phase_start", name="build")
-    run = CaffeProcess(binary, args, str(work), point["threads"])
-    info_sent = False
-    train_open = False
-    try:
-        for line in run:
-            for event, f in tracker.feed(line):
-                if event == "build_end":
-                    reporter.emit("phase_end", name="build", duration_s=time.monotonic() - run.started)
-                    reporter.emit("info", **info_event(point, binary, info, run.threads(), meta))
-                    info_sent = True
-                    # Caffe compiles nothing and has no warm-up apart from its first iteration: a compile
-                    # phase of zero, so that its records have the columns of the others.
-                    reporter.emit("phase_start", name="compile")
-                    reporter.emit("phase_end", name="compile", duration_s=0.0)
-                elif event == "train_start":
-                    reporter.emit("phase_start", name="train")
-                    train_open = True
-                elif event == "step":
+    def _train(self, plan: Plan) -> Outcome:
+        point, reporter = self.point, self.reporter
+        args = ["train", f"--solver={self.work / 'solver.prototxt'}"] + (["--gpu=0"] if self.gpu else [])
+        tracker = caffe_log.Tracker(plan.total_iterations, plan.steps_per_epoch)
+        reporter.emit("phase_start", name="build")
+        run = CaffeProcess(self.binary, args, str(self.work), point["threads"])
+        train_open = False
+        try:
+            for line in run:
+                for event, f in tracker.feed(line):
+                    if event == "build_end":
+                        reporter.emit("phase_end", name="build", duration_s=time.monotonic() - run.started)
+                        # Only now is there a caffe process to count the threads of.
+                        reporter.emit("info", build={"caffe_process_threads": run.threads()})
+                        # Caffe compiles nothing and has no warm-up apart from its first iteration: a compile
+                        # phase of zero, so that its records have the columns of the others.
+                        reporter.emit("phase_start", name="compile")
+                        reporter.emit("phase_end", name="compile", duration_s=0.0)
+                    elif event == "train_start":
+                        reporter.emit("phase_start", name="train")
+                        train_open = True
+                    elif event == "step":
+                        reporter.emit("step", **f)
+                        if not math.isfinite(f["loss"]):
+                            run.stop()  # Caffe goes on after a nan (and may crash later): stop it now
+                            raise Diverged(f["iteration"], f["loss"])
+                    elif event == "train_end":
+                        reporter.emit("phase_end", name="train", duration_s=f["train_time_s"])
+                        train_open = False
+                    elif event == "test_start" and f["final"]:
+                        reporter.emit("phase_start", name="test")
+                    elif event == "test":
+                        _emit_test(reporter, f, final_phase=f["final"])
+            for event, f in tracker.finish():
+                if event == "step":
                     reporter.emit("step", **f)
-                    if not math.isfinite(f["loss"]):
-                        run.stop()  # Caffe goes on after a nan (and may crash later): stop it now
-                        raise Diverged(f["iteration"], f["loss"])
-                elif event == "train_end":
-                    reporter.emit("phase_end", name="train", duration_s=f["train_time_s"])
-                    train_open = False
-                elif event == "test_start" and f["final"]:
-                    reporter.emit("phase_start", name="test")
                 elif event == "test":
                     _emit_test(reporter, f, final_phase=f["final"])
-        for event, f in tracker.finish():
-            if event == "step":
-                reporter.emit("step", **f)
-            elif event == "test":
-                _emit_test(reporter, f, final_phase=f["final"])
-        code = run.wait()
-    except BaseException:
-        run.stop()
-        raise
-    finally:
-        if not info_sent:
-            reporter.emit("info", **info_event(point, binary, info, None, meta))
-    nonfinite = caffe_log.first_nonfinite_loss(run.lines)
-    if code != 0 or nonfinite is not None or not tracker.done:
-        raise failure(run, code, "caffe train")
-    if train_open:
-        reporter.emit("phase_end", name="train", duration_s=tracker.train_time())
-    final = tracker.final_test or {}
-    return {"train_time_s": tracker.train_time(), "interval_test_time_s": tracker.test_total_s,
-            "accuracy": final.get("accuracy"), "test_loss": final.get("loss"), "test_time_s": final.get("test_time_s"),
-            "final_loss": tracker.steps[-1]["loss"] if tracker.steps else None}
+            code = run.wait()
+        except BaseException:
+            run.stop()
+            raise
+        nonfinite = caffe_log.first_nonfinite_loss(run.lines)
+        if code != 0 or nonfinite is not None or not tracker.done:
+            raise failure(run, code, "caffe train")
+        if train_open:
+            reporter.emit("phase_end", name="train", duration_s=tracker.train_time())
+        final = tracker.final_test or {}
+        return Outcome(train_time_s=tracker.train_time(), test_time_s=final.get("test_time_s"),
+                       accuracy=final.get("accuracy"), test_loss=final.get("loss"),
+                       final_loss=tracker.steps[-1]["loss"] if tracker.steps else None,
+                       interval_test_time_s=tracker.test_total_s)
+
+    def _test_snapshot(self, plan: Plan, trained: Outcome) -> Outcome:
+        """The final test where Caffe's solver does not make one: `caffe test` on the snapshotted final weights."""
+        point, reporter, work = self.point, self.reporter, self.work
+        weights = work / f"final_iter_{plan.total_iterations}.caffemodel.h5"
+        batches = math.ceil(self.meta["test_samples"] / point["test_batch_size"])
+        args = ["test", f"--model={work / 'net.prototxt'}", f"--weights={weights}", f"--iterations={batches}"]
+        reporter.emit("phase_start", name="test")
+        run = CaffeProcess(self.binary, args + (["--gpu=0"] if self.gpu else []), str(work), point["threads"])
+        try:
+            for _ in run:
+                pass
+            code = run.wait()
+        except BaseException:
+            run.stop()
+            raise
+        summary = caffe_log.test_summary(run.lines)
+        if code != 0 or summary is None:
+            raise failure(run, code, "caffe test")
+        reporter.emit("phase_end", name="test", duration_s=summary["test_time_s"])
+        reporter.emit("test", iteration=plan.total_iterations, accuracy=summary["accuracy"], loss=summary["loss"],
+                      test_time_s=summary["test_time_s"], train_time_s=trained.train_time_s)
+        return dataclasses.replace(trained, accuracy=summary["accuracy"], test_loss=summary["loss"],
+                                   test_time_s=summary["test_time_s"])
+
+    @staticmethod
+    def forward(layers, weights, x, y):
+        import h5py
+        import numpy as np
+
+        binary = str(find_binary())
+        with tempfile.TemporaryDirectory(prefix="dlbench-forward-") as tmp:
+            work = Path(tmp)
+            with h5py.File(work / "data.h5", "w") as f:
+                f.create_dataset("data", data=np.ascontiguousarray(x, np.float32))
+                f.create_dataset("label", data=y.astype(np.float32))
+            (work / "data.txt").write_text(f"{work / 'data.h5'}\n")
+            (work / "net.prototxt").write_text(_net_with_logits(layers, str(work / "data.txt"), len(y)))
+            _weights_file(work / "weights.caffemodel.h5", layers, weights)
+            proc = subprocess.run([binary, "test", f"--model={work / 'net.prototxt'}",
+                                   f"--weights={work / 'weights.caffemodel.h5'}", "--iterations=1"],
+                                  cwd=work, capture_output=True, text=True, env=caffe_env(1), timeout=600)
+        lines = caffe_log.parse((proc.stdout + proc.stderr).splitlines())
+        batch = [ln.fields for ln in lines if ln.kind == "test_batch" and ln.fields["batch"] == 0]
+        logits = [f["value"] for f in batch if f["name"] == LOGITS_BLOB]
+        loss = [f["value"] for f in batch if f["name"] == "loss"]
+        classes = layers[-1]["units"]
+        if proc.returncode != 0 or len(loss) != 1 or len(logits) != len(y) * classes:
+            fatal = caffe_log.fatal_message(lines) or (proc.stdout + proc.stderr)[-1500:]
+            raise RuntimeError(f"caffe test failed (exit {proc.returncode}, {len(logits)} logits, {len(loss)} "
+                               f"losses): {fatal}")
+        return np.asarray(logits).reshape(len(y), classes), loss[0]
+
+
+ADAPTER = CaffeAdapter
+
+# Caffe prints the outputs of its test net only: an identity Power layer makes the logits an output
+# besides the loss, read from its log (6 significant digits: glog's default).
+LOGITS_BLOB = "dlbench_logits"
+
+
+def _net_with_logits(layers: list[dict], data_list: str, batch: int) -> str:
+    """The adapter's net prototxt (TEST phase reads data_list) plus an identity copy of the logits as an output."""
+    net = net_prototxt(layers, data_list, data_list, batch, batch)
+    dense = sum(1 for layer in layers if layer["type"] == "dense")
+    logits = f"{LAYER_NAMES['dense']}{dense}"  # the last layer is dense and never in place
+    if f'top: "{logits}"' not in net:
+        raise RuntimeError(f"the Caffe net has no blob {logits!r}")
+    extra = _block("layer", [f'name: "{LOGITS_BLOB}"', 'type: "Power"', f'bottom: "{logits}"',
+                             f'top: "{LOGITS_BLOB}"', "include { phase: TEST }"])
+    return net + "\n".join(extra) + "\n"
+
+
+def _weights_file(path: Path, layers: list[dict], weights) -> None:
+    """The weights as Caffe's HDF5 snapshot holds them: data/<layer name>/0 (weights) and 1 (bias)."""
+    import h5py
+    import numpy as np
+
+    names, counts = [], {}
+    for layer in layers:
+        counts[layer["type"]] = counts.get(layer["type"], 0) + 1
+        if layer["type"] in ("conv", "dense"):
+            names.append(f"{LAYER_NAMES[layer['type']]}{counts[layer['type']]}")
+    with h5py.File(path, "w") as f:
+        data = f.create_group("data")
+        for name, (w, b) in zip(names, weights):
+            group = data.create_group(name)
+            group.create_dataset("0", data=np.ascontiguousarray(w, np.float32))
+            group.create_dataset("1", data=np.ascontiguousarray(b, np.float32))
 
 
 def _emit_test(reporter: Reporter, f: dict, final_phase: bool) -> None:
-    if final_phase:  # drive()'s order: the test phase ends, then its test event
+    if final_phase:  # the stepped loop's order: the test phase ends, then its test event
         reporter.emit("phase_end", name="test", duration_s=f["test_time_s"])
     reporter.emit("test", iteration=f["iteration"], accuracy=f["accuracy"], loss=f["loss"],
                   test_time_s=f["test_time_s"], train_time_s=f["train_time_s"])
-
-
-def _test_snapshot(point, plan, meta, binary, work: Path, reporter: Reporter, gpu: bool, train_s: float) -> dict:
-    """The final test where Caffe's solver does not make one: `caffe test` on the snapshotted final weights."""
-    weights = work / f"final_iter_{plan.total_iterations}.caffemodel.h5"
-    batches = math.ceil(meta["test_samples"] / point["test_batch_size"])
-    args = ["test", f"--model={work / 'net.prototxt'}", f"--weights={weights}", f"--iterations={batches}"]
-    reporter.emit("phase_start", name="test")
-    run = CaffeProcess(binary, args + (["--gpu=0"] if gpu else []), str(work), point["threads"])
-    try:
-        for _ in run:
-            pass
-        code = run.wait()
-    except BaseException:
-        run.stop()
-        raise
-    summary = caffe_log.test_summary(run.lines)
-    if code != 0 or summary is None:
-        raise failure(run, code, "caffe test")
-    reporter.emit("phase_end", name="test", duration_s=summary["test_time_s"])
-    reporter.emit("test", iteration=plan.total_iterations, accuracy=summary["accuracy"], loss=summary["loss"],
-                  test_time_s=summary["test_time_s"], train_time_s=train_s)
-    return {"accuracy": summary["accuracy"], "test_loss": summary["loss"], "test_time_s": summary["test_time_s"]}
-
-
-def _result(point: dict, plan: Plan, meta: dict, r: dict) -> dict:
-    train_s, test_s = r["train_time_s"], r["test_time_s"]
-    images = plan.total_iterations * point["batch_size"]
-    return {
-        "train_time_s": train_s,
-        "test_time_s": test_s,
-        "interval_test_time_s": r["interval_test_time_s"],
-        "augment_time_s": 0.0,
-        "accuracy": r["accuracy"],
-        "test_loss": r["test_loss"],
-        "final_loss": r["final_loss"],
-        "iterations": plan.total_iterations,
-        "epochs_trained": plan.total_iterations / plan.steps_per_epoch,
-        "images_trained": images,
-        "throughput_img_s": images / train_s if train_s else None,
-        "test_throughput_img_s": meta["test_samples"] / test_s if test_s else None,
-        "train_samples": meta["train_samples"],
-        "test_samples": meta["test_samples"],
-    }
 
 
 # ---------------------------------------------------------------------------------------------- parameters

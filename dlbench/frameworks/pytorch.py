@@ -15,7 +15,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from dlbench import models
-from dlbench.frameworks.base import Inputs, Reporter, Trainer, Unavailable, drive, read_inputs
+from dlbench.frameworks.base import SteppedAdapter, Unavailable
 
 
 def build_module(layers: list[dict], input_shape: tuple[int, int, int]) -> nn.Sequential:
@@ -62,10 +62,9 @@ def blas_info() -> str:
     return "unknown"
 
 
-class TorchTrainer(Trainer):
-    def __init__(self, point: dict, inputs: Inputs):
-        self.point = point
-        self.inputs = inputs
+class TorchAdapter(SteppedAdapter):
+    def prepare(self) -> None:
+        point = self.point
         torch.manual_seed(point["seed"])
         torch.set_num_threads(point["threads"])
         if point.get("library") == "no_onednn":
@@ -77,10 +76,14 @@ class TorchTrainer(Trainer):
             self.device = torch.device("cuda", 0)
         else:
             self.device = torch.device("cpu")
+
+    def load(self):
+        loaded = super().load()
         # Channels last pays off only where oneDNN runs the convolutions (with mkldnn off, PyTorch's own
         # kernels are a little slower in it), and only for image inputs.
-        self.channels_last = (self.device.type == "cpu" and len(inputs.shape) == 3
+        self.channels_last = (self.device.type == "cpu" and len(self.inputs.shape) == 3
                               and torch.backends.mkldnn.enabled and torch.backends.mkldnn.is_available())
+        return loaded
 
     def info(self) -> dict:
         gpu = torch.cuda.get_device_name(0) if self.device.type == "cuda" else None
@@ -157,7 +160,20 @@ class TorchTrainer(Trainer):
     def set_train_data(self, x: np.ndarray) -> None:
         self.train_x = torch.from_numpy(x).to(self.device)
 
+    @staticmethod
+    def forward(layers, weights, x, y):
+        torch.set_num_threads(1)
+        model = build_module(layers, x.shape[1:])
+        params = [m for m in model if isinstance(m, (nn.Conv2d, nn.Linear))]
+        assert len(params) == len(weights), (len(params), len(weights))
+        with torch.no_grad():
+            for mod, (w, b) in zip(params, weights):
+                mod.weight.copy_(torch.from_numpy(w))
+                mod.bias.copy_(torch.from_numpy(b))
+            model.eval()
+            logits = model(torch.from_numpy(x))
+            loss = F.cross_entropy(logits, torch.from_numpy(y))
+        return logits.numpy(), float(loss)
 
-def run(point: dict, dataset_dir: str, reporter: Reporter) -> dict:
-    inputs = read_inputs(dataset_dir, point, reporter)
-    return drive(TorchTrainer(point, inputs), point, inputs, reporter)
+
+ADAPTER = TorchAdapter

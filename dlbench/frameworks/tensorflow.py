@@ -14,7 +14,7 @@ import numpy as np
 import tensorflow as tf
 
 from dlbench import models
-from dlbench.frameworks.base import Inputs, Reporter, Trainer, Unavailable, drive, read_inputs
+from dlbench.frameworks.base import SteppedAdapter, Unavailable
 
 keras = tf.keras
 
@@ -87,10 +87,9 @@ def build_model(layers: list[dict], input_shape: tuple[int, int, int], seed: int
     return model
 
 
-class TFTrainer(Trainer):
-    def __init__(self, point: dict, inputs: Inputs):
-        self.point = point
-        self.inputs = inputs
+class TFAdapter(SteppedAdapter):
+    def prepare(self) -> None:
+        point = self.point
         tf.config.threading.set_intra_op_parallelism_threads(point["threads"])
         tf.config.threading.set_inter_op_parallelism_threads(1)
         tf.random.set_seed(point["seed"])
@@ -201,7 +200,28 @@ class TFTrainer(Trainer):
         with tf.device(self.device):
             self.train_x.assign(nhwc(x))
 
+    @staticmethod
+    def forward(layers, weights, x, y):
+        model = build_model(layers, x.shape[1:], 1)
+        params = [m for m in model.layers if isinstance(m, (keras.layers.Conv2D, keras.layers.Dense))]
+        shapes = [x.shape[1:], *models.shapes(layers, x.shape[1:])]
+        specs = [(layer, shapes[i]) for i, layer in enumerate(layers) if layer["type"] in ("conv", "dense")]
+        assert len(params) == len(weights) == len(specs), (len(params), len(weights))
+        for mod, (w, b), (layer, prev) in zip(params, weights, specs):
+            if layer["type"] == "conv":
+                kernel = w.transpose(2, 3, 1, 0)  # (out, in, kh, kw) -> (kh, kw, in, out)
+            else:
+                kernel = (chw_rows_to_hwc(w, prev) if len(prev) == 3 else w).T
+            mod.set_weights([np.ascontiguousarray(kernel), b])
+        logits = model(tf.constant(nhwc(x)), training=False)
+        loss = keras.losses.SparseCategoricalCrossentropy(from_logits=True)(tf.constant(y), logits)
+        return logits.numpy(), float(loss)
 
-def run(point: dict, dataset_dir: str, reporter: Reporter) -> dict:
-    inputs = read_inputs(dataset_dir, point, reporter)
-    return drive(TFTrainer(point, inputs), point, inputs, reporter)
+
+def chw_rows_to_hwc(w: np.ndarray, chw: tuple[int, int, int]) -> np.ndarray:
+    """A dense W (out, C*H*W) whose input columns follow C, H, W order, reordered to H, W, C (Flatten of NHWC)."""
+    c, h, wd = chw
+    return np.ascontiguousarray(w.reshape(w.shape[0], c, h, wd).transpose(0, 2, 3, 1).reshape(w.shape[0], -1))
+
+
+ADAPTER = TFAdapter

@@ -32,7 +32,8 @@ from pathlib import Path
 import numpy as np
 
 from dlbench import models
-from dlbench.frameworks.base import Inputs, Reporter, Trainer, Unavailable, drive, read_inputs
+from dlbench.frameworks.base import SteppedAdapter, Unavailable
+from dlbench.paths import cache_root
 
 
 def blas_ldflags() -> str:
@@ -56,8 +57,7 @@ def _compile_base() -> str:
     except OSError:
         pass
     digest = hashlib.sha256(sys.prefix.encode()).hexdigest()[:12]
-    root = Path(os.environ.get("DLBENCH_CACHE", Path.home() / ".cache" / "dlbench")).expanduser()
-    return str(root / "theano-cache" / f"{Path(sys.prefix).name}-{digest}")
+    return str(cache_root() / "theano-cache" / f"{Path(sys.prefix).name}-{digest}")
 
 
 def requested_threads() -> int:
@@ -294,11 +294,10 @@ def openblas_threads(libraries: list[str]) -> int | None:
     return None
 
 
-class TheanoTrainer(Trainer):
-    def __init__(self, point: dict, inputs: Inputs):
-        check_device(point)
-        self.point = point
-        self.inputs = inputs
+class TheanoAdapter(SteppedAdapter):
+    def prepare(self) -> None:
+        check_device(self.point)
+        check_toolchain()
 
     def info(self) -> dict:
         libs = blas_libraries()
@@ -386,6 +385,22 @@ class TheanoTrainer(Trainer):
             loss += float(s)
         return correct / n, loss / n
 
+    @staticmethod
+    def forward(layers, weights, x, y):
+        net = Network(layers, x.shape[1:], seed=0)
+        trainable = [i for i, layer in enumerate(layers) if layer["type"] in ("conv", "dense")]
+        assert sorted(net.weights) == trainable, (sorted(net.weights), trainable)
+        for i, (w, b) in zip(trainable, weights):
+            shared_w, shared_b = net.weights[i]
+            shared_w.set_value(np.ascontiguousarray(w if layers[i]["type"] == "conv" else w.T).astype(FLOATX))
+            shared_b.set_value(b.astype(FLOATX))
+        xs, ys = T.tensor4("x"), T.ivector("y")
+        logits = net.logits(xs, train=False)
+        loss = T.mean(T.nnet.categorical_crossentropy(T.nnet.softmax(logits), ys))
+        f = theano.function([xs, ys], [logits, loss], name="forward")
+        got_logits, got_loss = f(x.astype(FLOATX), y.astype(np.int32))
+        return np.asarray(got_logits), float(got_loss)
+
     def set_train_data(self, x: np.ndarray) -> None:
         # The compiled function reads the shared variable, so a new view needs no recompilation.
         self.train_x.set_value(np.asarray(x, dtype=FLOATX), borrow=True)
@@ -410,8 +425,4 @@ def check_toolchain() -> None:
                            "install OpenBLAS (Debian: libopenblas-dev)")
 
 
-def run(point: dict, dataset_dir: str, reporter: Reporter) -> dict:
-    check_device(point)  # before the data are read
-    check_toolchain()
-    inputs = read_inputs(dataset_dir, point, reporter)
-    return drive(TheanoTrainer(point, inputs), point, inputs, reporter)
+ADAPTER = TheanoAdapter
