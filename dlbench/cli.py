@@ -1,8 +1,10 @@
-"""Command-line entry points the workflow's rules call (and people can call by hand).
+"""The jobs of the workflow as functions, and as commands for people (the workflow's scripts call the functions).
 
     python -m dlbench.cli prepare DATASET --out DIR [--local PATH]
     python -m dlbench.cli train --point JSON --dataset-dir DIR --env ENV_JSON --out DIR
     python -m dlbench.cli validate CONFIG.yaml
+
+Each function returns an exit status: 0, or 2 after one line on stderr naming the problem and the fix.
 """
 
 from __future__ import annotations
@@ -13,46 +15,47 @@ import signal
 import sys
 
 
-def _prepare(args) -> int:
-    from dlbench.datasets import prepare
+def prepare(dataset: str, out: str, local: str | None = None, downloads: str = "resources/downloads") -> int:
+    from dlbench.datasets import prepare as datasets
 
     try:
-        meta = prepare.prepare(args.dataset, args.out, local=args.local or None, downloads=args.downloads)
-    except prepare.DatasetError as exc:
-        print(f"dlbench: dataset {args.dataset}: {exc}", file=sys.stderr)
+        meta = datasets.prepare(dataset, out, local=local or None, downloads=downloads)
+    except datasets.DatasetError as exc:
+        print(f"dlbench: dataset {dataset}: {exc}", file=sys.stderr)
         return 2
-    print(f"{args.dataset}: {meta['train_count']} train / {meta['test_count']} test images, "
+    print(f"{dataset}: {meta['train_count']} train / {meta['test_count']} test images, "
           f"digest {meta['digest'][:12]}", file=sys.stderr)
     return 0
 
 
-def _train(args) -> int:
+def train(point: dict, dataset_dir: str, out: str, env_json: str | None = None, *, interval_s: float = 0.2,
+          monitor: bool = True, time_limit_s: float | None = None, memory_limit_mb: float | None = None,
+          measure_lock: str | None = None) -> int:
+    """Run one point (dlbench.runner) in the framework environment that env_json describes (None: this Python)."""
     from dlbench import runner
 
-    point = json.loads(args.point)
     python = None
-    if args.env:
-        with open(args.env) as fh:
+    if env_json:
+        with open(env_json) as fh:
             python = json.load(fh)["python"]
     # A cancelled job (SIGTERM from Snakemake or scancel) still stops its trainer.
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
-    record = runner.run_point(point, args.dataset_dir, args.out, python=python, interval_s=args.interval,
-                              monitor_enabled=args.monitor, time_limit_s=args.time_limit,
-                              memory_limit_mb=args.memory_limit, measure_lock=args.measure_lock or None)
-    summary = {k: record.get(k) for k in ("status", "reason", "train_time_s", "accuracy", "rss_peak_mb")}
-    print(json.dumps(summary))
+    record = runner.run_point(point, dataset_dir, out, python=python, interval_s=interval_s,
+                              monitor_enabled=monitor, time_limit_s=time_limit_s, memory_limit_mb=memory_limit_mb,
+                              measure_lock=measure_lock or None)
+    print(json.dumps({k: record.get(k) for k in ("status", "reason", "train_time_s", "accuracy", "rss_peak_mb")}))
     return 0
 
 
-def _validate(args) -> int:
-    from dlbench import config, envinfo, sweep
+def validate(config_path: str) -> int:
+    from dlbench import config, machine, sweep
 
     try:
-        cfg = config.load(args.config, local_cores=envinfo.usable_cores())
+        cfg = config.load(config_path, local_cores=machine.usable_cores())
     except config.ConfigError as exc:
         print(f"dlbench: config error: {exc}", file=sys.stderr)
         return 2
-    print(f"{args.config}: valid, {len(sweep.expand(cfg))} points")
+    print(f"{config_path}: valid, {len(sweep.expand(cfg))} points")
     return 0
 
 
@@ -77,7 +80,13 @@ def main(argv: list[str] | None = None) -> int:
     v = sub.add_parser("validate", help="check a config file")
     v.add_argument("config")
     args = parser.parse_args(argv)
-    return {"prepare": _prepare, "train": _train, "validate": _validate}[args.cmd](args)
+    if args.cmd == "prepare":
+        return prepare(args.dataset, args.out, args.local, args.downloads)
+    if args.cmd == "train":
+        return train(json.loads(args.point), args.dataset_dir, args.out, args.env or None, interval_s=args.interval,
+                     monitor=args.monitor, time_limit_s=args.time_limit, memory_limit_mb=args.memory_limit,
+                     measure_lock=args.measure_lock)
+    return validate(args.config)
 
 
 if __name__ == "__main__":

@@ -12,8 +12,6 @@ end, under a lock, so an interrupted build never looks finished.
 from __future__ import annotations
 
 import argparse
-import contextlib
-import fcntl
 import hashlib
 import json
 import os
@@ -24,17 +22,13 @@ import time
 from pathlib import Path
 
 from dlbench.atomic import write_json
-
-REPO = Path(__file__).resolve().parent.parent
-ENVS = REPO / "envs"
+from dlbench.frameworks import registry
+from dlbench.locks import flocked
+from dlbench.paths import ENVS, ROOT, cache_root
 
 
 class EnvError(RuntimeError):
     """An environment that cannot be built; the message says what to do."""
-
-
-def cache_root() -> Path:
-    return Path(os.environ.get("DLBENCH_CACHE", Path.home() / ".cache" / "dlbench")).expanduser()
 
 
 def recipe_files(framework: str) -> list[Path]:
@@ -50,25 +44,14 @@ def env_key(framework: str) -> str:
     h = hashlib.sha256(f"python{sys.version_info.major}.{sys.version_info.minor}".encode())
     for path in recipe_files(framework):
         if not path.exists():
-            raise EnvError(f"{path.relative_to(REPO)} is missing: the pins of the {framework} environment")
-        h.update(path.relative_to(REPO).as_posix().encode())
+            raise EnvError(f"{path.relative_to(ROOT)} is missing: the pins of the {framework} environment")
+        h.update(path.relative_to(ROOT).as_posix().encode())
         h.update(path.read_bytes())
     return h.hexdigest()[:12]
 
 
 def env_dir(framework: str) -> Path:
     return cache_root() / "envs" / f"{framework}-{env_key(framework)}"
-
-
-@contextlib.contextmanager
-def _lock(path: Path):
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with open(path, "w") as fh:
-        fcntl.flock(fh, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(fh, fcntl.LOCK_UN)
 
 
 def _run(cmd: list[str], log, **kw) -> None:
@@ -84,7 +67,7 @@ def build(framework: str) -> Path:
     final = env_dir(framework)
     if (final / "READY").exists():
         return final
-    with _lock(final.with_name(final.name + ".lock")):
+    with flocked(final.with_name(final.name + ".lock")):
         if (final / "READY").exists():
             return final
         tmp = final.with_name(final.name + f".building-{os.getpid()}")
@@ -115,27 +98,35 @@ def describe(framework: str, folder: Path) -> dict:
             "key": info["key"], "packages": info["packages"]}
 
 
+def provide(framework: str, out: str | os.PathLike | None = None) -> int:
+    """Build (or find) a framework's environment and write its description to `out`; 2 with one line on failure."""
+    try:
+        desc = describe(framework, build(framework))
+    except EnvError as exc:
+        print(f"dlbench: {framework} environment: {exc}", file=sys.stderr)
+        return 2
+    if out:
+        write_json(out, desc)
+    print(desc["prefix"])
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m dlbench.envs")
     sub = parser.add_subparsers(dest="cmd", required=True)
     b = sub.add_parser("build", help="build (or find) a framework's environment")
     b.add_argument("framework")
     b.add_argument("--out", help="write the environment's description here (JSON)")
-    sub.add_parser("key", help="print each framework's cache key").add_argument("framework")
+    sub.add_parser("key", help="print a framework's cache key").add_argument("framework")
+    sub.add_parser("list", help="print the frameworks, one a line")
     args = parser.parse_args(argv)
-    try:
-        if args.cmd == "key":
-            print(env_key(args.framework))
-            return 0
-        folder = build(args.framework)
-    except EnvError as exc:
-        print(f"dlbench: {args.framework} environment: {exc}", file=sys.stderr)
-        return 2
-    desc = describe(args.framework, folder)
-    if args.out:
-        write_json(args.out, desc)
-    print(desc["prefix"])
-    return 0
+    if args.cmd == "list":
+        print("\n".join(registry.names()))
+        return 0
+    if args.cmd == "key":
+        print(env_key(args.framework))
+        return 0
+    return provide(args.framework, args.out)
 
 
 if __name__ == "__main__":

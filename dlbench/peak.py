@@ -12,7 +12,7 @@ import time
 import numpy as np
 from threadpoolctl import threadpool_info, threadpool_limits
 
-from dlbench import envinfo
+from dlbench import machine
 from dlbench.atomic import write_json
 
 
@@ -37,8 +37,15 @@ def measure(thread_counts: list[int], n: int = 2048) -> dict:
         "gemm_n": n,
         "blas": blas,
         "gflops_by_threads": {str(t): round(gemm_gflops(n, t), 2) for t in sorted(set(thread_counts))},
-        **{k: v for k, v in envinfo.host().items() if k.startswith("cpu") or k == "host"},
+        **{k: v for k, v in machine.host().items() if k.startswith("cpu") or k == "host"},
     }
+
+
+def write(out: str, thread_counts: list[int], n: int = 2048) -> int:
+    result = measure(thread_counts, n)
+    write_json(out, result)
+    print(result["gflops_by_threads"])
+    return 0
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -47,10 +54,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--n", type=int, default=2048)
     parser.add_argument("--out", required=True)
     args = parser.parse_args(argv)
-    result = measure(args.threads, args.n)
-    write_json(args.out, result)
-    print(result["gflops_by_threads"])
-    return 0
+    return write(args.out, args.threads, args.n)
 
 
 if __name__ == "__main__":

@@ -1,26 +1,44 @@
-# The points table: the validated config expanded into one row per training job.
-import json
+# The points table and the functions the rules call: the validated config expanded into one
+# row per training job, the wildcard constraints, and every input, params and resource function.
+import os
 import sys
 
 from snakemake_interface_executor_plugins.settings import DeploymentMethod
 
-sys.path.insert(0, workflow.basedir)
+
+def _use_own_package():
+    """This workflow's own dlbench package (beside rules/), for this process and for every job it starts.
+
+    A copy of the workflow used as a module, or run with --directory elsewhere, still runs its own
+    code; a workflow fetched from a remote (github(...)) uses the dlbench installed beside Snakemake.
+    """
+    here = workflow.current_basedir
+    if isinstance(here, str) and os.path.isdir(os.path.join(here, "..", "dlbench")):
+        root = os.path.dirname(os.path.abspath(here))
+        sys.path.insert(0, root)
+        # set for the jobs (they inherit this process's environment), not required of the user
+        os.environ.update(
+            PYTHONPATH=os.pathsep.join(
+                p for p in (root, os.environ.get("PYTHONPATH")) if p
+            )
+        )
+
+
+_use_own_package()
 
 from dlbench import charts, cluster, config as dlconfig, sweep  # noqa: E402
-from dlbench.frameworks import FRAMEWORKS  # noqa: E402
+from dlbench.codedigest import adapter_digest, caffe_data_digest  # noqa: E402
 from dlbench.datasets.catalog import INFO as DATASETS  # noqa: E402
-from dlbench.codedigest import adapter_digest  # noqa: E402
 from dlbench.envs import env_key  # noqa: E402
+from dlbench.frameworks import caffe_data, registry  # noqa: E402
+from dlbench.paths import ENVS, SCHEMA  # noqa: E402
 
-# Jobs use the Python running Snakemake (the base environment), except training jobs
-# under --sdm conda: their shell runs in the framework's conda environment, whose
-# `python` runs the runner (the trainer then runs in that same environment).
+# Under --sdm conda a job runs in its rule's conda environment (envs/*.yaml); otherwise the base
+# environment runs every job and a training job's runner starts the framework's own Python.
 USE_CONDA = DeploymentMethod.CONDA in workflow.deployment_settings.deployment_method
-PY = sys.executable
-PY_TRAIN = "python" if USE_CONDA else sys.executable
 
 try:
-    CFG = dlconfig.validate(config)
+    CFG = dlconfig.validate(config, schema_path=SCHEMA)
 except dlconfig.ConfigError as exc:
     raise SystemExit(f"dlbench: config error: {exc}")
 
@@ -41,16 +59,19 @@ if (
 
 POINTS = {(p["framework"], p["dataset"], p["id"]): p for p in sweep.expand(CFG)}
 MEMBERSHIP = sweep.membership(CFG)
+# (dataset, input key) -> the `input` settings of the Caffe points whose HDF5 files share that folder.
+CAFFE_INPUTS = {
+    (p["dataset"], caffe_data.input_key(p["input"])): p["input"]
+    for p in POINTS.values()
+    if p["framework"] == "caffe"
+}
 
 
 wildcard_constraints:
-    framework="|".join(FRAMEWORKS),
+    framework="|".join(registry.names()),
     dataset="|".join(DATASETS),
     point=r"[A-Za-z0-9][A-Za-z0-9._-]*",
-
-
-def point_of(wildcards):
-    return POINTS[(wildcards.framework, wildcards.dataset, wildcards.point)]
+    input_key="[0-9a-f]{12}",
 
 
 def run_dir(p):
@@ -58,88 +79,127 @@ def run_dir(p):
 
 
 METRICS = [f"{run_dir(p)}/metrics.json" for p in POINTS.values()]
+CHART_FILES = charts.chart_files("results/charts", CFG)
+THREAD_COUNTS = sorted({p["threads"] for p in POINTS.values()})
+# How every training job measures (dlbench.cli.train's keyword arguments): the same for every point.
+RUNNER_OPTIONS = {
+    "interval_s": CFG["monitor"]["interval_s"],
+    "monitor": CFG["monitor"]["enabled"],
+    "time_limit_s": CFG["limits"]["time_s"],
+    "memory_limit_mb": CFG["limits"]["memory_mb"],
+    "measure_lock": (
+        CFG["measurement"]["lock_file"] if CFG["measurement"]["exclusive"] else None
+    ),
+}
+MEASURE_SLOTS = 1 if CFG["measurement"]["exclusive"] else 0
 
-_DAG_CHECKED = []
+
+# The time estimate of a dry run: how long the points without a result will take.
+if workflow.output_settings.dryrun and workflow.is_main_process:
+    from dlbench import estimate
+
+    print(
+        estimate.describe(estimate.estimate(list(POINTS.values()), run_dir)),
+        file=sys.stderr,
+    )
 
 
-def dag_time_checks():
-    """Checks that need the executor, which Snakemake knows only once it builds the DAG."""
-    if _DAG_CHECKED or not workflow.is_main_process:
-        return
-    _DAG_CHECKED.append(True)
-    if workflow.local_exec:  # threads above the cores would be capped without a word
-        from dlbench.envinfo import usable_cores
+onstart:
+    # Locally, Snakemake caps a job's threads at --cores without a word: refuse such a point before
+    # any job runs (known only now: the executor is chosen after the Snakefile is read).
+    if workflow.local_exec:
+        from dlbench.machine import usable_cores
 
         try:
-            dlconfig.validate(config, local_cores=usable_cores())
+            dlconfig.validate(
+                config, local_cores=usable_cores(), schema_path=SCHEMA
+            )
         except dlconfig.ConfigError as exc:
             raise SystemExit(f"dlbench: config error: {exc}")
-    if workflow.output_settings.dryrun:
-        from dlbench import estimate
-
-        print(
-            estimate.describe(estimate.estimate(list(POINTS.values()), run_dir)),
-            file=sys.stderr,
-        )
 
 
-CHART_FILES = charts.chart_files("results/charts", CFG)
+# ---- input, params and resource functions of the rules (called when the DAG is built) ----
 
 
-# Input, resource and environment functions of the rules (called when the DAG is built).
+def point_of(wildcards):
+    return POINTS[(wildcards.framework, wildcards.dataset, wildcards.point)]
 
 
-def env_input(wildcards):
-    dag_time_checks()
+def local_copy(wildcards):
+    """The user's own copy of a dataset (config `data:`), or nothing: download it."""
+    return CFG["data"].get(wildcards.dataset, "")
+
+
+def framework_env_file(wildcards):
+    """The description of the framework's built environment; none under --sdm conda (the rule's own env)."""
     return [] if USE_CONDA else [f"resources/envs/{wildcards.framework}.json"]
 
 
-def conda_env(wildcards):
+def framework_pins(wildcards):
+    return str(ENVS / f"{wildcards.framework}.txt")
+
+
+def framework_env_key(wildcards):
+    """A digest of the pins and build recipe: a changed recipe is a new environment."""
+    return env_key(wildcards.framework)
+
+
+def framework_conda_file(wildcards):
     return f"../envs/{wildcards.framework}.yaml"
+
+
+def caffe_data_files(wildcards):
+    """The HDF5 files a Caffe point's train job reads (those of its input handling); nothing for the others."""
+    if wildcards.framework != "caffe":
+        return []
+    key = caffe_data.input_key(point_of(wildcards)["input"])
+    return [
+        f"resources/caffe/{wildcards.dataset}/{key}/{name}" for name in caffe_data.FILES
+    ]
+
+
+def caffe_input_settings(wildcards):
+    return CAFFE_INPUTS[(wildcards.dataset, wildcards.input_key)]
+
+
+def point_params(wildcards):
+    return point_of(wildcards)
+
+
+def point_code(wildcards):
+    """Changing a framework's adapter (or the shared trainer code) reruns its points only."""
+    return adapter_digest(wildcards.framework)
+
+
+def point_threads(wildcards):
+    return point_of(wildcards)["threads"]
+
+
+def point_gpus(wildcards):
+    return 1 if point_of(wildcards)["device"] == "gpu" else 0
+
+
+def point_gpu_model(wildcards):
+    if not point_gpus(wildcards):
+        return ""
+    return CFG["cluster"].get("gpu_model") or ""
+
+
+def point_mem_mb(wildcards):
+    return cluster.mem_mb(CFG, point_of(wildcards))
+
+
+def point_partition(wildcards):
+    return cluster.partition(CFG, point_of(wildcards)) or ""
 
 
 _MEASURED = []
 
 
-def measured():
-    """Finished points' throughput, read once, to size cluster jobs (see dlbench/cluster.py)."""
+def point_runtime(wildcards, attempt):
+    """Minutes a cluster job asks for, from finished points' throughput (read once; see dlbench/cluster.py)."""
     if not _MEASURED:
         from dlbench import estimate
 
         _MEASURED.append(estimate.measured_points(list(POINTS.values()), run_dir)[0])
-    return _MEASURED[0]
-
-
-def runtime_of(wildcards, attempt):
-    return cluster.runtime_min(CFG, point_of(wildcards), measured(), attempt)
-
-
-def caffe_data_dir(dataset, key):
-    return f"resources/caffe/{dataset}/{key}"
-
-
-def caffe_data_input(wildcards):
-    """The HDF5 files a train job needs: those of its point's input handling (Caffe points only)."""
-    if wildcards.framework != "caffe":
-        return []
-    p = point_of(wildcards)
-    folder = caffe_data_dir(wildcards.dataset, _caffe_data.input_key(p["input"]))
-    return [f"{folder}/{name}" for name in CAFFE_DATA_FILES]
-
-
-def caffe_env_input(wildcards):
-    return [] if USE_CONDA else ["resources/envs/caffe.json"]
-
-
-def caffe_data_code():
-    import hashlib
-
-    h = hashlib.sha256()
-    for rel in (
-        "frameworks/caffe_data.py",
-        "frameworks/base.py",
-        "inputs.py",
-        "datasets/store.py",
-    ):
-        h.update(open(f"{workflow.basedir}/dlbench/{rel}", "rb").read())
-    return h.hexdigest()[:16]
+    return cluster.runtime_min(CFG, point_of(wildcards), _MEASURED[0], attempt)

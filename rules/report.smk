@@ -22,16 +22,13 @@ rule charts:
             )
             for path in CHART_FILES
         ],
+    log:
+        "logs/charts.log",
     localrule: True
-    run:
-        charts.draw_all(
-            input.runs,
-            input.curves,
-            input.samples,
-            "results/charts",
-            CFG,
-            published=input.published,
-        )
+    conda:
+        "../envs/base.yaml"
+    script:
+        "../workflow/scripts/charts.py"
 
 
 rule findings:
@@ -45,10 +42,10 @@ rule findings:
             category="Findings",
             caption="../report/findings.rst",
         ),
+    log:
+        "logs/findings.log",
     localrule: True
-    run:
-        from dlbench import findings
-
-        findings.write_findings(
-            input.runs, input.curves, output[0], input.published
-        )
+    conda:
+        "../envs/base.yaml"
+    script:
+        "../workflow/scripts/findings.py"

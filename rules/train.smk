@@ -1,11 +1,12 @@
-# One training job per point, in its framework's environment, monitored from outside.
+# One training job per point, in its framework's environment, monitored from outside; and this
+# machine's GEMM peak, the yardstick of the achieved GFLOP/s.
 
 
 rule train:
     input:
         data="resources/datasets/{dataset}/data.npz",
-        env=env_input,
-        caffe_data=caffe_data_input,
+        env=framework_env_file,
+        caffe_data=caffe_data_files,
     output:
         metrics="results/runs/{framework}/{dataset}/{point}/metrics.json",
         curve="results/runs/{framework}/{dataset}/{point}/curve.csv",
@@ -13,49 +14,40 @@ rule train:
     log:
         "results/runs/{framework}/{dataset}/{point}/job.log",
     conda:
-        conda_env
-    threads: lambda w: point_of(w)["threads"]
+        framework_conda_file
+    threads: point_threads
     resources:
         # One measurement per machine at a time (the default profile caps it at 1; on a
         # cluster the runner's node-local lock does it, see dlbench/runner.py).
-        dlbench_measure=1 if CFG["measurement"]["exclusive"] else 0,
-        gpu=lambda w: 1 if point_of(w)["device"] == "gpu" else 0,
-        gpu_model=lambda w: (
-            (CFG["cluster"].get("gpu_model") or "")
-            if point_of(w)["device"] == "gpu"
-            else ""
-        ),
-        cpus_per_task=lambda w: point_of(w)["threads"],
-        mem_mb=lambda w: cluster.mem_mb(CFG, point_of(w)),
-        runtime=runtime_of,
-        slurm_partition=lambda w: cluster.partition(CFG, point_of(w)) or "",
-        slurm_account=lambda w: cluster.setting(CFG, "account") or "",
+        dlbench_measure=MEASURE_SLOTS,
+        gpu=point_gpus,
+        gpu_model=point_gpu_model,
+        cpus_per_task=point_threads,
+        mem_mb=point_mem_mb,
+        runtime=point_runtime,
+        slurm_partition=point_partition,
+        slurm_account=cluster.setting(CFG, "account") or "",
         slurm_extra=cluster.slurm_extra(CFG),
     params:
-        point=lambda w: json.dumps(point_of(w), sort_keys=True),
-        # Changing a framework's adapter (or the shared trainer code) reruns its points only.
-        code=lambda w: adapter_digest(w.framework),
-        interval=CFG["monitor"]["interval_s"],
-        lock=(
-            f"--measure-lock {CFG['measurement']['lock_file']}"
-            if CFG["measurement"]["exclusive"]
-            else ""
-        ),
-        monitor="--no-monitor" if not CFG["monitor"]["enabled"] else "",
-        limits=(
-            (
-                f"--time-limit {CFG['limits']['time_s']} "
-                if CFG["limits"]["time_s"]
-                else ""
-            )
-            + (
-                f"--memory-limit {CFG['limits']['memory_mb']}"
-                if CFG["limits"]["memory_mb"]
-                else ""
-            )
-        ),
-    shell:
-        "PYTHONPATH={workflow.basedir:q} {PY_TRAIN:q} -m dlbench.cli train --point {params.point:q}"
-        " --dataset-dir resources/datasets/{wildcards.dataset}"
-        " --env={input.env:q} --out results/runs/{wildcards.framework}/{wildcards.dataset}/{wildcards.point}"
-        " --interval {params.interval} {params.monitor} {params.limits} {params.lock} > {log:q} 2>&1"
+        point=point_params,
+        code=point_code,
+        runner=RUNNER_OPTIONS,
+    script:
+        "../workflow/scripts/train.py"
+
+
+rule machine_peak:
+    output:
+        "results/machine/peak.json",
+    log:
+        "logs/machine_peak.log",
+    localrule: True
+    conda:
+        "../envs/base.yaml"
+    resources:
+        # a measurement too: never beside a training job
+        dlbench_measure=MEASURE_SLOTS,
+    params:
+        threads=THREAD_COUNTS,
+    script:
+        "../workflow/scripts/machine_peak.py"

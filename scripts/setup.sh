@@ -39,11 +39,13 @@ if [[ ! -f $stamp ]]; then
   log "creating .venv from envs/base.txt"
   python3 -m venv .venv
   .venv/bin/python -m pip install -q --no-input -r envs/base.txt
+  # dlbench itself, editable: bench/ and tests/ import this checkout's package from anywhere.
+  .venv/bin/python -m pip install -q --no-input --no-deps -e .
   rm -f .venv/.base-* && touch "$stamp"
 fi
 
 # Framework environments, built once per machine and key (Caffe's from source: ~10 minutes once).
-frameworks=(pytorch tensorflow theano caffe)
+mapfile -t frameworks < <(.venv/bin/python -m dlbench.envs list)
 for fw in "${frameworks[@]}"; do
   log "framework environment: $fw"
   .venv/bin/python -m dlbench.envs build "$fw" >/dev/null

@@ -7,7 +7,7 @@ import pandas as pd
 import pytest
 import yaml
 
-from dlbench.sandbox import copy_workflow, snakemake
+from dlbench.testing.sandbox import copy_workflow, snakemake
 
 TINY = {
     "datasets": ["digits"],
@@ -133,3 +133,33 @@ def test_runs_with_its_working_directory_elsewhere(workflow_copy, tmp_path):
     # everything went to the other directory, also the run's own files the trainer wrote
     assert (tmp_path / "results/runs/pytorch/digits" / runs.run_id.iloc[0] / "curve.csv").stat().st_size > 0
     assert (tmp_path / "resources/datasets/digits/data.npz").exists()
+
+
+MODULE_USER = '''configfile: "study.yaml"
+
+
+module dlbench:
+    snakefile:
+        "dlbench/Snakefile"
+    config:
+        config
+
+
+use rule * from dlbench as dlbench_*
+'''
+
+
+@pytest.mark.slow
+def test_runs_as_a_snakemake_module_of_another_workflow(tmp_path):
+    """Another workflow includes dlbench as a module (a local path), with its own config and working directory."""
+    copy_workflow(tmp_path / "dlbench")
+    one = {**TINY, "frameworks": ["pytorch"], "sweep": {**TINY["sweep"], "learning_rate": [0.01]}}
+    (tmp_path / "study.yaml").write_text(yaml.safe_dump(one))
+    (tmp_path / "Snakefile").write_text(MODULE_USER)
+    jobs = snakemake(tmp_path, "-n").stdout
+    assert "rule dlbench_train:" in jobs and "rule dlbench_all:" in jobs
+    snakemake(tmp_path)
+    runs = pd.read_parquet(tmp_path / "results/runs.parquet")
+    assert len(runs) == 1 and runs.status.iloc[0] == "ok", runs.iloc[0].get("log_tail")
+    assert (tmp_path / "results/findings.md").read_text().startswith("# Findings")
+    assert (tmp_path / "logs/aggregate.log").exists()  # every rule logs, also under a module's names

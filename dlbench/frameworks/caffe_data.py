@@ -1,7 +1,7 @@
 """Caffe's input: the prepared dataset after the point's input handling, as HDF5 files Caffe's HDF5Data layer reads.
 
     python -m dlbench.frameworks.caffe_data --dataset-dir resources/datasets/digits \\
-        --input '{"scale": 0.00390625}' --out resources/caffe/digits/<key> [--env resources/envs/caffe.json]
+        --input '{"scale": 0.00390625}' --out resources/caffe/digits/<key>
 
 writes into --out: train.h5 and test.h5 (datasets `data`, float32 NCHW, and `label`, float32),
 train.txt and test.txt (the list files the HDF5Data layers read: one absolute path each) and
@@ -16,23 +16,25 @@ adapter copies that into the record (build_json: input_augmentation).
 
 The files depend on the dataset and the point's `input` settings only, not on its seed:
 `input_key` digests those settings, so all Caffe points with the same input handling share
-one folder, resources/caffe/<dataset>/<input_key>/ (see rules/caffe.smk). `data_dir` derives
+one folder, resources/caffe/<dataset>/<input_key>/ (rules/data.smk). `data_dir` derives
 that folder from the dataset's folder (resources/datasets/<name>), which is how the adapter
 finds it without being told.
 
-Imported by the Snakefile (input_key, data_dir): the module's top imports the standard library only.
+Runs in the base environment (numpy and h5py; the workflow's caffe_data rule) and in Caffe's (the
+adapter prepares the folder itself when it is missing). The module's top imports little: the
+Snakefile imports it for input_key.
 """
 
 from __future__ import annotations
 
 import argparse
-import contextlib
-import fcntl
 import hashlib
 import json
 import os
 import sys
 from pathlib import Path
+
+from dlbench.locks import flocked
 
 FORMAT = 1  # bump when the files change meaning: every input key changes with it
 AUGMENT_SEED = 1
@@ -71,17 +73,6 @@ def is_current(out: str | os.PathLike, dataset_dir: str | os.PathLike, input_cfg
         Path(dataset_dir))
 
 
-@contextlib.contextmanager
-def _locked(path: Path):
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with open(path, "a") as fh:
-        fcntl.flock(fh, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(fh, fcntl.LOCK_UN)
-
-
 def _write_h5(path: Path, x, y) -> None:
     import h5py
     import numpy as np
@@ -101,7 +92,7 @@ def prepare(dataset_dir: str | os.PathLike, input_cfg: dict | None, out: str | o
 
     dataset_dir, out = Path(dataset_dir), Path(out)
     cfg = dict(input_cfg or {})
-    with _locked(out.parent / f".{out.name}.lock"):  # points preparing the same folder at once: one writes
+    with flocked(out.parent / f".{out.name}.lock"):  # points preparing the same folder at once: one writes
         if is_current(out, dataset_dir, cfg):
             return json.loads((out / "meta.json").read_text())
         inputs = load_inputs(dataset_dir, {"input": cfg, "seed": AUGMENT_SEED})
@@ -141,28 +132,13 @@ def list_points_at(list_file: Path, h5: Path) -> bool:
     return len(lines) == 1 and os.path.exists(lines[0]) and os.path.samefile(lines[0], h5)
 
 
-def _reexec_in(env_json: str, argv: list[str]) -> None:
-    """Run this command again with the Caffe environment's Python (resources/envs/caffe.json names it)."""
-    python = json.loads(Path(env_json).read_text())["python"]
-    if os.path.realpath(python) == os.path.realpath(sys.executable) or os.environ.get("DLBENCH_CAFFE_DATA_REEXEC"):
-        return
-    repo = str(Path(__file__).resolve().parent.parent.parent)
-    env = dict(os.environ, DLBENCH_CAFFE_DATA_REEXEC="1")
-    env["PYTHONPATH"] = os.pathsep.join([repo, env.get("PYTHONPATH", "")]).rstrip(os.pathsep)
-    env.pop("PYTHONHOME", None)
-    os.execve(python, [python, "-m", "dlbench.frameworks.caffe_data", *argv], env)
-
-
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     parser = argparse.ArgumentParser(prog="python -m dlbench.frameworks.caffe_data")
     parser.add_argument("--dataset-dir", required=True, help="the prepared dataset (resources/datasets/<name>)")
     parser.add_argument("--input", default="{}", help="the points' `input` settings, as JSON")
     parser.add_argument("--out", required=True, help="the folder to write (resources/caffe/<name>/<input_key>)")
-    parser.add_argument("--env", default="", help="the Caffe environment's JSON: run in its Python")
     args = parser.parse_args(argv)
-    if args.env:
-        _reexec_in(args.env, argv)  # the same command; the second time round it runs here
     cfg = json.loads(args.input)
     if Path(args.out).name != input_key(cfg):
         print(f"dlbench: caffe data: --out {args.out} does not end in the input key {input_key(cfg)} "

@@ -1,0 +1,7 @@
+"""Rule prepare_dataset: one dataset into resources/datasets/<name>/ (dlbench.cli.prepare)."""
+
+from dlbench import cli, joblog
+
+sm = snakemake  # noqa: F821 - the object Snakemake gives a script
+
+joblog.run(sm.log[0], lambda: cli.prepare(sm.wildcards.dataset, sm.params.folder, local=sm.params.local))
