@@ -5,17 +5,23 @@ Work files go to $DLBENCH_BENCH_DIR (default /tmp/dlbench-bench), never into the
 
 from __future__ import annotations
 
+import argparse
+import contextlib
 import os
 import platform
+import statistics
 import sys
 import time
 from pathlib import Path
 
 import psutil
 
-from dlbench import machine
+from dlbench import envs, machine
 from dlbench.datasets import prepare
+from dlbench.frameworks import registry
+from dlbench.paths import ROOT
 
+REPO = ROOT  # the checkout the benchmarks measure
 WORK = Path(os.environ.get("DLBENCH_BENCH_DIR", "/tmp/dlbench-bench"))
 DATASET = "fashion_mnist"  # the benchmarks' dataset: real, MNIST's geometry, on this machine
 
@@ -122,3 +128,102 @@ def dataset(name: str = "fashion_mnist") -> Path:
     if not (out / "meta.json").exists():
         prepare.prepare(name, out)
     return out
+
+
+def env_python(framework: str) -> str:
+    return str(envs.build(framework) / "bin" / "python")
+
+
+def env_ready(framework: str) -> bool:
+    """Whether the framework's environment is already built (never starts a build)."""
+    try:
+        return (envs.env_dir(framework) / "READY").exists()
+    except envs.EnvError:
+        return False
+
+
+@contextlib.contextmanager
+def trainer_env(extra: dict[str, str]):
+    """Variables for the trainers started inside the block (runner.trainer_env starts from os.environ)."""
+    saved = {k: os.environ.get(k) for k in extra}
+    os.environ.update(extra)
+    try:
+        yield
+    finally:
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+
+
+def median(values) -> float:
+    return statistics.median(values)
+
+
+def cv(values) -> float:
+    """Coefficient of variation (sample standard deviation / mean)."""
+    return statistics.stdev(values) / statistics.mean(values) if len(values) > 1 else 0.0
+
+
+def verdict(ok: bool) -> str:
+    return "PASS" if ok else "MISS"
+
+
+def table(rows: list[dict], columns: list[str] | None = None) -> str:
+    columns = columns or list(rows[0])
+    cells = [[_fmt(r.get(c)) for c in columns] for r in rows]
+    widths = [max(len(c), *(len(row[i]) for row in cells)) for i, c in enumerate(columns)]
+    lines = ["  ".join(c.ljust(w) for c, w in zip(columns, widths)),
+             "  ".join("-" * w for w in widths)]
+    lines += ["  ".join(v.ljust(w) for v, w in zip(row, widths)) for row in cells]
+    return "\n".join(lines)
+
+
+def _fmt(v) -> str:
+    if v is None:
+        return "-"
+    if isinstance(v, float):
+        return f"{v:.4g}" if abs(v) < 1e5 else f"{v:.0f}"
+    return str(v)
+
+
+def header(title: str, busy: float) -> None:
+    print(f"# {title}")
+    print(f"# machine: {machine_line()}")
+    print(f"# at start: {busy:.2f} cores busy with other work, 1-min load average {load1():.2f}")
+
+
+def summary(text: str, rows: list[dict], columns: list[str] | None = None) -> None:
+    """The closing line (what was measured, how quiet it stayed) and the table of every row."""
+    print()
+    print(f"# {text}; {time.strftime('%H:%M')}, load at end {load1():.2f}; {discarded_note()}")
+    print(table(rows, columns))
+
+
+ALL_FRAMEWORKS = registry.names()
+
+
+def parser(doc: str, *, frameworks: list[str] | None = None, framework: str | None = None,
+           iterations: int | None = None, repeats: int = 3, threads: list[int] | None = None
+           ) -> argparse.ArgumentParser:
+    """The options the benchmarks share, with each one's own defaults."""
+    ap = argparse.ArgumentParser(description=doc.splitlines()[0])
+    if frameworks is not None:
+        ap.add_argument("frameworks", nargs="*", default=frameworks)
+    if framework is not None:
+        ap.add_argument("--framework", default=framework)
+    if iterations is not None:
+        ap.add_argument("--iterations", type=int, default=iterations)
+    ap.add_argument("--repeats", type=int, default=repeats)
+    if threads is not None:
+        ap.add_argument("--threads", type=int, nargs="+", default=threads)
+    return ap
+
+
+def usable(frameworks: list[str]) -> list[str]:
+    """The frameworks asked for, less Caffe where its environment (a 10-minute build) is not built yet."""
+    if "caffe" in frameworks and not env_ready("caffe"):
+        print("# caffe: skipped (its environment is not built: .venv/bin/python -m dlbench.envs build caffe)")
+        return [fw for fw in frameworks if fw != "caffe"]
+    return list(frameworks)

@@ -2,7 +2,7 @@
 
     .venv/bin/python bench/dag_scale.py [--sizes 1000 5000] [--repeats 3]
 
-For each size N, a copy of the workflow (dlbench.sandbox) with a study of N points (digits,
+For each size N, a copy of the workflow (dlbench.testing.sandbox) with a study of N points (digits,
 pytorch, 10 learning rates x 10 batch sizes x N/100 repeats, 30 iterations) and a bare Snakefile
 with N jobs (one `touch` rule and an `all` rule). Timed from outside, alternating dlbench, bare,
 dlbench, bare, ...:
@@ -25,7 +25,7 @@ from pathlib import Path
 
 import _common as c
 
-from dlbench import sandbox
+from dlbench.testing import sandbox
 
 TARGET = 1.5
 LRS = [0.001, 0.002, 0.003, 0.005, 0.007, 0.01, 0.02, 0.03, 0.05, 0.07]
