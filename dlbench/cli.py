@@ -30,8 +30,11 @@ def prepare(dataset: str, out: str, local: str | None = None, downloads: str = "
 
 def train(point: dict, dataset_dir: str, out: str, env_json: str | None = None, *, interval_s: float = 0.2,
           monitor: bool = True, time_limit_s: float | None = None, memory_limit_mb: float | None = None,
-          measure_lock: str | None = None) -> int:
-    """Run one point (dlbench.runner) in the framework environment that env_json describes (None: this Python)."""
+          hang_s: float | None = None, measure_lock: str | None = None) -> int:
+    """Run one point (dlbench.runner) in the framework environment that env_json describes (None: this Python).
+
+    hang_s: seconds without an event before the point ends as hung (0: never; None: the runner's default).
+    """
     from dlbench import runner
 
     python = None
@@ -42,7 +45,7 @@ def train(point: dict, dataset_dir: str, out: str, env_json: str | None = None, 
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     record = runner.run_point(point, dataset_dir, out, python=python, interval_s=interval_s,
                               monitor_enabled=monitor, time_limit_s=time_limit_s, memory_limit_mb=memory_limit_mb,
-                              measure_lock=measure_lock or None)
+                              measure_lock=measure_lock or None, **({} if hang_s is None else {"hang_s": hang_s}))
     print(json.dumps({k: record.get(k) for k in ("status", "reason", "train_time_s", "accuracy", "rss_peak_mb")}))
     return 0
 
@@ -76,6 +79,8 @@ def main(argv: list[str] | None = None) -> int:
     t.add_argument("--no-monitor", dest="monitor", action="store_false")
     t.add_argument("--time-limit", type=float, default=None)
     t.add_argument("--memory-limit", type=float, default=None)
+    t.add_argument("--hang-limit", type=float, default=None,
+                   help="seconds without an event from the trainer before it is ended as hung (0: never)")
     t.add_argument("--measure-lock", default="", help="node-local file to lock while measuring")
     v = sub.add_parser("validate", help="check a config file")
     v.add_argument("config")
@@ -85,7 +90,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.cmd == "train":
         return train(json.loads(args.point), args.dataset_dir, args.out, args.env or None, interval_s=args.interval,
                      monitor=args.monitor, time_limit_s=args.time_limit, memory_limit_mb=args.memory_limit,
-                     measure_lock=args.measure_lock)
+                     hang_s=args.hang_limit, measure_lock=args.measure_lock)
     return validate(args.config)
 
 

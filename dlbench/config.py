@@ -9,7 +9,7 @@ from typing import Any
 import jsonschema
 import yaml
 
-from dlbench import models, presets
+from dlbench import cluster, models, presets
 from dlbench.datasets import catalog
 from dlbench.frameworks import registry
 from dlbench.paths import SCHEMA
@@ -33,7 +33,7 @@ def _where(path) -> str:
     return ".".join(str(p) for p in path) or "(top level)"
 
 
-def _describe(error: jsonschema.ValidationError) -> str:
+def _describe(error: jsonschema.ValidationError, schema: dict) -> str:
     """One readable line for a schema violation."""
     where = _where(error.absolute_path)
     v = error.validator
@@ -49,8 +49,11 @@ def _describe(error: jsonschema.ValidationError) -> str:
     if v == "minItems":
         return f"{where}: the list is empty; give at least {error.validator_value} value"
     if v == "pattern":
-        return (f"{where}: {error.instance!r} is not a plain name "
-                "(lower-case letters, digits and _ only, starting with a letter)")
+        if error.validator_value == schema["$defs"]["name"]["pattern"]:
+            return (f"{where}: {error.instance!r} is not a plain name "
+                    "(lower-case letters, digits and _ only, starting with a letter)")
+        return (f"{where}: {error.instance!r} has a character that is not allowed here (it must match "
+                f"{error.validator_value}: no spaces, quotes or line breaks)")
     if v == "required":
         return f"{where}: {error.message}"
     if v in ("minimum", "exclusiveMinimum", "maximum", "exclusiveMaximum"):
@@ -95,7 +98,7 @@ def validate(raw: dict[str, Any], *, local_cores: int | None = None,
     errors = sorted(jsonschema.Draft202012Validator(schema).iter_errors(cfg),
                     key=lambda e: (len(e.absolute_path), str(list(e.absolute_path))))
     if errors:
-        raise ConfigError(_describe(errors[0]))
+        raise ConfigError(_describe(errors[0], schema))
     _fill_defaults(schema, cfg)
 
     sweep = cfg["sweep"]
@@ -128,6 +131,11 @@ def validate(raw: dict[str, Any], *, local_cores: int | None = None,
             raise ConfigError(f"{where}sweep.threads: {too_many[0]} is more than this machine's {local_cores} "
                               f"cores; use at most {local_cores} here, or run on a cluster "
                               "(--profile profiles/slurm)")
+    model = cfg["cluster"].get("gpu_model")
+    if model:
+        problem = cluster.gpu_model_problem(model)
+        if problem:
+            raise ConfigError(f"cluster.gpu_model: {problem}")
     for name, where in cfg["data"].items():
         if not os.path.exists(os.path.expanduser(where)):
             raise ConfigError(f"data.{name}: {where} does not exist; give the folder or archive "

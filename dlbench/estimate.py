@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-import json
 import math
 import statistics
 from pathlib import Path
 
+from dlbench import records
 from dlbench.datasets import catalog
 from dlbench.lr import steps_per_epoch
 
@@ -26,10 +26,8 @@ def measured_points(points: list[dict], run_dir) -> tuple[dict, list[dict]]:
     measured: dict[tuple, list[tuple[float, float]]] = {}
     pending = []
     for p in points:
-        path = Path(run_dir(p)) / "metrics.json"
-        try:
-            r = json.loads(path.read_text())
-        except (OSError, json.JSONDecodeError):
+        r = records.read_or_skip(Path(run_dir(p)) / records.RESULT)
+        if r is None:
             pending.append(p)
             continue
         if r.get("status") == "ok" and r.get("throughput_img_s"):

@@ -21,8 +21,9 @@ def die_with_parent() -> None:
 
 
 def kill_tree(pid: int, sig: int = signal.SIGKILL) -> None:
-    """Signal the process group of `pid` (the trainer is started in a session of its own)."""
+    """Signal the process group that `pid` leads (the trainer is started in a session of its own, so its
+    group id is its pid): every member, also once the leader itself has exited."""
     try:
-        os.killpg(os.getpgid(pid), sig)
+        os.killpg(pid, sig)
     except (ProcessLookupError, PermissionError):
         pass

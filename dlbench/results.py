@@ -10,6 +10,7 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.csv as pa_csv
 
+from dlbench import records
 from dlbench.atomic import atomic_path
 
 KEYS = ("id", "framework", "dataset")
@@ -38,10 +39,15 @@ def _stack(tables: list[pa.Table], records: list[dict]) -> pd.DataFrame:
 
 
 def collect(metrics_paths) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
+    """The records and their curves and samples; a file that is not a record is skipped with one line."""
     runs = []
     found: dict[str, tuple[list[pa.Table], list[dict]]] = {"curve.csv": ([], []), "samples.csv": ([], [])}
     for path in map(Path, metrics_paths):
-        record = json.loads(path.read_text())
+        record = records.read_or_skip(path)
+        if record is None:
+            continue
+        # How many finished attempts the point has had (this one included): a rerun that failed is visible.
+        record["attempts"] = max(1, len(records.attempts(path.parent)))
         runs.append(record)
         for name, (tables, owners) in found.items():
             table = _read_csv(path.parent / name)

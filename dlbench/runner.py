@@ -13,12 +13,13 @@ import json
 import os
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import time
 from pathlib import Path
 
-from dlbench import machine, models
+from dlbench import machine, memcap, models, records
 from dlbench.atomic import write_json
 from dlbench.frameworks import base, registry
 from dlbench.locks import flocked
@@ -26,6 +27,8 @@ from dlbench.monitor import SAMPLE_FIELDS, Monitor
 from dlbench.procs import die_with_parent, kill_tree
 
 REPO = Path(__file__).resolve().parent.parent
+HANG_S = 1800.0  # a point silent this long is ended as hung (limits.hang_s)
+WATCH_S = 2.0  # how often the runner looks at a running trainer
 CURVE_FIELDS = ("kind", "iteration", "epoch", "loss", "accuracy", "lr", "train_time_s", "test_time_s", "t")
 # Record fields taken from the point itself (the rest of the point, the layer list, is summarised).
 POINT_FIELDS = ("id", "framework", "dataset", "preset", "network", "optimizer", "momentum", "weight_decay",
@@ -68,14 +71,16 @@ def run_point(point: dict, dataset_dir: str | Path, out_dir: str | Path, *, meas
 
 def _run_point(point: dict, dataset_dir: str | Path, out_dir: str | Path, *, python: str | None = None,
                interval_s: float = 0.2, monitor_enabled: bool = True, time_limit_s: float | None = None,
-               memory_limit_mb: float | None = None, lock_wait_s: float = 0.0) -> dict:
-    """Train one point and write metrics.json, curve.csv, samples.csv and trainer.log into out_dir."""
+               memory_limit_mb: float | None = None, hang_s: float | None = HANG_S, lock_wait_s: float = 0.0) -> dict:
+    """Train one point and write metrics.json, curve.csv, samples.csv and trainer.log into out_dir.
+
+    Every finished attempt (any status) is also kept under out_dir/attempts/ (dlbench.records).
+    """
     # Absolute: the trainer runs in the repository, the workflow's working directory may be elsewhere.
     out_dir, dataset_dir = Path(out_dir).resolve(), Path(dataset_dir).resolve()
     out_dir.parent.mkdir(parents=True, exist_ok=True)
-    for stale in out_dir.parent.glob(f".{out_dir.name}.partial-*"):  # left by a job killed outright
-        shutil.rmtree(stale, ignore_errors=True)
-    work = out_dir.parent / f".{out_dir.name}.partial-{os.getpid()}"
+    remove_dead_partials(out_dir)
+    work = out_dir.parent / f".{out_dir.name}.partial-{socket.gethostname()}-{os.getpid()}"
     work.mkdir(parents=True)
     (work / "point.json").write_text(json.dumps(point, indent=2, sort_keys=True))
     events_path = work / "events.jsonl"
@@ -84,7 +89,7 @@ def _run_point(point: dict, dataset_dir: str | Path, out_dir: str | Path, *, pyt
     started_wall = time.time()
     t_launch = time.monotonic()
     mon = Monitor(os.getpid(), interval_s, None, None)  # replaced by the trainer's monitor once it runs
-    returncode, timed_out = None, False
+    returncode, ended = None, None
     if gpu_index is not None and not gpu_visible():
         # No GPU on this machine at all: say so without starting a framework to find out.
         status_line = {"e": "status", "t": t_launch, "status": "unavailable",
@@ -96,30 +101,29 @@ def _run_point(point: dict, dataset_dir: str | Path, out_dir: str | Path, *, pyt
             proc = subprocess.Popen([python or sys.executable, "-m", "dlbench.trainer", str(work / "point.json"),
                                      str(dataset_dir), str(events_path)], stdout=log, stderr=subprocess.STDOUT,
                                     env=trainer_env(point), cwd=REPO, start_new_session=True,
-                                    preexec_fn=die_with_parent)
+                                    preexec_fn=_child_setup(memory_limit_mb))
             mon = Monitor(proc.pid, interval_s, gpu_index, memory_limit_mb)
             if monitor_enabled or memory_limit_mb:
                 mon.start()
             try:
-                proc.wait(timeout=time_limit_s)
-            except subprocess.TimeoutExpired:
-                timed_out = True
-                kill_tree(proc.pid, signal.SIGTERM)
-                try:
-                    proc.wait(timeout=5)
-                except subprocess.TimeoutExpired:
-                    kill_tree(proc.pid, signal.SIGKILL)
+                ended = _watch(proc, events_path, t_launch, time_limit_s, hang_s)
+                if ended:  # over its time, or silent for too long: end the whole tree
+                    kill_tree(proc.pid, signal.SIGTERM)
+                    try:
+                        proc.wait(timeout=5)
+                    except subprocess.TimeoutExpired:
+                        pass
+                    kill_tree(proc.pid, signal.SIGKILL)  # whatever of its group is left, also if the leader exited
                     proc.wait()
             except BaseException:  # the job itself is cancelled: take the trainer with it, keep the attempt
                 kill_tree(proc.pid, signal.SIGKILL)
                 proc.wait()
                 mon.stop()
-                record = build_record(point, read_events(events_path), mon, proc.returncode, timed_out=False,
+                record = build_record(point, read_events(events_path), mon, proc.returncode, ended="cancelled",
                                       time_limit_s=time_limit_s, memory_limit_mb=memory_limit_mb,
                                       t_launch=t_launch, t_end=time.monotonic(), log_tail=_tail(log_path),
-                                      cancelled=True)
-                stamp = time.strftime("%Y%m%dT%H%M%S", time.localtime(started_wall))
-                write_json(out_dir / "attempts" / f"{stamp}-{os.getpid()}.json", record)
+                                      hang_s=hang_s)
+                records.keep_attempt(out_dir, record, work, records.attempt_name(started_wall))
                 shutil.rmtree(work, ignore_errors=True)
                 raise
             returncode = proc.returncode
@@ -127,9 +131,9 @@ def _run_point(point: dict, dataset_dir: str | Path, out_dir: str | Path, *, pyt
     t_end = time.monotonic()
 
     events = read_events(events_path)
-    record = build_record(point, events, mon, returncode, timed_out=timed_out, time_limit_s=time_limit_s,
+    record = build_record(point, events, mon, returncode, ended=ended, time_limit_s=time_limit_s,
                           memory_limit_mb=memory_limit_mb, t_launch=t_launch, t_end=t_end,
-                          log_tail=_tail(log_path))
+                          log_tail=_tail(log_path), hang_s=hang_s)
     record["started_at"] = time.strftime("%Y-%m-%dT%H:%M:%S%z", time.localtime(started_wall))
     record["monitor_interval_s"] = interval_s if monitor_enabled else None
     record["lock_wait_s"] = lock_wait_s
@@ -137,12 +141,76 @@ def _run_point(point: dict, dataset_dir: str | Path, out_dir: str | Path, *, pyt
     _write_table(work / "curve.csv", CURVE_FIELDS, curve_rows(events, t_launch))
     _write_table(work / "samples.csv", ("phase",) + SAMPLE_FIELDS, sample_rows(mon.samples, events, t_launch))
     out_dir.mkdir(parents=True, exist_ok=True)
-    for name in ("point.json", "events.jsonl", "trainer.log", "curve.csv", "samples.csv"):
+    # Kept first, so that an attempt is never lost between here and the result; then the result, last.
+    records.keep_attempt(out_dir, record, work, records.attempt_name(started_wall))
+    for name in records.RUN_FILES:
         if (work / name).exists():
             os.replace(work / name, out_dir / name)
-    write_json(out_dir / "metrics.json", record)
+    write_json(out_dir / records.RESULT, record)
     shutil.rmtree(work, ignore_errors=True)
     return record
+
+
+def _watch(proc: subprocess.Popen, events_path: Path, t_launch: float, time_limit_s: float | None,
+           hang_s: float | None) -> str | None:
+    """Wait for the trainer; "timeout" past its time budget, "hung" after hang_s without an event, else None.
+
+    Woken every few seconds only (a busy waiter would cost a measured point a share of a core).
+    """
+    while True:
+        now = time.monotonic()
+        wake = WATCH_S if time_limit_s is None else max(0.05, min(WATCH_S, t_launch + time_limit_s - now))
+        try:
+            proc.wait(timeout=wake)
+            return None
+        except subprocess.TimeoutExpired:
+            pass
+        now = time.monotonic()
+        if time_limit_s is not None and now - t_launch >= time_limit_s:
+            return "timeout"
+        if hang_s and now - t_launch >= hang_s and _silent_for(events_path) >= hang_s:
+            return "hung"
+
+
+def _silent_for(events_path: Path) -> float:
+    """Seconds since the trainer last wrote an event (since it started, if it wrote none)."""
+    try:
+        return time.time() - events_path.stat().st_mtime
+    except OSError:
+        return float("inf")
+
+
+def remove_dead_partials(out_dir: Path) -> None:
+    """Remove the unfinished run folders of this point left by runners of this host that are gone.
+
+    A folder is named by host and pid; one of another host, or of a live process, is left alone (its
+    runner may still be measuring: a killed Snakemake leaves its jobs running).
+    """
+    host = socket.gethostname()
+    for folder in out_dir.parent.glob(f".{out_dir.name}.partial-*"):
+        who = folder.name.rsplit(".partial-", 1)[1]
+        name, _, pid = who.rpartition("-")
+        if name == host and pid.isdigit() and not _alive(int(pid)):
+            shutil.rmtree(folder, ignore_errors=True)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def _child_setup(memory_limit_mb: float | None):
+    """What the trainer does before it execs: die with the runner, and live under the memory cap if one is set."""
+    def setup() -> None:
+        die_with_parent()
+        if memory_limit_mb:
+            memcap.apply_in_child(memory_limit_mb)
+    return setup
 
 
 def gpu_visible() -> bool:
@@ -224,16 +292,23 @@ def resource_summary(samples: list[dict], spans: list[tuple[str, float, float]])
     return out
 
 
-def status_of(events: list[dict], returncode: int, *, timed_out: bool, over_memory: bool,
-              cancelled: bool = False) -> tuple[str, str | None]:
+def status_of(events: list[dict], returncode: int, *, ended: str | None, over_memory: bool,
+              hang_s: float | None = None, capped: bool = False) -> tuple[str, str | None]:
+    """The point's status and its reason: how the runner ended it, else what the trainer said, else how it died."""
     last = next((e for e in reversed(events) if e["e"] == "status"), None)
-    if cancelled:
+    if ended == "cancelled":
         return "cancelled", ("the job was cancelled (SIGTERM or SIGINT) before the point finished; "
                              "it runs again next time")
-    if timed_out:
+    if ended == "timeout":
         return "timeout", "the point exceeded its time budget"
+    if ended == "hung":
+        tail = "; ".join(_describe_event(e) for e in events[-3:]) or "none"
+        return "hung", f"no event from the trainer for {hang_s:g} s (limits.hang_s); its last events: {tail}"
     if over_memory:
-        return "oom", "the point exceeded its memory budget"
+        return "oom", "the point exceeded its memory budget (the monitor read its resident memory over it)"
+    if capped:
+        return "oom", ("the point exceeded its memory budget (an allocation failed under the hard cap before the "
+                       "monitor's next reading)")
     if last is not None:
         return last["status"], last.get("reason")
     if returncode is not None and returncode < 0:
@@ -242,11 +317,17 @@ def status_of(events: list[dict], returncode: int, *, timed_out: bool, over_memo
     return "error", f"the trainer exited with code {returncode} before reporting a status"
 
 
-def build_record(point: dict, events: list[dict], mon: Monitor, returncode: int, *, timed_out: bool,
+def _describe_event(e: dict) -> str:
+    detail = e.get("name") or e.get("iteration") or e.get("status") or ""
+    return f"{e['e']} {detail}".strip()
+
+
+def build_record(point: dict, events: list[dict], mon: Monitor, returncode: int, *, ended: str | None,
                  time_limit_s, memory_limit_mb, t_launch: float, t_end: float, log_tail: str,
-                 cancelled: bool = False) -> dict:
-    status, reason = status_of(events, returncode, timed_out=timed_out, over_memory=mon.over_memory,
-                               cancelled=cancelled)
+                 hang_s: float | None = None) -> dict:
+    capped = bool(memory_limit_mb) and not mon.over_memory and memcap.ended_by_cap(mon.pid, returncode, log_tail)
+    status, reason = status_of(events, returncode, ended=ended, over_memory=mon.over_memory, hang_s=hang_s,
+                               capped=capped)
     info = merged_info(events)
     result = next((e for e in events if e["e"] == "result"), {})
     plan = next((e for e in events if e["e"] == "plan"), {})
@@ -292,6 +373,10 @@ def build_record(point: dict, events: list[dict], mon: Monitor, returncode: int,
     record["dataset_digest"] = next((e.get("digest") for e in events if e["e"] == "data"), None)
     record["time_limit_s"] = time_limit_s
     record["memory_limit_mb"] = memory_limit_mb
+    record["memory_cap"] = memcap.kind() if memory_limit_mb else None
+    # Which guard ended an oom point: the monitor's reading over the budget, or the hard cap.
+    record["oom_by"] = "monitor" if mon.over_memory else "cap" if capped else None
+    record["hang_limit_s"] = hang_s
     record.update(machine.host())
     if status != "ok":
         tb = next((e["text"] for e in events if e["e"] == "traceback"), "")

@@ -87,6 +87,7 @@ RUNNER_OPTIONS = {
     "monitor": CFG["monitor"]["enabled"],
     "time_limit_s": CFG["limits"]["time_s"],
     "memory_limit_mb": CFG["limits"]["memory_mb"],
+    "hang_s": CFG["limits"]["hang_s"],
     "measure_lock": (
         CFG["measurement"]["lock_file"] if CFG["measurement"]["exclusive"] else None
     ),

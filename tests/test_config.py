@@ -20,7 +20,7 @@ def test_defaults_are_filled_in():
     assert cfg["repeats"] == 1 and cfg["seed"] == 1 and cfg["scale"] == 1
     assert cfg["monitor"]["interval_s"] == 0.2 and cfg["monitor"]["enabled"] is True
     assert cfg["measurement"]["exclusive"] is True
-    assert cfg["limits"] == {"time_s": None, "memory_mb": None}
+    assert cfg["limits"] == {"time_s": None, "memory_mb": None, "hang_s": 1800}
 
 
 def test_unknown_top_level_key_is_named_with_the_allowed_ones():
@@ -101,3 +101,15 @@ def test_out_of_range_values():
 
 def test_not_a_mapping():
     assert "not a mapping" in error_of(None)
+
+
+def test_a_path_with_a_trailing_newline_is_refused_in_one_line():
+    # `$` would match before the newline and let it split the rule's command line
+    with pytest.raises(ConfigError, match=r"measurement.lock_file: '/tmp/x\\n' has a character that is not allowed"):
+        validate({**BASE, "measurement": {"lock_file": "/tmp/x\n"}})
+
+
+def test_a_gpu_model_the_slurm_plugin_refuses_is_refused_before_any_job():
+    with pytest.raises(ConfigError, match="cluster.gpu_model: 'h100-80gb' is refused by the SLURM executor plugin"):
+        validate({**BASE, "cluster": {"gpu_model": "h100-80gb"}})
+    assert validate({**BASE, "cluster": {"gpu_model": "h100.80gb"}})["cluster"]["gpu_model"] == "h100.80gb"

@@ -75,13 +75,29 @@ def test_bilinear_resize_keeps_a_constant_image_constant():
     assert np.allclose(digits.resize_bilinear(img, 20), 7.0)
 
 
-def test_local_mnist_folder_raw_files(tmp_path):
-    arrays = _idx_set(tmp_path / "mnist", compress=False)
-    meta = prepare.prepare("mnist", tmp_path / "out", local=str(tmp_path / "mnist"))
-    got, _ = store.load(tmp_path / "out")
-    assert np.array_equal(got["train_x"][:, 0], arrays["train_x"])
-    assert np.array_equal(got["test_y"], arrays["test_y"])
-    assert meta["source"].startswith("local folder")
+def test_an_uncompressed_mnist_copy_is_refused_not_accepted_unchecked(tmp_path):
+    # dlbench knows the digests of MNIST's published .gz files only: a raw copy cannot be checked
+    _idx_set(tmp_path / "mnist", compress=False)
+    with pytest.raises(prepare.DatasetError, match="train-images-idx3-ubyte: dlbench knows only the digest of the "
+                                                   "published .compressed. file.*give the published .gz file"):
+        prepare.prepare("mnist", tmp_path / "out", local=str(tmp_path / "mnist"))
+    assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.skipif(catalog.system_copy("fashion_mnist") is None,
+                    reason="Debian's dataset-fashion-mnist is not installed")
+def test_an_uncompressed_fashion_mnist_copy_is_checked_by_its_content_digest(tmp_path):
+    folder = tmp_path / "fm"
+    folder.mkdir()
+    for gz in catalog.system_copy("fashion_mnist").glob("*.gz"):
+        (folder / gz.name.removesuffix(".gz")).write_bytes(gzip.open(gz).read())
+    meta = prepare.prepare("fashion_mnist", tmp_path / "out", local=str(folder))
+    assert meta["train_count"] == 60000 and all("raw_sha256" in f for f in meta["files"])
+    raw = bytearray((folder / "t10k-labels-idx1-ubyte").read_bytes())
+    raw[100] ^= 1
+    (folder / "t10k-labels-idx1-ubyte").write_bytes(bytes(raw))
+    with pytest.raises(prepare.DatasetError, match="t10k-labels-idx1-ubyte: checksum mismatch"):
+        prepare.prepare("fashion_mnist", tmp_path / "out2", local=str(folder))
 
 
 def test_checksum_mismatch_stops_with_the_file_and_both_digests(tmp_path):
@@ -94,8 +110,8 @@ def test_checksum_mismatch_stops_with_the_file_and_both_digests(tmp_path):
 
 
 def test_missing_file_is_named(tmp_path):
-    _idx_set(tmp_path / "mnist", compress=False)
-    (tmp_path / "mnist" / "t10k-labels-idx1-ubyte").unlink()
+    _idx_set(tmp_path / "mnist", compress=True)
+    (tmp_path / "mnist" / "t10k-labels-idx1-ubyte.gz").unlink()
     with pytest.raises(prepare.DatasetError, match="t10k-labels-idx1-ubyte"):
         prepare.prepare("mnist", tmp_path / "out", local=str(tmp_path / "mnist"))
 
@@ -152,11 +168,50 @@ def test_cifar_archive_checksum_is_verified(tmp_path):
         prepare.prepare("cifar10", tmp_path / "out", local=str(tmp_path / "cifar-10-binary.tar.gz"))
 
 
-def test_cifar_local_folder(tmp_path):
+def test_a_cifar_archive_under_another_name_is_still_checked(tmp_path):
+    _cifar_archive(tmp_path / "my-cifar.tgz")
+    with pytest.raises(prepare.DatasetError, match="my-cifar.tgz: checksum mismatch"):
+        prepare.prepare("cifar10", tmp_path / "out", local=str(tmp_path / "my-cifar.tgz"))
+
+
+def test_extracted_cifar_files_are_refused_for_the_archive(tmp_path):
     _cifar_archive(tmp_path / "c.tar.gz")
     folder = cifar.extract(tmp_path / "c.tar.gz", tmp_path / "x")
-    meta = prepare.prepare("cifar10", tmp_path / "out", local=str(folder))
-    assert (meta["train_count"], meta["test_count"], meta["shape"]) == (20, 4, [3, 32, 32])
+    with pytest.raises(prepare.DatasetError, match="no cifar-10-binary.tar.gz in it; .*give that archive"):
+        prepare.prepare("cifar10", tmp_path / "out", local=str(folder))
+
+
+@pytest.fixture
+def web(tmp_path):
+    """A real HTTP server on localhost, serving tmp_path/www."""
+    import functools
+    import http.server
+    import threading
+
+    root = tmp_path / "www"
+    root.mkdir()
+    handler = functools.partial(http.server.SimpleHTTPRequestHandler, directory=str(root))
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    yield root, f"http://127.0.0.1:{server.server_address[1]}/"
+    server.shutdown()
+
+
+def test_a_download_larger_than_its_cap_is_stopped(web, tmp_path):
+    root, url = web
+    (root / "big.bin").write_bytes(b"x" * 5000)
+    with pytest.raises(prepare.DatasetError, match="more than the 4096"):
+        prepare._fetch(url + "big.bin", tmp_path / "big.bin", 4096)
+
+
+def test_a_download_is_verified_before_it_gets_its_name(web, tmp_path, monkeypatch):
+    root, url = web
+    _idx_set(root, compress=True)  # real gzip files, not MNIST's: their digests do not match
+    monkeypatch.setitem(catalog.SOURCES["mnist"], "mirrors", [url])
+    dest = tmp_path / "downloads"
+    with pytest.raises(prepare.DatasetError, match="checksum mismatch"):
+        prepare.download("mnist", "train-labels-idx1-ubyte.gz", dest)
+    assert list(dest.iterdir()) == []  # nothing left that looks like a download
 
 
 def test_store_writes_metadata_with_a_content_digest(tmp_path):

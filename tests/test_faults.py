@@ -79,3 +79,61 @@ def test_sigkill_of_the_whole_workflow_then_rerun_loses_nothing(lab):
     assert not row["finished_points_rerun"]
     assert row["rows_after"] == 4 and row["partial_dirs_left"] == 0
     assert row["survived"] and not row["data_lost"]
+
+
+@pytest.mark.slow
+def test_a_rerun_that_fails_keeps_the_earlier_good_measurement(lab):
+    row = faultmatrix.rerun_fails(lab)
+    assert row["attempts"] == ["ok", "timeout"] and row["result_status"] == "timeout"
+    assert row["aggregated_attempts"] == 2
+    assert row["survived"] and not row["data_lost"]
+
+
+@pytest.mark.slow
+def test_a_result_that_is_not_a_record_is_named_and_skipped(lab):
+    row = faultmatrix.bad_record(lab)
+    assert row["rows_after"] == 1, row
+    assert row["survived"] and not row["data_lost"]
+
+
+@pytest.mark.slow
+def test_a_hung_trainer_is_ended_as_hung_with_its_last_events(lab):
+    row = faultmatrix.trainer_hangs(lab)
+    r = row["record"]
+    assert r["status"] == "hung" and "no event from the trainer for 4 s" in r["reason"]
+    assert "step" in r["reason"] or "phase_start" in r["reason"]  # its last events are named
+    assert row["ended_after_s"] < 30 and r["iterations_done"] > 0
+
+
+@pytest.mark.slow
+def test_a_fast_allocation_past_the_budget_is_stopped_by_the_hard_cap(lab):
+    row = faultmatrix.memory_overshoot(lab)
+    r = row["record"]
+    assert r["status"] == "oom" and r["oom_by"] == "cap", (r["status"], r.get("reason"), r.get("log_tail"))
+    assert r["memory_cap"] in ("cgroup", "rlimit_data")
+    assert (r["rss_peak_mb"] or 0) < 200 + 1024  # it never got far past the cap
+
+
+def test_kill_tree_ends_the_group_also_when_its_leader_has_exited():
+    import os
+    import subprocess
+    import sys
+    import time
+
+    from dlbench.procs import kill_tree
+
+    # A leader in a session of its own starts a child in its group, prints the child's pid and exits.
+    leader = subprocess.Popen([sys.executable, "-c", "import subprocess, sys; "
+                               "c = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(600)']); "
+                               "print(c.pid, flush=True)"], stdout=subprocess.PIPE, text=True,
+                              start_new_session=True)
+    child = int(leader.stdout.readline())
+    leader.wait()
+    assert os.path.exists(f"/proc/{child}")
+    kill_tree(leader.pid)
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline and os.path.exists(f"/proc/{child}") and \
+            open(f"/proc/{child}/stat").read().split()[2] != "Z":
+        time.sleep(0.05)
+    alive = os.path.exists(f"/proc/{child}") and open(f"/proc/{child}/stat").read().split()[2] != "Z"
+    assert not alive, "the leader's child outlived kill_tree"

@@ -11,7 +11,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from dlbench import config, sweep
+from dlbench import config, records, sweep
 from dlbench.testing.sandbox import copy_workflow
 
 STUDY = {
@@ -124,7 +124,7 @@ def test_a_cancelled_job_is_recorded_and_runs_again_next_time(tmp_path, no_jobs_
         proc.kill()
     assert proc.returncode != 0
     assert not (run / "metrics.json").exists()
-    attempts = list((run / "attempts").glob("*.json"))
+    attempts = records.attempts(run)
     assert attempts, out[-3000:]
     attempt = json.loads(attempts[0].read_text())
     assert attempt["status"] == "cancelled" and attempt["slurm_job_id"] == job_id

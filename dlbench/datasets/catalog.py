@@ -40,8 +40,11 @@ IDX_FILES = {
     "test_labels": "t10k-labels-idx1-ubyte",
 }
 
-# Published files and their digests. `sha256` is of the file as published (.gz),
-# `raw_sha256` of its uncompressed content (survives recompression, as in Debian's package).
+# Published files and their digests. `sha256` is of the file as published (.gz), `raw_sha256` of
+# its uncompressed content (survives recompression, as in Debian's package); `max_bytes` caps a
+# download (a little over the published size, or the content's size where only that is known).
+# MNIST's and CIFAR-10's content digests are not known to dlbench (no copy was at hand to take
+# them from): uncompressed copies of those are refused rather than accepted unchecked.
 SOURCES: dict[str, dict] = {
     "mnist": {
         "mirrors": [
@@ -49,26 +52,36 @@ SOURCES: dict[str, dict] = {
             "https://storage.googleapis.com/cvdf-datasets/mnist/",
         ],
         "files": {
-            "train-images-idx3-ubyte.gz": {"sha256": "440fcabf73cc546fa21475e81ea370265605f56be210a4024d2ca8f203523609"},
-            "train-labels-idx1-ubyte.gz": {"sha256": "3552534a0a558bbed6aed32b30c495cca23d567ec52cac8be1a0730e8010255c"},
-            "t10k-images-idx3-ubyte.gz": {"sha256": "8d422c7b0a1c1c79245a5bcf07fe86e33eeafee792b84584aec276f5a2dbc4e6"},
-            "t10k-labels-idx1-ubyte.gz": {"sha256": "f7ae60f92e00ec6debd23a6088c31dbd2371eca3ffa0defaefb259924204aec6"},
+            "train-images-idx3-ubyte.gz": {"sha256": "440fcabf73cc546fa21475e81ea370265605f56be210a4024d2ca8f203523609",
+                                           "max_bytes": 11_000_000},
+            "train-labels-idx1-ubyte.gz": {"sha256": "3552534a0a558bbed6aed32b30c495cca23d567ec52cac8be1a0730e8010255c",
+                                           "max_bytes": 40_000},
+            "t10k-images-idx3-ubyte.gz": {"sha256": "8d422c7b0a1c1c79245a5bcf07fe86e33eeafee792b84584aec276f5a2dbc4e6",
+                                          "max_bytes": 2_000_000},
+            "t10k-labels-idx1-ubyte.gz": {"sha256": "f7ae60f92e00ec6debd23a6088c31dbd2371eca3ffa0defaefb259924204aec6",
+                                          "max_bytes": 10_000},
         },
     },
     "fashion_mnist": {
         "system_dir": FASHION_MNIST_SYSTEM_DIR,
-        "mirrors": ["http://fashion-mnist.s3-website.eu-central-1.amazonaws.com/"],
+        "mirrors": ["https://github.com/zalandoresearch/fashion-mnist/raw/master/data/fashion/",
+                    "http://fashion-mnist.s3-website.eu-central-1.amazonaws.com/"],
         "files": {
-            "train-images-idx3-ubyte.gz": {"raw_sha256": "c59f468a2f672dc815687fe0f83887768d799fd8a3f3276145d20f83aa44d888"},
-            "train-labels-idx1-ubyte.gz": {"raw_sha256": "bad3541b69d912435c50bb6ba87bec294ff4f6a2e1246121d8633921760443d9"},
-            "t10k-images-idx3-ubyte.gz": {"raw_sha256": "5b4141f0afbad91edebe8549f8fcffe087ea10ca49f1dbef5c9a5cd8815ce37b"},
-            "t10k-labels-idx1-ubyte.gz": {"raw_sha256": "0402a96d92fd2663957122ceb108a494c5af83dab82d92729df917d7dec38c34"},
+            "train-images-idx3-ubyte.gz": {"raw_sha256": "c59f468a2f672dc815687fe0f83887768d799fd8a3f3276145d20f83aa44d888",
+                                           "max_bytes": 47_040_016},
+            "train-labels-idx1-ubyte.gz": {"raw_sha256": "bad3541b69d912435c50bb6ba87bec294ff4f6a2e1246121d8633921760443d9",
+                                           "max_bytes": 60_008},
+            "t10k-images-idx3-ubyte.gz": {"raw_sha256": "5b4141f0afbad91edebe8549f8fcffe087ea10ca49f1dbef5c9a5cd8815ce37b",
+                                          "max_bytes": 7_840_016},
+            "t10k-labels-idx1-ubyte.gz": {"raw_sha256": "0402a96d92fd2663957122ceb108a494c5af83dab82d92729df917d7dec38c34",
+                                          "max_bytes": 10_008},
         },
     },
     "cifar10": {
         "mirrors": ["https://www.cs.toronto.edu/~kriz/"],
         "files": {
-            "cifar-10-binary.tar.gz": {"sha256": "c4a38c50a1bc5f3a1c5537f2155ab9d68f9f25eb1ed8d9ddda3db29a59bca1dd"},
+            "cifar-10-binary.tar.gz": {"sha256": "c4a38c50a1bc5f3a1c5537f2155ab9d68f9f25eb1ed8d9ddda3db29a59bca1dd",
+                                       "max_bytes": 200_000_000},
         },
     },
 }

@@ -5,7 +5,6 @@ from __future__ import annotations
 import gzip
 import hashlib
 import os
-import shutil
 import tempfile
 import urllib.request
 from pathlib import Path
@@ -13,6 +12,8 @@ from pathlib import Path
 import numpy as np
 
 from dlbench.datasets import catalog, cifar, digits, idx, store
+
+GZIP_MAGIC = b"\x1f\x8b"
 
 
 class DatasetError(RuntimeError):
@@ -27,28 +28,51 @@ def sha256_file(path: str | Path) -> str:
     return h.hexdigest()
 
 
+def _gunzipped_sha256(path: Path) -> str:
+    h = hashlib.sha256()
+    with gzip.open(path, "rb") as fh:
+        for chunk in iter(lambda: fh.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def _is_gzip(path: Path) -> bool:
+    with open(path, "rb") as fh:
+        return fh.read(2) == GZIP_MAGIC
+
+
 def verify(path: Path, expected: dict) -> dict:
-    """Check a file against the digests known for it; returns the digests found."""
-    found = {"file": path.name, "sha256": sha256_file(path)}
-    is_gz = path.read_bytes()[:2] == b"\x1f\x8b" if path.stat().st_size >= 2 else False
-    if "sha256" in expected and path.name.endswith(".gz") and is_gz:
+    """Accept a file only if one of the digests known for it matches; returns the digests found.
+
+    Whatever its name: `sha256` is the digest of the file as published (compressed), `raw_sha256`
+    that of its content (what a recompressed or uncompressed copy still has). A file for which
+    no known digest applies is refused, never accepted unchecked.
+    """
+    found = {"file": path.name}
+    compressed = _is_gzip(path)
+    if "sha256" in expected:
+        found["sha256"] = sha256_file(path)
         if found["sha256"] == expected["sha256"]:
             return found
-        if "raw_sha256" not in expected:
-            raise DatasetError(f"{path}: checksum mismatch: expected sha256 {expected['sha256']}, found "
-                               f"{found['sha256']}; delete the file and run again, "
-                               "or point the config's data: at a good copy")
     if "raw_sha256" in expected:
-        raw = gzip.open(path).read() if is_gz else path.read_bytes()
-        found["raw_sha256"] = hashlib.sha256(raw).hexdigest()
-        if found["raw_sha256"] != expected["raw_sha256"]:
-            raise DatasetError(f"{path}: checksum mismatch: expected content sha256 {expected['raw_sha256']}, "
-                               f"found {found['raw_sha256']}; replace the file with a good copy")
-    return found
+        try:
+            found["raw_sha256"] = _gunzipped_sha256(path) if compressed else sha256_file(path)
+        except (OSError, EOFError, gzip.BadGzipFile) as exc:
+            raise DatasetError(f"{path}: not a readable gzip file ({exc}); replace it with a good copy") from exc
+        if found["raw_sha256"] == expected["raw_sha256"]:
+            return found
+        raise DatasetError(f"{path}: checksum mismatch: expected content sha256 {expected['raw_sha256']}, "
+                           f"found {found['raw_sha256']}; replace the file with a good copy")
+    if compressed:
+        raise DatasetError(f"{path}: checksum mismatch: expected sha256 {expected['sha256']}, found "
+                           f"{found['sha256']}; delete the file and run again, or point the config's data: at a "
+                           "good copy")
+    raise DatasetError(f"{path}: dlbench knows only the digest of the published (compressed) file, not of this "
+                       "uncompressed copy, so it cannot check it; give the published .gz file instead")
 
 
 def download(name: str, filename: str, dest_dir: Path) -> Path:
-    """Fetch one published file into dest_dir, verified before it gets its final name."""
+    """Fetch one published file into dest_dir, streamed under its size cap, verified before it gets its name."""
     source = catalog.SOURCES[name]
     expected = source["files"][filename]
     dest = dest_dir / filename
@@ -57,24 +81,35 @@ def download(name: str, filename: str, dest_dir: Path) -> Path:
         return dest
     dest_dir.mkdir(parents=True, exist_ok=True)
     errors = []
-    for mirror in source["mirrors"]:
+    for mirror in sorted(source["mirrors"], key=lambda m: not m.startswith("https://")):  # HTTPS first
         fd, tmp = tempfile.mkstemp(prefix=f".{filename}.", dir=dest_dir)
         os.close(fd)
         try:
-            with urllib.request.urlopen(mirror + filename, timeout=60) as resp, open(tmp, "wb") as out:
-                shutil.copyfileobj(resp, out)
-            tmp_path = Path(tmp)
-            verify(tmp_path.rename(tmp_path.with_name(f".{filename}")), expected)
-            os.replace(tmp_path.with_name(f".{filename}"), dest)
+            _fetch(mirror + filename, Path(tmp), expected["max_bytes"])
+            verify(Path(tmp), expected)
+            os.replace(tmp, dest)
             return dest
         except (OSError, DatasetError) as exc:
             errors.append(f"{mirror}: {exc}")
         finally:
-            for leftover in (Path(tmp), Path(tmp).with_name(f".{filename}")):
-                if leftover.exists():
-                    leftover.unlink()
+            if os.path.exists(tmp):
+                os.unlink(tmp)
     raise DatasetError(f"{name}: could not download {filename} ({'; '.join(errors)}); "
                        f"download it by hand and set data.{name} in the config to its folder")
+
+
+def _fetch(url: str, dest: Path, max_bytes: int) -> None:
+    """Stream url into dest; more than max_bytes (a wrong or hostile file) stops the download."""
+    got = 0
+    with urllib.request.urlopen(url, timeout=60) as resp, open(dest, "wb") as out:
+        declared = resp.headers.get("Content-Length")
+        if declared and int(declared) > max_bytes:
+            raise DatasetError(f"{url} announces {declared} bytes, more than the {max_bytes} expected")
+        for chunk in iter(lambda: resp.read(1 << 20), b""):
+            got += len(chunk)
+            if got > max_bytes:
+                raise DatasetError(f"{url} sent more than the {max_bytes} bytes expected")
+            out.write(chunk)
 
 
 def _find(folder: Path, base: str) -> Path | None:
@@ -87,10 +122,13 @@ def _find(folder: Path, base: str) -> Path | None:
 def load_idx_folder(name: str, folder: Path) -> tuple[dict[str, np.ndarray], list[dict]]:
     files = catalog.SOURCES[name]["files"]
     arrays, checked = {}, []
-    for key, base in catalog.IDX_FILES.items():
-        path = _find(folder, base)
+    paths = {key: _find(folder, base) for key, base in catalog.IDX_FILES.items()}
+    for key, path in paths.items():
         if path is None:
+            base = catalog.IDX_FILES[key]
             raise DatasetError(f"{folder}: {base}[.gz] is missing; the folder must hold the four IDX files of {name}")
+    for key, base in catalog.IDX_FILES.items():
+        path = paths[key]
         checked.append(verify(path, files[f"{base}.gz"]))
         try:
             arr = idx.load(path)
@@ -120,10 +158,12 @@ def _idx_dataset(name: str, local: str | None, downloads: Path) -> tuple[dict, d
 def _cifar10(local: str | None, downloads: Path) -> tuple[dict, dict]:
     filename = "cifar-10-binary.tar.gz"
     expected = catalog.SOURCES["cifar10"]["files"][filename]
-    if local and Path(local).expanduser().is_dir():
-        folder = Path(local).expanduser()
-        return cifar.load_folder(folder), {"source": f"local folder {local}", "files": []}
-    if local:
+    if local and Path(local).expanduser().is_dir():  # a folder holding the published archive
+        archive, source = Path(local).expanduser() / filename, f"local folder {local}"
+        if not archive.exists():
+            raise DatasetError(f"{local}: no {filename} in it; dlbench checks CIFAR-10 by the published archive's "
+                               "digest, so give that archive (or the folder holding it), not extracted files")
+    elif local:
         archive, source = Path(local).expanduser(), f"local archive {local}"
     else:
         archive, source = download("cifar10", filename, downloads / "cifar10"), "download"

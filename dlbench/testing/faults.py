@@ -22,7 +22,7 @@ from pathlib import Path
 
 import psutil
 
-from dlbench import envs, runner, sweep
+from dlbench import envs, records, runner, sweep
 from dlbench.datasets import catalog, prepare
 from dlbench.paths import ROOT as REPO
 from dlbench.testing import sandbox
@@ -41,7 +41,11 @@ class Lab:
         self.digits = self.root / "datasets" / "digits"
         if not (self.digits / "meta.json").exists():
             prepare.prepare("digits", self.digits)
-        self.python = str(envs.build("pytorch") / "bin" / "python")
+        self.python = self.python_of("pytorch")
+
+    @staticmethod
+    def python_of(framework: str) -> str:
+        return str(envs.build(framework) / "bin" / "python")
 
     def out(self, name: str) -> Path:
         return self.root / "runs" / name
@@ -137,7 +141,7 @@ def job_cancelled(lab: Lab) -> dict:
     job.send_signal(signal.SIGTERM)
     code = job.wait(timeout=60)
     time.sleep(0.5)
-    attempts = sorted((out / "attempts").glob("*.json"))
+    attempts = records.attempts(out)
     attempt = json.loads(attempts[-1].read_text()) if attempts else {}
     orphan = psutil.pid_exists(trainer) and psutil.Process(trainer).status() != psutil.STATUS_ZOMBIE
     partial_left = list(out.parent.glob(f".{out.name}.partial-*"))
@@ -215,8 +219,93 @@ def workflow_killed(lab: Lab) -> dict:
                 else len(table))
 
 
+def _workflow(lab: Lab, name: str, cfg: dict) -> tuple[Path, list[str]]:
+    """A fresh copy of the workflow in the lab with `cfg` as its study, and the command that runs it."""
+    wf = lab.root / name
+    shutil.rmtree(wf, ignore_errors=True)
+    sandbox.copy_workflow(wf, cfg)
+    return wf, [sys.executable, "-m", "snakemake", "--cores", "2", "--configfile", "study.yaml"]
+
+
+def rerun_fails(lab: Lab) -> dict:
+    """A finished point runs again (--forcerun) and this time fails: its good measurement must survive."""
+    cfg = {"datasets": ["digits"], "frameworks": ["pytorch"], "preset": ["caffe"],
+           "sweep": {"iterations": [60], "threads": [1]}}
+    wf, cmd = _workflow(lab, "rerun", cfg)
+    first = subprocess.run(cmd, cwd=wf, capture_output=True, text=True)
+    failing = {**cfg, "limits": {"time_s": 1}}  # too short to even import PyTorch: a timeout
+    (wf / "study.yaml").write_text(json.dumps(failing))
+    second = subprocess.run(cmd + ["--forcerun", "train"], cwd=wf, capture_output=True, text=True)
+    (run,) = [p.parent for p in (wf / "results" / "runs").rglob(records.RESULT) if "attempts" not in p.parts]
+    kept = [json.loads(p.read_text()) for p in records.attempts(run)]
+    statuses = [r["status"] for r in kept]
+    import pandas as pd
+
+    table = pd.read_parquet(wf / "results" / "runs.parquet") if second.returncode == 0 else None
+    ok_kept = next((p.parent for p, r in zip(records.attempts(run), kept) if r["status"] == "ok"), None)
+    return _row("a finished point rerun, and the rerun fails", "--forcerun with a 1 s time budget",
+                first.returncode == 0 and statuses == ["ok", "timeout"] and table is not None
+                and int(table["attempts"].iloc[0]) == 2,
+                ok_kept is None or not (ok_kept / "curve.csv").exists(), attempts=statuses,
+                result_status=json.loads((run / records.RESULT).read_text())["status"],
+                aggregated_attempts=None if table is None else int(table["attempts"].iloc[0]))
+
+
+def bad_record(lab: Lab) -> dict:
+    """A metrics.json that is not a record (not UTF-8): the dry run and the aggregation name it and go on."""
+    cfg = {"datasets": ["digits"], "frameworks": ["pytorch"], "preset": ["caffe"],
+           "sweep": {"iterations": [30], "learning_rate": [0.01, 0.02], "threads": [1]}}
+    wf, cmd = _workflow(lab, "badrecord", cfg)
+    subprocess.run(cmd, cwd=wf, capture_output=True, text=True, check=True)
+    results = sorted(p for p in (wf / "results" / "runs").rglob(records.RESULT) if "attempts" not in p.parts)
+    results[0].write_bytes(b"\xff\xfe not a record")
+    dry = subprocess.run(cmd + ["-n"], cwd=wf, capture_output=True, text=True)
+    again = subprocess.run(cmd + ["--forcerun", "aggregate"], cwd=wf, capture_output=True, text=True)
+    log = (wf / "logs" / "aggregate.log").read_text() if (wf / "logs" / "aggregate.log").exists() else ""
+    import pandas as pd
+
+    rows = len(pd.read_parquet(wf / "results" / "runs.parquet")) if again.returncode == 0 else None
+    named = [ln for ln in (dry.stderr + log).splitlines() if str(results[0]) in ln or "not UTF-8" in ln]
+    return _row("a result file that is not a record", "invalid UTF-8 in one metrics.json",
+                dry.returncode == 0 and again.returncode == 0 and rows == 1 and len(named) >= 2,
+                rows != 1, rows_after=rows, lines=named[:2])
+
+
+def trainer_hangs(lab: Lab) -> dict:
+    """The trainer stops making progress (SIGSTOP mid-training): the watchdog ends it as hung."""
+    p = point(iterations=100000)
+    out = lab.out("hung")
+    result: dict = {}
+    worker = threading.Thread(target=lambda: result.update(runner.run_point(p, lab.digits, out, python=lab.python,
+                                                                            hang_s=4)))
+    worker.start()
+    trainer = _wait_for_training(out)
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and not any(  # some progress first, so that the record shows it
+            e["e"] == "step" for partial in out.parent.glob(f".{out.name}.partial-*")
+            for e in runner.read_events(partial / "events.jsonl")):
+        time.sleep(0.2)
+    stopped = time.monotonic()
+    os.kill(trainer, signal.SIGSTOP)
+    worker.join(timeout=120)
+    return _row("trainer hangs", "SIGSTOP to the trainer, limits.hang_s = 4", result.get("status") == "hung",
+                not _record_is_whole(out), status=result.get("status"), reason=result.get("reason"),
+                ended_after_s=round(time.monotonic() - stopped, 1), record=result)
+
+
+def memory_overshoot(lab: Lab) -> dict:
+    """A TensorFlow point allocates far past its budget faster than the monitor looks: the hard cap stops it."""
+    p = sweep.one_point("tensorflow", iterations=3, batch_size=16384, threads=1)
+    out = lab.out("overshoot")
+    r = runner.run_point(p, lab.digits, out, python=lab.python_of("tensorflow"), memory_limit_mb=200,
+                         interval_s=30.0)
+    return _row("memory overshoots between two readings", "TensorFlow, batch 16384, memory_mb 200, monitor at 30 s",
+                r["status"] == "oom" and r["oom_by"] == "cap", not _record_is_whole(out), status=r["status"],
+                oom_by=r["oom_by"], memory_cap=r["memory_cap"], record=r)
+
+
 SCENARIOS = [diverged, trainer_raises, trainer_killed, time_budget, memory_budget, gpu_missing, job_cancelled,
-             corrupt_dataset, workflow_killed]
+             corrupt_dataset, workflow_killed, rerun_fails, bad_record, trainer_hangs, memory_overshoot]
 
 
 def main(argv: list[str]) -> int:
