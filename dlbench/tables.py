@@ -117,7 +117,9 @@ def in_studies_varying(df: pd.DataFrame, column: str) -> pd.DataFrame:
     """The points of the sub-studies in which `column` varies, when the config has sub-studies.
 
     A config of several sub-studies (the `studies` column) sweeps each axis in its own
-    sub-study around the others' defaults; mixing them would compare unlike points.
+    sub-study around the others' defaults; mixing them would compare unlike points. A
+    sub-study varies `column` when it takes two or more values for one framework on one
+    dataset and device (the frameworks' own defaults differ from each other, which is no sweep).
     Without sub-studies, or when no sub-study varies `column`, every point is kept.
     """
     names = study_names(df)
@@ -126,7 +128,8 @@ def in_studies_varying(df: pd.DataFrame, column: str) -> pd.DataFrame:
     varying = set()
     for study in set().union(*names):
         members = df[names.map(lambda s, study=study: study in s)]
-        if members[column].nunique(dropna=True) > 1:
+        per_run = members.groupby(["framework", "dataset", "device"], dropna=False)[column].nunique(dropna=True)
+        if (per_run > 1).any():
             varying.add(study)
     if not varying:
         return df

@@ -279,3 +279,18 @@ def test_carry_over_applies_each_frameworks_best_to_the_others():
                                      reading="preset"))
     assert set(whole["reading"]) == {"preset"} and len(whole) == 2
     assert tables.carry_over(matrix({"caffe": {"caffe": 0.99}, "pytorch": {"torch": 0.9}})).empty
+
+
+def test_a_study_of_own_defaults_does_not_vary_whose_defaults():
+    """Own defaults differ between frameworks, which is no sweep: the defaults table keeps the cross study's points,
+    not the tuning grid's (which would be averaged into the own-defaults cell)."""
+    rows = [("a", "pytorch", "own", 10, "defaults,cross,tuning", 0.90),
+            ("b", "caffe", "own", 64, "defaults,cross", 0.99),
+            ("c", "pytorch", "caffe", 64, "cross", 0.95), ("d", "pytorch", "own", 5, "tuning", 0.50)]
+    runs = pd.DataFrame([{"run_id": i, "framework": fw, "dataset": "digits", "preset": p, "device": "cpu",
+                          "batch_size": bs, "learning_rate": 0.01, "iterations": 10, "status": "ok",
+                          "train_time_s": 1.0, "accuracy": acc, "studies": st} for i, fw, p, bs, st, acc in rows])
+    d = tables.defaults_table(runs).set_index(["framework", "whose"])
+    assert d.loc[("pytorch", "torch"), "accuracy_pct"] == pytest.approx(90.0)  # the tuning point "d" is left out
+    assert d.loc[("pytorch", "torch"), "n_ok"] == 1 and len(d) == 3
+    assert sorted(tables.sweep_table(runs, "batch_size", "accuracy")["batch_size"]) == [5, 10]
