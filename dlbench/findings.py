@@ -567,8 +567,6 @@ def consumer_guidance(runs: pd.DataFrame, curves: pd.DataFrame | None) -> list[s
         else:
             line += "; no other framework ran ok here to compare"
         out.append(line + ".")
-    out.append("A run is timed at its first test at or above the target: runs tested only at the end count their "
-               "whole training time.")
     return out
 
 
@@ -719,9 +717,13 @@ def render(runs: pd.DataFrame, curves: pd.DataFrame | None = None, published: pd
         out.append(f"- ({obs.key}) {obs.text} **{v.verdict}**" + (f". {v.evidence}" if v.evidence else ""))
     out.append("")
 
-    out += ["## Guidance", "", "### For a service provider: throughput per core and per GB", ""]
+    out += ["## Guidance", "", "### For a service provider: throughput per core and per GB", "",
+            "Training throughput in images per second (means over ok repeats), per core: divided by the threads "
+            "a point was given; per GB: divided by its peak resident memory.", ""]
     out += [f"- {line}" for line in provider_guidance(runs)]
-    out += ["", "### For a consumer: the soonest to a target accuracy", ""]
+    out += ["", "### For a consumer: the soonest to a target accuracy", "",
+            "From the learning curves: a run is timed at its first test at or above the target, so a run tested "
+            "only at its end counts its whole training time.", ""]
     out += [f"- {line}" for line in consumer_guidance(runs, curves)]
     out.append("")
     return "\n".join(out)
