@@ -23,11 +23,15 @@ from dlbench.frameworks import registry
 from dlbench.tables import (
     FRAMEWORKS,
     HYPER_PARAMETERS,
+    NEAR_BEST_PP,
     PHASES,
     PRESET_ORDER,
     PUBLISHED_CSV,
+    READING_TEXT,
+    READINGS,
     RESOURCES,
     STATUSES,
+    TUNED,
     defaults_table,
     ok_points,
     pareto_front,
@@ -42,6 +46,8 @@ from dlbench.tables import (
     status_counts,
     sweep_table,
     time_to_accuracy_table,
+    tuning_cells,
+    tuning_table,
 )
 
 FORMATS = ("html", "svg")
@@ -209,6 +215,11 @@ def _defaults_matrix(metric: str):
         table = defaults_table(runs)
         if table.empty or table["whose"].nunique() < 2:
             return no_data(title, "this study runs every framework with one preset only")
+        # A column per preset, and per reading where other frameworks' presets ran under both.
+        readings = [r for r in ("settings", "preset") if r in set(table["reading"])]
+        both = len(readings) > 1
+        table["column"] = [w if r == "own" or not both else f"{w} ({READINGS[r]})"
+                           for w, r in zip(table["whose"], table["reading"])]
         fmt = "{:.1f}%" if metric == "accuracy_pct" else "{:.3g} s"
         table["label"] = [
             ("\n".join([fmt.format(v)] + ([f"{nf} failed"] if nf else [])) if pd.notna(v) else f"all {nf} failed")
@@ -222,13 +233,15 @@ def _defaults_matrix(metric: str):
             lo, hi = (vals.min(), vals.max()) if len(vals) else (0, 1)
             rel = (table[metric] - lo) / ((hi - lo) or 1)
         table["dark"] = (rel > 0.55).fillna(False)
-        order = [p for p in PRESET_ORDER if p in set(table["whose"])] + sorted(set(table["whose"]) - set(PRESET_ORDER))
-        x = alt.X("whose:N", title="whose default settings", sort=order)
+        whose = [p for p in PRESET_ORDER if p in set(table["whose"])] + sorted(set(table["whose"]) - set(PRESET_ORDER))
+        order = sorted(set(table["column"]), key=lambda c: (whose.index(c.split(" (")[0]), c))
+        x = alt.X("column:N", title="whose default settings", sort=order)
         y = alt.Y("framework:N", title="framework", sort=FRAMEWORKS)
         scale = alt.Scale(type="log", scheme="blues") if metric == "train_time_s" else alt.Scale(scheme="blues")
         cells = alt.Chart().mark_rect().encode(
             x=x, y=y, color=alt.Color(f"{metric}:Q", title=what, scale=scale),
-            tooltip=["framework", "whose", alt.Tooltip(f"{metric}:Q", format=".4g"), "n_ok", "n_failed", "is_own"])
+            tooltip=["framework", "whose", "reading", alt.Tooltip(f"{metric}:Q", format=".4g"), "n_ok", "n_failed",
+                     "is_own"])
         empty = alt.Chart().transform_filter(f"!isValid(datum.{metric})").mark_rect(
             color="#fbe3e3", stroke="#d62728").encode(x=x, y=y)
         own = alt.Chart().transform_filter("datum.is_own").mark_rect(
@@ -238,10 +251,62 @@ def _defaults_matrix(metric: str):
             color=alt.condition("datum.dark", alt.value("white"), alt.value("black")))
         chart = alt.layer(cells, empty, own, text, data=table).properties(width=60 * len(order), height=50 * max(
             1, table["framework"].nunique()))
+        applied = ("other frameworks' defaults applied as " + "; and as ".join(READING_TEXT[r] for r in readings)
+                   if readings else "no other framework's defaults applied")
         return _facet(chart, table).properties(title=_title(
             title, "rows: framework trained; columns: whose defaults it trained with; black frame: its own defaults",
-            "cell: mean over ok points; red cells: every point failed"))
+            applied, "cell: mean over ok points; red cells: every point failed"))
     return make
+
+
+def _tuning_chart(runs, curves=None, samples=None, published=None):
+    title = "Tuning around the defaults: accuracy and time over batch size x learning rate"
+    cells = tuning_cells(runs)
+    if cells.empty:
+        return no_data(title, "this study has no tuning grid (`tune:` in a sub-study)")
+    picks = tuning_table(runs)
+    marks: dict[tuple, list[str]] = {}
+    for r in picks.itertuples():
+        if r.choice != "defaults" and pd.notna(r.accuracy_pct):
+            key = (r.tuning_grid, r.batch_size, r.learning_rate, r.length)
+            marks.setdefault(key, []).append("best" if r.choice == "best accuracy" else "fast")
+    cells["mark"] = [" + ".join(marks.get((g, b, lr, n), [])) for g, b, lr, n in
+                     zip(cells["tuning_grid"], cells["batch_size"], cells["learning_rate"], cells["length"])]
+    # One panel per grid (and per length where the grid tunes it), named by what it holds fixed.
+    cells["panel"] = [" · ".join(x for x in (fw, d, dev, f"{n:g} {u}", fixed) if x) for fw, d, dev, n, u, fixed in
+                      zip(cells["framework"], cells["dataset"], cells["device"], cells["length"],
+                          cells["length_unit"], cells["grid_settings"])]
+    cells["label"] = [("\n".join([f"{a:.1f}%", f"{t:.3g} s"] + ([m] if m else [])) if pd.notna(a)
+                       else f"all {nf} failed") for a, t, m, nf in
+                      zip(cells["accuracy_pct"], cells["train_time_s"], cells["mark"], cells["n_failed"])]
+    acc = cells["accuracy_pct"]  # white text on the darker half of the (shared) colour scale
+    cells["dark"] = ((acc - acc.min()) / ((acc.max() - acc.min()) or 1) > 0.55).fillna(False)
+    x = alt.X("learning_rate:O", title="learning rate", axis=alt.Axis(labelAngle=0, format="~g"))
+    y = alt.Y("batch_size:O", title="batch size", sort="descending")
+    tip = ["framework", "dataset", "device", "whose", *TUNED, "length_unit",
+           alt.Tooltip("accuracy_pct:Q", format=".2f"), alt.Tooltip("train_time_s:Q", format=".4g"), "n_ok",
+           "n_failed", "mark"]
+    rect = alt.Chart().mark_rect().encode(
+        x=x, y=y, color=alt.Color("accuracy_pct:Q", title="test accuracy (%)", scale=alt.Scale(scheme="greens")),
+        tooltip=tip)
+    failed = alt.Chart().transform_filter("!isValid(datum.accuracy_pct)").mark_rect(
+        color="#fbe3e3", stroke="#d62728").encode(x=x, y=y)
+    default = alt.Chart().transform_filter("datum.is_default").mark_rect(
+        fill=None, stroke="black", strokeWidth=2.5).encode(x=x, y=y)
+    text = alt.Chart().mark_text(lineBreak="\n", fontSize=10).encode(
+        x=x, y=y, text="label:N", color=alt.condition("datum.dark", alt.value("white"), alt.value("black")))
+    per_grid = cells.groupby("panel")
+    chart = alt.layer(rect, failed, default, text, data=cells).properties(
+        width=70 * int(per_grid["learning_rate"].nunique().max()),
+        height=60 * int(per_grid["batch_size"].nunique().max()))
+    panels = sorted(set(cells["panel"]), key=lambda p: (FRAMEWORKS.index(p.split(" · ")[0])
+                                                        if p.split(" · ")[0] in FRAMEWORKS else 99, p))
+    return chart.facet(facet=alt.Facet("panel:N", title=None, sort=panels), columns=4).resolve_scale(
+        x="independent", y="independent").properties(title=_title(
+            title, "one grid per framework, dataset, device and fixed settings, around the defaults (black frame); "
+                   "cell: mean test accuracy and training time over ok repeats",
+            f"best: the most accurate setting; fast: the fastest within {NEAR_BEST_PP:g} points of it; red cells: "
+            "every point failed"))
 
 
 def _speedup_chart(runs, curves=None, samples=None, published=None):
@@ -458,6 +523,7 @@ CHARTS: dict[str, Spec] = {
                                      "Own vs cross-applied defaults: accuracy"),
     "defaults_matrix_train_time": Spec(_defaults_matrix("train_time_s"), "Default settings",
                                        "Own vs cross-applied defaults: training time"),
+    "tuning_grid": Spec(_tuning_chart, "Hyper-parameters", "Tuning around the defaults"),
     "speedup_vs_threads": Spec(_speedup_chart, "Scaling", "Speed-up against threads"),
     "time_to_accuracy": Spec(_time_to_accuracy, "Time and accuracy", "Time to accuracy"),
     "pareto_front": Spec(_pareto_chart, "Time and accuracy", "Time/accuracy Pareto front"),

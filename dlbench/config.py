@@ -48,6 +48,8 @@ def _describe(error: jsonschema.ValidationError, schema: dict) -> str:
         return f"{where}: expected {error.validator_value}, got {error.instance!r}"
     if v == "minItems":
         return f"{where}: the list is empty; give at least {error.validator_value} value"
+    if v == "minProperties":
+        return f"{where}: is empty; give at least one of: {', '.join(error.schema.get('properties', {}))}"
     if v == "pattern":
         if error.validator_value == schema["$defs"]["name"]["pattern"]:
             return (f"{where}: {error.instance!r} is not a plain name "
@@ -77,11 +79,24 @@ def check_axes(where: str, study: dict) -> None:
     for axis in registry.AXIS_DEFAULTS:
         for value in study.get("sweep", {}).get(axis, []):
             for name in study["frameworks"]:
-                accepted = registry.get(name).values(axis)
-                if value not in accepted:
+                framework = registry.get(name)
+                if not framework.honours(axis, value):
                     raise ConfigError(f"{where}sweep.{axis}: {name} cannot honour {value!r} (it accepts: "
-                                      f"{', '.join(accepted)}); sweep it in a sub-study (`studies:`) of the "
+                                      f"{framework.accepted(axis)}); sweep it in a sub-study (`studies:`) of the "
                                       "frameworks that accept it")
+
+
+def check_tune(where: str, study: dict) -> None:
+    """A tuning grid holds the defaults (factor 1) on every axis, and tunes no axis its own sweep also sets."""
+    sweep = study.get("sweep", {})
+    for axis, factors in (study.get("tune") or {}).items():
+        if 1 not in factors:
+            raise ConfigError(f"{where}tune.{axis}: {factors} lacks 1, the defaults themselves, against which "
+                              "the tuned settings are compared; add 1 to the list")
+        swept = [k for k in (("epochs", "iterations") if axis == "length" else (axis,)) if k in sweep]
+        if swept:
+            raise ConfigError(f"{where.rstrip('.') or '(top level)'}: {axis} is both tuned (tune.{axis}) and "
+                              f"swept (sweep.{swept[0]}); give it in one of them")
 
 
 def validate(raw: dict[str, Any], *, local_cores: int | None = None,
@@ -123,6 +138,8 @@ def validate(raw: dict[str, Any], *, local_cores: int | None = None,
             if name not in known:
                 raise ConfigError(f"{where}preset: unknown preset {name!r}; known: {', '.join(sorted(known))} "
                                   "(declare custom ones under `presets:`)")
+        # Its own tuning grid (else the top level's) against its own sweep.
+        check_tune(where, {"tune": study.get("tune", cfg.get("tune")), "sweep": study.get("sweep", {})})
         # What the sub-study runs: its own frameworks (else the top level's), its sweep merged over the top level's.
         check_axes(where, {"frameworks": study.get("frameworks", cfg["frameworks"]),
                            "sweep": {**cfg["sweep"], **study.get("sweep", {})}})

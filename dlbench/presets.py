@@ -24,10 +24,45 @@ def preset_names() -> set[str]:
     return {name for family in study_presets().values() for name in family}
 
 
-def resolve(preset: str, framework: str, dataset: str, custom: dict | None = None) -> dict:
-    """The full settings for one (preset, framework, dataset); `own` picks the framework's own."""
-    custom = custom or {}
+# How a preset other than a framework's own is applied to it (config `cross_apply`):
+#   settings: only the hyper-parameters below; the framework keeps its own network, input handling,
+#             initialisation and every other key of its own preset (the study's reading);
+#   preset:   the whole preset, network and input handling included.
+READINGS = ("settings", "preset")
+HYPER_PARAMETERS = ("optimizer", "momentum", "weight_decay", "learning_rate", "lr_policy", "batch_size",
+                    "test_batch_size", "epochs", "iterations", "test_interval")
+
+
+def own_name(framework: str) -> str:
+    return registry.get(framework).own_preset
+
+
+def is_own(preset: str, framework: str) -> bool:
+    """Whether `preset` names the framework's own defaults (`own`, or its own preset by name)."""
+    return preset in ("own", own_name(framework))
+
+
+def _named(preset: str, framework: str, dataset: str, custom: dict) -> dict:
     if preset in custom:
         return copy.deepcopy(custom[preset])
-    name = registry.get(framework).own_preset if preset == "own" else preset
+    name = own_name(framework) if preset == "own" else preset
     return copy.deepcopy(study_presets()[catalog.family(dataset)][name])
+
+
+def resolve(preset: str, framework: str, dataset: str, custom: dict | None = None,
+            cross_apply: str = "preset") -> dict:
+    """The full settings for one (preset, framework, dataset); `own` picks the framework's own.
+
+    cross_apply: "preset" takes the named preset whole; "settings" takes only its HYPER_PARAMETERS over
+    the framework's own preset (a key the named preset lacks, such as test_interval, is then unset).
+    """
+    if cross_apply not in READINGS:
+        raise ValueError(f"cross_apply: {cross_apply!r} is not one of {', '.join(READINGS)}")
+    custom = custom or {}
+    named = _named(preset, framework, dataset, custom)
+    if cross_apply == "preset" or is_own(preset, framework):
+        return named
+    own = _named("own", framework, dataset, {})
+    settings = {k: v for k, v in own.items() if k not in HYPER_PARAMETERS}
+    settings.update({k: v for k, v in named.items() if k in HYPER_PARAMETERS})
+    return settings

@@ -64,11 +64,16 @@ def write_parquet(df: pd.DataFrame, path: str | Path) -> None:
 
 
 def add_study_context(runs: pd.DataFrame, membership: dict[str, list[str]] | None,
-                      peak: dict | None) -> pd.DataFrame:
-    """Columns that depend on the whole study: sub-study membership, and the fraction of the machine's peak."""
+                      peak: dict | None, tuning: dict[str, dict] | None = None) -> pd.DataFrame:
+    """Columns that depend on the whole study: sub-study membership, the place of a point in a tuning
+    grid (sweep.tuning: `tuning_grid`, `tuning_is_default`; empty outside one), and the fraction of the
+    machine's peak."""
     runs = runs.copy()
     if membership is not None and "run_id" in runs:
         runs["studies"] = runs["run_id"].map(lambda i: ",".join(membership.get(i, [])))
+    if tuning is not None and "run_id" in runs:
+        for column in ("tuning_grid", "tuning_is_default"):
+            runs[column] = runs["run_id"].map(lambda i, c=column: tuning.get(i, {}).get(c))
     if peak and "achieved_gflops" in runs:
         by_threads = {int(k): v for k, v in peak["gflops_by_threads"].items()}
         runs["peak_gflops"] = runs["threads"].map(by_threads).where(runs["device"] == "cpu")
@@ -76,10 +81,11 @@ def add_study_context(runs: pd.DataFrame, membership: dict[str, list[str]] | Non
     return runs
 
 
-def aggregate(metrics_paths, runs_out, curves_out, samples_out, *, membership=None, peak_path=None) -> pd.DataFrame:
+def aggregate(metrics_paths, runs_out, curves_out, samples_out, *, membership=None, peak_path=None,
+              tuning=None) -> pd.DataFrame:
     runs, curves, samples = collect(metrics_paths)
     peak = json.loads(Path(peak_path).read_text()) if peak_path else None
-    runs = add_study_context(runs, membership, peak)
+    runs = add_study_context(runs, membership, peak, tuning)
     write_parquet(runs, runs_out)
     write_parquet(curves, curves_out)
     write_parquet(samples, samples_out)

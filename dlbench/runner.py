@@ -19,7 +19,7 @@ import sys
 import time
 from pathlib import Path
 
-from dlbench import machine, memcap, models, records
+from dlbench import machine, memcap, models, records, sweep
 from dlbench.atomic import write_json
 from dlbench.frameworks import base, registry
 from dlbench.locks import flocked
@@ -33,7 +33,7 @@ CURVE_FIELDS = ("kind", "iteration", "epoch", "loss", "accuracy", "lr", "train_t
 # Record fields taken from the point itself (the rest of the point, the layer list, is summarised).
 POINT_FIELDS = ("id", "framework", "dataset", "preset", "network", "optimizer", "momentum", "weight_decay",
                 "learning_rate", "batch_size", "test_batch_size", "iterations", "epochs", "test_interval",
-                "device", "threads", "library", "repeat", "seed")
+                "device", "threads", "interop_threads", "library", "repeat", "seed")
 
 
 def read_events(path: Path) -> list[dict]:
@@ -49,7 +49,7 @@ def read_events(path: Path) -> list[dict]:
 
 def trainer_env(point: dict) -> dict[str, str]:
     env = dict(os.environ)
-    env.update(base.thread_env(point["threads"]))
+    env.update(base.thread_env(point["threads"], point.get("interop_threads")))
     env.update(registry.get(point["framework"]).environment(point))
     env["PYTHONPATH"] = os.pathsep.join([str(REPO), env.get("PYTHONPATH", "")]).rstrip(os.pathsep)
     env["PYTHONUNBUFFERED"] = "1"
@@ -334,6 +334,7 @@ def build_record(point: dict, events: list[dict], mon: Monitor, returncode: int,
     spans = phases(events)
     shape = tuple(point.get("input_shape") or _input_shape(point))
     record = {k: point.get(k) for k in POINT_FIELDS}
+    record["cross_apply"] = sweep.reading(point)  # None: the framework's own defaults
     record["lr_policy"] = point.get("lr_policy", {}).get("name")
     record["lr_policy_json"] = json.dumps(point.get("lr_policy", {}), sort_keys=True)
     record["input_json"] = json.dumps(point.get("input", {}), sort_keys=True)
@@ -368,6 +369,8 @@ def build_record(point: dict, events: list[dict], mon: Monitor, returncode: int,
     record["build_json"] = json.dumps(info.get("build", {}), sort_keys=True)
     record["threads_requested"] = point["threads"]
     record["threads_in_effect"] = info.get("threads_in_effect")
+    # Inter-op threads where the framework has such a pool (TensorFlow, PyTorch); None elsewhere.
+    record["interop_threads_in_effect"] = info.get("interop_threads_in_effect")
     record["library_in_effect"] = info.get("library_in_effect")
     record["device_name"] = info.get("device_name")
     record["dataset_digest"] = next((e.get("digest") for e in events if e["e"] == "data"), None)

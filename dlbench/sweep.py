@@ -13,8 +13,11 @@ from dlbench.datasets import catalog
 
 # Sweep axes that override a preset's value, in the order they appear in ids.
 OVERRIDABLE = ("optimizer", "momentum", "weight_decay", "learning_rate", "batch_size", "epochs", "iterations")
-# Axes that belong to the run, not to the preset.
-RUN_AXES = {"device": "cpu", "threads": 1, "library": "default"}
+# Axes that belong to the run, not to the preset; an axis whose default is None is left out of a point
+# that does not set it (so that adding the axis changed no existing point's id or parameters).
+RUN_AXES = {"device": "cpu", "threads": 1, "library": "default", "interop_threads": None}
+# The axes of a tuning grid (config `tune`): factors of the preset's own values.
+TUNE_AXES = ("batch_size", "learning_rate", "length")
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9._-]")
 
@@ -33,8 +36,13 @@ def digest(obj) -> str:
 def point_id(p: dict) -> str:
     """Readable slug plus a digest of every parameter: same parameters, same id, on any machine."""
     length = f"i{p['iterations']}" if p.get("iterations") else f"e{p['epochs']:g}"
-    parts = [p["preset"], p["network"], f"bs{p['batch_size']}", f"lr{p['learning_rate']:g}", length,
-             p["device"], f"t{p['threads']}"]
+    parts = [p["preset"]]
+    if p.get("cross_apply") == "settings":
+        parts.append("settings")
+    parts += [p["network"], f"bs{p['batch_size']}", f"lr{p['learning_rate']:g}", length, p["device"],
+              f"t{p['threads']}"]
+    if p.get("interop_threads"):
+        parts.append(f"io{p['interop_threads']}")
     if p["library"] != "default":
         parts.append(p["library"])
     parts.append(f"r{p['repeat']}")
@@ -60,6 +68,13 @@ def sub_studies(cfg: dict) -> dict[str, dict]:
     return out
 
 
+def reading(point: dict) -> str | None:
+    """How the point's preset was applied: None for the framework's own defaults, else `settings` or `preset`."""
+    if presets.is_own(point["preset"], point["framework"]):
+        return None
+    return point.get("cross_apply", "preset")
+
+
 def expand(cfg: dict) -> list[dict]:
     """Every point of every sub-study, each once, in a stable order."""
     points: dict[str, dict] = {}
@@ -78,16 +93,42 @@ def membership(cfg: dict) -> dict[str, list[str]]:
     return out
 
 
+def tuning(cfg: dict) -> dict[str, dict]:
+    """Point id -> its place in a tuning grid (config `tune`), for the points of the studies that tune.
+
+    `tuning_grid`: one grid (its sub-study, and the settings it is tuned around, repeats together);
+    `tuning_is_default`: the grid's point with every factor 1, the defaults it is tuned against.
+    A point in two grids keeps the first.
+    """
+    out: dict[str, dict] = {}
+    for name, sub in sub_studies(cfg).items():
+        if not sub.get("tune"):
+            continue
+        for p, _, base in _expand_one(sub):
+            grid = f"{name}:" + digest({k: v for k, v in base.items() if k not in ("id", "repeat", "seed")})[:10]
+            out.setdefault(p["id"], {"tuning_grid": grid, "tuning_is_default": p["id"] == base["id"]})
+    return out
+
+
 def expand_one(cfg: dict) -> list[dict]:
-    """Every point of one study, in a stable order."""
+    """Every point of one study, each once, in a stable order."""
+    return [p for p, _, _ in _expand_one(cfg)]
+
+
+def _expand_one(cfg: dict) -> list[tuple[dict, dict, dict]]:
+    """(point, its tuning factors, the point it is tuned around) for every point of one study."""
     sweep = cfg.get("sweep", {})
+    tune = cfg.get("tune") or {}
     custom = cfg.get("presets", {})
     scale = cfg.get("scale", 1)
-    points = []
+    out: dict[str, tuple[dict, dict, dict]] = {}
     axes = {**{k: [v] for k, v in RUN_AXES.items()}, **{k: sweep[k] for k in RUN_AXES if k in sweep}}
     over_keys = [k for k in OVERRIDABLE if k in sweep]
-    for dataset, framework, preset_name in itertools.product(cfg["datasets"], cfg["frameworks"], cfg["preset"]):
-        base = presets.resolve(preset_name, framework, dataset, custom)
+    tune_keys = [k for k in TUNE_AXES if k in tune]
+    for dataset, framework, preset_name, how in itertools.product(
+            cfg["datasets"], cfg["frameworks"], cfg["preset"], cfg.get("cross_apply", ["preset"])):
+        base = presets.resolve(preset_name, framework, dataset, custom, how)
+        how = None if presets.is_own(preset_name, framework) else how
         for over in itertools.product(*(sweep[k] for k in over_keys)):
             settings = dict(base)
             settings.update(zip(over_keys, over))
@@ -95,16 +136,42 @@ def expand_one(cfg: dict) -> list[dict]:
                 settings.pop("iterations", None)
             if "iterations" in sweep:
                 settings.pop("epochs", None)
-            for run in itertools.product(*axes.values()):
-                run_axes = dict(zip(axes, run))
-                for repeat in range(cfg.get("repeats", 1)):
-                    points.append(_point(dataset, framework, preset_name, settings, run_axes, repeat, cfg, scale))
-    for p in points:
-        p["id"] = point_id(p)
-    return points
+            for factor_values in itertools.product(*(tune[k] for k in tune_keys)):
+                factors = dict(zip(tune_keys, factor_values))
+                tuned = tuned_settings(settings, factors)
+                for run in itertools.product(*axes.values()):
+                    run_axes = dict(zip(axes, run))
+                    for repeat in range(cfg.get("repeats", 1)):
+                        p = _point(dataset, framework, preset_name, how, tuned, run_axes, repeat, cfg, scale)
+                        around = p if tuned == settings else _point(dataset, framework, preset_name, how,
+                                                                    settings, run_axes, repeat, cfg, scale)
+                        out.setdefault(p["id"], (p, factors, around))
+    return list(out.values())
 
 
-def _point(dataset, framework, preset_name, s, run_axes, repeat, cfg, scale) -> dict:
+def tuned_settings(settings: dict, factors: dict[str, float]) -> dict:
+    """The settings with each tuned value multiplied by its factor (a factor of 1 leaves the value as it is).
+
+    Batch sizes and iterations stay whole numbers (at least 1); `length` scales whichever length the
+    settings give, iterations or epochs.
+    """
+    out = dict(settings)
+    for key, factor in factors.items():
+        if factor == 1:
+            continue
+        if key == "length":
+            key = "iterations" if settings.get("iterations") else "epochs"
+        value = settings[key] * factor
+        if key in ("batch_size", "iterations"):
+            out[key] = max(1, int(round(value)))
+        elif key == "epochs":
+            out[key] = int(value) if float(value).is_integer() else float(f"{value:.6g}")
+        else:
+            out[key] = float(f"{value:.6g}")  # 0.05 x 0.1 is 0.005, not 0.005000000000000001
+    return out
+
+
+def _point(dataset, framework, preset_name, how, s, run_axes, repeat, cfg, scale) -> dict:
     info = catalog.INFO[dataset]
     input_cfg = dict(s.get("input", {}))
     if cfg.get("full"):
@@ -114,7 +181,7 @@ def _point(dataset, framework, preset_name, s, run_axes, repeat, cfg, scale) -> 
     lr_policy = dict(s.get("lr_policy", {"name": "fixed"}))
     iterations = s.get("iterations")
     epochs = s.get("epochs")
-    return {
+    point = {
         "framework": framework,
         "dataset": dataset,
         "preset": preset_name,
@@ -137,6 +204,14 @@ def _point(dataset, framework, preset_name, s, run_axes, repeat, cfg, scale) -> 
         "repeat": repeat,
         "seed": int(cfg.get("seed", 1)) + repeat,
     }
+    # Left out at their defaults (see RUN_AXES): a point of the whole-preset reading, or without
+    # inter-op threads, is the same point as before these keys existed.
+    if how == "settings":
+        point["cross_apply"] = how
+    if run_axes["interop_threads"] is not None:
+        point["interop_threads"] = int(run_axes["interop_threads"])
+    point["id"] = point_id(point)
+    return point
 
 
 def one_point(framework: str, preset: str = "caffe", dataset: str = "digits", **sweep_values) -> dict:

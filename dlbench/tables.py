@@ -1,8 +1,9 @@
 """The study's tables, computed from the Parquet tables: what the charts draw and the findings state.
 
 Plain functions on DataFrames (no drawing): the tidy points with derived columns, the Pareto
-front, speed-ups against threads, this run next to the published figures, resource
-correlations, own vs cross-applied defaults, sweeps, time to accuracy, phase spans.
+front, speed-ups against threads, this run next to the published figures (times, leaders,
+GPU/CPU ratios), resource correlations, own vs cross-applied defaults, sweeps, the tuning
+grids against their defaults, throughput per core and per GB, time to accuracy, phase spans.
 `dlbench.charts` draws them; `dlbench.findings` puts them into words.
 """
 
@@ -26,6 +27,17 @@ PRESET_ORDER = registry.own_presets()
 PUBLISHED_FRAMEWORK = {f.name: f.published_as for f in registry.FRAMEWORKS.values() if f.published_as}
 FAMILY = {name: info["family"] for name, info in catalog.INFO.items()}
 
+TIE = 1e-6  # accuracies (fractions) closer than this are a tie, broken by training time
+NEAR_BEST_PP = 0.5  # "within 0.5 points of the best accuracy": the fastest tuned setting that is nearly as good
+
+# How a point's preset was applied to its framework (the `reading` column; the record's `cross_apply`).
+READINGS = {"own": "own defaults", "settings": "settings only", "preset": "whole preset"}
+READING_TEXT = {
+    "settings": "settings only: the other framework's hyper-parameters; each framework keeps its own network, "
+                "input handling and initialisation",
+    "preset": "whole preset: the other framework's hyper-parameters with its network and input handling",
+}
+
 STATUSES = ["ok", "diverged", "error", "killed", "timeout", "oom", "unavailable", "cancelled"]
 PHASES = ["startup", "import", "data_load", "build", "compile", "train", "test", "other"]
 
@@ -37,13 +49,14 @@ RESOURCES = ["cpu_util_mean_pct", "rss_peak_mb", "rss_mean_mb", "peak_fraction",
 # Columns a chart may read; any missing one is added empty, so hand-made frames need only a few.
 RUN_COLUMNS = ["run_id", "framework", "dataset", "preset", "network", "optimizer", "momentum", "weight_decay",
                "learning_rate", "batch_size", "iterations", "iterations_planned", "epochs", "device", "threads",
-               "library", "repeat", "status", "reason", "train_time_s", "test_time_s", "accuracy",
-               "throughput_img_s", "achieved_gflops", "peak_fraction", "cpu_util_mean_pct", "rss_peak_mb",
-               "rss_mean_mb", "gpu_util_mean_pct", "gpu_mem_peak_mb", "gpu_power_mean_w", "threads_in_effect",
-               "library_in_effect", "studies"]
+               "interop_threads", "library", "cross_apply", "repeat", "status", "reason", "train_time_s",
+               "test_time_s", "accuracy", "throughput_img_s", "achieved_gflops", "peak_fraction",
+               "cpu_util_mean_pct", "rss_peak_mb", "rss_mean_mb", "gpu_util_mean_pct", "gpu_mem_peak_mb",
+               "gpu_power_mean_w", "threads_in_effect", "interop_threads_in_effect", "library_in_effect", "studies",
+               "tuning_grid", "tuning_is_default"]
 # What makes two points the same settings, apart from the axis being compared (repeats are averaged).
-SETTINGS = ["framework", "dataset", "whose", "network", "optimizer", "momentum", "weight_decay", "learning_rate",
-            "batch_size", "length", "length_unit", "device", "threads", "library"]
+SETTINGS = ["framework", "dataset", "whose", "reading", "network", "optimizer", "momentum", "weight_decay",
+            "learning_rate", "batch_size", "length", "length_unit", "device", "threads", "interop_threads", "library"]
 
 
 def points(runs: pd.DataFrame) -> pd.DataFrame:
@@ -52,6 +65,8 @@ def points(runs: pd.DataFrame) -> pd.DataFrame:
     `length`/`length_unit`: the configured length (epochs for epoch-based points, else
     iterations; the `iterations` column holds iterations done, empty for failed points).
     `whose`: whose defaults (`own` resolved to the framework's preset), `is_own`, `accuracy_pct`.
+    `reading`: how `whose` was applied: `own`, `settings` or `preset` (records without `cross_apply`
+    were made before the settings reading existed: whole presets).
     """
     df = runs.copy()
     for col in RUN_COLUMNS:
@@ -71,6 +86,11 @@ def points(runs: pd.DataFrame) -> pd.DataFrame:
     own_name = df["framework"].map(OWN_PRESET)
     df["whose"] = np.where(preset == "own", own_name.fillna("own"), preset)
     df["is_own"] = (preset == "own") | (preset == own_name)
+    df["reading"] = np.where(df["is_own"], "own", df["cross_apply"].astype(object).where(
+        df["cross_apply"].notna(), "preset"))
+    for col in ("interop_threads", "interop_threads_in_effect", "threads_in_effect", "throughput_img_s",
+                "rss_peak_mb"):
+        df[col] = pd.to_numeric(df[col], errors="coerce")
     for col in ("network", "optimizer", "library", "device"):
         df[col] = df[col].astype(object).fillna("-" if col != "device" else "cpu")
     return df
@@ -97,7 +117,9 @@ def in_studies_varying(df: pd.DataFrame, column: str) -> pd.DataFrame:
     """The points of the sub-studies in which `column` varies, when the config has sub-studies.
 
     A config of several sub-studies (the `studies` column) sweeps each axis in its own
-    sub-study around the others' defaults; mixing them would compare unlike points.
+    sub-study around the others' defaults; mixing them would compare unlike points. A
+    sub-study varies `column` when it takes two or more values for one framework on one
+    dataset and device (the frameworks' own defaults differ from each other, which is no sweep).
     Without sub-studies, or when no sub-study varies `column`, every point is kept.
     """
     names = study_names(df)
@@ -106,7 +128,8 @@ def in_studies_varying(df: pd.DataFrame, column: str) -> pd.DataFrame:
     varying = set()
     for study in set().union(*names):
         members = df[names.map(lambda s, study=study: study in s)]
-        if members[column].nunique(dropna=True) > 1:
+        per_run = members.groupby(["framework", "dataset", "device"], dropna=False)[column].nunique(dropna=True)
+        if (per_run > 1).any():
             varying.add(study)
     if not varying:
         return df
@@ -125,7 +148,8 @@ def settings_label(df: pd.DataFrame, exclude: set[str]) -> pd.Series:
     def one(r) -> str:
         parts = []
         if "whose" not in exclude:
-            parts.append(f"{r['whose']} defaults")
+            settings_only = r.get("reading") == "settings" and "reading" not in exclude
+            parts.append(f"{r['whose']} settings on own network" if settings_only else f"{r['whose']} defaults")
         if "batch_size" not in exclude and pd.notna(r["batch_size"]):
             parts.append(f"bs {r['batch_size']:g}")
         if "learning_rate" not in exclude and pd.notna(r["learning_rate"]):
@@ -134,6 +158,8 @@ def settings_label(df: pd.DataFrame, exclude: set[str]) -> pd.Series:
             parts.append(f"{r['length']:g} {r['length_unit']}")
         if "threads" not in exclude and pd.notna(r["threads"]):
             parts.append(f"{r['threads']:g} threads")
+        if "interop_threads" not in exclude and pd.notna(r.get("interop_threads")):
+            parts.append(f"{r['interop_threads']:g} inter-op")
         if "library" not in exclude and r["library"] not in ("default", "-"):
             parts.append(str(r["library"]))
         return ", ".join(parts)
@@ -273,14 +299,16 @@ def phase_spans(samples: pd.DataFrame) -> pd.DataFrame:
 
 
 def defaults_table(runs: pd.DataFrame) -> pd.DataFrame:
-    """Per framework x whose defaults (x dataset x device): mean accuracy and train time of ok points, failures."""
+    """Per framework x whose defaults x reading (x dataset x device): mean accuracy and train time of ok points,
+    failures. `reading` says how another framework's defaults were applied (own, settings, preset)."""
     df = in_studies_varying(points(runs), "whose")
-    cols = ["framework", "dataset", "device", "whose", "is_own", "accuracy_pct", "train_time_s", "n_ok", "n_failed"]
+    cols = ["framework", "dataset", "device", "whose", "reading", "is_own", "accuracy_pct", "train_time_s", "n_ok",
+            "n_failed"]
     if df.empty:
         return pd.DataFrame(columns=cols)
     df = df.assign(ok=df["status"] == "ok")
     okd = df[df["ok"]]
-    keys = ["framework", "dataset", "device", "whose"]
+    keys = ["framework", "dataset", "device", "whose", "reading"]
     counts = df.groupby(keys, as_index=False).agg(n_ok=("ok", "sum"), n_all=("ok", "size"),
                                                   is_own=("is_own", "max"))
     means = okd.groupby(keys, as_index=False).agg(accuracy_pct=("accuracy_pct", "mean"),
@@ -355,3 +383,282 @@ def status_counts(runs: pd.DataFrame) -> pd.DataFrame:
         return pd.DataFrame(columns=["framework", "dataset", "device", "status", "n"])
     return df.groupby(["framework", "dataset", "device", "status"], as_index=False).size().rename(
         columns={"size": "n"})
+
+
+# ---------------------------------------------------------------------------------------------
+# Tuning: the joint grids of the `tune` sub-studies against their defaults
+# ---------------------------------------------------------------------------------------------
+
+TUNED = ["batch_size", "learning_rate", "length"]
+CHOICES = ["defaults", "best accuracy", f"fastest within {NEAR_BEST_PP:g} points"]
+
+
+def tuning_cells(runs: pd.DataFrame) -> pd.DataFrame:
+    """Each cell of each tuning grid (one batch size x learning rate x length): means over its ok repeats.
+
+    Points outside a grid (no `tuning_grid`) are left out. `is_default`: the cell the grid is tuned around.
+    """
+    cols = ["tuning_grid", "framework", "dataset", "device", "whose", "grid_settings", *TUNED, "length_unit",
+            "is_default", "accuracy_pct", "train_time_s", "n_ok", "n_failed"]
+    df = points(runs)
+    df = df[df["tuning_grid"].notna() & (df["tuning_grid"].astype(str) != "")]
+    if df.empty:
+        return pd.DataFrame(columns=cols)
+    df = df.assign(ok=(df["status"] == "ok") & df["accuracy"].notna(),
+                   is_default=df["tuning_is_default"].map(lambda v: v is True or v == 1 or v == "True"),
+                   grid_settings=settings_label(df, {"whose", *TUNED}))  # what the grid holds fixed
+    df = df.assign(acc=df["accuracy_pct"].where(df["ok"]), t=df["train_time_s"].where(df["ok"]))
+    keys = ["tuning_grid", "framework", "dataset", "device", "whose", "grid_settings", *TUNED, "length_unit"]
+    cells = df.groupby(keys, as_index=False, dropna=False).agg(
+        is_default=("is_default", "max"), accuracy_pct=("acc", "mean"), train_time_s=("t", "mean"),
+        n_ok=("ok", "sum"), n=("ok", "size"))
+    cells["n_failed"] = cells["n"] - cells["n_ok"]
+    return cells[cols]
+
+
+def tuning_table(runs: pd.DataFrame) -> pd.DataFrame:
+    """Per tuning grid: its defaults, the best-accuracy cell, and the fastest cell within NEAR_BEST_PP of it.
+
+    Three rows per grid (`choice`: CHOICES). Accuracy: mean over ok repeats (ties broken by training
+    time). accuracy_gain_pp: the cell's accuracy minus the defaults' (points); time_saved_pct: how much
+    less training time than the defaults, in % of theirs (negative: it took longer). Cells whose every
+    repeat failed are not candidates; `tried`/`failed`: cells of the grid, and cells with a failed point.
+    """
+    cols = ["framework", "dataset", "device", "whose", "choice", *TUNED, "length_unit", "accuracy_pct",
+            "train_time_s", "accuracy_gain_pp", "time_saved_pct", "tried", "failed", "tuning_grid"]
+    cells = tuning_cells(runs)
+    rows = []
+    for grid, g in cells.groupby("tuning_grid", sort=True):
+        default = g[g["is_default"]]
+        default = default.iloc[0] if len(default) else None
+        good = g[g["accuracy_pct"].notna()]
+        picks = [("defaults", default)]
+        if good.empty:
+            picks += [(CHOICES[1], None), (CHOICES[2], None)]
+        else:
+            top = good["accuracy_pct"].max()
+            best = good[good["accuracy_pct"] >= top - TIE * 100].sort_values("train_time_s").iloc[0]
+            near = good[good["accuracy_pct"] >= top - NEAR_BEST_PP].sort_values(
+                ["train_time_s", "accuracy_pct"], ascending=[True, False]).iloc[0]
+            picks += [(CHOICES[1], best), (CHOICES[2], near)]
+        first = g.iloc[0]
+        for choice, cell in picks:
+            row = {"framework": first["framework"], "dataset": first["dataset"], "device": first["device"],
+                   "whose": first["whose"], "choice": choice, "length_unit": first["length_unit"],
+                   "tried": len(g), "failed": int((g["n_failed"] > 0).sum()), "tuning_grid": grid}
+            if cell is not None:
+                row.update({k: cell[k] for k in (*TUNED, "accuracy_pct", "train_time_s")})
+                if default is not None:
+                    row["accuracy_gain_pp"] = cell["accuracy_pct"] - default["accuracy_pct"]
+                    row["time_saved_pct"] = (default["train_time_s"] - cell["train_time_s"]) / \
+                        default["train_time_s"] * 100
+            rows.append(row)
+    out = pd.DataFrame(rows, columns=cols)
+    return out.astype({"accuracy_gain_pp": float, "time_saved_pct": float, "accuracy_pct": float,
+                       "train_time_s": float})
+
+
+# ---------------------------------------------------------------------------------------------
+# This run next to the published leaders and GPU/CPU ratios
+# ---------------------------------------------------------------------------------------------
+
+def _top(values: pd.Series, *, largest: bool, tie: float) -> list[str]:
+    """The index labels at the top of `values` (all of them within `tie` of the best)."""
+    best = values.max() if largest else values.min()
+    near = values[(values >= best - tie) if largest else (values <= best + tie)]
+    return sorted(near.index)
+
+
+def leaders_vs_published(runs: pd.DataFrame, published: pd.DataFrame | None) -> pd.DataFrame:
+    """Per dataset and device: this run's fastest and most accurate framework (own defaults, ok points, means)
+    next to the published ones among the same frameworks.
+
+    Only frameworks with a published figure for the dataset's family and device are compared, and
+    only where at least two are. Ties: every framework within TIE of the most accurate (published:
+    within 0.005 points, the table's precision) is named; a tie agrees when the two sets share one.
+    """
+    cols = ["dataset", "published_dataset", "device", "frameworks", "fastest", "fastest_train_time_s",
+            "published_fastest", "published_fastest_train_time_s", "fastest_agrees", "most_accurate",
+            "most_accurate_pct", "published_most_accurate", "published_most_accurate_pct", "most_accurate_agrees"]
+    df = ok_points(points(runs), "train_time_s", "accuracy")
+    df = df[df["is_own"] & df["framework"].isin(PUBLISHED_FRAMEWORK)]
+    if df.empty or published is None or published.empty:
+        return pd.DataFrame(columns=cols)
+    rows = []
+    for (dataset, device), g in df.groupby(["dataset", "device"]):
+        family = FAMILY.get(dataset)
+        pub = published[(published["dataset"] == family) & (published["device"] == device)]
+        by_pub = {PUBLISHED_FRAMEWORK[f]: f for f in set(g["framework"])}
+        pub = pub[pub["framework"].isin(by_pub)]
+        pub = pub.assign(framework=pub["framework"].map(by_pub)).set_index("framework")
+        mine = g[g["framework"].isin(pub.index)].groupby("framework").agg(
+            t=("train_time_s", "mean"), acc=("accuracy_pct", "mean"))
+        if len(mine) < 2:
+            continue
+        pub = pub.loc[mine.index]
+        fastest, pub_fastest = mine["t"].idxmin(), pub["train_time_s"].idxmin()
+        accurate = _top(mine["acc"], largest=True, tie=TIE * 100)
+        pub_accurate = _top(pub["accuracy_pct"], largest=True, tie=0.005)
+        rows.append({"dataset": dataset, "published_dataset": family, "device": device,
+                     "frameworks": ", ".join(mine.index), "fastest": fastest,
+                     "fastest_train_time_s": mine["t"].min(), "published_fastest": pub_fastest,
+                     "published_fastest_train_time_s": pub["train_time_s"].min(),
+                     "fastest_agrees": fastest == pub_fastest, "most_accurate": " and ".join(accurate),
+                     "most_accurate_pct": mine["acc"].max(), "published_most_accurate": " and ".join(pub_accurate),
+                     "published_most_accurate_pct": pub["accuracy_pct"].max(),
+                     "most_accurate_agrees": bool(set(accurate) & set(pub_accurate))})
+    return pd.DataFrame(rows, columns=cols)
+
+
+def device_pairs(runs: pd.DataFrame, metric: str = "train_time_s", own_only: bool = True) -> pd.DataFrame:
+    """Per framework and dataset: mean `metric` on CPU and on GPU over the same settings, and their ratio.
+
+    Only settings that ran ok on both devices count (threads and library are CPU knobs, not settings
+    here); `cpu_over_gpu` is the median over those settings of CPU mean / GPU mean (> 1: the GPU is faster).
+    """
+    cols = ["framework", "dataset", "cpu_s", "gpu_s", "cpu_over_gpu", "settings_compared"]
+    df = ok_points(points(runs), metric, positive=True)
+    if own_only:
+        df = df[df["is_own"]]
+    if df.empty or not (df["device"] == "gpu").any():
+        return pd.DataFrame(columns=cols)
+    df = df.assign(key=group_key(df, {"device", "threads", "interop_threads", "library"}))
+    rows = []
+    for (framework, dataset), g in df.groupby(["framework", "dataset"]):
+        means = g.groupby(["key", "device"])[metric].mean().unstack()
+        if not {"cpu", "gpu"} <= set(means.columns):
+            continue
+        pairs = means[["cpu", "gpu"]].dropna()
+        if pairs.empty:
+            continue
+        rows.append({"framework": framework, "dataset": dataset, "cpu_s": pairs["cpu"].mean(),
+                     "gpu_s": pairs["gpu"].mean(), "cpu_over_gpu": float((pairs["cpu"] / pairs["gpu"]).median()),
+                     "settings_compared": len(pairs)})
+    return pd.DataFrame(rows, columns=cols)
+
+
+def published_device_ratios(published: pd.DataFrame, metric: str = "train_time_s") -> pd.DataFrame:
+    """The published CPU / GPU ratio of `metric` per dataset and framework (as the published table names them)."""
+    if published is None or published.empty:
+        return pd.DataFrame(columns=["dataset", "framework", "published_cpu_over_gpu"])
+    wide = published.pivot_table(index=["dataset", "framework"], columns="device", values=metric)
+    wide = wide.dropna(subset=[c for c in ("cpu", "gpu") if c in wide.columns])
+    return (wide["cpu"] / wide["gpu"]).rename("published_cpu_over_gpu").reset_index()
+
+
+def speedups_vs_published(runs: pd.DataFrame, published: pd.DataFrame | None) -> pd.DataFrame:
+    """This run's GPU speed-up of training (CPU time / GPU time, own defaults) next to the published one."""
+    cols = ["dataset", "published_dataset", "framework", "cpu_s", "gpu_s", "cpu_over_gpu", "published_cpu_over_gpu",
+            "settings_compared"]
+    mine = device_pairs(runs, "train_time_s")
+    ratios = published_device_ratios(published)
+    if mine.empty or ratios.empty:
+        return pd.DataFrame(columns=cols)
+    mine = mine.assign(published_dataset=mine["dataset"].map(FAMILY),
+                       published_framework=mine["framework"].map(PUBLISHED_FRAMEWORK))
+    both = mine.merge(ratios.rename(columns={"dataset": "published_dataset", "framework": "published_framework"}),
+                      on=["published_dataset", "published_framework"], how="left")
+    return both[cols].sort_values(["dataset", "framework"], ignore_index=True)
+
+
+# ---------------------------------------------------------------------------------------------
+# Guidance: throughput per core and per GB, and time to a target accuracy
+# ---------------------------------------------------------------------------------------------
+
+def efficiency(runs: pd.DataFrame) -> pd.DataFrame:
+    """Training throughput per CPU thread allotted and per GB of peak resident memory, per settings group.
+
+    Means over ok repeats of images per second (`throughput_img_s`), divided by the point's threads
+    (the cores it was given) and by its peak resident memory (GB, the trainer's process tree).
+    `base`/`base_settings`: the settings apart from the library knobs (`knobs`: library, threads, inter-op
+    threads), so that the knobs can be compared with everything else fixed.
+    """
+    cols = ["framework", "dataset", "device", "settings", "base", "base_settings", "knobs", "library", "threads",
+            "interop_threads", "throughput_img_s", "img_s_per_core", "img_s_per_gb", "n"]
+    df = ok_points(points(runs), "throughput_img_s", positive=True)
+    if df.empty:
+        return pd.DataFrame(columns=cols)
+    knobs = {"library", "threads", "interop_threads"}
+    df = df.assign(group=group_key(df, set()), settings=settings_label(df, set()), base=group_key(df, knobs),
+                   base_settings=settings_label(df, knobs),
+                   knobs=[f"{'default' if lib == '-' else lib} library, {t:g} threads"
+                          + (f", {io:g} inter-op" if pd.notna(io) else "")
+                          for lib, t, io in zip(df["library"], df["threads"], df["interop_threads"])],
+                   img_s_per_core=df["throughput_img_s"] / df["threads"],
+                   img_s_per_gb=df["throughput_img_s"] / (df["rss_peak_mb"] / 1024))
+    out = df.groupby(["group"], as_index=False).agg(
+        framework=("framework", "first"), dataset=("dataset", "first"), device=("device", "first"),
+        settings=("settings", "first"), base=("base", "first"), base_settings=("base_settings", "first"),
+        knobs=("knobs", "first"), library=("library", "first"), threads=("threads", "first"),
+        interop_threads=("interop_threads", "first"), throughput_img_s=("throughput_img_s", "mean"),
+        img_s_per_core=("img_s_per_core", "mean"), img_s_per_gb=("img_s_per_gb", "mean"),
+        n=("throughput_img_s", "size"))
+    return out[cols].sort_values(["dataset", "device", "framework", "settings"], ignore_index=True)
+
+
+def time_to_target(runs: pd.DataFrame, curves: pd.DataFrame | None) -> pd.DataFrame:
+    """Per dataset and device: a target accuracy every framework reached, and each framework's soonest run to it.
+
+    The target is the lowest of the frameworks' best test accuracies in the learning curves (floored to
+    0.1 points): the best level all of them reached. A run's time to it is the cumulative training time
+    at its first test at or above the target. One row per framework: its soonest run.
+    """
+    cols = ["dataset", "device", "target_pct", "framework", "run_id", "settings", "time_to_target_s",
+            "iteration", "runs_reaching", "runs"]
+    table = time_to_accuracy_table(runs, curves)
+    table = table[table["status"] == "ok"]
+    if table.empty:
+        return pd.DataFrame(columns=cols)
+    rows = []
+    for (dataset, device), g in table.groupby(["dataset", "device"]):
+        best = g.groupby("framework")["accuracy_pct"].max()
+        target = math.floor(best.min() * 10 + 1e-9) / 10
+        for framework, f in g.groupby("framework"):
+            reached = f[f["accuracy_pct"] >= target - 1e-9].sort_values("train_time_s")
+            first = reached.groupby("run_id", as_index=False).first().sort_values("train_time_s")
+            soonest = first.iloc[0]
+            rows.append({"dataset": dataset, "device": device, "target_pct": target, "framework": framework,
+                         "run_id": soonest["run_id"], "settings": soonest["settings"],
+                         "time_to_target_s": soonest["train_time_s"], "iteration": soonest["iteration"],
+                         "runs_reaching": len(first), "runs": f["run_id"].nunique()})
+    return pd.DataFrame(rows, columns=cols).sort_values(["dataset", "device", "time_to_target_s"], ignore_index=True)
+
+
+# ---------------------------------------------------------------------------------------------
+# Cross-application: does one framework's best preset carry over to another?
+# ---------------------------------------------------------------------------------------------
+
+def carry_over(runs: pd.DataFrame) -> pd.DataFrame:
+    """For every ordered pair of frameworks (A, B), per dataset, device and reading: the preset that served A
+    best (highest mean accuracy, ties: faster), applied to B, against the preset that served B best.
+
+    Only the frameworks' own presets count (registry.own_presets(); custom ones are left out), and only
+    frameworks that ran at least two of them. A reading's pairs use its cross-applied points and the
+    frameworks' own-defaults points. `shortfall_pp`: B's best accuracy minus B's accuracy with A's best
+    (points); `carries_over`: the shortfall is at most NEAR_BEST_PP.
+    """
+    cols = ["dataset", "device", "reading", "from_framework", "best_preset", "from_accuracy_pct", "to_framework",
+            "accuracy_with_pct", "to_best_preset", "to_best_pct", "shortfall_pp", "carries_over"]
+    table = defaults_table(runs)
+    table = table[table["accuracy_pct"].notna() & table["whose"].isin(PRESET_ORDER)]
+    rows = []
+    for (dataset, device), g in table.groupby(["dataset", "device"]):
+        for reading in ("settings", "preset"):
+            r = g[g["reading"].isin(["own", reading])]
+            if not (r["reading"] == reading).any():
+                continue
+            per = {fw: f.groupby("whose").agg(acc=("accuracy_pct", "mean"), t=("train_time_s", "mean"))
+                   for fw, f in r.groupby("framework")}
+            per = {fw: f.sort_values(["acc", "t"], ascending=[False, True]) for fw, f in per.items() if len(f) >= 2}
+            for a, fa in per.items():
+                best = fa.index[0]
+                for b, fb in per.items():
+                    if b == a or best not in fb.index:
+                        continue
+                    shortfall = fb["acc"].iloc[0] - fb.loc[best, "acc"]
+                    rows.append({"dataset": dataset, "device": device, "reading": reading, "from_framework": a,
+                                 "best_preset": best, "from_accuracy_pct": fa["acc"].iloc[0], "to_framework": b,
+                                 "accuracy_with_pct": fb.loc[best, "acc"], "to_best_preset": fb.index[0],
+                                 "to_best_pct": fb["acc"].iloc[0], "shortfall_pp": shortfall,
+                                 "carries_over": bool(shortfall <= NEAR_BEST_PP)})
+    return pd.DataFrame(rows, columns=cols)

@@ -16,5 +16,6 @@ rule aggregate:
         "../envs/base.yaml"
     params:
         membership=MEMBERSHIP,
+        tuning=TUNING,
     script:
         "../workflow/scripts/aggregate.py"

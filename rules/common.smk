@@ -59,6 +59,7 @@ if (
 
 POINTS = {(p["framework"], p["dataset"], p["id"]): p for p in sweep.expand(CFG)}
 MEMBERSHIP = sweep.membership(CFG)
+TUNING = sweep.tuning(CFG)
 # (dataset, input key) -> the `input` settings of the Caffe points whose HDF5 files share that folder.
 CAFFE_INPUTS = {
     (p["dataset"], caffe_data.input_key(p["input"])): p["input"]

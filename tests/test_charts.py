@@ -69,7 +69,8 @@ def test_failed_points_are_in_the_chart_data(study):
 
 @pytest.mark.parametrize("name", ["gpu_timeline", "speedup_vs_threads", "defaults_matrix_accuracy",
                                   "defaults_matrix_train_time", "published_comparison", "train_time_vs_length",
-                                  "accuracy_vs_batch_size", "resource_correlation", "time_to_accuracy"])
+                                  "accuracy_vs_batch_size", "resource_correlation", "time_to_accuracy",
+                                  "tuning_grid"])
 def test_a_chart_without_data_still_writes_valid_files(name, tmp_path):
     runs = small_runs()
     samples = pd.DataFrame({"run_id": ["a"] * 3, "framework": ["pytorch"] * 3, "dataset": ["digits"] * 3,
@@ -90,3 +91,30 @@ def test_every_chart_survives_empty_tables(tmp_path):
     for f in charts.chart_files(str(tmp_path)):
         text = Path(f).read_text()
         assert "could not be drawn" not in text and charts.NO_DATA in text, f
+
+
+def test_the_defaults_matrices_say_which_reading_ran(study):
+    runs, _, _ = study
+    settings = runs.assign(cross_apply=["settings" if p == "caffe" and fw != "caffe" else None
+                                        for p, fw in zip(runs.preset, runs.framework)])
+    for name in ("defaults_matrix_accuracy", "defaults_matrix_train_time"):
+        spec = json.dumps(charts.CHARTS[name].make(settings).to_dict())
+        assert "applied as settings only" in spec and "whole preset" not in spec
+        whole = json.dumps(charts.CHARTS[name].make(runs).to_dict())
+        assert "applied as whole preset" in whole
+    both = pd.concat([settings, runs[runs.preset == "caffe"].assign(run_id=lambda d: d.run_id + "-whole")])
+    spec = charts.CHARTS["defaults_matrix_accuracy"].make(both).to_dict()
+    columns = {row["column"] for row in next(iter(spec["datasets"].values()))}
+    assert {"caffe (settings only)", "caffe (whole preset)", "torch", "tensorflow", "theano"} <= columns
+
+
+def test_the_tuning_chart_marks_the_defaults_the_best_and_the_fastest(study):
+    runs, _, _ = study
+    spec = charts.CHARTS["tuning_grid"].make(runs).to_dict()
+    cells = next(iter(spec["datasets"].values()))
+    panels = {c["panel"] for c in cells}
+    assert len(panels) == runs["tuning_grid"].nunique()
+    assert sum(c["is_default"] for c in cells) == len(panels)
+    best = [c for c in cells if "best" in c["mark"]]
+    assert len(best) == len(panels) - sum(tables.tuning_table(runs).query("choice == 'best accuracy'")
+                                           ["accuracy_pct"].isna())

@@ -113,3 +113,57 @@ def test_a_gpu_model_the_slurm_plugin_refuses_is_refused_before_any_job():
     with pytest.raises(ConfigError, match="cluster.gpu_model: 'h100-80gb' is refused by the SLURM executor plugin"):
         validate({**BASE, "cluster": {"gpu_model": "h100-80gb"}})
     assert validate({**BASE, "cluster": {"gpu_model": "h100.80gb"}})["cluster"]["gpu_model"] == "h100.80gb"
+
+
+def test_an_unknown_reading_is_refused_with_the_known_ones():
+    msg = error_of({**BASE, "cross_apply": ["hyper"]})
+    assert "cross_apply" in msg and "'hyper'" in msg and "settings" in msg and "preset" in msg
+    msg = error_of({**BASE, "studies": {"cross": {"cross_apply": ["whole"]}}})
+    assert "studies.cross.cross_apply" in msg and "'whole'" in msg
+
+
+def test_the_reading_defaults_to_the_whole_preset():
+    assert validate(BASE)["cross_apply"] == ["preset"]
+    cfg = validate({**BASE, "studies": {"cross": {"preset": ["caffe"], "cross_apply": ["settings", "preset"]}}})
+    assert cfg["studies"]["cross"]["cross_apply"] == ["settings", "preset"]
+
+
+def test_a_tuning_grid_without_values_is_one_line():
+    msg = error_of({**BASE, "studies": {"tuning": {"tune": {}}}})
+    assert "studies.tuning.tune" in msg and "batch_size" in msg and "learning_rate" in msg and "length" in msg
+    msg = error_of({**BASE, "studies": {"tuning": {"tune": {"batch_size": []}}}})
+    assert "studies.tuning.tune.batch_size" in msg and "empty" in msg
+    msg = error_of({**BASE, "tune": {"momentum": [1, 2]}})
+    assert "'momentum'" in msg and "learning_rate" in msg
+    msg = error_of({**BASE, "tune": {"learning_rate": [1, 0]}})
+    assert "tune.learning_rate.1" in msg
+
+
+def test_a_tuning_grid_holds_the_defaults_and_does_not_also_sweep_the_axis():
+    msg = error_of({**BASE, "studies": {"tuning": {"tune": {"batch_size": [0.5, 2]}}}})
+    assert "studies.tuning.tune.batch_size" in msg and "lacks 1" in msg
+    msg = error_of({**BASE, "studies": {"tuning": {"tune": {"batch_size": [0.5, 1]},
+                                                   "sweep": {"batch_size": [32]}}}})
+    assert "studies.tuning" in msg and "both tuned" in msg and "sweep.batch_size" in msg
+    msg = error_of({**BASE, "tune": {"length": [1, 2]}, "sweep": {"epochs": [3]}})
+    assert msg.startswith("(top level)") and "sweep.epochs" in msg
+    cfg = validate({**BASE, "sweep": {"iterations": [30]},
+                    "studies": {"tuning": {"tune": {"batch_size": [0.5, 1], "length": [1, 2]}}}})
+    assert cfg["studies"]["tuning"]["tune"]["length"] == [1, 2]  # a top-level length is tuned around, not refused
+
+
+def test_interop_threads_are_tensorflows_alone():
+    cfg = validate({**BASE, "frameworks": ["tensorflow"], "sweep": {"interop_threads": [1, 4]}})
+    assert cfg["sweep"]["interop_threads"] == [1, 4]
+    msg = error_of({**BASE, "frameworks": ["tensorflow", "pytorch"], "sweep": {"interop_threads": [2]}})
+    assert msg.startswith("sweep.interop_threads: pytorch cannot honour 2") and "leave the key out" in msg
+    msg = error_of({**BASE, "frameworks": ["tensorflow", "caffe"],
+                    "studies": {"io": {"sweep": {"interop_threads": [2]}}}})
+    assert msg.startswith("studies.io.sweep.interop_threads: caffe cannot honour 2") and "studies" in msg
+    assert "sweep.interop_threads.0" in error_of({**BASE, "frameworks": ["tensorflow"],
+                                                  "sweep": {"interop_threads": [0]}})
+
+
+def test_a_library_a_framework_cannot_honour_names_framework_key_and_values():
+    msg = error_of({**BASE, "frameworks": ["caffe"], "sweep": {"library": ["no_onednn"]}})
+    assert msg.startswith("sweep.library: caffe cannot honour 'no_onednn' (it accepts: default)")

@@ -67,18 +67,156 @@ def presets_runs(own_acc: float, cross_acc: float) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def test_observation_d_own_defaults_not_always_best():
+def test_own_vs_cross_and_cross_effects_name_the_reading():
     beaten = presets_runs(0.90, 0.95)
-    assert findings.observe_own_not_always_best(beaten).verdict == "agrees"
     table = findings.own_vs_cross(beaten)
     assert table.iloc[0]["best_cross"] == "tensorflow" and not table.iloc[0]["own_is_best"]
-    assert findings.observe_own_not_always_best(presets_runs(0.97, 0.95)).verdict == "disagrees"
-    # the `torch` preset on PyTorch is its own defaults, not a cross-applied one
-    torch_named = presets_runs(0.97, 0.95).replace({"preset": {"own": "torch"}})
-    assert findings.observe_own_not_always_best(torch_named).verdict == "disagrees"
+    assert table.iloc[0]["reading"] == "whole preset"  # records without cross_apply: the whole preset
+    settings = beaten.assign(cross_apply="settings")
+    assert set(findings.own_vs_cross(settings)["reading"]) == {"settings only"}
     cross = findings.cross_effects(beaten).set_index("whose")
     assert cross.loc["tensorflow", "accuracy_change_pp"] == pytest.approx(5.0)
     assert cross.loc["theano", "n_failed"] == 1
+    assert cross.loc["torch", "reading"] == "own defaults"
+    assert findings.readings_ran(settings) == ["settings"] and findings.readings_ran(beaten) == ["preset"]
+
+
+def carry_runs(accs: dict, reading="settings") -> pd.DataFrame:
+    """framework -> {whose preset: accuracy} on MNIST/CPU; a framework's own preset is its own defaults."""
+    rows = []
+    for fw, per in accs.items():
+        for whose, acc in per.items():
+            own = tables.OWN_PRESET[fw] == whose
+            rows.append({"run_id": f"{fw}-{whose}-{reading}", "framework": fw, "dataset": "mnist", "device": "cpu",
+                         "preset": "own" if own else whose, "cross_apply": None if own else reading,
+                         "batch_size": 64, "learning_rate": 0.01, "iterations": 100, "status": "ok",
+                         "train_time_s": 1.0, "accuracy": acc})
+    return pd.DataFrame(rows)
+
+
+def test_observation_d_best_settings_do_not_carry_over():
+    # each framework is best with its own settings, and loses more than 0.5 points with the other's
+    apart = carry_runs({"caffe": {"caffe": 0.99, "tensorflow": 0.97}, "tensorflow": {"tensorflow": 0.99,
+                                                                                      "caffe": 0.96}})
+    v = findings.observe_best_does_not_carry_over(apart)
+    assert v.verdict == "agrees" and "settings only reading (the study's)" in v.evidence
+    assert "in 2 of 2 pairs" in v.evidence and "caffe's best (caffe's) on tensorflow (mnist/cpu): 96.00%" in v.evidence
+    # both are best with Caffe's settings: Caffe's best carries over to TensorFlow, and TensorFlow's to Caffe
+    shared = carry_runs({"caffe": {"caffe": 0.99, "tensorflow": 0.97}, "tensorflow": {"tensorflow": 0.96,
+                                                                                       "caffe": 0.99}})
+    v = findings.observe_best_does_not_carry_over(shared)
+    assert v.verdict == "disagrees" and "in 0 of 2 pairs" in v.evidence
+    # only the whole-preset reading ran: tested on it, and said so
+    v = findings.observe_best_does_not_carry_over(carry_runs({"caffe": {"caffe": 0.99, "tensorflow": 0.97},
+                                                              "tensorflow": {"tensorflow": 0.99, "caffe": 0.96}},
+                                                             reading="preset"))
+    assert v.verdict == "agrees" and "whole preset reading (not the study's" in v.evidence
+    # both readings: the study's decides, the other is reported
+    both = pd.concat([apart, carry_runs({"caffe": {"tensorflow": 0.99}, "tensorflow": {"caffe": 0.99}},
+                                        reading="preset")])
+    v = findings.observe_best_does_not_carry_over(both)
+    assert v.verdict == "agrees" and "Under the whole preset reading: 0 of 2 pairs fell short" in v.evidence
+    one_preset = carry_runs({"caffe": {"caffe": 0.99}, "tensorflow": {"tensorflow": 0.99}})
+    assert findings.observe_best_does_not_carry_over(one_preset).verdict.startswith("not tested in this run (")
+
+
+def published():
+    return tables.read_published()
+
+
+def test_observations_g_and_h_per_dataset_and_device_against_the_published_leaders():
+    # published: MNIST/CPU fastest Caffe, most accurate TensorFlow; CIFAR-10/GPU fastest Caffe, most accurate TF
+    holds = pd.concat([own_points({"caffe": 10, "tensorflow": 20}, {"caffe": 0.97, "tensorflow": 0.99}),
+                       own_points({"caffe": 5, "tensorflow": 20}, {"caffe": 0.70, "tensorflow": 0.80},
+                                  dataset="cifar10", device="gpu")])
+    fails = pd.concat([own_points({"caffe": 10, "tensorflow": 20}, {"caffe": 0.97, "tensorflow": 0.99}),
+                       own_points({"caffe": 25, "tensorflow": 20}, {"caffe": 0.85, "tensorflow": 0.80},
+                                  dataset="cifar10", device="gpu")])
+    g, h = findings.observe_fastest_per_dataset_device, findings.observe_most_accurate_per_dataset_device
+    assert g(holds, published()).verdict == "agrees" and h(holds, published()).verdict == "agrees"
+    v = g(fails, published())
+    assert v.verdict == "disagrees" and "same as published in 1 of 2" in v.evidence
+    assert "cifar10/gpu among caffe, tensorflow: tensorflow (20 s); published caffe (183.5 s on cifar10)" in v.evidence
+    assert h(fails, published()).verdict == "disagrees"
+    one = own_points({"caffe": 10}, {"caffe": 0.97})
+    assert g(one, published()).verdict.startswith("not tested in this run (")
+    assert h(holds, None).verdict == "not tested in this run (the published table is missing)"
+    texts = {o.key: o.text for o in findings.OBSERVATIONS}
+    assert "mnist: CPU caffe, GPU tensorflow; cifar10: CPU theano, GPU caffe" in texts["g"]
+    assert "GPU tensorflow and torch (tied)" in texts["h"]
+
+
+def test_observation_i_gpu_speedups_in_the_published_order():
+    # published MNIST: Torch 28.5x > TensorFlow 16.3x > Caffe 5.3x
+    cpu = own_points({"caffe": 10, "tensorflow": 20, "pytorch": 40}, {"caffe": 0.9, "tensorflow": 0.9,
+                                                                     "pytorch": 0.9})
+    same = own_points({"caffe": 5, "tensorflow": 4, "pytorch": 2}, {"caffe": 0.9, "tensorflow": 0.9,
+                                                                    "pytorch": 0.9}, device="gpu")
+    v = findings.observe_gpu_speedup_order(pd.concat([cpu, same]), published())
+    assert v.verdict == "agrees" and "pytorch 20x (published 28.5x)" in v.evidence
+    swapped = same.assign(train_time_s=[1.0, 4.0, 2.0])  # caffe 10x now gains more than tensorflow 5x
+    v = findings.observe_gpu_speedup_order(pd.concat([cpu, swapped]), published())
+    assert v.verdict == "disagrees"
+    assert "order here pytorch > caffe > tensorflow, published pytorch > tensorflow > caffe" in v.evidence
+    alone = findings.observe_gpu_speedup_order(pd.concat([cpu, same.iloc[:1]]), published())
+    assert alone.verdict.startswith("not tested in this run (one framework per dataset")
+    assert "mnist: caffe 5.28x, tensorflow 16.3x, theano 20.6x, torch 28.5x" in \
+        next(o.text for o in findings.OBSERVATIONS if o.key == "i")
+
+
+def test_observation_j_tensorflow_tests_cifar10_more_slowly_on_gpu():
+    cpu = own_points({"tensorflow": 100}, {"tensorflow": 0.8}, dataset="cifar10").assign(test_time_s=2.0)
+    gpu = own_points({"tensorflow": 10}, {"tensorflow": 0.8}, dataset="cifar10", device="gpu")
+    v = findings.observe_tensorflow_cifar_testing(pd.concat([cpu, gpu.assign(test_time_s=3.0)]), published())
+    assert v.verdict == "agrees" and "CPU 2 s, GPU 3 s (published: CPU 2.69 s, GPU 5.76 s)" in v.evidence
+    v = findings.observe_tensorflow_cifar_testing(pd.concat([cpu, gpu.assign(test_time_s=0.5)]), published())
+    assert v.verdict == "disagrees"
+    mnist = pd.concat([cpu, gpu.assign(test_time_s=3.0)]).assign(dataset="mnist")
+    assert findings.observe_tensorflow_cifar_testing(mnist, published()).verdict.startswith("not tested")
+
+
+def test_provider_guidance_carries_its_numbers_or_says_what_is_missing():
+    runs = own_points({"caffe": 10, "tensorflow": 20}, {"caffe": 0.97, "tensorflow": 0.99})
+    runs = runs.assign(throughput_img_s=[1000.0, 600.0], rss_peak_mb=[512.0, 2048.0], threads=[2, 1])
+    lines = findings.provider_guidance(runs)
+    assert lines[0].startswith("On mnist/cpu, the most training throughput per core (CPU thread allotted): "
+                               "tensorflow with tensorflow defaults")
+    assert "600 img/s (600 img/s on 1 threads)" in lines[0]
+    assert "the best of the others: caffe 500 img/s" in lines[0]
+    assert "per GB of peak resident memory: caffe" in lines[1] and "2000 img/s (1000 img/s at 0.5 GB)" in lines[1]
+    assert any("No library, thread or inter-op setting was varied" in li for li in lines)
+    assert any("No GPU point ran ok" in li for li in lines)
+    knobs = pd.concat([runs, runs.iloc[[1]].assign(run_id="tf2", interop_threads=2, throughput_img_s=900.0)])
+    line = next(li for li in findings.provider_guidance(knobs) if li.startswith("tensorflow on mnist/cpu"))
+    assert "default library, 1 threads, 2 inter-op gave the most throughput per core in 1 of 1" in line
+    assert "900 img/s per core" in line and "600 img/s per core" in line
+    assert "No ok point measured" in findings.provider_guidance(runs.assign(throughput_img_s=np.nan))[0]
+
+
+def test_consumer_guidance_names_the_soonest_to_a_target():
+    runs = own_points({"caffe": 4, "tensorflow": 8}, {"caffe": 0.95, "tensorflow": 0.93})
+    curves = pd.DataFrame({"run_id": ["caffe-mnist-cpu"] * 2 + ["tensorflow-mnist-cpu"] * 2, "kind": ["test"] * 4,
+                           "iteration": [50, 100, 50, 100], "train_time_s": [2.0, 4.0, 3.0, 8.0],
+                           "accuracy": [0.94, 0.95, 0.90, 0.93]})
+    lines = findings.consumer_guidance(runs, curves)
+    assert lines[0].startswith("To reach 93.0% test accuracy on mnist/cpu") and "the soonest was caffe" in lines[0]
+    assert "2 s of training (test at iteration 50" in lines[0] and "then tensorflow 8 s" in lines[0]
+    assert "cannot be said" in findings.consumer_guidance(runs, pd.DataFrame())[0]
+
+
+def test_the_tuning_table_in_the_findings():
+    rows = []
+    for bs, lr, acc, t in ((64, 0.01, 0.95, 100.0), (32, 0.01, 0.97, 150.0), (128, 0.01, 0.966, 60.0)):
+        rows.append({"run_id": f"c{bs}", "framework": "caffe", "dataset": "mnist", "preset": "own", "device": "cpu",
+                     "batch_size": bs, "learning_rate": lr, "iterations": 100, "status": "ok", "accuracy": acc,
+                     "train_time_s": t, "tuning_grid": "tuning:x", "tuning_is_default": bs == 64})
+    text = findings.render(pd.DataFrame(rows), None, published())
+    section = text.split("## Tuned against own defaults")[1].split("\n## ")[0]
+    assert "| caffe | mnist | cpu | caffe | best accuracy | 32 | 0.01 | 100 | iterations | 97 | 150 | 2 | -50 |" \
+        in section
+    assert "| fastest within 0.5 points | 128 | 0.01 | 100 | iterations | 96.6 | 60 | 1.6 | 40 |" in section
+    assert "Not tested in this run: no sub-study tunes" in findings.render(pd.DataFrame(rows[:1]).drop(
+        columns=["tuning_grid"]), None, published())
 
 
 def batch_runs(times, accs, length="epochs") -> pd.DataFrame:

@@ -2,7 +2,10 @@
 
 import re
 
-from dlbench import config, sweep
+from dlbench import config, presets, runner, sweep
+from dlbench.paths import ROOT
+
+PAPER = ROOT / "config" / "paper.yaml"
 
 BASE = {"datasets": ["digits"], "frameworks": ["pytorch", "tensorflow"], "preset": ["caffe"],
         "sweep": {"batch_size": [32, 64], "learning_rate": [0.01, 0.1], "epochs": [2]}}
@@ -70,3 +73,96 @@ def test_sweep_replaces_the_preset_length_kind():
     (p,) = expand({"datasets": ["digits"], "frameworks": ["pytorch"], "preset": ["caffe"],
                    "sweep": {"epochs": [3]}})
     assert p["epochs"] == 3 and p["iterations"] is None
+
+
+def one(framework, preset, **extra):
+    (p,) = expand({"datasets": ["digits"], "frameworks": [framework], "preset": [preset], **extra})
+    return p
+
+
+def test_the_settings_reading_keeps_the_frameworks_network_and_input():
+    own = one("pytorch", "own")
+    caffe = one("pytorch", "caffe")  # the whole preset, as before
+    settings = one("pytorch", "caffe", cross_apply=["settings"])
+    assert caffe["network"] == "lenet" and caffe["input"] == {"scale": 0.00390625}
+    assert settings["network"] == own["network"] == "torch_mnist"
+    assert settings["input"] == own["input"] and settings["layers"] == own["layers"]
+    for key in ("optimizer", "momentum", "weight_decay", "learning_rate", "lr_policy", "batch_size",
+                "test_batch_size", "iterations", "epochs", "test_interval"):
+        assert settings[key] == caffe[key], key
+    assert settings["cross_apply"] == "settings" and "cross_apply" not in caffe and "cross_apply" not in own
+    assert "-settings-torch_mnist-" in settings["id"] and settings["id"] != caffe["id"]
+
+
+def test_a_key_the_applied_settings_lack_is_unset_not_kept():
+    # TensorFlow's MNIST defaults test only at the end; under them Caffe keeps its network but not its test interval
+    p = one("caffe", "tensorflow", cross_apply=["settings"])
+    assert p["network"] == "lenet" and p["test_interval"] is None and p["optimizer"] == "adam"
+    assert p["iterations"] == 20000 and p["batch_size"] == 50
+    assert presets.resolve("tensorflow", "caffe", "digits", cross_apply="settings")["input"] == \
+        presets.resolve("own", "caffe", "digits")["input"]
+
+
+def test_own_defaults_are_one_point_under_both_readings():
+    points = expand({"datasets": ["digits"], "frameworks": ["pytorch", "caffe"], "preset": ["own", "caffe"],
+                     "cross_apply": ["settings", "preset"]})
+    kinds = sorted((p["framework"], p["preset"], p.get("cross_apply", "-")) for p in points)
+    # caffe's own defaults by either name, and pytorch's own: one point each; caffe's on pytorch: one per reading
+    assert kinds == [("caffe", "caffe", "-"), ("caffe", "own", "-"), ("pytorch", "caffe", "-"),
+                     ("pytorch", "caffe", "settings"), ("pytorch", "own", "-")]
+    assert [sweep.reading(p) for p in points if p["framework"] == "pytorch" and p["preset"] == "caffe"] == \
+        ["settings", "preset"]
+
+
+def test_inter_op_threads_enter_the_point_only_when_set():
+    plain = one("tensorflow", "caffe", sweep={"iterations": [10]})
+    set_ = one("tensorflow", "caffe", sweep={"iterations": [10], "interop_threads": [2]})
+    assert "interop_threads" not in plain and set_["interop_threads"] == 2
+    assert "-t1-io2-" in set_["id"] and "-io" not in plain["id"]
+    assert runner.trainer_env(set_)["TF_NUM_INTEROP_THREADS"] == "2"
+    assert runner.trainer_env(plain)["TF_NUM_INTEROP_THREADS"] == "1"
+
+
+TUNING = {"datasets": ["digits"], "frameworks": ["pytorch", "tensorflow"], "preset": ["own"], "repeats": 2,
+          "studies": {"defaults": {}, "tuning": {"tune": {"batch_size": [0.5, 1], "learning_rate": [0.1, 1],
+                                                          "length": [1, 2]}}}}
+
+
+def test_a_tuning_grid_multiplies_each_frameworks_own_values():
+    cfg = config.validate(TUNING)
+    tuning = sweep.tuning(cfg)
+    grid = [p for p in sweep.expand(cfg) if p["id"] in tuning]
+    assert len(grid) == 2 * 8 * 2  # frameworks x (2 x 2 x 2 cells) x repeats
+    torch = {(p["batch_size"], p["learning_rate"], p["epochs"]) for p in grid if p["framework"] == "pytorch"}
+    assert torch == {(b, lr, e) for b in (5, 10) for lr in (0.005, 0.05) for e in (20, 40)}
+    tf = {(p["batch_size"], p["learning_rate"], p["iterations"]) for p in grid if p["framework"] == "tensorflow"}
+    assert tf == {(b, lr, i) for b in (25, 50) for lr in (1e-5, 1e-4) for i in (20000, 40000)}
+    # the grid's defaults are the defaults study's own points (one id, run once)
+    defaults = {p["id"] for p in sweep.expand_one(sweep.sub_studies(cfg)["defaults"])}
+    marked = {i for i, t in tuning.items() if t["tuning_is_default"]}
+    assert marked == defaults and len(marked) == 4
+    # one grid per framework (its repeats together), named after its sub-study
+    grids = {tuning[p["id"]]["tuning_grid"] for p in grid}
+    assert len(grids) == 2 and all(g.startswith("tuning:") for g in grids)
+    assert sweep.tuning(config.validate({**TUNING, "studies": {"defaults": {}}})) == {}
+
+
+def test_tuned_values_stay_whole_and_positive():
+    s = {"batch_size": 1, "learning_rate": 0.05, "iterations": 3}
+    assert sweep.tuned_settings(s, {"batch_size": 0.5, "learning_rate": 3, "length": 0.5}) == \
+        {"batch_size": 1, "learning_rate": 0.15, "iterations": 2}
+    assert sweep.tuned_settings({"epochs": 45}, {"length": 0.5}) == {"epochs": 22.5}
+    assert sweep.tuned_settings(s, {"batch_size": 1}) is not s
+
+
+def test_the_papers_cross_study_applies_settings_and_tunes_around_own_defaults():
+    cfg = config.load(PAPER)
+    members = sweep.membership(cfg)
+    cross = [p for p in sweep.expand(cfg) if "cross" in members[p["id"]]]
+    foreign = [p for p in cross if sweep.reading(p) is not None]
+    assert foreign and all(p["cross_apply"] == "settings" for p in foreign)
+    own_network = {(p["framework"], p["dataset"]): p["network"] for p in sweep.expand(cfg) if p["preset"] == "own"}
+    assert all(p["network"] == own_network[(p["framework"], p["dataset"])] for p in foreign)
+    tuning = sweep.tuning(cfg)
+    assert sum(t["tuning_is_default"] for t in tuning.values()) == 4 * 2 * 2 * cfg["repeats"]
+    assert all("tuning" in members[i] for i in tuning)

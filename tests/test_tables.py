@@ -115,3 +115,182 @@ def test_peak_fraction_is_used_when_present():
     c = tables.resource_correlations(runs)
     assert "peak_fraction" in set(c.resource)
     assert "peak_fraction" not in set(tables.resource_correlations(make_runs()).resource)
+
+
+def grid_runs(cells: dict, framework="caffe", default=(64, 0.01), repeats=1) -> pd.DataFrame:
+    """A tuning grid of one framework: (batch, lr) -> (accuracy, train time) or None for a failed cell."""
+    rows = []
+    for (bs, lr), result in cells.items():
+        for r in range(repeats):
+            acc, t = result if result else (np.nan, np.nan)
+            rows.append({"run_id": f"{framework}-{bs}-{lr}-{r}", "framework": framework, "dataset": "digits",
+                         "preset": "own", "device": "cpu", "batch_size": bs, "learning_rate": lr, "iterations": 100,
+                         "iterations_planned": 100, "threads": 2, "repeat": r,
+                         "status": "ok" if result else "diverged", "accuracy": acc + 0.002 * (r - (repeats - 1) / 2),
+                         "train_time_s": t, "tuning_grid": f"tuning:{framework}",
+                         "tuning_is_default": (bs, lr) == default})
+    return pd.DataFrame(rows)
+
+
+def test_tuning_table_picks_the_best_and_the_fastest_near_it():
+    runs = grid_runs({(64, 0.01): (0.950, 100.0), (32, 0.01): (0.970, 150.0), (128, 0.01): (0.966, 60.0),
+                      (128, 0.1): (0.960, 40.0), (64, 0.1): None}, repeats=2)
+    t = tables.tuning_table(runs).set_index("choice")
+    assert list(t.index) == tables.CHOICES
+    d, best, fast = t.loc["defaults"], t.loc["best accuracy"], t.loc["fastest within 0.5 points"]
+    assert (d["batch_size"], d["accuracy_pct"], d["accuracy_gain_pp"], d["time_saved_pct"]) == (64, 95.0, 0, 0)
+    assert (best["batch_size"], best["learning_rate"]) == (32, 0.01)
+    assert best["accuracy_pct"] == pytest.approx(97.0)  # the mean of its two repeats
+    assert best["accuracy_gain_pp"] == pytest.approx(2.0) and best["time_saved_pct"] == pytest.approx(-50.0)
+    # 96.0 is 1 point below the best: not near it; 96.6 is, and faster
+    assert (fast["batch_size"], fast["learning_rate"]) == (128, 0.01)
+    assert fast["accuracy_gain_pp"] == pytest.approx(1.6) and fast["time_saved_pct"] == pytest.approx(40.0)
+    assert (best["tried"], best["failed"]) == (5, 1)
+
+
+def test_tuning_table_with_failed_defaults_and_ties():
+    runs = grid_runs({(64, 0.01): None, (32, 0.01): (0.97, 30.0), (16, 0.01): (0.97, 20.0)})
+    t = tables.tuning_table(runs).set_index("choice")
+    assert t.loc["best accuracy", "batch_size"] == 16  # a tie in accuracy goes to the faster
+    assert math.isnan(t.loc["best accuracy", "accuracy_gain_pp"]) and math.isnan(t.loc["defaults", "accuracy_pct"])
+    assert tables.tuning_table(small_runs()).empty  # no grid, no table
+    both = pd.concat([runs, grid_runs({(64, 0.01): (0.9, 1.0), (32, 0.01): (0.8, 1.0)}, framework="pytorch")])
+    assert sorted(set(tables.tuning_table(both)["framework"])) == ["caffe", "pytorch"]
+
+
+def own_runs(rows: list[tuple]) -> pd.DataFrame:
+    """(framework, dataset, device, train time, test time, accuracy) with own defaults."""
+    return pd.DataFrame([{"run_id": f"{fw}-{ds}-{dev}", "framework": fw, "dataset": ds, "preset": "own",
+                          "device": dev, "batch_size": 64, "learning_rate": 0.01, "iterations": 100, "threads": 2,
+                          "status": "ok", "train_time_s": t, "test_time_s": tt, "accuracy": acc}
+                         for fw, ds, dev, t, tt, acc in rows])
+
+
+def test_leaders_next_to_the_published_ones_among_the_same_frameworks():
+    published = tables.read_published()
+    runs = own_runs([("caffe", "digits", "cpu", 5.0, 1, 0.97), ("pytorch", "digits", "cpu", 9.0, 1, 0.98),
+                     ("theano", "cifar10", "cpu", 3.0, 1, 0.50), ("tensorflow", "cifar10", "cpu", 9.0, 1, 0.80),
+                     ("tensorflow", "mnist", "gpu", 1.0, 1, 0.99), ("pytorch", "mnist", "gpu", 2.0, 1, 0.99),
+                     ("caffe", "mnist", "gpu", 9.0, 1, 0.99)])
+    t = tables.leaders_vs_published(runs, published).set_index(["dataset", "device"])
+    digits = t.loc[("digits", "cpu")]
+    assert digits["published_dataset"] == "mnist" and digits["frameworks"] == "caffe, pytorch"
+    assert digits["published_fastest"] == "caffe" and digits["fastest_agrees"]
+    # published among Caffe and Torch on MNIST/CPU: Torch 99.24% > Caffe 99.03%
+    assert digits["published_most_accurate"] == "pytorch" and digits["most_accurate_agrees"]
+    cifar = t.loc[("cifar10", "cpu")]
+    assert cifar["published_fastest"] == "theano" and cifar["fastest_agrees"]
+    assert cifar["published_most_accurate"] == "tensorflow" and cifar["most_accurate_agrees"]
+    gpu = t.loc[("mnist", "gpu")]
+    # published MNIST/GPU: TensorFlow and Torch tie at 99.22%; here all three tie
+    assert gpu["published_most_accurate"] == "pytorch and tensorflow" and gpu["most_accurate_agrees"]
+    assert gpu["most_accurate"] == "caffe and pytorch and tensorflow" and gpu["published_fastest"] == "tensorflow"
+    lonely = own_runs([("caffe", "digits", "cpu", 5.0, 1, 0.97)])
+    assert tables.leaders_vs_published(lonely, published).empty  # one framework: nothing to rank
+
+
+def test_published_gpu_speedups_are_the_studys():
+    ratios = tables.published_device_ratios(tables.read_published()).set_index(["dataset", "framework"])
+    mnist = ratios.loc["mnist", "published_cpu_over_gpu"].round(1).to_dict()
+    assert mnist == {"caffe": 5.3, "tensorflow": 16.3, "theano": 20.6, "torch": 28.5}
+    cifar = ratios.loc["cifar10", "published_cpu_over_gpu"]
+    assert cifar["tensorflow"] == pytest.approx(119102.62 / 26160.37)
+    assert cifar["caffe"] == pytest.approx(2708.88 / 183.49)
+
+
+def test_gpu_speedups_over_matched_own_settings():
+    runs = own_runs([("caffe", "digits", "cpu", 10.0, 2.0, 0.9), ("caffe", "digits", "gpu", 2.5, 4.0, 0.9),
+                     ("pytorch", "digits", "cpu", 10.0, 1.0, 0.9)])
+    runs = pd.concat([runs, runs.iloc[:2].assign(run_id=["x", "y"], batch_size=128, train_time_s=[30.0, 3.0])])
+    pairs = tables.device_pairs(runs).set_index("framework")
+    assert list(pairs.index) == ["caffe"]  # pytorch ran on CPU only
+    assert pairs.loc["caffe", "cpu_over_gpu"] == pytest.approx(7.0)  # median of 4x and 10x
+    assert pairs.loc["caffe", "settings_compared"] == 2
+    assert tables.device_pairs(runs, "test_time_s").loc[0, "cpu_over_gpu"] == pytest.approx(0.5)
+    s = tables.speedups_vs_published(runs, tables.read_published()).iloc[0]
+    assert s["published_dataset"] == "mnist" and s["published_cpu_over_gpu"] == pytest.approx(512.18 / 97.02)
+    assert tables.device_pairs(runs.assign(preset="tensorflow")).empty  # not its own defaults
+
+
+def test_efficiency_per_core_and_per_gb():
+    runs = own_runs([("caffe", "digits", "cpu", 1.0, 1, 0.9), ("pytorch", "digits", "cpu", 1.0, 1, 0.9)])
+    runs = runs.assign(throughput_img_s=[1000.0, 600.0], rss_peak_mb=[512.0, 2048.0], threads=[2, 1],
+                       library=["default", "no_onednn"])
+    e = tables.efficiency(runs).set_index("framework")
+    assert e.loc["caffe", "img_s_per_core"] == 500 and e.loc["caffe", "img_s_per_gb"] == 2000
+    assert e.loc["pytorch", "img_s_per_core"] == 600 and e.loc["pytorch", "img_s_per_gb"] == 300
+    assert e.loc["pytorch", "knobs"] == "no_onednn library, 1 threads"
+    assert e.loc["caffe", "base"] != e.loc["pytorch", "base"]  # other frameworks, other settings
+
+
+def test_time_to_target_is_the_best_level_every_framework_reached():
+    runs = own_runs([("caffe", "digits", "cpu", 4.0, 1, 0.95), ("pytorch", "digits", "cpu", 8.0, 1, 0.93)])
+    runs = pd.concat([runs, runs.iloc[[1]].assign(run_id="p2", batch_size=128)])
+    curves = pd.DataFrame({"run_id": ["caffe-digits-cpu"] * 3 + ["pytorch-digits-cpu"] * 2 + ["p2"] * 2,
+                           "kind": ["test"] * 7, "iteration": [10, 20, 30, 10, 20, 10, 20],
+                           "train_time_s": [1.0, 2.0, 4.0, 3.0, 8.0, 2.5, 5.0],
+                           "accuracy": [0.90, 0.935, 0.95, 0.92, 0.93, 0.80, 0.9349]})
+    t = tables.time_to_target(runs, curves).set_index("framework")
+    assert set(t["target_pct"]) == {93.4}  # pytorch's best, 93.49%, floored to 0.1 points
+    assert t.loc["caffe", "time_to_target_s"] == 2.0 and t.loc["caffe", "iteration"] == 20
+    assert t.loc["pytorch", "run_id"] == "p2" and t.loc["pytorch", "time_to_target_s"] == 5.0
+    assert (t.loc["pytorch", "runs_reaching"], t.loc["pytorch", "runs"]) == (1, 2)
+    assert list(tables.time_to_target(runs, curves)["framework"]) == ["caffe", "pytorch"]  # soonest first
+    assert tables.time_to_target(runs, pd.DataFrame()).empty
+
+
+def matrix(accs: dict, reading="settings") -> pd.DataFrame:
+    """framework -> {whose preset: accuracy}; a framework's own preset is its own defaults."""
+    rows = []
+    for fw, per in accs.items():
+        for whose, acc in per.items():
+            own = tables.OWN_PRESET[fw] == whose
+            rows.append({"run_id": f"{fw}-{whose}", "framework": fw, "dataset": "mnist", "device": "cpu",
+                         "preset": "own" if own else whose, "cross_apply": None if own else reading,
+                         "batch_size": 64, "learning_rate": 0.01, "iterations": 100, "status": "ok",
+                         "train_time_s": 1.0, "accuracy": acc})
+    return pd.DataFrame(rows)
+
+
+def test_points_say_how_a_preset_was_applied():
+    runs = matrix({"caffe": {"caffe": 0.99, "tensorflow": 0.98}, "pytorch": {"torch": 0.9, "caffe": 0.95}})
+    runs.loc[runs.run_id == "pytorch-caffe", "cross_apply"] = np.nan  # a record made before the key existed
+    df = tables.points(runs).set_index("run_id")
+    assert df.loc["caffe-caffe", "reading"] == "own" and df.loc["caffe-tensorflow", "reading"] == "settings"
+    assert df.loc["pytorch-caffe", "reading"] == "preset"
+    both = pd.concat([runs, runs.assign(run_id=runs.run_id + "-w", cross_apply="preset")])
+    d = tables.defaults_table(both)
+    assert len(d[(d.framework == "caffe") & (d.whose == "tensorflow")]) == 2  # one row per reading
+
+
+def test_carry_over_applies_each_frameworks_best_to_the_others():
+    runs = matrix({"caffe": {"caffe": 0.99, "tensorflow": 0.97, "torch": 0.90},
+                   "tensorflow": {"caffe": 0.985, "tensorflow": 0.99, "torch": 0.80},
+                   "pytorch": {"caffe": 0.93, "tensorflow": 0.92, "torch": 0.96}})
+    c = tables.carry_over(runs).set_index(["from_framework", "to_framework"])
+    assert len(c) == 6 and set(c["reading"]) == {"settings"}
+    # caffe's best (its own) on tensorflow: 98.5% against tensorflow's best 99%: within 0.5 points
+    assert c.loc[("caffe", "tensorflow"), "best_preset"] == "caffe"
+    assert c.loc[("caffe", "tensorflow"), "shortfall_pp"] == pytest.approx(0.5)
+    assert c.loc[("caffe", "tensorflow"), "carries_over"]
+    assert c.loc[("tensorflow", "caffe"), "shortfall_pp"] == pytest.approx(2.0)
+    assert not c.loc[("pytorch", "caffe"), "carries_over"] and c.loc[("pytorch", "caffe"), "to_best_preset"] == "caffe"
+    whole = tables.carry_over(matrix({"caffe": {"caffe": 0.99, "torch": 0.9}, "pytorch": {"torch": 0.9, "caffe": 0.95}},
+                                     reading="preset"))
+    assert set(whole["reading"]) == {"preset"} and len(whole) == 2
+    assert tables.carry_over(matrix({"caffe": {"caffe": 0.99}, "pytorch": {"torch": 0.9}})).empty
+
+
+def test_a_study_of_own_defaults_does_not_vary_whose_defaults():
+    """Own defaults differ between frameworks, which is no sweep: the defaults table keeps the cross study's points,
+    not the tuning grid's (which would be averaged into the own-defaults cell)."""
+    rows = [("a", "pytorch", "own", 10, "defaults,cross,tuning", 0.90),
+            ("b", "caffe", "own", 64, "defaults,cross", 0.99),
+            ("c", "pytorch", "caffe", 64, "cross", 0.95), ("d", "pytorch", "own", 5, "tuning", 0.50)]
+    runs = pd.DataFrame([{"run_id": i, "framework": fw, "dataset": "digits", "preset": p, "device": "cpu",
+                          "batch_size": bs, "learning_rate": 0.01, "iterations": 10, "status": "ok",
+                          "train_time_s": 1.0, "accuracy": acc, "studies": st} for i, fw, p, bs, st, acc in rows])
+    d = tables.defaults_table(runs).set_index(["framework", "whose"])
+    assert d.loc[("pytorch", "torch"), "accuracy_pct"] == pytest.approx(90.0)  # the tuning point "d" is left out
+    assert d.loc[("pytorch", "torch"), "n_ok"] == 1 and len(d) == 3
+    assert sorted(tables.sweep_table(runs, "batch_size", "accuracy")["batch_size"]) == [5, 10]

@@ -399,8 +399,11 @@ class SteppedAdapter(Adapter):
         return Outcome(train_s, test_s, acc, test_loss, last_loss, interval_test_s, augment_s)
 
 
-def thread_env(threads: int) -> dict[str, str]:
-    """The variables every threaded library reads, set before the framework is imported."""
+def thread_env(threads: int, interop_threads: int | None = None) -> dict[str, str]:
+    """The variables every threaded library reads, set before the framework is imported.
+
+    interop_threads: TensorFlow's inter-op pool where the point sets it, else 1.
+    """
     n = str(threads)
     return {"OMP_NUM_THREADS": n, "MKL_NUM_THREADS": n, "OPENBLAS_NUM_THREADS": n,
-            "TF_NUM_INTRAOP_THREADS": n, "TF_NUM_INTEROP_THREADS": "1"}
+            "TF_NUM_INTRAOP_THREADS": n, "TF_NUM_INTEROP_THREADS": str(interop_threads or 1)}

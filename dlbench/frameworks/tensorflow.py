@@ -91,7 +91,8 @@ class TFAdapter(SteppedAdapter):
     def prepare(self) -> None:
         point = self.point
         tf.config.threading.set_intra_op_parallelism_threads(point["threads"])
-        tf.config.threading.set_inter_op_parallelism_threads(1)
+        # One inter-op thread unless the point sweeps them (`interop_threads`).
+        tf.config.threading.set_inter_op_parallelism_threads(point.get("interop_threads") or 1)
         tf.random.set_seed(point["seed"])
         if point["device"] == "gpu":
             if not tf.config.list_physical_devices("GPU"):

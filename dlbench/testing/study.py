@@ -44,6 +44,9 @@ def make_runs() -> pd.DataFrame:
             "cpu_util_mean_pct": 80.0 * th + bs / 10, "rss_peak_mb": 300 + bs + 100 * (ds == "cifar10"),
             "rss_mean_mb": 250 + bs / 2, "gpu_util_mean_pct": 60.0 if dev == "gpu" else np.nan,
             "threads_in_effect": th, "framework_version": "1.0", "log_tail": "x" * 500,
+            # The own-defaults points form tuning grids of batch size x learning rate around bs 32, lr 0.01.
+            "tuning_grid": f"tuning:{fw}-{ds}-e{ep}-{dev}-t{th}" if preset == "own" else None,
+            "tuning_is_default": (bs == 32 and lr == 0.01) if preset == "own" else None,
         })
     return pd.DataFrame(rows)
 
