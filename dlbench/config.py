@@ -26,6 +26,11 @@ def load_schema(path: str | os.PathLike = SCHEMA) -> dict:
     props = schema["properties"]
     props["frameworks"]["items"]["enum"] = registry.names()
     props["datasets"]["items"]["enum"] = list(catalog.INFO)
+    envs = props["envs"]["properties"]
+    envs["site"]["propertyNames"]["enum"] = registry.names()
+    envs["site"]["additionalProperties"]["oneOf"][1]["propertyNames"]["enum"] = [
+        registry.PLAIN_VARIANT, *registry.DEVICE_VARIANTS.values()]
+    envs["opt_in"]["items"]["enum"] = [f"{f.name}-{v}" for f in registry.FRAMEWORKS.values() for v in f.opt_in]
     return schema
 
 
@@ -48,9 +53,15 @@ def _describe(error: jsonschema.ValidationError) -> str:
         return f"{where}: expected {error.validator_value}, got {error.instance!r}"
     if v == "minItems":
         return f"{where}: the list is empty; give at least {error.validator_value} value"
+    if v == "pattern" and str(error.validator_value).startswith("^[/~]"):
+        return f"{where}: {error.instance!r} is not an absolute path (give it from / or ~)"
     if v == "pattern":
         return (f"{where}: {error.instance!r} is not a plain name "
                 "(lower-case letters, digits and _ only, starting with a letter)")
+    if v == "oneOf":  # envs.site's two shapes
+        variants = ", ".join(error.validator_value[1]["propertyNames"]["enum"])
+        return (f"{where}: {error.instance!r} is neither a Python's absolute path nor {{variant: path}} "
+                f"(variants: {variants})")
     if v == "required":
         return f"{where}: {error.message}"
     if v in ("minimum", "exclusiveMinimum", "maximum", "exclusiveMaximum"):
