@@ -202,3 +202,13 @@ def test_the_probe_reports_what_the_framework_says(env_python):
     assert got["framework_version"].startswith("2.13.0") and got["numpy_version"] == "2.4.6"
     assert got["python_version"].startswith("3.11.") and got["cuda_version"] is None  # the CPU build
     assert ROOT.joinpath("envs/pytorch-cuda.txt").read_text().count("torch===2.13.0") == 1
+
+
+def test_the_caffe_cuda_build_needs_nvcc_and_says_so(tmp_path):
+    """envs/caffe/build.sh --cuda on a node without nvcc: one line, before anything is fetched or built."""
+    proc = subprocess.run(["bash", str(ENVS / "caffe" / "build.sh"), "--cuda", str(tmp_path / "prefix" / "caffe")],
+                          capture_output=True, text=True, timeout=60,
+                          env={"PATH": "/usr/bin:/bin", "CAFFE_SKIP_APT": "1", "HOME": str(tmp_path)})
+    assert proc.returncode == 2, proc.stderr
+    assert proc.stderr.splitlines() == [proc.stderr.strip()] and "--cuda needs nvcc" in proc.stderr
+    assert not (tmp_path / "prefix").exists()
