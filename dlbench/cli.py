@@ -28,24 +28,28 @@ def prepare(dataset: str, out: str, local: str | None = None, downloads: str = "
     return 0
 
 
-def train(point: dict, dataset_dir: str, out: str, env_json: str | None = None, *, interval_s: float = 0.2,
-          monitor: bool = True, time_limit_s: float | None = None, memory_limit_mb: float | None = None,
-          hang_s: float | None = None, measure_lock: str | None = None) -> int:
-    """Run one point (dlbench.runner) in the framework environment that env_json describes (None: this Python).
+def train(point: dict, dataset_dir: str, out: str, env_json: str | None = None, *, env: dict | None = None,
+          interval_s: float = 0.2, monitor: bool = True, time_limit_s: float | None = None,
+          memory_limit_mb: float | None = None, hang_s: float | None = None, measure_lock: str | None = None,
+          gpu_per_device: bool = True) -> int:
+    """Run one point (dlbench.runner) in its framework's environment.
 
+    env_json: a built environment's description (dlbench.envs.provide); else env: the environment the
+    workflow chose (a site one names its interpreter); neither: this Python.
     hang_s: seconds without an event before the point ends as hung (0: never; None: the runner's default).
     """
     from dlbench import runner
 
-    python = None
+    env = dict(env or {})
     if env_json:
         with open(env_json) as fh:
-            python = json.load(fh)["python"]
+            env.update(json.load(fh))
     # A cancelled job (SIGTERM from Snakemake or scancel) still stops its trainer.
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
-    record = runner.run_point(point, dataset_dir, out, python=python, interval_s=interval_s,
-                              monitor_enabled=monitor, time_limit_s=time_limit_s, memory_limit_mb=memory_limit_mb,
-                              measure_lock=measure_lock or None, **({} if hang_s is None else {"hang_s": hang_s}))
+    record = runner.run_point(point, dataset_dir, out, python=env.get("python"), env=env or None,
+                              interval_s=interval_s, monitor_enabled=monitor, time_limit_s=time_limit_s,
+                              memory_limit_mb=memory_limit_mb, measure_lock=measure_lock or None,
+                              gpu_per_device=gpu_per_device, **({} if hang_s is None else {"hang_s": hang_s}))
     print(json.dumps({k: record.get(k) for k in ("status", "reason", "train_time_s", "accuracy", "rss_peak_mb")}))
     return 0
 
@@ -82,6 +86,8 @@ def main(argv: list[str] | None = None) -> int:
     t.add_argument("--hang-limit", type=float, default=None,
                    help="seconds without an event from the trainer before it is ended as hung (0: never)")
     t.add_argument("--measure-lock", default="", help="node-local file to lock while measuring")
+    t.add_argument("--gpu-alone", dest="gpu_per_device", action="store_false",
+                   help="GPU points measure one at a time per node (default: one per GPU)")
     v = sub.add_parser("validate", help="check a config file")
     v.add_argument("config")
     args = parser.parse_args(argv)
@@ -90,7 +96,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.cmd == "train":
         return train(json.loads(args.point), args.dataset_dir, args.out, args.env or None, interval_s=args.interval,
                      monitor=args.monitor, time_limit_s=args.time_limit, memory_limit_mb=args.memory_limit,
-                     hang_s=args.hang_limit, measure_lock=args.measure_lock)
+                     hang_s=args.hang_limit, measure_lock=args.measure_lock, gpu_per_device=args.gpu_per_device)
     return validate(args.config)
 
 

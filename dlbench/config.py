@@ -26,6 +26,11 @@ def load_schema(path: str | os.PathLike = SCHEMA) -> dict:
     props = schema["properties"]
     props["frameworks"]["items"]["enum"] = registry.names()
     props["datasets"]["items"]["enum"] = list(catalog.INFO)
+    envs = props["envs"]["properties"]
+    envs["site"]["propertyNames"]["enum"] = registry.names()
+    envs["site"]["additionalProperties"]["oneOf"][1]["propertyNames"]["enum"] = [
+        registry.PLAIN_VARIANT, *registry.DEVICE_VARIANTS.values()]
+    envs["opt_in"]["items"]["enum"] = [f"{f.name}-{v}" for f in registry.FRAMEWORKS.values() for v in f.opt_in]
     return schema
 
 
@@ -50,12 +55,18 @@ def _describe(error: jsonschema.ValidationError, schema: dict) -> str:
         return f"{where}: the list is empty; give at least {error.validator_value} value"
     if v == "minProperties":
         return f"{where}: is empty; give at least one of: {', '.join(error.schema.get('properties', {}))}"
+    if v == "pattern" and str(error.validator_value).startswith("^[/~]"):
+        return f"{where}: {error.instance!r} is not an absolute path on one line (give it from / or ~)"
     if v == "pattern":
         if error.validator_value == schema["$defs"]["name"]["pattern"]:
             return (f"{where}: {error.instance!r} is not a plain name "
                     "(lower-case letters, digits and _ only, starting with a letter)")
         return (f"{where}: {error.instance!r} has a character that is not allowed here (it must match "
                 f"{error.validator_value}: no spaces, quotes or line breaks)")
+    if v == "oneOf":  # envs.site's two shapes
+        variants = ", ".join(error.validator_value[1]["propertyNames"]["enum"])
+        return (f"{where}: {error.instance!r} is neither a Python's absolute path nor {{variant: path}} "
+                f"(variants: {variants})")
     if v == "required":
         return f"{where}: {error.message}"
     if v in ("minimum", "exclusiveMinimum", "maximum", "exclusiveMaximum"):

@@ -42,10 +42,25 @@ def gpus() -> list[dict]:
     for i in range(pynvml.nvmlDeviceGetCount()):
         h = pynvml.nvmlDeviceGetHandleByIndex(i)
         name = pynvml.nvmlDeviceGetName(h)
+        uuid = pynvml.nvmlDeviceGetUUID(h)
         found.append({"index": i, "name": name.decode() if isinstance(name, bytes) else name,
+                      "uuid": uuid.decode() if isinstance(uuid, bytes) else uuid,
                       "memory_mb": pynvml.nvmlDeviceGetMemoryInfo(h).total / 2**20,
                       "driver": pynvml.nvmlSystemGetDriverVersion()})
     return found
+
+
+def gpu_devices() -> list[str]:
+    """The GPUs a GPU point may be pinned to, as CUDA_VISIBLE_DEVICES entries.
+
+    $DLBENCH_GPU_DEVICES (a comma list: GPUs set aside for dlbench, or fake ones for tests), else this
+    job's own CUDA_VISIBLE_DEVICES (a scheduler's allocation), else every GPU NVML finds. An index NVML
+    knows becomes that GPU's UUID, which CUDA and NVML both read the same way whatever their device order.
+    """
+    given = os.environ.get("DLBENCH_GPU_DEVICES") or os.environ.get("CUDA_VISIBLE_DEVICES") or ""
+    entries = [e.strip() for e in given.split(",") if e.strip()] or [str(g["index"]) for g in gpus()]
+    uuids = {str(g["index"]): g["uuid"] for g in gpus()}
+    return [uuids.get(e, e) for e in entries]
 
 
 def host() -> dict:

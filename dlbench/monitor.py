@@ -58,9 +58,10 @@ def nvml_index(visible: str | None, ordinal: int = 0) -> int | str:
     return int(entry) if entry.isdigit() else entry
 
 
-def open_gpu(index: int) -> _Gpu | None:
+def open_gpu(device: int | str) -> _Gpu | None:
+    """NVML readings of one GPU (its NVML index or UUID: see nvml_index); None where NVML cannot open it."""
     try:
-        return _Gpu(nvml_index(os.environ.get("CUDA_VISIBLE_DEVICES"), index))
+        return _Gpu(device)
     except Exception:
         return None
 
@@ -97,7 +98,7 @@ def proc_stat(pid: int) -> ProcStat | None:
 class Monitor:
     pid: int
     interval_s: float = 0.2
-    gpu_index: int | None = None
+    gpu_index: int | str | None = None  # the NVML device sampled (index or UUID); None: no GPU readings
     memory_limit_mb: float | None = None
     samples: list[dict] = field(default_factory=list)
     over_memory: bool = False

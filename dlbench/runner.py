@@ -3,6 +3,10 @@
 The run's files go to a hidden folder first; metrics.json, the file Snakemake and
 the aggregation take as the sign of a finished point, is written last and
 atomically, so an interrupted point never looks complete.
+
+While it measures, a point holds the node's measurement lock (dlbench.locks.measuring): a CPU
+point alone, a GPU point on a GPU of its own (CUDA_VISIBLE_DEVICES for the trainer, the same GPU
+for the monitor's NVML readings).
 """
 
 from __future__ import annotations
@@ -22,8 +26,8 @@ from pathlib import Path
 from dlbench import machine, memcap, models, records, sweep
 from dlbench.atomic import write_json
 from dlbench.frameworks import base, registry
-from dlbench.locks import flocked
-from dlbench.monitor import SAMPLE_FIELDS, Monitor
+from dlbench.locks import measuring
+from dlbench.monitor import SAMPLE_FIELDS, Monitor, nvml_index
 from dlbench.procs import die_with_parent, kill_tree
 
 REPO = Path(__file__).resolve().parent.parent
@@ -47,10 +51,13 @@ def read_events(path: Path) -> list[dict]:
     return events
 
 
-def trainer_env(point: dict) -> dict[str, str]:
+def trainer_env(point: dict, device: str | None = None) -> dict[str, str]:
+    """The trainer's environment variables; `device`: the GPU a GPU point is pinned to."""
     env = dict(os.environ)
     env.update(base.thread_env(point["threads"], point.get("interop_threads")))
     env.update(registry.get(point["framework"]).environment(point))
+    if device is not None and point["device"] == "gpu":
+        env["CUDA_VISIBLE_DEVICES"] = device
     env["PYTHONPATH"] = os.pathsep.join([str(REPO), env.get("PYTHONPATH", "")]).rstrip(os.pathsep)
     env["PYTHONUNBUFFERED"] = "1"
     env.pop("PYTHONHOME", None)
@@ -58,22 +65,32 @@ def trainer_env(point: dict) -> dict[str, str]:
 
 
 def run_point(point: dict, dataset_dir: str | Path, out_dir: str | Path, *, measure_lock: str | None = None,
-              **kw) -> dict:
+              gpu_per_device: bool = True, **kw) -> dict:
     """Train one point (see _run_point), holding the node's measurement lock if one is given.
 
-    The lock is node-local: jobs sharing a machine (cluster jobs, grouped points) measure one at a time.
+    The lock is node-local: jobs sharing a machine (cluster jobs, grouped points) do not disturb each
+    other's measurement. gpu_per_device: GPU points measure side by side, one per GPU (else one at a time).
     """
-    if not measure_lock:
+    gpu = point["device"] == "gpu"
+    if gpu and not gpu_visible():  # nothing to wait for: the point is recorded as unavailable at once
         return _run_point(point, dataset_dir, out_dir, **kw)
-    with flocked(measure_lock) as waited:
-        return _run_point(point, dataset_dir, out_dir, lock_wait_s=waited, **kw)
+    devices = machine.gpu_devices() if gpu else None
+    if not measure_lock:
+        return _run_point(point, dataset_dir, out_dir, device=devices[0] if devices else None, **kw)
+    with measuring(measure_lock, devices, per_device=gpu_per_device) as slot:
+        return _run_point(point, dataset_dir, out_dir, device=slot.device, lock_mode=slot.mode,
+                          lock_wait_s=slot.wait_s, **kw)
 
 
 def _run_point(point: dict, dataset_dir: str | Path, out_dir: str | Path, *, python: str | None = None,
-               interval_s: float = 0.2, monitor_enabled: bool = True, time_limit_s: float | None = None,
-               memory_limit_mb: float | None = None, hang_s: float | None = HANG_S, lock_wait_s: float = 0.0) -> dict:
+               env: dict | None = None, interval_s: float = 0.2, monitor_enabled: bool = True,
+               time_limit_s: float | None = None, memory_limit_mb: float | None = None,
+               hang_s: float | None = HANG_S, device: str | None = None, lock_mode: str | None = None,
+               lock_wait_s: float = 0.0) -> dict:
     """Train one point and write metrics.json, curve.csv, samples.csv and trainer.log into out_dir.
 
+    python: the framework environment's interpreter (None: this one); env: its description for the record
+    (name, kind, key); device: the GPU a GPU point is pinned to (None: whatever the job sees).
     Every finished attempt (any status) is also kept under out_dir/attempts/ (dlbench.records).
     """
     # Absolute: the trainer runs in the repository, the workflow's working directory may be elsewhere.
@@ -85,7 +102,9 @@ def _run_point(point: dict, dataset_dir: str | Path, out_dir: str | Path, *, pyt
     (work / "point.json").write_text(json.dumps(point, indent=2, sort_keys=True))
     events_path = work / "events.jsonl"
     log_path = work / "trainer.log"
-    gpu_index = 0 if point["device"] == "gpu" else None
+    environ = trainer_env(point, device)
+    # The monitor reads the GPU the trainer sees as its device 0.
+    gpu_index = nvml_index(environ.get("CUDA_VISIBLE_DEVICES")) if point["device"] == "gpu" else None
     started_wall = time.time()
     t_launch = time.monotonic()
     mon = Monitor(os.getpid(), interval_s, None, None)  # replaced by the trainer's monitor once it runs
@@ -100,7 +119,7 @@ def _run_point(point: dict, dataset_dir: str | Path, out_dir: str | Path, *, pyt
         with open(log_path, "wb") as log:
             proc = subprocess.Popen([python or sys.executable, "-m", "dlbench.trainer", str(work / "point.json"),
                                      str(dataset_dir), str(events_path)], stdout=log, stderr=subprocess.STDOUT,
-                                    env=trainer_env(point), cwd=REPO, start_new_session=True,
+                                    env=environ, cwd=REPO, start_new_session=True,
                                     preexec_fn=_child_setup(memory_limit_mb))
             mon = Monitor(proc.pid, interval_s, gpu_index, memory_limit_mb)
             if monitor_enabled or memory_limit_mb:
@@ -136,7 +155,14 @@ def _run_point(point: dict, dataset_dir: str | Path, out_dir: str | Path, *, pyt
                           log_tail=_tail(log_path), hang_s=hang_s)
     record["started_at"] = time.strftime("%Y-%m-%dT%H:%M:%S%z", time.localtime(started_wall))
     record["monitor_interval_s"] = interval_s if monitor_enabled else None
+    record["lock_mode"] = lock_mode
     record["lock_wait_s"] = lock_wait_s
+    record["gpu_device"] = device if point["device"] == "gpu" else None
+    env = env or {}
+    record["env_name"] = env.get("env", point["framework"])
+    record["env_kind"] = env.get("kind", "current")
+    record["env_key"] = env.get("key")
+    record["env_python"] = python or sys.executable
     record["dataset_dir"] = str(dataset_dir)
     _write_table(work / "curve.csv", CURVE_FIELDS, curve_rows(events, t_launch))
     _write_table(work / "samples.csv", ("phase",) + SAMPLE_FIELDS, sample_rows(mon.samples, events, t_launch))
@@ -365,6 +391,9 @@ def build_record(point: dict, events: list[dict], mon: Monitor, returncode: int,
     record["monitor_cpu_s"] = mon.own_cpu_s
     record["framework_version"] = info.get("framework_version")
     record["framework_numpy_version"] = info.get("numpy_version")
+    record["framework_python_version"] = info.get("python_version")
+    record["cuda_version"] = info.get("cuda_version")  # as the framework reports its build; None: no CUDA
+    record["cudnn_version"] = info.get("cudnn_version")
     record["blas"] = info.get("blas")
     record["build_json"] = json.dumps(info.get("build", {}), sort_keys=True)
     record["threads_requested"] = point["threads"]

@@ -26,12 +26,11 @@ def _use_own_package():
 
 _use_own_package()
 
-from dlbench import charts, cluster, config as dlconfig, sweep  # noqa: E402
+from dlbench import charts, cluster, config as dlconfig, envs, sweep  # noqa: E402
 from dlbench.codedigest import adapter_digest, caffe_data_digest  # noqa: E402
 from dlbench.datasets.catalog import INFO as DATASETS  # noqa: E402
-from dlbench.envs import env_key  # noqa: E402
 from dlbench.frameworks import caffe_data, registry  # noqa: E402
-from dlbench.paths import ENVS, SCHEMA  # noqa: E402
+from dlbench.paths import SCHEMA  # noqa: E402
 
 # Under --sdm conda a job runs in its rule's conda environment (envs/*.yaml); otherwise the base
 # environment runs every job and a training job's runner starts the framework's own Python.
@@ -60,6 +59,16 @@ if (
 POINTS = {(p["framework"], p["dataset"], p["id"]): p for p in sweep.expand(CFG)}
 MEMBERSHIP = sweep.membership(CFG)
 TUNING = sweep.tuning(CFG)
+# The environment of each point (dlbench.envs.point_env: a built one by its device, or a site's Python).
+POINT_ENVS = {key: envs.point_env(CFG, p) for key, p in POINTS.items()}
+# Each site interpreter a point uses, checked once now (before any job): its versions, or one line and stop.
+SITE_ENVS = {}
+for (framework, _, _), (env_name, python) in POINT_ENVS.items():
+    if python and (env_name, python) not in SITE_ENVS:
+        try:
+            SITE_ENVS[(env_name, python)] = envs.site_env(framework, env_name, python)
+        except envs.EnvError as exc:
+            raise SystemExit(f"dlbench: {exc}")
 # (dataset, input key) -> the `input` settings of the Caffe points whose HDF5 files share that folder.
 CAFFE_INPUTS = {
     (p["dataset"], caffe_data.input_key(p["input"])): p["input"]
@@ -70,6 +79,7 @@ CAFFE_INPUTS = {
 
 wildcard_constraints:
     framework="|".join(registry.names()),
+    env="|".join(registry.env_names()),
     dataset="|".join(DATASETS),
     point=r"[A-Za-z0-9][A-Za-z0-9._-]*",
     input_key="[0-9a-f]{12}",
@@ -82,6 +92,11 @@ def run_dir(p):
 METRICS = [f"{run_dir(p)}/metrics.json" for p in POINTS.values()]
 CHART_FILES = charts.chart_files("results/charts", CFG)
 THREAD_COUNTS = sorted({p["threads"] for p in POINTS.values()})
+# The node's measurement lock (dlbench.locks.measuring), which the runner and machine_peak hold while they measure.
+MEASURE_LOCK = (
+    CFG["measurement"]["lock_file"] if CFG["measurement"]["exclusive"] else None
+)
+MEASURE_SLOTS = 1 if CFG["measurement"]["exclusive"] else 0
 # How every training job measures (dlbench.cli.train's keyword arguments): the same for every point.
 RUNNER_OPTIONS = {
     "interval_s": CFG["monitor"]["interval_s"],
@@ -89,11 +104,9 @@ RUNNER_OPTIONS = {
     "time_limit_s": CFG["limits"]["time_s"],
     "memory_limit_mb": CFG["limits"]["memory_mb"],
     "hang_s": CFG["limits"]["hang_s"],
-    "measure_lock": (
-        CFG["measurement"]["lock_file"] if CFG["measurement"]["exclusive"] else None
-    ),
+    "measure_lock": MEASURE_LOCK,
+    "gpu_per_device": CFG["measurement"]["gpu"] == "per_device",
 }
-MEASURE_SLOTS = 1 if CFG["measurement"]["exclusive"] else 0
 
 
 # The time estimate of a dry run: how long the points without a result will take.
@@ -132,22 +145,44 @@ def local_copy(wildcards):
     return CFG["data"].get(wildcards.dataset, "")
 
 
+def point_env_of(wildcards):
+    """(environment name, site interpreter or None) of the point."""
+    return POINT_ENVS[(wildcards.framework, wildcards.dataset, wildcards.point)]
+
+
 def framework_env_file(wildcards):
-    """The description of the framework's built environment; none under --sdm conda (the rule's own env)."""
-    return [] if USE_CONDA else [f"resources/envs/{wildcards.framework}.json"]
+    """The description of the point's built environment; none for a site one or under --sdm conda."""
+    env_name, site = point_env_of(wildcards)
+    return [] if USE_CONDA or site else [f"resources/envs/{env_name}.json"]
 
 
-def framework_pins(wildcards):
-    return str(ENVS / f"{wildcards.framework}.txt")
+def point_env_params(wildcards):
+    """The point's environment as its job sees it; a site one with its versions, so that another site build
+    of the framework reruns the framework's points (a built one reruns through its description's file).
+    """
+    env_name, site = point_env_of(wildcards)
+    if site:
+        return SITE_ENVS[(env_name, site)]
+    return {
+        "env": env_name,
+        "kind": "conda" if USE_CONDA else "built",
+        "key": envs.env_key(env_name),
+    }
 
 
-def framework_env_key(wildcards):
+def env_pins(wildcards):
+    return str(envs.pins_file(wildcards.env))
+
+
+def env_recipe_key(wildcards):
     """A digest of the pins and build recipe: a changed recipe is a new environment."""
-    return env_key(wildcards.framework)
+    return envs.env_key(wildcards.env)
 
 
-def framework_conda_file(wildcards):
-    return f"../envs/{wildcards.framework}.yaml"
+def point_conda_file(wildcards):
+    """The point's environment's conda file; a site point's job (only the runner) runs in the base one."""
+    env_name, site = point_env_of(wildcards)
+    return "../envs/base.yaml" if site else f"../envs/{env_name}.yaml"
 
 
 def caffe_data_files(wildcards):
@@ -179,6 +214,15 @@ def point_threads(wildcards):
 
 def point_gpus(wildcards):
     return 1 if point_of(wildcards)["device"] == "gpu" else 0
+
+
+def point_measure_slots(wildcards):
+    """A CPU point takes the machine's one measurement slot; a GPU point measuring per device takes none (the
+    runner's lock gives it a GPU of its own and keeps CPU points apart, see dlbench/locks.py).
+    """
+    if point_gpus(wildcards) and CFG["measurement"]["gpu"] == "per_device":
+        return 0
+    return MEASURE_SLOTS
 
 
 def point_gpu_model(wildcards):

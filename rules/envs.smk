@@ -1,18 +1,19 @@
-# One environment per framework: built on demand from envs/<framework>.txt and cached
-# outside the clone (dlbench/envs.py). Under --sdm conda, envs/<framework>.yaml is used instead.
+# One environment per framework and device kind (pytorch, pytorch-cuda, ...): built on demand from
+# envs/<env>.txt and cached outside the clone (dlbench/envs.py). Under --sdm conda, envs/<env>.yaml
+# (generated from the same pins) is used instead; a site environment (config envs.site) is not built.
 
 
 rule framework_env:
     input:
-        pins=framework_pins,
+        pins=env_pins,
     output:
-        "resources/envs/{framework}.json",
+        "resources/envs/{env}.json",
     log:
-        "logs/framework_env/{framework}.log",
+        "logs/framework_env/{env}.log",
     localrule: True
     conda:
         "../envs/base.yaml"
     params:
-        key=framework_env_key,
+        key=env_recipe_key,
     script:
         "../workflow/scripts/framework_env.py"

@@ -14,12 +14,13 @@ rule train:
     log:
         "results/runs/{framework}/{dataset}/{point}/job.log",
     conda:
-        framework_conda_file
+        point_conda_file
     threads: point_threads
     resources:
-        # One measurement per machine at a time (the default profile caps it at 1; on a
-        # cluster the runner's node-local lock does it, see dlbench/runner.py).
-        dlbench_measure=MEASURE_SLOTS,
+        # One CPU measurement per machine at a time (the default profile caps it at 1); GPU points
+        # and cluster jobs sharing a node are kept apart by the runner's node-local lock, one
+        # GPU point per GPU (dlbench/locks.py).
+        dlbench_measure=point_measure_slots,
         gpu=point_gpus,
         gpu_model=point_gpu_model,
         cpus_per_task=point_threads,
@@ -31,6 +32,7 @@ rule train:
     params:
         point=point_params,
         code=point_code,
+        env=point_env_params,
         runner=RUNNER_OPTIONS,
     script:
         "../workflow/scripts/train.py"
@@ -45,9 +47,10 @@ rule machine_peak:
     conda:
         "../envs/base.yaml"
     resources:
-        # a measurement too: never beside a training job
+        # a measurement too: never beside a training job (GPU points too: it holds the node lock)
         dlbench_measure=MEASURE_SLOTS,
     params:
         threads=THREAD_COUNTS,
+        lock=MEASURE_LOCK,
     script:
         "../workflow/scripts/machine_peak.py"

@@ -15,6 +15,7 @@ import contextlib
 import json
 import math
 import os
+import platform
 import time
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
@@ -226,6 +227,13 @@ class Adapter(ABC):
     def load(self) -> Loaded:
         """Read the point's data, after its input handling; the sizes and digest of what was read."""
 
+    @staticmethod
+    @abstractmethod
+    def versions() -> dict:
+        """The framework's versions as it reports them, without a point: framework_version, cuda_version and
+        cudnn_version (None for a build without them). Checks an environment (trainer --probe) and goes into
+        every record."""
+
     @abstractmethod
     def info(self) -> dict:
         """What the framework says of itself: framework, framework_version, numpy_version, blas, build
@@ -260,7 +268,8 @@ class Adapter(ABC):
             self.reporter.emit("plan", total_iterations=plan.total_iterations, steps_per_epoch=plan.steps_per_epoch,
                                test_every=plan.test_every, display_every=plan.display_every,
                                train_samples=loaded.train_samples, test_samples=loaded.test_samples)
-            self.reporter.emit("info", **self.info())
+            info = {"python_version": platform.python_version(), **self.versions(), **self.info()}
+            self.reporter.emit("info", **info)
             return result(self.point, plan, loaded, self.train(plan))
         finally:
             self.close()

@@ -121,7 +121,8 @@ def built_with_cuda(binary: str, info: dict) -> bool:
 def check_device(point: dict, binary: str, info: dict) -> None:
     if point["device"] == "gpu" and not built_with_cuda(binary, info):
         raise Unavailable(f"this Caffe ({binary}) is a CPU_ONLY build (no CUDA): a GPU point needs Caffe built with "
-                          "CUDA (on a GPU node, conda-forge's CUDA caffe package; see envs/caffe.yaml)")
+                          "CUDA (config envs.opt_in: [caffe-cuda], which runs envs/caffe/build.sh --cuda where nvcc "
+                          "is; not yet run on a GPU)")
 
 
 # ---------------------------------------------------------------------------------------------- prototxt
@@ -350,6 +351,13 @@ def info_event(point: dict, binary: str, info: dict, meta: dict) -> dict:
 
 class CaffeAdapter(Adapter):
     """`caffe train` on generated prototxt: Caffe runs the loop, its log is read back as the events."""
+
+    @staticmethod
+    def versions() -> dict:
+        """The binary's (a missing binary fails here: an environment without Caffe cannot run a point)."""
+        info = build_info(str(find_binary()))
+        return {"framework_version": info["version"], "cuda_version": info.get("cuda_version"),
+                "cudnn_version": None}
 
     def prepare(self) -> None:
         self.binary = str(find_binary())

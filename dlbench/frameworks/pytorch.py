@@ -63,6 +63,12 @@ def blas_info() -> str:
 
 
 class TorchAdapter(SteppedAdapter):
+    @staticmethod
+    def versions() -> dict:
+        cudnn = torch.backends.cudnn.version() if torch.backends.cudnn.is_available() else None
+        return {"framework_version": torch.__version__, "cuda_version": torch.version.cuda,
+                "cudnn_version": str(cudnn) if cudnn else None}
+
     def prepare(self) -> None:
         point = self.point
         torch.manual_seed(point["seed"])

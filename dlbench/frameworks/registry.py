@@ -5,6 +5,10 @@ set-up's environments, the tests that run every framework: all read FRAMEWORKS. 
 framework is its adapter (dlbench/frameworks/<name>.py), its pins (envs/<name>.txt) and
 its record below.
 
+Environments: a framework's CPU environment is named after it (`pytorch`, pins envs/pytorch.txt);
+each of its `variants` is another environment, `<name>-<variant>` (pins envs/pytorch-cuda.txt).
+Which one a point runs in is decided by Framework.env_name alone.
+
 Standard library only: the runner and the trainer import it in every environment.
 """
 
@@ -28,6 +32,12 @@ class Counts:
         return "any whole number from 1"
 
 
+# The environment variant a point of each device wants (a device without one runs in the CPU environment).
+DEVICE_VARIANTS = {"gpu": "cuda"}
+# How the config names a framework's plain environment among its variants (site environments, `envs.site`).
+PLAIN_VARIANT = "cpu"
+
+
 @dataclass(frozen=True)
 class Framework:
     name: str  # as the config names it
@@ -40,6 +50,10 @@ class Framework:
     # Environment variables set before the framework is imported, and those a value of an axis adds.
     env: dict[str, str] = field(default_factory=dict)
     axis_env: dict[tuple[str, str], dict[str, str]] = field(default_factory=dict)
+    # Environments besides the CPU one: `<name>-<variant>`, built from envs/<name>-<variant>.txt.
+    variants: tuple[str, ...] = ()
+    # Those of `variants` used only when a study names them (config `envs.opt_in`): untested builds.
+    opt_in: tuple[str, ...] = ()
 
     def values(self, axis: str) -> tuple[str, ...]:
         """Every value of a run axis of named values this framework accepts (the default first)."""
@@ -68,6 +82,17 @@ class Framework:
             env["CUDA_VISIBLE_DEVICES"] = ""  # a CPU point must not touch (or initialise) a GPU
         return env
 
+    def env_names(self) -> list[str]:
+        """Every environment of this framework: the CPU one first, then one per variant."""
+        return [self.name, *(f"{self.name}-{v}" for v in self.variants)]
+
+    def env_name(self, point: dict, extra: tuple[str, ...] | frozenset[str] = ()) -> str:
+        """The environment a point runs in: the variant its device wants where this framework has it, else
+        the CPU one. `extra`: variants a study adds, opt-in ones it names and those a site provides."""
+        usable = {v for v in self.variants if v not in self.opt_in} | set(extra)
+        wanted = DEVICE_VARIANTS.get(str(point.get("device", AXIS_DEFAULTS["device"])))
+        return f"{self.name}-{wanted}" if wanted in usable else self.name
+
 
 # In the order of the study (Wu et al. 2019): TensorFlow, Caffe, Torch, Theano.
 FRAMEWORKS: dict[str, Framework] = {f.name: f for f in (
@@ -75,12 +100,14 @@ FRAMEWORKS: dict[str, Framework] = {f.name: f for f in (
     Framework("tensorflow", "TensorFlow", own_preset="tensorflow", published_as="tensorflow", color="#ff8f00",
               accepts={"device": ("cpu", "gpu"), "library": ("default", "no_onednn"), "interop_threads": Counts()},
               env={"TF_CPP_MIN_LOG_LEVEL": "1", "TF_ENABLE_ONEDNN_OPTS": "1"},
-              axis_env={("library", "no_onednn"): {"TF_ENABLE_ONEDNN_OPTS": "0"}}),
+              axis_env={("library", "no_onednn"): {"TF_ENABLE_ONEDNN_OPTS": "0"}}, variants=("cuda",)),
+    # Caffe's CUDA build (envs/caffe/build.sh --cuda) needs nvcc and has not run on a GPU: opt-in.
     Framework("caffe", "Caffe", own_preset="caffe", published_as="caffe", color="#2ca02c",
-              accepts={"device": ("cpu", "gpu")}),
+              accepts={"device": ("cpu", "gpu")}, variants=("cuda",), opt_in=("cuda",)),
     # The study ran Torch7; dlbench runs its successor with Torch's defaults.
     Framework("pytorch", "PyTorch", own_preset="torch", published_as="torch", color="#ee4c2c",
-              accepts={"device": ("cpu", "gpu"), "library": ("default", "no_onednn")}),
+              accepts={"device": ("cpu", "gpu"), "library": ("default", "no_onednn")}, variants=("cuda",)),
+    # No CUDA variant: Theano's GPU back end (libgpuarray/pygpu) has no PyPI build.
     Framework("theano", "Theano", own_preset="theano", published_as="theano", color="#3d6ab0",
               accepts={"device": ("cpu", "gpu")}),
 )}
@@ -92,6 +119,19 @@ def names() -> list[str]:
 
 def get(name: str) -> Framework:
     return FRAMEWORKS[name]
+
+
+def env_names() -> list[str]:
+    """Every environment dlbench can build, all frameworks."""
+    return [env for f in FRAMEWORKS.values() for env in f.env_names()]
+
+
+def framework_of_env(env: str) -> Framework:
+    """The framework an environment name belongs to (`pytorch-cuda` -> PyTorch)."""
+    for f in FRAMEWORKS.values():
+        if env in f.env_names():
+            return f
+    raise KeyError(env)
 
 
 def own_presets() -> list[str]:

@@ -88,6 +88,12 @@ def build_model(layers: list[dict], input_shape: tuple[int, int, int], seed: int
 
 
 class TFAdapter(SteppedAdapter):
+    @staticmethod
+    def versions() -> dict:
+        build = tf.sysconfig.get_build_info()  # the CUDA and cuDNN it was built for; none in a CPU build
+        return {"framework_version": tf.__version__, "cuda_version": build.get("cuda_version"),
+                "cudnn_version": build.get("cudnn_version")}
+
     def prepare(self) -> None:
         point = self.point
         tf.config.threading.set_intra_op_parallelism_threads(point["threads"])

@@ -295,6 +295,10 @@ def openblas_threads(libraries: list[str]) -> int | None:
 
 
 class TheanoAdapter(SteppedAdapter):
+    @staticmethod
+    def versions() -> dict:
+        return {"framework_version": theano.__version__, "cuda_version": None, "cudnn_version": None}  # CPU only
+
     def prepare(self) -> None:
         check_device(self.point)
         check_toolchain()

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# Build Caffe 1.0 (CPU only) from source and install it into PREFIX.
+# Build Caffe 1.0 from source and install it into PREFIX: CPU only, or with CUDA (--cuda).
 #
-#   bash envs/caffe/build.sh [--force] PREFIX
+#   bash envs/caffe/build.sh [--force] [--cuda] PREFIX
 #
 # Result: PREFIX/bin/caffe (rpath $ORIGIN/../lib), PREFIX/lib/libcaffe.so.1.0.0,
 # PREFIX/BUILD_INFO.json (what was built, how, how long) and PREFIX/build.log.
@@ -17,12 +17,20 @@
 # next to PREFIX serialises concurrent builds of the same PREFIX; if PREFIX is
 # already complete the script says so and exits 0 (use --force to rebuild).
 #
+# --cuda builds with the CUDA toolkit of the nvcc on PATH (or $CUDACXX), without cuDNN, for the
+# GPU architectures in CAFFE_CUDA_ARCHS (default 75;80;86;89;90: CUDA 13 dropped older ones); the
+# toolkit must have cuBLAS and cuRAND. The CUDA build is untested: with CUDA 13.0 it configures but
+# stops at layers/proposal_layer.cu (README: "Caffe and Theano on GPU"). `python -m dlbench.envs
+# build caffe-cuda` uses it.
+#
 # Environment knobs:
 #   PYTHON             interpreter whose pip fetches the sdist (default: python3)
 #   CAFFE_BUILD_JOBS   parallel compile jobs (default: nproc)
 #   CAFFE_KEEP_BUILD=1 keep the temporary build folder (for debugging)
 #   CAFFE_SKIP_APT=1   do not check/install Debian packages (non-Debian hosts that
 #                      provide the same libraries some other way)
+#   CAFFE_CUDA_ARCHS   --cuda: CMake's CUDA architectures (default "75;80;86;89;90")
+#   CAFFE_CMAKE_EXTRA  more CMake arguments, space-separated (e.g. where cuBLAS lies apart from nvcc)
 #
 # Exit status: 0 built (or already built), 1 build failure, 2 missing prerequisites
 # or bad usage.
@@ -48,22 +56,24 @@ die() { # die STATUS MESSAGE: one clear line on stderr, then exit
 
 # ---------------------------------------------------------------- arguments
 FORCE=0
+CUDA=0
 PREFIX=""
 for arg in "$@"; do
     case "$arg" in
         --force) FORCE=1 ;;
+        --cuda) CUDA=1 ;;
         -h | --help)
-            sed -n '2,28p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'
+            sed -n '2,36p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'
             exit 0
             ;;
-        -*) die 2 "unknown option '$arg' (usage: bash envs/caffe/build.sh [--force] PREFIX)" ;;
+        -*) die 2 "unknown option '$arg' (usage: bash envs/caffe/build.sh [--force] [--cuda] PREFIX)" ;;
         *)
-            [[ -z "$PREFIX" ]] || die 2 "more than one PREFIX given (usage: bash envs/caffe/build.sh [--force] PREFIX)"
+            [[ -z "$PREFIX" ]] || die 2 "more than one PREFIX given (usage: bash envs/caffe/build.sh [--force] [--cuda] PREFIX)"
             PREFIX="$arg"
             ;;
     esac
 done
-[[ -n "$PREFIX" ]] || die 2 "no PREFIX given (usage: bash envs/caffe/build.sh [--force] PREFIX)"
+[[ -n "$PREFIX" ]] || die 2 "no PREFIX given (usage: bash envs/caffe/build.sh [--force] [--cuda] PREFIX)"
 PREFIX="$(realpath -m -- "$PREFIX")"
 [[ "$PREFIX" != "/" ]] || die 2 "refusing to use / as PREFIX"
 PARENT="$(dirname "$PREFIX")"
@@ -125,6 +135,14 @@ fi
 for tool in cmake make g++ protoc sha256sum tar setsid; do
     command -v "$tool" >/dev/null || die 2 "'$tool' not found on PATH (it should come with $PACKAGES_FILE)"
 done
+if ((CUDA)); then
+    NVCC="$(command -v "${CUDACXX:-nvcc}" || true)"
+    [[ -n "$NVCC" ]] ||
+        die 2 "--cuda needs nvcc (the CUDA toolkit) on PATH or in \$CUDACXX; build on a node that has it, or leave caffe-cuda out of envs.opt_in"
+    NVCC="$(readlink -f "$NVCC")"
+    CUDA_VERSION="$("$NVCC" --version | sed -n 's/.*release \([0-9.]*\),.*/\1/p')"
+    CUDA_ARCHS="${CAFFE_CUDA_ARCHS:-75;80;86;89;90}"
+fi
 # protoc must be the one that matches the libprotobuf headers we compile against
 # (a conda or pip protoc earlier on PATH would generate incompatible code).
 PROTOC=/usr/bin/protoc
@@ -233,10 +251,23 @@ patch_file cmake/ProtoBuf.cmake \
 patch_file src/caffe/CMakeLists.txt \
     's|^[[:space:]]*add_subdirectory(test)|# (dlbench) tests left out: add_subdirectory(test)|' \
     '^# \(dlbench\) tests left out'
-# 3. Our own targets: the libcaffe shared library and the 'caffe' command line tool.
+# 3. The sdist defines CPU_ONLY for every file; a CUDA build must not.
+#    And `caffe device_query` prints three cudaDeviceProp fields that CUDA 13 removed: print what
+#    every CUDA still has instead (the only source change, and only in a CUDA build).
+if ((CUDA)); then
+    patch_file CMakeLists.txt \
+        's|^add_definitions( -DCPU_ONLY=1 )$|# (dlbench) CUDA build: CPU_ONLY left undefined|' \
+        '^# \(dlbench\) CUDA build'
+    patch_file src/caffe/common.cpp 's|<< prop\.clockRate;|<< "(not printed)";|' '<< "\(not printed\)";'
+    patch_file src/caffe/common.cpp 's|(prop\.deviceOverlap ? |(prop.asyncEngineCount > 0 ? |' \
+        'prop\.asyncEngineCount > 0 \?'
+    patch_file src/caffe/common.cpp 's|(prop\.kernelExecTimeoutEnabled ? "Yes" : "No")|"(not printed)"|' \
+        '^      << "\(not printed\)";'
+fi
+# 4. Our own targets: the libcaffe shared library and the 'caffe' command line tool.
 cat >>"$SRC/src/caffe/CMakeLists.txt" <<'CMAKE'
 
-# ---[ (dlbench envs/caffe/build.sh) CPU-only libcaffe + tools/caffe
+# ---[ (dlbench envs/caffe/build.sh) libcaffe + tools/caffe, CPU only or with CUDA (DLBENCH_CUDA)
 # Libraries are looked up by name so that a missing one stops cmake with its name.
 foreach(_lib glog gflags protobuf boost_system boost_thread boost_filesystem boost_regex)
   find_library(CAFFE_LIB_${_lib} NAMES ${_lib} REQUIRED)
@@ -247,6 +278,20 @@ find_path(CAFFE_CBLAS_INCLUDE_DIR cblas.h REQUIRED)
 find_library(CAFFE_HDF5_LIB NAMES ${CAFFE_HDF5_NAMES} REQUIRED)
 find_library(CAFFE_HDF5_HL_LIB NAMES ${CAFFE_HDF5_HL_NAMES} REQUIRED)
 find_package(Threads REQUIRED)
+if(DLBENCH_CUDA)
+  # CMake's own CUDA language: the sdist's FindCUDA-era scripts know no architecture CUDA 13 builds.
+  enable_language(CUDA)
+  find_package(CUDAToolkit REQUIRED)
+  foreach(_lib cublas curand)
+    if(NOT TARGET CUDA::${_lib})
+      message(FATAL_ERROR "the CUDA toolkit in ${CUDAToolkit_LIBRARY_DIR} has no ${_lib}: install it, or name "
+              "its library with CAFFE_CMAKE_EXTRA=-DCUDA_${_lib}_LIBRARY=/path/lib${_lib}.so")
+    endif()
+  endforeach()
+  set(CMAKE_CUDA_STANDARD 17)  # CUDA 13's Thrust and CUB want C++17
+  list(APPEND srcs ${cuda})  # src/caffe/**/*.cu without the tests (caffe_pickup_caffe_sources)
+  list(APPEND dlbench_caffe_libs CUDA::cudart CUDA::cublas CUDA::curand)
+endif()
 
 add_library(caffe SHARED ${srcs})
 # proto (static, -fPIC) goes into libcaffe only: linking it into the tool as well
@@ -288,7 +333,6 @@ HDF5_INCLUDE=/usr/include/hdf5/serial
 # a conda protobuf or boost would shadow the Debian ones.
 CMAKE_FLAGS=(
     -DCMAKE_BUILD_TYPE=Release
-    -DCPU_ONLY=ON
     -DUSE_CUDNN=OFF
     -DUSE_NCCL=OFF
     -DBUILD_python=OFF
@@ -306,6 +350,13 @@ CMAKE_FLAGS=(
     "-DCAFFE_PROTOC=$PROTOC"
     "-DANACONDA_HOME=$WORK/no-conda"
 )
+read -r -a extra_flags <<<"${CAFFE_CMAKE_EXTRA:-}"
+CMAKE_FLAGS+=("${extra_flags[@]}")
+if ((CUDA)); then
+    CMAKE_FLAGS+=(-DCPU_ONLY=OFF -DDLBENCH_CUDA=ON "-DCMAKE_CUDA_COMPILER=$NVCC" "-DCMAKE_CUDA_ARCHITECTURES=$CUDA_ARCHS")
+else
+    CMAKE_FLAGS+=(-DCPU_ONLY=ON -DDLBENCH_CUDA=OFF)
+fi
 say "configuring with cmake (log: $LOG)"
 T_CONF=$(date +%s)
 run_logged "cmake configure" cmake -S "$SRC" -B "$BUILD" "${CMAKE_FLAGS[@]}"
@@ -347,6 +398,7 @@ BI_SDIST="$SDIST_NAME==$SDIST_VERSION" BI_SHA="$SDIST_SHA256" BI_CAFFE="$CAFFE_V
     BI_TOTAL=$((T_END - T_START)) BI_CONF=$((T_MAKE - T_CONF)) BI_MAKE=$((T_MADE - T_MAKE)) \
     BI_JOBS="$JOBS" BI_BLAS_PATH="$BLAS_REAL" BI_VERSION_LINE="$version_line" \
     BI_PKGS="$pkg_versions" BI_SCRIPT_SHA="$(sha256sum "${BASH_SOURCE[0]}" | cut -d' ' -f1)" \
+    BI_DEVICE="$( ((CUDA)) && echo cuda || echo cpu)" BI_CUDA="${CUDA_VERSION:-}" \
     BI_PROTOC="$("$PROTOC" --version)" \
     "$PYTHON" - "$STAGE/BUILD_INFO.json" <<'PY' || die 1 "writing BUILD_INFO.json failed"
 import datetime, json, os, platform, sys
@@ -357,7 +409,9 @@ info = {
     "upstream_commit": e["BI_COMMIT"],
     "sdist": e["BI_SDIST"],
     "sdist_sha256": e["BI_SHA"],
-    "device": "cpu",
+    "device": e["BI_DEVICE"],
+    "cuda_version": e["BI_CUDA"] or None,
+    "cudnn_version": None,
     "blas": "openblas",
     "blas_library": e["BI_BLAS_PATH"] or None,
     "blas_threads_env": "OPENBLAS_NUM_THREADS",

@@ -7,4 +7,5 @@ from dlbench import cli, joblog
 sm = snakemake  # noqa: F821 - the object Snakemake gives a script
 
 joblog.run(sm.log[0], lambda: cli.train(sm.params.point, Path(sm.input.data).parent, Path(sm.output.metrics).parent,
-                                        sm.input.env[0] if sm.input.env else None, **sm.params.runner))
+                                        sm.input.env[0] if sm.input.env else None, env=sm.params.env,
+                                        **sm.params.runner))

@@ -1,0 +1,214 @@
+"""Environments: which one each point runs in, their keys, the conda files against the pins, site environments."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pandas as pd
+import pytest
+import yaml
+
+from dlbench import config, envs
+from dlbench.frameworks import registry
+from dlbench.paths import ENVS, ROOT
+from dlbench.sweep import one_point
+from dlbench.testing.sandbox import copy_workflow, snakemake
+
+
+def study(**extra) -> dict:
+    return config.validate({"datasets": ["digits"], "frameworks": registry.names(), **extra})
+
+
+def test_each_device_kind_picks_its_environment():
+    cfg = study()
+    chosen = {(fw, dev): envs.point_env(cfg, one_point(fw, "caffe", device=dev))
+              for fw in registry.names() for dev in ("cpu", "gpu")}
+    assert chosen == {("pytorch", "cpu"): ("pytorch", None), ("pytorch", "gpu"): ("pytorch-cuda", None),
+                      ("tensorflow", "cpu"): ("tensorflow", None), ("tensorflow", "gpu"): ("tensorflow-cuda", None),
+                      # no CUDA build: the CPU environment, where the adapter says `unavailable`
+                      ("theano", "cpu"): ("theano", None), ("theano", "gpu"): ("theano", None),
+                      ("caffe", "cpu"): ("caffe", None), ("caffe", "gpu"): ("caffe", None)}
+    opted = study(envs={"opt_in": ["caffe-cuda"]})
+    assert envs.point_env(opted, one_point("caffe", "caffe", device="gpu")) == ("caffe-cuda", None)
+    assert envs.point_env(opted, one_point("caffe", "caffe", device="cpu")) == ("caffe", None)
+    # every environment a point can get is one the workflow knows how to build
+    assert {env for env, _ in chosen.values()} | {"caffe-cuda"} == set(registry.env_names())
+
+
+def test_a_site_environment_replaces_the_variants_it_names():
+    both = study(envs={"site": {"pytorch": "/opt/site/bin/python"}})
+    assert envs.point_env(both, one_point("pytorch", "caffe", device="cpu")) == ("pytorch", "/opt/site/bin/python")
+    assert envs.point_env(both, one_point("pytorch", "caffe", device="gpu")) == ("pytorch-cuda",
+                                                                                  "/opt/site/bin/python")
+    gpu_only = study(envs={"site": {"tensorflow": {"cuda": "~/tf/bin/python"}}})
+    assert envs.point_env(gpu_only, one_point("tensorflow", "caffe", device="cpu")) == ("tensorflow", None)
+    assert envs.point_env(gpu_only, one_point("tensorflow", "caffe", device="gpu")) == (
+        "tensorflow-cuda", str(Path("~/tf/bin/python").expanduser()))
+    # a site's CUDA Caffe: Caffe's GPU points run there, without the opt-in build
+    caffe = study(envs={"site": {"caffe": {"cuda": "/opt/caffe/bin/python"}}})
+    assert envs.point_env(caffe, one_point("caffe", "caffe", device="gpu")) == ("caffe-cuda", "/opt/caffe/bin/python")
+    with pytest.raises(config.ConfigError, match=r"envs.site.pytorch: .*absolute path.*variants: cpu, cuda"):
+        study(envs={"site": {"pytorch": {"gpu": "/opt/site/bin/python"}}})
+    with pytest.raises(config.ConfigError, match=r"envs.opt_in.0: 'pytorch-cuda' is not allowed"):
+        study(envs={"opt_in": ["pytorch-cuda"]})
+
+
+@pytest.fixture
+def envs_copy(tmp_path, monkeypatch):
+    """A copy of envs/ that dlbench.envs reads instead of the repository's (so a test may edit it)."""
+    shutil.copytree(ENVS, tmp_path / "envs")
+    monkeypatch.setattr(envs, "ENVS", tmp_path / "envs")
+    monkeypatch.setattr(envs, "ROOT", tmp_path)
+    return tmp_path / "envs"
+
+
+def test_the_key_changes_with_its_own_pins_and_recipe_only(envs_copy):
+    names = registry.env_names()
+    before = {env: envs.env_key(env) for env in names}
+    assert len(set(before.values())) == len(names)  # every environment is cached apart
+    with open(envs_copy / "pytorch-cuda.txt", "a") as fh:
+        fh.write("typing-extensions==4.16.0\n")
+    after = {env: envs.env_key(env) for env in names}
+    assert [env for env in names if after[env] != before[env]] == ["pytorch-cuda"]
+    with open(envs_copy / "caffe" / "build.sh", "a") as fh:
+        fh.write("# a changed recipe\n")
+    again = {env: envs.env_key(env) for env in names}
+    assert sorted(env for env in names if again[env] != after[env]) == ["caffe", "caffe-cuda"]
+
+
+def pip_pins(yaml_path: Path) -> list[str]:
+    deps = yaml.safe_load(yaml_path.read_text())["dependencies"]
+    return next(d["pip"] for d in deps if isinstance(d, dict))
+
+
+def test_the_conda_files_say_what_the_pins_say():
+    assert envs.write_conda(check=True) == [], "run `python -m dlbench.envs conda` after changing envs/*.txt"
+    for env in envs.conda_envs():
+        pins = [ln.strip() for ln in envs.pins_file(env).read_text().splitlines()
+                if ln.strip() and not ln.lstrip().startswith("#")]
+        in_yaml = pip_pins(ENVS / f"{env}.yaml")
+        assert in_yaml[:len(pins)] == pins, env  # the same versions, through pip, in both ways
+        assert not any(p.startswith("-r") for p in in_yaml)  # resolved by conda against a copy: gone
+    assert sorted(p.stem for p in ENVS.glob("*.yaml")) == sorted(envs.conda_envs())  # none without pins
+    assert not any("drop this line" in p.read_text() for p in ENVS.glob("*.yaml"))
+    runner_needs = pip_pins(ENVS / "pytorch-cuda.yaml")
+    assert "psutil==7.2.2" in runner_needs and "nvidia-ml-py==13.615.71" in runner_needs
+
+
+def test_a_hand_edit_or_a_stale_conda_file_is_caught(envs_copy):
+    text = (envs_copy / "pytorch.yaml").read_text()
+    (envs_copy / "pytorch.yaml").write_text(text.replace("torch==2.13.0", "torch==2.5.0"))
+    (envs_copy / "theano.txt").write_text((envs_copy / "theano.txt").read_text().replace("scipy==1.10.1",
+                                                                                          "scipy==1.10.0"))
+    assert envs.write_conda(check=True) == ["pytorch", "theano"]
+    assert envs.main(["conda", "--check"]) == 1
+    envs.write_conda()
+    assert envs.write_conda(check=True) == []
+    assert "scipy==1.10.0" in pip_pins(envs_copy / "theano.yaml")
+
+
+def test_setup_builds_only_the_cpu_environments(capsys):
+    envs.main(["list"])
+    assert capsys.readouterr().out.split() == registry.names()
+    envs.main(["list", "--all"])
+    assert "pytorch-cuda" in capsys.readouterr().out.split()
+
+
+# ---------------------------------------------------------------------------------------------- site environments
+
+
+def other_python_with(site_packages: Path, where: Path) -> Path | None:
+    """Debian's own Python 3.11 made to see a built environment's packages: another site build of the same
+    framework (another Python), or None where this machine has no second Python 3.11."""
+    debian = Path("/usr/bin/python3.11")
+    if not debian.exists():
+        return None
+    subprocess.run([str(debian), "-m", "venv", "--without-pip", str(where)], check=True)
+    lib = next((where / "lib").glob("python3.11")) / "site-packages"
+    (lib / "built-env.pth").write_text(f"{site_packages}\n")
+    return where / "bin" / "python"
+
+
+SITE_STUDY = {"datasets": ["digits"], "frameworks": ["pytorch", "tensorflow"], "preset": ["caffe"],
+              "sweep": {"iterations": [30], "batch_size": [32], "threads": [1]}, "monitor": {"interval_s": 0.1}}
+
+
+def trains(workdir: Path) -> list[str]:
+    out = snakemake(workdir, "-n", "results/runs.parquet", "--configfile", "site.yaml").stdout
+    return sorted(line.split("framework=")[1].split(",")[0] for line in out.splitlines()
+                  if "wildcards:" in line and "framework=" in line)
+
+
+def site_wrapper(path: Path, python: str | Path) -> str:
+    """A site's `python` as a module system makes one: a fixed path that runs whichever build is loaded."""
+    path.write_text(f'#!/bin/sh\nexec {python} "$@"\n')
+    path.chmod(0o755)
+    return str(path)
+
+
+@pytest.mark.slow
+def test_a_site_environment_runs_its_points_and_another_build_reruns_them_only(env_python, tmp_path):
+    first = env_python("pytorch")  # the built environment's own Python, as a site's
+    probe = envs.probe("pytorch", first)
+    site_packages = next(Path(first).parent.parent.glob("lib/python3.*/site-packages"))
+    second = other_python_with(site_packages, tmp_path / "other-python")
+    if second is None or envs.probe("pytorch", second)["python_version"] == probe["python_version"]:
+        pytest.skip("no second Python 3.11 of another version here (/usr/bin/python3.11) to make another site build")
+    env_python("tensorflow")
+    site = site_wrapper(tmp_path / "python", first)
+    wf = copy_workflow(tmp_path / "wf", {**SITE_STUDY, "envs": {"site": {"pytorch": site}}}, "site.yaml")
+    snakemake(wf, "results/runs.parquet", "--configfile", "site.yaml")
+    runs = pd.read_parquet(wf / "results/runs.parquet").set_index("framework")
+    assert (runs.status == "ok").all(), runs[["status", "reason"]]
+    torch = runs.loc["pytorch"]
+    assert (torch.env_kind, torch.env_name, torch.env_python) == ("site", "pytorch", site)
+    assert torch.framework_version == probe["framework_version"]
+    assert torch.framework_python_version == probe["python_version"]
+    assert torch.cuda_version is None and torch.lock_mode == "exclusive" and torch.gpu_device is None
+    assert runs.loc["tensorflow"].env_kind == "built" and runs.loc["tensorflow"].env_key
+    assert not (wf / "resources/envs/pytorch.json").exists()  # a site environment is not built
+
+    site_wrapper(tmp_path / "python", first)  # the same build again: nothing to do
+    assert trains(wf) == []
+    site_wrapper(tmp_path / "python", second)  # the same path, another build behind it (a module switched)
+    assert trains(wf) == ["pytorch"]  # that framework's points, and no others
+    snakemake(wf, "results/runs.parquet", "--configfile", "site.yaml")
+    again = pd.read_parquet(wf / "results/runs.parquet").set_index("framework").loc["pytorch"]
+    assert again.status == "ok" and again.env_python == site
+    assert again.framework_python_version == envs.probe("pytorch", second)["python_version"]
+    assert again.framework_python_version != torch.framework_python_version
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("broken", ["missing", "without-torch"])
+def test_a_broken_site_environment_stops_the_run_in_one_line(tmp_path, broken):
+    python = str(tmp_path / "no/such/python") if broken == "missing" else sys.executable  # the base env: no torch
+    wf = copy_workflow(tmp_path / "wf", {**SITE_STUDY, "frameworks": ["pytorch"],
+                                         "envs": {"site": {"pytorch": python}}}, "site.yaml")
+    proc = snakemake(wf, "--configfile", "site.yaml", check=False)
+    assert proc.returncode != 0
+    lines = [ln for ln in (proc.stdout + proc.stderr).splitlines() if ln.startswith("dlbench:")]
+    assert len(lines) == 1, proc.stderr[-2000:]
+    assert "site environment of pytorch" in lines[0] and python in lines[0] and "fix:" in lines[0]
+    assert ("not an executable" if broken == "missing" else "No module named 'torch'") in lines[0]
+    assert "rule " not in proc.stdout and not (wf / "results").exists() and not (wf / "resources").exists()
+
+
+def test_the_probe_reports_what_the_framework_says(env_python):
+    got = envs.probe("pytorch", env_python("pytorch"))
+    assert got["framework_version"].startswith("2.13.0") and got["numpy_version"] == "2.4.6"
+    assert got["python_version"].startswith("3.11.") and got["cuda_version"] is None  # the CPU build
+    assert ROOT.joinpath("envs/pytorch-cuda.txt").read_text().count("torch===2.13.0") == 1
+
+
+def test_the_caffe_cuda_build_needs_nvcc_and_says_so(tmp_path):
+    """envs/caffe/build.sh --cuda on a node without nvcc: one line, before anything is fetched or built."""
+    proc = subprocess.run(["bash", str(ENVS / "caffe" / "build.sh"), "--cuda", str(tmp_path / "prefix" / "caffe")],
+                          capture_output=True, text=True, timeout=60,
+                          env={"PATH": "/usr/bin:/bin", "CAFFE_SKIP_APT": "1", "HOME": str(tmp_path)})
+    assert proc.returncode == 2, proc.stderr
+    assert proc.stderr.splitlines() == [proc.stderr.strip()] and "--cuda needs nvcc" in proc.stderr
+    assert not (tmp_path / "prefix").exists()
