@@ -34,6 +34,9 @@ def runtime_min(cfg: dict, point: dict, measured: dict, attempt: int = 1) -> int
     base = cfg.get("cluster", {}).get("runtime_min", 60) if guess is None else max(10, math.ceil(2 * guess / 60))
     if cfg.get("limits", {}).get("time_s"):
         base = max(base, math.ceil(cfg["limits"]["time_s"] / 60) + 5)
+    measurement = cfg.get("measurement", {})
+    if measurement.get("exclusive", True):  # it may wait that long for the node's measurement lock
+        base += math.ceil(measurement.get("lock_timeout_s", 1800) / 60)
     return int(base * attempt)
 
 

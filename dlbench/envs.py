@@ -35,6 +35,7 @@ from dlbench.atomic import write_json
 from dlbench.frameworks import registry
 from dlbench.locks import flocked
 from dlbench.paths import ENVS, ROOT, cache_root
+from dlbench.procs import owner_tag, remove_dead_leftovers
 
 # The conda files' Python: the version dlbench is developed and tested on (pyproject's requires-python).
 CONDA_PYTHON = "3.11"
@@ -53,9 +54,14 @@ def pins_file(env: str) -> Path:
     return ENVS / f"{env}.txt"
 
 
+def lock_file(env: str) -> Path:
+    """Every package the environment installs, transitive ones included, each with its hashes (`lock`)."""
+    return ENVS / f"{env}.lock"
+
+
 def recipe_files(env: str) -> list[Path]:
-    """Everything an environment is built from: its pins and, for Caffe, its framework's build recipe."""
-    files = [pins_file(env)]
+    """Everything an environment is built from: its pins, its lock and, for Caffe, its framework's build recipe."""
+    files = [pins_file(env), lock_file(env)]
     recipe = ENVS / registry.framework_of_env(env).name
     if recipe.is_dir():
         files += sorted(p for p in recipe.rglob("*") if p.is_file())
@@ -125,37 +131,99 @@ def build(env: str) -> Path:
     final = env_dir(env)
     if (final / "READY").exists():
         return final
-    framework = registry.framework_of_env(env).name
     with flocked(final.with_name(final.name + ".lock")):
         if (final / "READY").exists():
             return final
-        tmp = final.with_name(final.name + f".building-{os.getpid()}")
+        # A failed or killed build leaves its multi-GB folder: remove those of dead builders of this host.
+        remove_dead_leftovers(final.parent, f"{final.name}.building-")
+        tmp = final.with_name(final.name + f".building-{owner_tag()}")
         shutil.rmtree(tmp, ignore_errors=True)
-        log_path = final.with_name(final.name + ".build.log")
-        started = time.monotonic()
-        with open(log_path, "w") as log:
-            _run([sys.executable, "-m", "venv", str(tmp)], log)
-            py = tmp / "bin" / "python"
-            _run([str(py), "-m", "pip", "install", "--no-input", "-r", str(pins_file(env))], log)
-            recipe = ENVS / framework / "build.sh"
-            if recipe.exists():  # a variant's build is switched on by its name: build.sh --cuda PREFIX
-                variant = variant_of(env)
-                _run(["bash", str(recipe), *([f"--{variant}"] if variant else []), str(tmp / framework)], log)
-            freeze = subprocess.run([str(py), "-m", "pip", "freeze"], capture_output=True, text=True).stdout
-        versions = probe(framework, py)
-        if variant_of(env) == "cuda" and not versions.get("cuda_version"):
-            raise EnvError(f"the {env} environment got a build without CUDA ({framework} "
-                           f"{versions.get('framework_version')}); check the pins of {pins_file(env).name} "
-                           f"and {log_path}")
-        info = {"env": env, "framework": framework, "key": env_key(env), "python": sys.version.split()[0],
-                "versions": versions, "packages": freeze.split(),
-                "build_seconds": round(time.monotonic() - started, 1)}
-        (tmp / "ENV_INFO.json").write_text(json.dumps(info, indent=2))
-        (tmp / "READY").write_text("ok\n")
+        try:
+            _build_into(env, tmp, final.with_name(final.name + ".build.log"))
+        except BaseException:
+            shutil.rmtree(tmp, ignore_errors=True)  # the log beside it says what failed
+            raise
         if final.exists():
             shutil.rmtree(final)
         os.replace(tmp, final)
         return final
+
+
+def _build_into(env: str, tmp: Path, log_path: Path) -> None:
+    """Build `env` in the folder tmp: a venv with exactly the locked packages (hashes checked), then the recipe."""
+    framework = registry.framework_of_env(env).name
+    started = time.monotonic()
+    with open(log_path, "w") as log:
+        _run([sys.executable, "-m", "venv", str(tmp)], log)
+        py = tmp / "bin" / "python"
+        # Every package and its hash from the lock: two caches with one key hold the same bytes.
+        _run([str(py), "-m", "pip", "install", "--no-input", "--require-hashes", "--no-deps", "-r",
+              str(lock_file(env))], log)
+        recipe = ENVS / framework / "build.sh"
+        if recipe.exists():  # a variant's build is switched on by its name: build.sh --cuda PREFIX
+            variant = variant_of(env)
+            _run(["bash", str(recipe), *([f"--{variant}"] if variant else []), str(tmp / framework)], log)
+        freeze = subprocess.run([str(py), "-m", "pip", "freeze"], capture_output=True, text=True).stdout
+    versions = probe(framework, py)
+    if variant_of(env) == "cuda" and not versions.get("cuda_version"):
+        raise EnvError(f"the {env} environment got a build without CUDA ({framework} "
+                       f"{versions.get('framework_version')}); check the pins of {pins_file(env).name} "
+                       f"and {log_path}")
+    info = {"env": env, "framework": framework, "key": env_key(env), "python": sys.version.split()[0],
+            "versions": versions, "packages": freeze.split(), "build_seconds": round(time.monotonic() - started, 1)}
+    (tmp / "ENV_INFO.json").write_text(json.dumps(info, indent=2))
+    (tmp / "READY").write_text("ok\n")
+
+
+def lock(env: str) -> Path:
+    """Write envs/<env>.lock from envs/<env>.txt: every package it needs, resolved, with hashes (pip-compile).
+
+    Needs the package index; run after changing a pins file. The lock names no index: pip's own
+    configuration decides where packages come from, the hashes decide what is accepted.
+    """
+    out = lock_file(env)
+    compiler = Path(sys.executable).with_name("pip-compile")
+    if not compiler.exists():
+        raise EnvError(f"no pip-compile beside {sys.executable}: install pip-tools into that environment "
+                       "(python -m pip install pip-tools), then lock again")
+    cmd = [str(compiler), "--quiet", "--generate-hashes", "--allow-unsafe",
+           "--strip-extras", "--no-emit-index-url", "--no-emit-find-links", "--no-emit-trusted-host",
+           "--annotation-style", "line", "--output-file", str(out), str(pins_file(env))]
+    proc = subprocess.run(cmd, cwd=ENVS, capture_output=True, text=True)
+    if proc.returncode != 0:
+        raise EnvError(f"pip-compile could not lock {env}: {proc.stderr.strip().splitlines()[-1:]}")
+    return out
+
+
+LOCK_LINE = re.compile(r"^([A-Za-z0-9_.-]+)(?:===|==)(\S+)")
+PIN_LINE = re.compile(r"^([A-Za-z0-9_.-]+)(?:\[[^]]*\])?(===?)(\S+)")
+
+
+def lock_problems(env: str) -> list[str]:
+    """What is wrong between an environment's pins and its lock (empty: the lock holds the pins, hashed)."""
+    path = lock_file(env)
+    if not path.exists():
+        return [f"{path.name} is missing (python -m dlbench.envs lock {env})"]
+    locked, problems, current = {}, [], None
+    for line in path.read_text().splitlines():
+        if m := LOCK_LINE.match(line):
+            current = m.group(1).lower().replace("_", "-")
+            locked[current] = {"version": m.group(2), "hashed": False}
+        elif line.strip().startswith("--hash=sha256:") and current:
+            locked[current]["hashed"] = True
+        elif line.startswith(("--index-url", "--extra-index-url", "--find-links", "-f ", "-i ")):
+            problems.append(f"{path.name} names a package source ({line.split()[0]}): it must not")
+    problems += [f"{path.name}: {name} has no hash" for name, v in locked.items() if not v["hashed"]]
+    for line in pins_file(env).read_text().splitlines():
+        if not (m := PIN_LINE.match(line.strip())):
+            continue
+        name, op, version = m.group(1).lower().replace("_", "-"), m.group(2), m.group(3)
+        got = locked.get(name, {}).get("version")
+        matches = got == version if op == "===" else got is not None and got.split("+")[0] == version
+        if not matches:
+            problems.append(f"{path.name}: {name} is {got or 'absent'}, the pins say {op}{version} "
+                            f"(python -m dlbench.envs lock {env})")
+    return problems
 
 
 def describe(env: str, folder: Path) -> dict:
@@ -275,6 +343,8 @@ def main(argv: list[str] | None = None) -> int:
     sub.add_parser("key", help="print an environment's cache key").add_argument("env")
     lst = sub.add_parser("list", help="print the frameworks' CPU environments (what set-up builds), one a line")
     lst.add_argument("--all", action="store_true", help="every environment, the variants too")
+    lk = sub.add_parser("lock", help="write envs/<env>.lock (every package, hashed) from envs/<env>.txt; needs PyPI")
+    lk.add_argument("envs", nargs="*", help="environments to lock (default: every one, and base)")
     c = sub.add_parser("conda", help="write envs/*.yaml from the pins")
     c.add_argument("--check", action="store_true", help="only say which differ from the pins (exit 1 if any)")
     args = parser.parse_args(argv)
@@ -283,6 +353,10 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     if args.cmd == "key":
         print(env_key(args.env))
+        return 0
+    if args.cmd == "lock":
+        for env in args.envs or [*registry.env_names(), "base"]:
+            print(lock(env))
         return 0
     if args.cmd == "conda":
         stale = write_conda(check=args.check)

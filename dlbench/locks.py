@@ -19,34 +19,74 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import json
 import os
 import re
+import socket
+import subprocess
 import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from dlbench import procs
+
 _held = None  # this run's open lock file, kept for the life of the process
 POLL_S = 0.2  # how often a GPU point waiting for a free GPU tries them all again
 
 
+class LockTimeout(TimeoutError):
+    """A lock that stayed taken for longer than the caller would wait; the message says which and how long."""
+
+
+def _open_for_lock(path: Path) -> int:
+    """A descriptor to flock `path` with, creating it readable and writable by every user.
+
+    An flock needs no write access, so the file is opened read-only: a lock file that another user
+    created (a node's measurement lock in /tmp, say) can still be locked by this one.
+    """
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_CREAT | os.O_EXCL, 0o666)
+    except FileExistsError:
+        return os.open(path, os.O_RDONLY)
+    try:
+        os.fchmod(fd, 0o666)  # the umask took some bits: give them back, so every user's jobs can lock it
+    except OSError:
+        pass
+    return fd
+
+
 @contextlib.contextmanager
-def flocked(path: str | os.PathLike, *, shared: bool = False, wait: bool = True):
+def flocked(path: str | os.PathLike, *, shared: bool = False, wait: bool = True, timeout_s: float | None = None):
     """Hold an flock on `path` (created if need be) for the block, exclusive unless `shared`; yields the seconds
-    waited. With wait=False it takes the lock only if it is free now, else yields None at once."""
+    waited. With wait=False it takes the lock only if it is free now, else yields None at once; with
+    timeout_s it waits at most that long, then raises LockTimeout."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     t0 = time.monotonic()
-    with open(path, "a") as fh:
-        try:
-            fcntl.flock(fh, (fcntl.LOCK_SH if shared else fcntl.LOCK_EX) | (0 if wait else fcntl.LOCK_NB))
-        except BlockingIOError:
-            yield None
-            return
+    fd = _open_for_lock(path)
+    try:
+        mode = fcntl.LOCK_SH if shared else fcntl.LOCK_EX
+        if wait and timeout_s is None:
+            fcntl.flock(fd, mode)
+        else:
+            while True:
+                try:
+                    fcntl.flock(fd, mode | fcntl.LOCK_NB)
+                    break
+                except BlockingIOError:
+                    if not wait:
+                        yield None
+                        return
+                    if time.monotonic() - t0 >= timeout_s:
+                        raise LockTimeout(f"{path} stayed locked for {timeout_s:g} s") from None
+                    time.sleep(POLL_S)
         try:
             yield time.monotonic() - t0
         finally:
-            fcntl.flock(fh, fcntl.LOCK_UN)
+            fcntl.flock(fd, fcntl.LOCK_UN)
+    finally:
+        os.close(fd)
 
 
 @dataclass(frozen=True)
@@ -64,17 +104,18 @@ def device_lock(node_lock: str | os.PathLike, device: str) -> Path:
 
 
 @contextlib.contextmanager
-def measuring(node_lock: str | os.PathLike, devices: Sequence[str] | None, *, per_device: bool) -> Iterator[Slot]:
+def measuring(node_lock: str | os.PathLike, devices: Sequence[str] | None, *, per_device: bool,
+              timeout_s: float | None = None) -> Iterator[Slot]:
     """Hold the node's measurement lock for one point.
 
     A CPU point (devices None), or any point when per_device is False: the node lock exclusively, so it
     measures alone; a GPU point then takes the first device. A GPU point with per_device: the lock of
     the first free device (tried every POLL_S), then the node lock shared, so GPU points on other devices
-    measure beside it and a CPU point waits for all of them.
+    measure beside it and a CPU point waits for all of them. Past timeout_s of waiting: LockTimeout.
     """
     t0 = time.monotonic()
     if not devices or not per_device:
-        with flocked(node_lock):
+        with flocked(node_lock, timeout_s=timeout_s):
             yield Slot("exclusive", devices[0] if devices else None, time.monotonic() - t0)
         return
     while True:
@@ -82,17 +123,81 @@ def measuring(node_lock: str | os.PathLike, devices: Sequence[str] | None, *, pe
             with flocked(device_lock(node_lock, device), wait=False) as got:
                 if got is None:
                     continue
-                with flocked(node_lock, shared=True):
+                left = None if timeout_s is None else max(0.0, timeout_s - (time.monotonic() - t0))
+                with flocked(node_lock, shared=True, timeout_s=left):
                     yield Slot("per_device", device, time.monotonic() - t0)
                 return
+        if timeout_s is not None and time.monotonic() - t0 >= timeout_s:
+            raise LockTimeout(f"no GPU of {', '.join(devices)} came free within {timeout_s:g} s")
         time.sleep(POLL_S)
 
 
-def hold_and_clear_stale(workdir: str | os.PathLike = ".") -> int:
-    """Take this run's lock; if it was free, remove stale Snakemake locks. Returns how many were removed."""
+LIVE_JOBS = "dlbench-jobs"  # under .snakemake/: one file per running training job of this working directory
+
+
+@contextlib.contextmanager
+def live_job(meta: str | os.PathLike = ".snakemake"):
+    """Mark a workflow job as alive for its lifetime: host, pid and SLURM job id, in .snakemake/dlbench-jobs/.
+
+    A Snakemake killed alone (the OOM killer, a lost login) leaves its jobs running; the next run reads
+    these marks and keeps Snakemake's locks while any of those jobs lives (hold_and_clear_stale).
+    """
+    folder = Path(meta) / LIVE_JOBS
+    folder.mkdir(parents=True, exist_ok=True)
+    mark = folder / f"{socket.gethostname()}-{os.getpid()}"
+    mark.write_text(json.dumps({"host": socket.gethostname(), "pid": os.getpid(),
+                                "slurm_job_id": os.environ.get("SLURM_JOB_ID")}))
+    try:
+        yield mark
+    finally:
+        mark.unlink(missing_ok=True)
+
+
+def _slurm_job_running(job_id: str) -> bool | None:
+    """Whether SLURM still runs the job (None: no SLURM to ask)."""
+    try:
+        proc = subprocess.run(["squeue", "-h", "-j", job_id, "-o", "%T"], capture_output=True, text=True, timeout=30)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return proc.returncode == 0 and bool(proc.stdout.strip())
+
+
+def live_jobs(meta: str | os.PathLike = ".snakemake") -> list[str]:
+    """The marked jobs that are still alive (a description each); marks of jobs known to be gone are removed.
+
+    A job of this host is alive while its pid is; one with a SLURM job id while SLURM runs it; one of
+    another host without a SLURM id cannot be checked from here, so it counts as alive.
+    """
+    folder = Path(meta) / LIVE_JOBS
+    alive = []
+    for mark in sorted(folder.glob("*")) if folder.is_dir() else []:
+        try:
+            job = json.loads(mark.read_text())
+        except (OSError, ValueError):
+            mark.unlink(missing_ok=True)
+            continue
+        if job.get("slurm_job_id"):
+            running = _slurm_job_running(str(job["slurm_job_id"]))
+        elif job.get("host") == socket.gethostname():
+            running = procs.alive(int(job["pid"]))
+        else:
+            running = None
+        if running is False:
+            mark.unlink(missing_ok=True)
+        else:
+            alive.append(f"pid {job.get('pid')} on {job.get('host')}"
+                         + (f" (SLURM job {job['slurm_job_id']})" if job.get("slurm_job_id") else ""))
+    return alive
+
+
+def hold_and_clear_stale(workdir: str | os.PathLike = ".") -> tuple[int, list[str]]:
+    """Take this run's lock; if no other run and none of their jobs is alive, remove stale Snakemake locks.
+
+    Returns (how many lock files were removed, the live jobs of a killed run that kept them).
+    """
     global _held
     if _held is not None:
-        return 0
+        return 0, []
     meta = Path(workdir) / ".snakemake"
     meta.mkdir(exist_ok=True)
     fh = open(meta / "dlbench.lock", "w")
@@ -100,10 +205,13 @@ def hold_and_clear_stale(workdir: str | os.PathLike = ".") -> int:
         fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except OSError:  # another dlbench run is alive in this directory: its locks are real
         fh.close()
-        return 0
+        return 0, []
     _held = fh
+    alive = live_jobs(meta)
+    if alive:  # a killed run's jobs still measure: its locks stay, and nothing of theirs is run again beside them
+        return 0, alive
     removed = 0
     for lock in (meta / "locks").glob("*.lock") if (meta / "locks").is_dir() else []:
         lock.unlink(missing_ok=True)
         removed += 1
-    return removed
+    return removed, []

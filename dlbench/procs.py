@@ -7,7 +7,10 @@ from __future__ import annotations
 
 import ctypes
 import os
+import shutil
 import signal
+import socket
+from pathlib import Path
 
 PR_SET_PDEATHSIG = 1
 
@@ -27,3 +30,34 @@ def kill_tree(pid: int, sig: int = signal.SIGKILL) -> None:
         os.killpg(pid, sig)
     except (ProcessLookupError, PermissionError):
         pass
+
+
+def alive(pid: int) -> bool:
+    """Whether a process of this host with that pid exists (another user's counts)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def owner_tag() -> str:
+    """`<host>-<pid>`: what names a folder this process works in, so that others can tell if it is gone."""
+    return f"{socket.gethostname()}-{os.getpid()}"
+
+
+def remove_dead_leftovers(parent: Path, prefix: str) -> list[Path]:
+    """Remove the folders `<prefix><host>-<pid>` in parent whose process, of this host, is gone.
+
+    A folder of another host, or of a live process, is left alone: its owner may still be working
+    (a killed Snakemake leaves its jobs running; a cache may be shared by the nodes of a cluster).
+    """
+    host, removed = socket.gethostname(), []
+    for folder in parent.glob(f"{prefix}*"):
+        name, _, pid = folder.name[len(prefix):].rpartition("-")
+        if name == host and pid.isdigit() and not alive(int(pid)):
+            shutil.rmtree(folder, ignore_errors=True)
+            removed.append(folder)
+    return removed

@@ -17,7 +17,6 @@ import json
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -26,12 +25,13 @@ from pathlib import Path
 from dlbench import machine, memcap, models, records, sweep
 from dlbench.atomic import write_json
 from dlbench.frameworks import base, registry
-from dlbench.locks import measuring
+from dlbench.locks import LockTimeout, measuring
 from dlbench.monitor import SAMPLE_FIELDS, Monitor, nvml_index
-from dlbench.procs import die_with_parent, kill_tree
+from dlbench.procs import die_with_parent, kill_tree, owner_tag, remove_dead_leftovers
 
 REPO = Path(__file__).resolve().parent.parent
 HANG_S = 1800.0  # a point silent this long is ended as hung (limits.hang_s)
+LOCK_TIMEOUT_S = 1800.0  # longest wait for the node's measurement lock (measurement.lock_timeout_s)
 WATCH_S = 2.0  # how often the runner looks at a running trainer
 CURVE_FIELDS = ("kind", "iteration", "epoch", "loss", "accuracy", "lr", "train_time_s", "test_time_s", "t")
 # Record fields taken from the point itself (the rest of the point, the layer list, is summarised).
@@ -65,7 +65,7 @@ def trainer_env(point: dict, device: str | None = None) -> dict[str, str]:
 
 
 def run_point(point: dict, dataset_dir: str | Path, out_dir: str | Path, *, measure_lock: str | None = None,
-              gpu_per_device: bool = True, **kw) -> dict:
+              gpu_per_device: bool = True, lock_timeout_s: float | None = LOCK_TIMEOUT_S, **kw) -> dict:
     """Train one point (see _run_point), holding the node's measurement lock if one is given.
 
     The lock is node-local: jobs sharing a machine (cluster jobs, grouped points) do not disturb each
@@ -77,27 +77,35 @@ def run_point(point: dict, dataset_dir: str | Path, out_dir: str | Path, *, meas
     devices = machine.gpu_devices() if gpu else None
     if not measure_lock:
         return _run_point(point, dataset_dir, out_dir, device=devices[0] if devices else None, **kw)
-    with measuring(measure_lock, devices, per_device=gpu_per_device) as slot:
-        return _run_point(point, dataset_dir, out_dir, device=slot.device, lock_mode=slot.mode,
-                          lock_wait_s=slot.wait_s, **kw)
+    try:
+        with measuring(measure_lock, devices, per_device=gpu_per_device, timeout_s=lock_timeout_s) as slot:
+            return _run_point(point, dataset_dir, out_dir, device=slot.device, lock_mode=slot.mode,
+                              lock_wait_s=slot.wait_s, **kw)
+    except LockTimeout as exc:  # recorded like any failed point; the job ends, the sweep goes on
+        reason = (f"timeout (lock): waited {lock_timeout_s:g} s for the node's measurement lock "
+                  f"(measurement.lock_timeout_s) and another point held it the whole time ({exc})")
+        return _run_point(point, dataset_dir, out_dir, refused=("timeout", reason), lock_wait_s=lock_timeout_s,
+                          **kw)
 
 
 def _run_point(point: dict, dataset_dir: str | Path, out_dir: str | Path, *, python: str | None = None,
                env: dict | None = None, interval_s: float = 0.2, monitor_enabled: bool = True,
                time_limit_s: float | None = None, memory_limit_mb: float | None = None,
                hang_s: float | None = HANG_S, device: str | None = None, lock_mode: str | None = None,
-               lock_wait_s: float = 0.0) -> dict:
+               lock_wait_s: float = 0.0, refused: tuple[str, str] | None = None) -> dict:
     """Train one point and write metrics.json, curve.csv, samples.csv and trainer.log into out_dir.
 
     python: the framework environment's interpreter (None: this one); env: its description for the record
-    (name, kind, key); device: the GPU a GPU point is pinned to (None: whatever the job sees).
+    (name, kind, key); device: the GPU a GPU point is pinned to (None: whatever the job sees); refused:
+    (status, reason) of a point that ends without starting its trainer.
     Every finished attempt (any status) is also kept under out_dir/attempts/ (dlbench.records).
     """
     # Absolute: the trainer runs in the repository, the workflow's working directory may be elsewhere.
     out_dir, dataset_dir = Path(out_dir).resolve(), Path(dataset_dir).resolve()
     out_dir.parent.mkdir(parents=True, exist_ok=True)
-    remove_dead_partials(out_dir)
-    work = out_dir.parent / f".{out_dir.name}.partial-{socket.gethostname()}-{os.getpid()}"
+    # Unfinished folders are named by host and pid: only those of dead runners of this host are removed.
+    remove_dead_leftovers(out_dir.parent, f".{out_dir.name}.partial-")
+    work = out_dir.parent / f".{out_dir.name}.partial-{owner_tag()}"
     work.mkdir(parents=True)
     (work / "point.json").write_text(json.dumps(point, indent=2, sort_keys=True))
     events_path = work / "events.jsonl"
@@ -109,10 +117,11 @@ def _run_point(point: dict, dataset_dir: str | Path, out_dir: str | Path, *, pyt
     t_launch = time.monotonic()
     mon = Monitor(os.getpid(), interval_s, None, None)  # replaced by the trainer's monitor once it runs
     returncode, ended = None, None
-    if gpu_index is not None and not gpu_visible():
+    if refused is None and gpu_index is not None and not gpu_visible():
         # No GPU on this machine at all: say so without starting a framework to find out.
-        status_line = {"e": "status", "t": t_launch, "status": "unavailable",
-                         "reason": "no NVIDIA GPU is visible on this machine (no /dev/nvidia*, NVML finds none)"}
+        refused = ("unavailable", "no NVIDIA GPU is visible on this machine (no /dev/nvidia*, NVML finds none)")
+    if refused is not None:
+        status_line = {"e": "status", "t": t_launch, "status": refused[0], "reason": refused[1]}
         events_path.write_text(json.dumps(status_line) + "\n")
         log_path.write_text("")
     else:
@@ -204,30 +213,6 @@ def _silent_for(events_path: Path) -> float:
         return time.time() - events_path.stat().st_mtime
     except OSError:
         return float("inf")
-
-
-def remove_dead_partials(out_dir: Path) -> None:
-    """Remove the unfinished run folders of this point left by runners of this host that are gone.
-
-    A folder is named by host and pid; one of another host, or of a live process, is left alone (its
-    runner may still be measuring: a killed Snakemake leaves its jobs running).
-    """
-    host = socket.gethostname()
-    for folder in out_dir.parent.glob(f".{out_dir.name}.partial-*"):
-        who = folder.name.rsplit(".partial-", 1)[1]
-        name, _, pid = who.rpartition("-")
-        if name == host and pid.isdigit() and not _alive(int(pid)):
-            shutil.rmtree(folder, ignore_errors=True)
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 def _child_setup(memory_limit_mb: float | None):

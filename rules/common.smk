@@ -50,9 +50,17 @@ if (
 ):
     from dlbench import locks
 
-    if locks.hold_and_clear_stale():
+    _removed, _alive = locks.hold_and_clear_stale()
+    if _removed:
         print(
             "dlbench: removed stale Snakemake locks left by a killed run",
+            file=sys.stderr,
+        )
+    if _alive:
+        print(
+            "dlbench: a killed run's jobs are still running here ("
+            + ", ".join(_alive)
+            + "); Snakemake's locks stay until they end (or stop them)",
             file=sys.stderr,
         )
 
@@ -106,6 +114,7 @@ RUNNER_OPTIONS = {
     "hang_s": CFG["limits"]["hang_s"],
     "measure_lock": MEASURE_LOCK,
     "gpu_per_device": CFG["measurement"]["gpu"] == "per_device",
+    "lock_timeout_s": CFG["measurement"]["lock_timeout_s"],
 }
 
 

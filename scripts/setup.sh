@@ -34,11 +34,11 @@ if ((${#missing[@]})); then
 fi
 
 # The base environment: Snakemake, the monitor, aggregation, charts, tests.
-stamp=.venv/.base-$(sha256sum envs/base.txt | cut -c1-12)
+stamp=.venv/.base-$(sha256sum envs/base.lock | cut -c1-12)
 if [[ ! -f $stamp ]]; then
-  log "creating .venv from envs/base.txt"
+  log "creating .venv from envs/base.lock (envs/base.txt's pins, every package hashed)"
   python3 -m venv .venv
-  .venv/bin/python -m pip install -q --no-input -r envs/base.txt
+  .venv/bin/python -m pip install -q --no-input --require-hashes --no-deps -r envs/base.lock
   # dlbench itself, editable: bench/ and tests/ import this checkout's package from anywhere.
   .venv/bin/python -m pip install -q --no-input --no-deps -e .
   rm -f .venv/.base-* && touch "$stamp"

@@ -212,3 +212,20 @@ def test_the_caffe_cuda_build_needs_nvcc_and_says_so(tmp_path):
     assert proc.returncode == 2, proc.stderr
     assert proc.stderr.splitlines() == [proc.stderr.strip()] and "--cuda needs nvcc" in proc.stderr
     assert not (tmp_path / "prefix").exists()
+
+
+@pytest.mark.parametrize("env", [*registry.env_names(), "base"])
+def test_every_environment_is_locked_with_hashes_and_holds_its_pins(env):
+    assert envs.lock_problems(env) == []
+
+
+def test_a_lock_that_disagrees_with_its_pins_is_caught(tmp_path, monkeypatch):
+    monkeypatch.setattr(envs, "ENVS", tmp_path)
+    (tmp_path / "pytorch.txt").write_text("torch==2.13.0\nnumpy==2.4.6\n")
+    (tmp_path / "pytorch.lock").write_text("numpy==2.4.5 \\\n    --hash=sha256:00\ntorch==2.13.0+cpu\n"
+                                           "--find-links /opt/wheels\n")
+    problems = " | ".join(envs.lock_problems("pytorch"))
+    assert "numpy is 2.4.5, the pins say ==2.4.6" in problems
+    assert "torch has no hash" in problems and "names a package source" in problems
+    (tmp_path / "pytorch.txt").write_text("torch===2.13.0\n")  # exactly that release: +cpu does not do
+    assert any("torch is 2.13.0+cpu, the pins say ===2.13.0" in p for p in envs.lock_problems("pytorch"))

@@ -137,3 +137,12 @@ def test_kill_tree_ends_the_group_also_when_its_leader_has_exited():
         time.sleep(0.05)
     alive = os.path.exists(f"/proc/{child}") and open(f"/proc/{child}/stat").read().split()[2] != "Z"
     assert not alive, "the leader's child outlived kill_tree"
+
+
+@pytest.mark.slow
+def test_only_snakemake_killed_its_live_job_is_not_run_twice_and_nothing_is_lost(lab):
+    row = faultmatrix.snakemake_main_killed(lab)
+    assert row["second_run_exit"] != 0 and row["said"], row
+    assert row["partial_kept"] and row["trainers_alive"] == 1
+    assert row["third_run_exit"] == 0 and "ok" in row["attempts"]
+    assert row["survived"] and not row["data_lost"]

@@ -75,3 +75,64 @@ def test_a_free_gpu_is_taken_at_once_beside_a_busy_one(tmp_path):
     r = run_points(tmp_path, [("gpu_a", "gpu", 0.0), ("gpu_b", "gpu", 0.5)])
     assert overlap(r["gpu_a"], r["gpu_b"]) and r["gpu_a"]["device"] != r["gpu_b"]["device"]
     assert r["gpu_b"]["wait_s"] < 0.3
+
+
+def test_a_lock_file_another_user_created_can_still_be_locked(tmp_path):
+    """User A's lock file, 0644 in a shared folder: user B (here: nobody) locks it all the same."""
+    import os
+    import pwd
+    import shutil
+
+    import pytest
+
+    import tempfile
+    from pathlib import Path
+
+    shared = Path(tempfile.mkdtemp(prefix="dlbench-shared-", dir="/tmp"))  # like /tmp itself: every user's
+    shared.chmod(0o1777)
+    lock = shared / "measure.lock"
+    lock.write_text("")
+    lock.chmod(0o644)
+    if os.getuid() != 0:
+        pytest.skip("needs root, to act as a second user (nobody)")
+    nobody = pwd.getpwnam("nobody").pw_uid
+    # The system's Python: nobody may not enter root's home, where this venv's interpreter lives.
+    python = shutil.which("python3", path="/usr/bin:/bin")
+    script = f"from dlbench.locks import flocked\nwith flocked({str(lock)!r}) as waited: print('locked', waited)"
+    proc = subprocess.run([python, "-c", script], cwd="/", capture_output=True, text=True, timeout=60,
+                          env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"},
+                          preexec_fn=lambda: os.setuid(nobody))
+    shutil.rmtree(shared)
+    assert proc.returncode == 0 and proc.stdout.startswith("locked"), proc.stderr[-800:]
+
+
+def test_a_new_lock_file_is_lockable_by_every_user(tmp_path):
+    from dlbench.locks import flocked
+
+    lock = tmp_path / "new.lock"
+    with flocked(lock):
+        pass
+    assert lock.stat().st_mode & 0o777 == 0o666
+
+
+def test_a_point_that_waits_too_long_for_the_lock_is_a_recorded_timeout(tmp_path, digits_dir):
+    """Another process holds the node's lock: the point gives up after lock_timeout_s and says so."""
+    from dlbench import runner
+    from dlbench.sweep import one_point
+
+    lock = tmp_path / "measure.lock"
+    holder = subprocess.Popen([sys.executable, "-c", "import sys, time\nfrom dlbench.locks import flocked\n"
+                               f"with flocked({str(lock)!r}):\n    print('held', flush=True)\n    time.sleep(60)"],
+                              cwd=ROOT, stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        t0 = time.monotonic()
+        record = runner.run_point(one_point("pytorch", iterations=5), digits_dir, tmp_path / "out",
+                                  measure_lock=str(lock), lock_timeout_s=2)
+        took = time.monotonic() - t0
+    finally:
+        holder.kill()
+        holder.wait()
+    assert record["status"] == "timeout" and "(lock)" in record["reason"]
+    assert record["lock_wait_s"] == 2 and 2 <= took < 15
+    assert json.loads((tmp_path / "out" / "metrics.json").read_text())["status"] == "timeout"

@@ -304,8 +304,47 @@ def memory_overshoot(lab: Lab) -> dict:
                 oom_by=r["oom_by"], memory_cap=r["memory_cap"], record=r)
 
 
+def snakemake_main_killed(lab: Lab) -> dict:
+    """Only Snakemake's main process killed (the OOM killer, a lost login): its job goes on measuring.
+
+    The next invocation must neither clear the locks nor run that point a second time beside the
+    live one, nor remove its unfinished folder; once the orphan job ends, a run completes the study.
+    """
+    cfg = {"datasets": ["digits"], "frameworks": ["pytorch"], "preset": ["caffe"],
+           "sweep": {"iterations": [6000], "threads": [1]}}
+    wf, cmd = _workflow(lab, "mainkilled", cfg)
+    sm = subprocess.Popen(cmd, cwd=wf, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    runs = wf / "results" / "runs"
+    deadline = time.monotonic() + 300
+    partials: list[Path] = []
+    while time.monotonic() < deadline:
+        partials = list(runs.rglob(".*.partial-*"))
+        if any(e["e"] == "phase_start" and e["name"] == "train"
+               for p in partials for e in runner.read_events(p / "events.jsonl")):
+            break
+        time.sleep(0.2)
+    os.kill(sm.pid, signal.SIGKILL)  # the main process only: its job lives on
+    sm.wait()
+    second = subprocess.run(cmd, cwd=wf, capture_output=True, text=True)
+    kept = all(p.exists() for p in partials)
+    trainers = [p for p in psutil.process_iter(["cmdline"]) if "dlbench.trainer" in (p.info["cmdline"] or [])
+                and str(wf) in " ".join(p.info["cmdline"] or [])]
+    deadline = time.monotonic() + 600
+    while time.monotonic() < deadline and any(p.exists() for p in partials):  # the orphan job finishes
+        time.sleep(0.5)
+    third = subprocess.run(cmd, cwd=wf, capture_output=True, text=True)
+    kept_attempts = [json.loads(p.read_text())["status"] for p in runs.rglob(f"attempts/*/{records.RESULT}")]
+    said = [ln for ln in second.stderr.splitlines() if "still running here" in ln]
+    return _row("only Snakemake's main process killed", "SIGKILL to snakemake alone mid-training",
+                second.returncode != 0 and bool(said) and kept and len(trainers) == 1 and third.returncode == 0
+                and "ok" in kept_attempts, not kept or "ok" not in kept_attempts,
+                second_run_exit=second.returncode, said=said[:1], partial_kept=kept, trainers_alive=len(trainers),
+                third_run_exit=third.returncode, attempts=kept_attempts)
+
+
 SCENARIOS = [diverged, trainer_raises, trainer_killed, time_budget, memory_budget, gpu_missing, job_cancelled,
-             corrupt_dataset, workflow_killed, rerun_fails, bad_record, trainer_hangs, memory_overshoot]
+             corrupt_dataset, workflow_killed, rerun_fails, bad_record, trainer_hangs, memory_overshoot,
+             snakemake_main_killed]
 
 
 def main(argv: list[str]) -> int:

@@ -219,8 +219,11 @@ T_START=$(date +%s)
 # ---------------------------------------------------------------- sources
 say "fetching $SDIST_NAME==$SDIST_VERSION from PyPI"
 mkdir -p "$WORK/sdist" "$WORK/no-conda" "$STAGE/bin" "$STAGE/lib"
-run_logged "pip download of $SDIST_NAME==$SDIST_VERSION" \
-    "$PYTHON" -m pip download --no-deps --no-binary :all: "$SDIST_NAME==$SDIST_VERSION" -d "$WORK/sdist"
+# The sdist's own build code (setup.py) runs when pip reads its metadata: with --require-hashes pip
+# checks the archive's sha256 right after the download, before that, so no unverified code runs.
+printf '%s==%s --hash=sha256:%s\n' "$SDIST_NAME" "$SDIST_VERSION" "$SDIST_SHA256" >"$WORK/sdist.txt"
+run_logged "pip download of $SDIST_NAME==$SDIST_VERSION (hash checked first)" \
+    "$PYTHON" -m pip download --no-deps --no-binary :all: --require-hashes -r "$WORK/sdist.txt" -d "$WORK/sdist"
 TARBALL="$WORK/sdist/$SDIST_NAME-$SDIST_VERSION.tar.gz"
 [[ -f "$TARBALL" ]] || die 1 "pip did not leave $TARBALL"
 got_sha="$(sha256sum "$TARBALL" | cut -d' ' -f1)"

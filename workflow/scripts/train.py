@@ -2,10 +2,15 @@
 
 from pathlib import Path
 
-from dlbench import cli, joblog
+from dlbench import cli, joblog, locks
 
 sm = snakemake  # noqa: F821 - the object Snakemake gives a script
 
-joblog.run(sm.log[0], lambda: cli.train(sm.params.point, Path(sm.input.data).parent, Path(sm.output.metrics).parent,
-                                        sm.input.env[0] if sm.input.env else None, env=sm.params.env,
-                                        **sm.params.runner))
+
+def main() -> int:
+    with locks.live_job():  # a killed Snakemake's next run sees this job is still measuring
+        return cli.train(sm.params.point, Path(sm.input.data).parent, Path(sm.output.metrics).parent,
+                         sm.input.env[0] if sm.input.env else None, env=sm.params.env, **sm.params.runner)
+
+
+joblog.run(sm.log[0], main)
