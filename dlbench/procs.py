@@ -33,14 +33,19 @@ def kill_tree(pid: int, sig: int = signal.SIGKILL) -> None:
 
 
 def alive(pid: int) -> bool:
-    """Whether a process of this host with that pid exists (another user's counts)."""
+    """Whether a process of this host with that pid runs (another user's counts; a zombie, dead and not yet
+    reaped by whoever inherited it, does not)."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
         return False
     except PermissionError:
         return True
-    return True
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as fh:
+            return fh.read().rsplit(b")", 1)[1].split()[0] != b"Z"
+    except (OSError, IndexError):
+        return True
 
 
 def owner_tag() -> str:

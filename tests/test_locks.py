@@ -4,9 +4,16 @@ from __future__ import annotations
 
 import itertools
 import json
+import os
+import pwd
+import shutil
 import subprocess
 import sys
+import tempfile
 import time
+from pathlib import Path
+
+import pytest
 
 from dlbench.paths import ROOT
 
@@ -79,14 +86,8 @@ def test_a_free_gpu_is_taken_at_once_beside_a_busy_one(tmp_path):
 
 def test_a_lock_file_another_user_created_can_still_be_locked(tmp_path):
     """User A's lock file, 0644 in a shared folder: user B (here: nobody) locks it all the same."""
-    import os
-    import pwd
-    import shutil
 
-    import pytest
 
-    import tempfile
-    from pathlib import Path
 
     shared = Path(tempfile.mkdtemp(prefix="dlbench-shared-", dir="/tmp"))  # like /tmp itself: every user's
     shared.chmod(0o1777)
