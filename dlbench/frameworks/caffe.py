@@ -158,7 +158,7 @@ def _block(name: str, body: list[str]) -> list[str]:
 
 
 def _filler() -> list[str]:
-    """Fillers Caffe runs when it builds the net; the point's initial weights (--weights) replace their numbers."""
+    """Fillers Caffe runs when it builds the net; the point's initial weights (the solver state's) replace them."""
     return _block("weight_filler", ['type: "xavier"']) + _block("bias_filler", ['type: "constant"', "value: 0"])
 
 
