@@ -9,7 +9,7 @@ from typing import Any
 import jsonschema
 import yaml
 
-from dlbench import cluster, models, presets
+from dlbench import cluster, initialisers, models, presets
 from dlbench.datasets import catalog
 from dlbench.frameworks import registry
 from dlbench.paths import SCHEMA
@@ -63,10 +63,18 @@ def _describe(error: jsonschema.ValidationError, schema: dict) -> str:
                     "(lower-case letters, digits and _ only, starting with a letter)")
         return (f"{where}: {error.instance!r} has a character that is not allowed here (it must match "
                 f"{error.validator_value}: no spaces, quotes or line breaks)")
-    if v == "oneOf":  # envs.site's two shapes
-        variants = ", ".join(error.validator_value[1]["propertyNames"]["enum"])
-        return (f"{where}: {error.instance!r} is neither a Python's absolute path nor {{variant: path}} "
-                f"(variants: {variants})")
+    if v == "oneOf":
+        shapes = error.validator_value
+        if len(shapes) == 2 and "propertyNames" in shapes[1]:  # envs.site's two shapes
+            variants = ", ".join(shapes[1]["propertyNames"]["enum"])
+            return (f"{where}: {error.instance!r} is neither a Python's absolute path nor {{variant: path}} "
+                    f"(variants: {variants})")
+    if v in ("oneOf", "anyOf") and error.context:
+        # The alternative of the instance's own kind said why it failed (a mapping with an unknown key, say);
+        # where none did, the first alternative's complaint (not one of the names).
+        inside = [e for e in error.context
+                  if len(e.absolute_path) > len(error.absolute_path) or e.validator not in ("type", "enum")]
+        return _describe(max(inside, key=lambda e: len(e.absolute_path)) if inside else error.context[0], schema)
     if v == "required":
         return f"{where}: {error.message}"
     if v in ("minimum", "exclusiveMinimum", "maximum", "exclusiveMaximum"):
@@ -142,6 +150,10 @@ def validate(raw: dict[str, Any], *, local_cores: int | None = None,
         if preset["network"] not in models.NETWORKS:
             raise ConfigError(f"presets.{name}.network: unknown network {preset['network']!r}; "
                               f"known: {', '.join(sorted(models.NETWORKS))}")
+        try:
+            initialisers.check(preset.get("init"), models.NETWORKS[preset["network"]])
+        except initialisers.InitError as e:
+            raise ConfigError(f"presets.{name}.{e} of network {preset['network']}") from None
     known = presets.preset_names() | {"own"} | set(cfg["presets"])
     studies = {"": cfg, **{f"studies.{k}.": v for k, v in cfg.get("studies", {}).items()}}
     for where, study in studies.items():

@@ -1,8 +1,8 @@
 """Input handling of the presets, the same numpy code for every framework.
 
-Static transforms (done once): subsets, pixel scale, Caffe's mean subtraction, Torch's
-standardisation and 32x32 padding, Torch CIFAR-10's YUV with local contrast
-normalisation, and a centre crop of the test images where the preset crops.
+Static transforms (done once): subsets, a validation hold-out, pixel scale, Caffe's mean
+subtraction, Torch's 32x32 padding and standardisation, Torch CIFAR-10's YUV with local
+contrast normalisation, and a centre crop of the test images where the preset crops.
 Augmentation (TensorFlow's CIFAR-10 tutorial: random 24x24 crops, flips, brightness
 and contrast, per-image standardisation) is redrawn every epoch by `Augmenter`.
 
@@ -79,37 +79,78 @@ def per_image_standardise(x: np.ndarray) -> np.ndarray:
     return ((x - mean) / std).astype(np.float32)
 
 
-def static(train_x, train_y, test_x, test_y, cfg: dict):
-    """The once-only transforms; returns float32 arrays (train before any augmentation)."""
+def hold_out(x: np.ndarray, y: np.ndarray, fraction: float) -> tuple[tuple[np.ndarray, np.ndarray], tuple]:
+    """The last `fraction` of the training images set apart for validation (the Theano tutorial's
+    mnist.pkl.gz: the last 10,000 of MNIST's 60,000 training images, 1/6)."""
+    n = round(len(y) * fraction)
+    if not 0 < n < len(y):
+        raise ValueError(f"a validation hold-out of {fraction:g} of {len(y)} training images leaves "
+                         f"{len(y) - n} to train on and {n} to validate")
+    return (x[:-n], y[:-n]), (x[-n:], y[-n:])
+
+
+def splits(train_x, train_y, test_x, test_y, cfg: dict, holdout: float = 0.0) -> dict[str, tuple]:
+    """The once-only transforms of every split: {"train", "test"[, "validation"]: (float32 x, int64 y)}.
+
+    The training images are those after the first `skip_first` fraction (TensorFlow's MNIST reader
+    keeps the first 5,000 of 60,000, 1/12, apart for a validation its script never runs), the first
+    `train_samples` of them, less the last `holdout` fraction for validation. Every
+    statistic (mean image, global mean and std) comes from what remains for training, except with
+    `standardize: per_split`, where each split is standardised with its own (Torch's MNIST script).
+    """
+    skip = round(len(train_y) * cfg.get("skip_first", 0.0))
+    train_x, train_y = train_x[skip:], train_y[skip:]
     train_x, train_y = subset(train_x, train_y, cfg.get("train_samples"))
     test_x, test_y = subset(test_x, test_y, cfg.get("test_samples"))
+    evals = {"test": (test_x, test_y)}
+    if holdout:
+        (train_x, train_y), evals["validation"] = hold_out(train_x, train_y, holdout)
     scale = np.float32(cfg.get("scale", 1.0 / 255.0))
-    train_f, test_f = train_x.astype(np.float32), test_x.astype(np.float32)
+    train_f = train_x.astype(np.float32)
     train_f *= scale  # in place: a second 200 MB array for Fashion-MNIST would cost more than the scaling
-    test_f *= scale
+    xs = {}
+    for name, (x, _) in evals.items():
+        xs[name] = x.astype(np.float32)
+        xs[name] *= scale
     if cfg.get("mean_subtract"):  # Caffe's mean file: the per-pixel training mean
         mean = train_f.mean(axis=0, keepdims=True)
-        train_f, test_f = train_f - mean, test_f - mean
+        train_f, xs = train_f - mean, {k: v - mean for k, v in xs.items()}
     if cfg.get("yuv"):
-        train_f, test_f = rgb_to_yuv(train_f), rgb_to_yuv(test_f)
+        train_f, xs = rgb_to_yuv(train_f), {k: rgb_to_yuv(v) for k, v in xs.items()}
     if cfg.get("lcn"):  # Torch CIFAR-10: local normalisation of Y, global of U and V
-        for arr in (train_f, test_f):
+        for arr in (train_f, *xs.values()):
             arr[:, 0] = local_contrast_normalise(arr[:, 0])
         for c in range(1, train_f.shape[1]):
+            # The script subtracts the training mean and divides by MINUS the training std (its
+            # `:div(-std)`), so U and V enter with their sign flipped; kept, as the script ran.
             mean, std = train_f[:, c].mean(), train_f[:, c].std() or 1.0
-            train_f[:, c] = (train_f[:, c] - mean) / std
-            test_f[:, c] = (test_f[:, c] - mean) / std
-    if cfg.get("standardize"):  # Torch MNIST: global mean and std of the training set
-        mean, std = train_f.mean(), train_f.std() or 1.0
-        train_f, test_f = (train_f - mean) / std, (test_f - mean) / std
-    if "pad_to" in cfg:
-        train_f, test_f = pad_to(train_f, cfg["pad_to"]), pad_to(test_f, cfg["pad_to"])
+            for arr in (train_f, *xs.values()):
+                arr[:, c] = (arr[:, c] - mean) / -std
+    if "pad_to" in cfg:  # before standardising: Torch's 32x32 MNIST files hold the padding as pixels
+        train_f, xs = pad_to(train_f, cfg["pad_to"]), {k: pad_to(v, cfg["pad_to"]) for k, v in xs.items()}
+    if cfg.get("standardize") == "per_split":  # Torch MNIST: each set by its own global mean and std
+        train_f, xs = _standardised(train_f, train_f), {k: _standardised(v, v) for k, v in xs.items()}
+    elif cfg.get("standardize"):  # global mean and std of the training set
+        train_f, xs = _standardised(train_f, train_f), {k: _standardised(v, train_f) for k, v in xs.items()}
     if "crop" in cfg:
-        test_f = center_crop(test_f, cfg["crop"])
+        xs = {k: center_crop(v, cfg["crop"]) for k, v in xs.items()}
     if cfg.get("standardize_image"):
-        test_f = per_image_standardise(test_f)
-    return (np.ascontiguousarray(train_f, dtype=np.float32), train_y.astype(np.int64),
-            np.ascontiguousarray(test_f, dtype=np.float32), test_y.astype(np.int64))
+        xs = {k: per_image_standardise(v) for k, v in xs.items()}
+    out = {"train": (np.ascontiguousarray(train_f, dtype=np.float32), train_y.astype(np.int64))}
+    for name, (_, y) in evals.items():
+        out[name] = (np.ascontiguousarray(xs[name], dtype=np.float32), y.astype(np.int64))
+    return out
+
+
+def _standardised(x: np.ndarray, by: np.ndarray) -> np.ndarray:
+    mean, std = by.mean(), by.std() or 1.0
+    return (x - mean) / std
+
+
+def static(train_x, train_y, test_x, test_y, cfg: dict):
+    """The once-only transforms of the training and test splits (`splits` without a hold-out), as a 4-tuple."""
+    out = splits(train_x, train_y, test_x, test_y, cfg)
+    return (*out["train"], *out["test"])
 
 
 def augments(cfg: dict) -> bool:

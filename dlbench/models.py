@@ -5,20 +5,28 @@ have numpy and the framework, nothing else), so this module imports nothing heav
 
 Layer types and their keys:
   conv     filters, kernel, stride=1, pad=0            (weights + bias)
-  pool     mode max|avg, kernel, stride, pad=0         (Caffe's ceil rounding)
+           table: optional connection table, one list of input planes per output map
+           (Torch's SpatialConvolutionMap): a sparse convolution, only the listed planes
+           feed an output map; every map has the same number of inputs (its fan-in)
+  pool     mode max|avg, kernel, stride, pad=0         (Caffe's ceil rounding; max pooling
+           ignores the padded cells, as Caffe and Torch do)
   dense    units                                       (flattens its input)
   relu | tanh | sigmoid                                (element-wise)
   dropout  rate                                        (train only)
   lrn      size, alpha, beta, k=1    across channels, Caffe's definition:
            x / (k + alpha / size * sum of x^2 over `size` channels) ** beta
-Weights are drawn with Caffe's "xavier" filler (uniform +-sqrt(3/fan_in)), biases 0,
-so the same spec starts from the same distribution in every framework.
+conv and dense layers may carry multipliers of the point's learning rate and weight decay,
+Caffe's lr_mult and decay_mult: lr_mult, bias_lr_mult, decay_mult, bias_decay_mult (each 1
+when absent). Every adapter honours them.
+The initial weights are not part of the spec: dlbench.initialisers draws them from the
+point's scheme and seed, once, and every adapter loads the same numbers.
 The final dense layer produces the logits; softmax cross-entropy is the loss.
 """
 
 from __future__ import annotations
 
 import math
+import random
 from typing import Any
 
 Spec = dict[str, Any]
@@ -27,16 +35,59 @@ Shape = tuple[int, int, int]  # (channels, height, width)
 ACTIVATIONS = ("relu", "tanh", "sigmoid")
 
 
-def conv(filters: int, kernel: int, stride: int = 1, pad: int = 0) -> dict:
-    return {"type": "conv", "filters": filters, "kernel": kernel, "stride": stride, "pad": pad}
+MULTIPLIERS = ("lr_mult", "bias_lr_mult", "decay_mult", "bias_decay_mult")
+
+
+def conv(filters: int, kernel: int, stride: int = 1, pad: int = 0, table: list[list[int]] | None = None,
+         **mults: float) -> dict:
+    layer = {"type": "conv", "filters": filters, "kernel": kernel, "stride": stride, "pad": pad}
+    if table is not None:
+        layer["table"] = [sorted(row) for row in table]
+    return _with_mults(layer, mults)
+
+
+def _with_mults(layer: dict, mults: dict) -> dict:
+    unknown = set(mults) - set(MULTIPLIERS)
+    if unknown:
+        raise SpecError(f"unknown multiplier {sorted(unknown)[0]!r}; known: {', '.join(MULTIPLIERS)}")
+    return {**layer, **mults}
+
+
+def random_table(planes_in: int, planes_out: int, fan_in: int, seed: int) -> list[list[int]]:
+    """A random connection table: for each output map, the next `fan_in` planes of a random order of the
+    input planes, a new order drawn once the whole chunks of the last one are used up.
+
+    This is the algorithm Torch documents for nn.tables.random. The order is our own Fisher-Yates
+    shuffle driven by random.Random(seed).random() alone (the one stream Python keeps the same across
+    versions), so the table depends on the seed only and every framework gets the same one.
+    """
+    if not 1 <= fan_in <= planes_in:
+        raise SpecError(f"a connection table needs 1 <= fan_in <= input planes, got {fan_in} of {planes_in}")
+    rng = random.Random(seed)
+
+    def order() -> list[int]:
+        planes = list(range(planes_in))
+        for i in range(planes_in - 1, 0, -1):
+            j = int(rng.random() * (i + 1))
+            planes[i], planes[j] = planes[j], planes[i]
+        return planes
+
+    chunks = planes_in // fan_in
+    table, current, used = [], order(), 0
+    for _ in range(planes_out):
+        table.append(sorted(current[used * fan_in:(used + 1) * fan_in]))
+        used += 1
+        if used == chunks:
+            current, used = order(), 0
+    return table
 
 
 def pool(mode: str, kernel: int, stride: int | None = None, pad: int = 0) -> dict:
     return {"type": "pool", "mode": mode, "kernel": kernel, "stride": stride or kernel, "pad": pad}
 
 
-def dense(units: int) -> dict:
-    return {"type": "dense", "units": units}
+def dense(units: int, **mults: float) -> dict:
+    return _with_mults({"type": "dense", "units": units}, mults)
 
 
 def act(name: str) -> dict:
@@ -53,12 +104,12 @@ def lrn(size: int, alpha: float, beta: float, k: float = 1.0) -> dict:
 
 # The networks of the study's example scripts (see presets.yaml for whose they are).
 NETWORKS: dict[str, list[dict]] = {
-    # Caffe examples/mnist/lenet_train_test.prototxt
+    # Caffe examples/mnist/lenet_train_test.prototxt (biases learn at twice the rate: lr_mult 2)
     "lenet": [
-        conv(20, 5), pool("max", 2),
-        conv(50, 5), pool("max", 2),
-        dense(500), act("relu"),
-        dense(10),
+        conv(20, 5, bias_lr_mult=2), pool("max", 2),
+        conv(50, 5, bias_lr_mult=2), pool("max", 2),
+        dense(500, bias_lr_mult=2), act("relu"),
+        dense(10, bias_lr_mult=2),
     ],
     # TensorFlow mnist_deep.py
     "mnist_deep": [
@@ -74,36 +125,57 @@ NETWORKS: dict[str, list[dict]] = {
         dense(500), act("tanh"),
         dense(10),
     ],
-    # Torch demos train-on-mnist.lua (input padded to 32x32)
+    # Torch demos train-on-mnist.lua (input padded to 32x32; its first pooling pads by 1: 28 -> 10)
     "torch_mnist": [
-        conv(32, 5), act("tanh"), pool("max", 3, 3),
+        conv(32, 5), act("tanh"), pool("max", 3, 3, pad=1),
         conv(64, 5), act("tanh"), pool("max", 2),
         dense(200), act("tanh"),
         dense(10),
     ],
-    # Caffe examples/cifar10/cifar10_quick_train_test.prototxt
+    # Caffe examples/cifar10/cifar10_quick_train_test.prototxt (pool1 is MAX then ReLU, no ReLU after ip1)
     "cifar10_quick": [
-        conv(32, 5, pad=2), pool("max", 3, 2), act("relu"),
-        conv(32, 5, pad=2), act("relu"), pool("avg", 3, 2),
-        conv(64, 5, pad=2), act("relu"), pool("avg", 3, 2),
-        dense(64),
-        dense(10),
+        conv(32, 5, pad=2, bias_lr_mult=2), pool("max", 3, 2), act("relu"),
+        conv(32, 5, pad=2, bias_lr_mult=2), act("relu"), pool("avg", 3, 2),
+        conv(64, 5, pad=2, bias_lr_mult=2), act("relu"), pool("avg", 3, 2),
+        dense(64, bias_lr_mult=2),
+        dense(10, bias_lr_mult=2),
     ],
-    # TensorFlow models/tutorials/image/cifar10 (on 24x24 crops)
+    # TensorFlow models/tutorials/image/cifar10 (on 24x24 crops): weight decay on local3 and local4's
+    # weights only, never on a bias
     "tf_cifar10": [
-        conv(64, 5, pad=2), act("relu"), pool("max", 3, 2), lrn(9, 0.001, 0.75, 1.0),
-        conv(64, 5, pad=2), act("relu"), lrn(9, 0.001, 0.75, 1.0), pool("max", 3, 2),
-        dense(384), act("relu"),
-        dense(192), act("relu"),
-        dense(10),
+        conv(64, 5, pad=2, decay_mult=0, bias_decay_mult=0), act("relu"), pool("max", 3, 2),
+        lrn(9, 0.001, 0.75, 1.0),
+        conv(64, 5, pad=2, decay_mult=0, bias_decay_mult=0), act("relu"), lrn(9, 0.001, 0.75, 1.0),
+        pool("max", 3, 2),
+        dense(384, bias_decay_mult=0), act("relu"),
+        dense(192, bias_decay_mult=0), act("relu"),
+        dense(10, decay_mult=0, bias_decay_mult=0),
     ],
-    # Torch demos train-on-cifar.lua
+    # Torch demos train-on-cifar.lua: sparse convolutions (SpatialConvolutionMap with random
+    # connection tables, 3 -> 16 planes with fan-in 1, 16 -> 256 with fan-in 4), tables drawn with seed 1
     "torch_cifar10": [
-        conv(16, 5), act("tanh"), pool("max", 2),
-        conv(256, 5), act("tanh"), pool("max", 2),
+        conv(16, 5, table=random_table(3, 16, 1, seed=1)), act("tanh"), pool("max", 2),
+        conv(256, 5, table=random_table(16, 256, 4, seed=1)), act("tanh"), pool("max", 2),
         dense(128), act("tanh"),
         dense(10),
     ],
+    # The Reslab Theano tutorial's colour convnet (6_convnet_color.py), from which the study's
+    # Theano CIFAR-10 run derives
+    "reslab_cifar10": [
+        conv(4, 3), act("relu"), pool("max", 3),
+        conv(8, 3), act("relu"), pool("max", 2),
+        dense(100), act("relu"),
+        dense(10),
+    ],
+}
+
+
+# The input each network was made for (channels, height, width): Torch's MNIST is padded to 32x32,
+# TensorFlow's CIFAR-10 trains on 24x24 crops.
+INPUT_SHAPES: dict[str, Shape] = {
+    "lenet": (1, 28, 28), "mnist_deep": (1, 28, 28), "lenet5_tanh": (1, 28, 28), "torch_mnist": (1, 32, 32),
+    "cifar10_quick": (3, 32, 32), "tf_cifar10": (3, 24, 24), "torch_cifar10": (3, 32, 32),
+    "reslab_cifar10": (3, 32, 32),
 }
 
 
@@ -133,6 +205,8 @@ def shapes(layers: list[dict], input_shape: Shape) -> list[Shape | tuple[int]]:
         if kind == "conv":
             if flat is not None:
                 raise SpecError(f"layer {i}: conv after dense")
+            if "table" in layer:
+                check_table(layer, c, i)
             h = conv_out(h, layer["kernel"], layer.get("stride", 1), layer.get("pad", 0))
             w = conv_out(w, layer["kernel"], layer.get("stride", 1), layer.get("pad", 0))
             c = layer["filters"]
@@ -149,18 +223,34 @@ def shapes(layers: list[dict], input_shape: Shape) -> list[Shape | tuple[int]]:
     return out
 
 
+def check_table(layer: dict, planes_in: int, index: int = 0) -> None:
+    """A connection table fits its layer: one row per output map, planes that exist, one fan-in for all."""
+    table = layer["table"]
+    if len(table) != layer["filters"]:
+        raise SpecError(f"layer {index}: the connection table has {len(table)} rows for {layer['filters']} filters")
+    if any(not 0 <= p < planes_in for row in table for p in row):
+        raise SpecError(f"layer {index}: the connection table names an input plane beyond the {planes_in} planes "
+                        "its input has (a table is drawn for one input depth)")
+    fan_ins = {len(row) for row in table}
+    if len(fan_ins) != 1 or 0 in fan_ins or any(len(set(row)) != len(row) for row in table):
+        raise SpecError(f"layer {index}: every output map of a connection table needs the same number of distinct "
+                        "input planes")
+
+
+def connections(layer: dict, planes_in: int) -> int:
+    """Input planes feeding each output map of a conv layer: its table's fan-in, else every plane."""
+    return len(layer["table"][0]) if "table" in layer else planes_in
+
+
 def param_counts(layers: list[dict], input_shape: Shape) -> list[int]:
-    """Trainable parameters (weights + biases) per layer."""
+    """Trainable parameters (weights + biases) per layer; a sparse conv counts its connected weights only."""
     counts = []
     prev: Shape | tuple[int] = input_shape
     for layer, shape in zip(layers, shapes(layers, input_shape)):
         kind = layer["type"]
-        if kind == "conv":
-            fan_in = prev[0] * layer["kernel"] ** 2
-            counts.append(fan_in * layer["filters"] + layer["filters"])
-        elif kind == "dense":
-            fan_in = math.prod(prev)
-            counts.append(fan_in * layer["units"] + layer["units"])
+        if kind in ("conv", "dense"):
+            width = layer["filters"] if kind == "conv" else layer["units"]
+            counts.append(fan_in(layer, prev) * width + width)
         else:
             counts.append(0)
         prev = shape
@@ -178,7 +268,7 @@ def flops_per_image(layers: list[dict], input_shape: Shape) -> dict[str, int]:
     for layer, shape in zip(layers, shapes(layers, input_shape)):
         if layer["type"] == "conv":
             c_out, h, w = shape
-            forward += 2 * c_out * h * w * prev[0] * layer["kernel"] ** 2
+            forward += 2 * c_out * h * w * fan_in(layer, prev)
         elif layer["type"] == "dense":
             forward += 2 * math.prod(prev) * layer["units"]
         prev = shape
@@ -186,9 +276,26 @@ def flops_per_image(layers: list[dict], input_shape: Shape) -> dict[str, int]:
 
 
 def fan_in(layer: dict, prev: Shape | tuple[int]) -> int:
+    """Inputs of one output unit: connected planes x kernel area for a conv, the flattened input for a dense."""
     if layer["type"] == "conv":
-        return prev[0] * layer["kernel"] ** 2
+        return connections(layer, prev[0]) * layer["kernel"] ** 2
     return math.prod(prev)
+
+
+def multipliers(layer: dict) -> dict[str, tuple[float, float]]:
+    """{"lr": (weights, bias), "decay": (weights, bias)}: the layer's multipliers of the point's rate and decay."""
+    return {"lr": (float(layer.get("lr_mult", 1.0)), float(layer.get("bias_lr_mult", 1.0))),
+            "decay": (float(layer.get("decay_mult", 1.0)), float(layer.get("bias_decay_mult", 1.0)))}
+
+
+def trainable(layers: list[dict], input_shape: Shape) -> list[tuple[int, dict, Shape | tuple[int]]]:
+    """(spec index, layer, the shape of its input) of every conv and dense layer, in spec order."""
+    out, prev = [], tuple(input_shape)
+    for i, (layer, shape) in enumerate(zip(layers, shapes(layers, input_shape))):
+        if layer["type"] in ("conv", "dense"):
+            out.append((i, layer, prev))
+        prev = shape
+    return out
 
 
 def xavier_limit(fan: int) -> float:

@@ -22,7 +22,7 @@ import sys
 import time
 from pathlib import Path
 
-from dlbench import machine, memcap, models, records, sweep
+from dlbench import initialisers, machine, memcap, models, records, sweep
 from dlbench.atomic import write_json
 from dlbench.frameworks import base, registry
 from dlbench.locks import LockTimeout, measuring
@@ -37,7 +37,7 @@ CURVE_FIELDS = ("kind", "iteration", "epoch", "loss", "accuracy", "lr", "train_t
 # Record fields taken from the point itself (the rest of the point, the layer list, is summarised).
 POINT_FIELDS = ("id", "framework", "dataset", "preset", "network", "optimizer", "momentum", "weight_decay",
                 "learning_rate", "batch_size", "test_batch_size", "iterations", "epochs", "test_interval",
-                "device", "threads", "interop_threads", "library", "repeat", "seed")
+                "shuffle", "ema_decay", "device", "threads", "interop_threads", "library", "repeat", "seed")
 
 
 def read_events(path: Path) -> list[dict]:
@@ -349,15 +349,22 @@ def build_record(point: dict, events: list[dict], mon: Monitor, returncode: int,
     record["lr_policy"] = point.get("lr_policy", {}).get("name")
     record["lr_policy_json"] = json.dumps(point.get("lr_policy", {}), sort_keys=True)
     record["input_json"] = json.dumps(point.get("input", {}), sort_keys=True)
+    record["init"] = initialisers.describe(point.get("init"))  # the scheme the initial weights were drawn from
+    record["validation_json"] = json.dumps(point.get("validation"), sort_keys=True) if point.get("validation") else None
     record.update(status=status, reason=reason, returncode=returncode)
     record["params"] = models.param_count(point["layers"], shape)
     record["flops_per_image_train"] = models.flops_per_image(point["layers"], shape)["train"]
     for key in ("train_time_s", "test_time_s", "interval_test_time_s", "augment_time_s", "accuracy", "test_loss",
                 "final_loss", "epochs_trained", "images_trained", "throughput_img_s", "test_throughput_img_s",
-                "train_samples", "test_samples"):
+                "train_samples", "test_samples", *base.PROCEDURE_FIELDS):
         record[key] = result.get(key)
-    # `iterations` is the length actually planned (from epochs where the point gives epochs), for every status.
-    record["iterations"] = record["iterations_planned"] = plan.get("total_iterations")
+    data = next((e for e in events if e["e"] == "data"), {})
+    if record["validation_samples"] is None and data.get("validation_samples") is not None:
+        record["validation_samples"] = data["validation_samples"]  # held out, though the point did not finish
+    # `iterations_planned` is the length planned (from epochs where the point gives epochs); `iterations` the
+    # length trained (fewer where early stopping ended it), the plan's where the point did not finish.
+    record["iterations_planned"] = plan.get("total_iterations")
+    record["iterations"] = result.get("iterations") or record["iterations_planned"]
     steps = [e for e in events if e["e"] == "step"]
     record["iterations_done"] = steps[-1]["iteration"] if steps else 0
     if status != "ok" and steps:

@@ -8,7 +8,7 @@ import json
 import math
 import re
 
-from dlbench import models, presets
+from dlbench import initialisers, models, presets
 from dlbench.datasets import catalog
 
 # Sweep axes that override a preset's value, in the order they appear in ids.
@@ -198,6 +198,10 @@ def _point(dataset, framework, preset_name, how, s, run_axes, repeat, cfg, scale
         "iterations": _scaled(iterations, scale, whole=True) if iterations else None,
         "epochs": _scaled(epochs, scale, whole=False) if epochs else None,
         "test_interval": s.get("test_interval"),
+        "init": initialisers.normalise(s.get("init")),
+        "shuffle": bool(s.get("shuffle", True)),
+        "ema_decay": s.get("ema_decay"),
+        "validation": s.get("validation"),
         "device": run_axes["device"],
         "threads": int(run_axes["threads"]),
         "library": run_axes["library"],

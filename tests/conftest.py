@@ -8,7 +8,7 @@ import pytest
 
 from dlbench import envs, runner
 from dlbench.datasets import prepare
-from dlbench.sweep import one_point
+from dlbench.sweep import one_point, point_id
 
 
 def pytest_configure(config):
@@ -44,10 +44,14 @@ def env_python():
 
 @pytest.fixture
 def train(env_python, digits_dir, tmp_path):
-    """Train one point for real and return its record."""
+    """Train one point for real and return its record; `update` changes the point's settings before it runs."""
 
-    def run(framework: str, preset: str = "caffe", *, dataset_dir: Path | None = None, runner_kw=None, **sweep_values):
+    def run(framework: str, preset: str = "caffe", *, dataset_dir: Path | None = None, runner_kw=None,
+            update: dict | None = None, **sweep_values):
         point = one_point(framework, preset, **sweep_values)
+        if update:
+            point.update(update)
+            point["id"] = point_id({k: v for k, v in point.items() if k != "id"})
         out = tmp_path / framework / point["id"]
         record = runner.run_point(point, dataset_dir or digits_dir, out, python=env_python(framework),
                                   **(runner_kw or {}))

@@ -167,3 +167,17 @@ def test_interop_threads_are_tensorflows_alone():
 def test_a_library_a_framework_cannot_honour_names_framework_key_and_values():
     msg = error_of({**BASE, "frameworks": ["caffe"], "sweep": {"library": ["no_onednn"]}})
     assert msg.startswith("sweep.library: caffe cannot honour 'no_onednn' (it accepts: default)")
+
+
+def test_a_custom_initialiser_must_fit_its_network():
+    preset = {"network": "lenet", "optimizer": "sgd", "learning_rate": 0.1, "batch_size": 8, "epochs": 1,
+              "init": {"name": "gaussian", "std": [0.1, 0.1]}}
+    msg = error_of({**BASE, "preset": ["mine"], "presets": {"mine": preset}})
+    assert "presets.mine" in msg and "2 values for 4" in msg and "lenet" in msg
+    ok = dict(preset, init="torch", shuffle=False, ema_decay=0.99,
+              validation={"fraction": 0.1, "patience": 100}, input={"standardize": "per_split", "skip_first": 0.1})
+    validate({**BASE, "preset": ["mine"], "presets": {"mine": ok}})
+    msg = error_of({**BASE, "preset": ["mine"], "presets": {"mine": dict(preset, init="he")}})
+    assert msg.startswith("presets.mine.init: 'he' is not allowed") and "torch" in msg
+    msg = error_of({**BASE, "preset": ["mine"], "presets": {"mine": dict(preset, init={"name": "gaussian", "sd": 1})}})
+    assert msg == "unknown key 'sd' in presets.mine.init; allowed keys: bias, bias_std, name, std"

@@ -1,9 +1,11 @@
 """Every adapter builds the same network from the same spec: one forward pass, same weights, same numbers.
 
-For each network, random canonical weights (xavier-like, so activations stay O(1)) and a fixed
-random batch are drawn here with numpy; dlbench.testing.forward runs the pass in each framework's
-environment (all networks of a framework in one process, the four frameworks at once), and
-PyTorch's result is the reference.
+For each network, random canonical weights (xavier-like, so activations stay O(1); a sparse
+conv's unconnected weights 0) and a fixed random batch are drawn here with numpy;
+dlbench.testing.forward runs the pass in each framework's environment (all networks of a
+framework in one process, the four frameworks at once), and PyTorch's result is the reference.
+Every network of dlbench/models.py is checked, among them the padded pooling of torch_mnist,
+the sparse convolutions of torch_cifar10 and the Reslab net.
 
 Tolerances (float32 everywhere):
   logits  max |logits - PyTorch's logits| <= 1e-4 * (1 + max |PyTorch's logits|), every framework,
@@ -21,21 +23,14 @@ import subprocess
 import numpy as np
 import pytest
 
-from dlbench import models
+from dlbench import initialisers, models
 from dlbench.frameworks import registry
 from dlbench.paths import ROOT as REPO
+from dlbench.sweep import one_point
 
 pytestmark = pytest.mark.slow
 
-NETWORKS = {
-    "lenet": (1, 28, 28),
-    "mnist_deep": (1, 28, 28),
-    "lenet5_tanh": (1, 28, 28),
-    "torch_mnist": (1, 32, 32),
-    "cifar10_quick": (3, 32, 32),
-    "tf_cifar10": (3, 24, 24),
-    "torch_cifar10": (3, 32, 32),
-}
+NETWORKS = dict(models.INPUT_SHAPES)
 FRAMEWORKS = registry.names()
 REFERENCE = "pytorch"
 BATCH = 16
@@ -55,6 +50,8 @@ def canonical_weights(layers: list[dict], shape: tuple[int, int, int], rng: np.r
                 w_shape = (layer["units"], int(np.prod(prev)))
             limit = models.xavier_limit(models.fan_in(layer, prev))
             out[f"W{j}"] = rng.uniform(-limit, limit, w_shape).astype(np.float32)
+            if "table" in layer:
+                out[f"W{j}"] *= initialisers.connection_mask(layer, prev[0])
             out[f"b{j}"] = rng.uniform(-0.1, 0.1, w_shape[0]).astype(np.float32)  # non-zero: the biases count
             j += 1
         prev = next_shape
@@ -137,3 +134,71 @@ def test_forward_pass_agrees_with_pytorch(results, framework, network):
     assert loss_diff <= LOSS_TOL * ref["loss"], (
         f"{framework} {network}: loss {got['loss']!r} vs PyTorch's {ref['loss']!r} "
         f"(relative {loss_diff / ref['loss']:.3g})")
+
+
+# A sparse conv between two dense-connected layers, on the 28x28 digits: 8 planes -> 16 maps,
+# each map fed by 2 planes of a seeded random table.
+SPARSE_NET = [models.conv(8, 3, pad=1), models.act("tanh"),
+              models.conv(16, 3, table=models.random_table(8, 16, 2, seed=3)), models.act("tanh"),
+              models.pool("max", 2), models.dense(10)]
+
+
+def trained(env_python, framework: str, point: dict, digits_dir, tmp_path) -> tuple[dict, list[dict]]:
+    """The point trained by the framework's adapter (dlbench.testing.trained): its weights, and its events."""
+    point = dict(point, framework=framework)
+    work = tmp_path / framework
+    work.mkdir()
+    (work / "point.json").write_text(json.dumps(point))
+    env = {"PYTHONPATH": str(REPO), "PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": os.environ["HOME"],
+           "CUDA_VISIBLE_DEVICES": "", "TF_CPP_MIN_LOG_LEVEL": "2", "OMP_NUM_THREADS": "1",
+           "OPENBLAS_NUM_THREADS": "1"}
+    proc = subprocess.run([env_python(framework), "-m", "dlbench.testing.trained", str(work / "point.json"),
+                           str(digits_dir), str(work / "events.jsonl"), str(work / "w.npz")], cwd=REPO,
+                          env=env, capture_output=True, text=True, timeout=900)
+    assert proc.returncode == 0, (proc.stdout + proc.stderr)[-3000:]
+    events = [json.loads(line) for line in (work / "events.jsonl").read_text().splitlines()]
+    with np.load(work / "w.npz") as f:
+        return {k: f[k] for k in f.files}, events
+
+
+@pytest.mark.parametrize("framework", FRAMEWORKS)
+def test_unconnected_weights_stay_zero_through_training(env_python, digits_dir, tmp_path, framework):
+    """A few real SGD steps (momentum, weight decay, a moving average) on the digits: the connected weights move,
+    the unconnected ones are still exactly 0; Caffe's grouped convolution holds the connected weights only."""
+    point = one_point(framework, "caffe", iterations=25, batch_size=16, threads=1)
+    point.update(network="sparse_test", layers=SPARSE_NET, test_interval=10, learning_rate=0.05, ema_decay=0.99)
+    weights, events = trained(env_python, framework, point, digits_dir, tmp_path)
+    final = [e for e in events if e["e"] == "test"][-1]
+    assert 0.0 <= final["accuracy"] <= 1.0 and final["iteration"] == 25
+    w0, w = weights["init_W1"], weights["W1"]
+    table = SPARSE_NET[2]["table"]
+    if framework == "caffe":
+        assert w.shape == (16, 2, 3, 3)  # one group per output map: only the connected weights exist
+        connected, after = w0, w
+    else:
+        mask = initialisers.connection_mask(SPARSE_NET[2], 8)[:, :, 0, 0].astype(bool)
+        assert w.shape == (16, 8, 3, 3)
+        assert np.count_nonzero(w0[~mask]) == 0 and np.count_nonzero(w[~mask]) == 0, "an unconnected weight moved"
+        connected, after = w0[mask], w[mask]
+        assert connected.size == 16 * 2 * 9
+    assert np.abs(after - connected).max() > 1e-4, "training did not move the connected weights"
+    assert sum(len(row) for row in table) * 9 == connected.size
+
+
+def test_every_framework_starts_from_the_same_weights_and_takes_the_same_steps(env_python, digits_dir, tmp_path):
+    """Caffe's LeNet preset, 20 steps on the digits: the same initial weights, the same batches (file order), the same
+    updates (momentum, decay, bias lr_mult 2, inv policy) in every framework. PyTorch, TensorFlow and Caffe end
+    within 1e-3 of each other on every weight; Theano on every weight matrix, while its biases differ more: its
+    max-pooling gradient goes to every tied maximum (the blank background), the others' to one."""
+    point = one_point("pytorch", "caffe", iterations=20, threads=1)
+    point["test_interval"] = 7  # Caffe snapshots its final weights
+    runs = {fw: trained(env_python, fw, point, digits_dir, tmp_path)[0] for fw in FRAMEWORKS}
+    ref = runs[REFERENCE]
+    for j in range(4):
+        assert np.abs(ref[f"W{j}"] - ref[f"init_W{j}"]).max() > 5e-3  # they moved
+        for fw, got in runs.items():
+            assert np.array_equal(got[f"init_W{j}"], ref[f"init_W{j}"]), fw
+            names = (f"W{j}", f"b{j}") if fw != "theano" else (f"W{j}",)
+            for name in names:
+                diff = float(np.abs(got[name] - ref[name]).max())
+                assert diff < (1e-3 if fw != "theano" else 3e-3), f"{fw} {name}: {diff:.3g} from PyTorch's"

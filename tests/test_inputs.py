@@ -51,6 +51,48 @@ def test_caffe_mean_subtraction_uses_the_training_mean():
     assert np.allclose(tx.mean(axis=0), 0) and np.allclose(vx, -10)
 
 
+def test_a_validation_hold_out_is_the_last_training_images_and_takes_no_part_in_the_statistics():
+    x = np.arange(12, dtype=np.uint8).reshape(12, 1, 1, 1) * 10
+    y = np.arange(12)
+    out = inputs.splits(x, y, x[:2], y[:2], {"scale": 1.0, "mean_subtract": True}, holdout=1 / 6)
+    assert list(out["train"][1]) == list(range(10)) and list(out["validation"][1]) == [10, 11]
+    mean = 45.0  # of the ten training images only
+    assert np.allclose(out["validation"][0].ravel(), [100 - mean, 110 - mean])
+    assert np.allclose(out["test"][0].ravel(), [0 - mean, 10 - mean])
+    with pytest.raises(ValueError, match="leaves 0 to train on"):
+        inputs.splits(x, y, x, y, {}, holdout=0.99)
+
+
+def test_the_first_fraction_can_be_skipped_as_tensorflows_reader_does():
+    x = np.zeros((60, 1, 2, 2), np.uint8)
+    y = np.arange(60)
+    train = inputs.splits(x, y, x, y, {"skip_first": 1 / 12})["train"]
+    assert list(train[1]) == list(range(5, 60))
+
+
+def test_torch_mnist_pads_then_standardises_each_split_by_its_own_statistics():
+    rng = np.random.RandomState(0)
+    train = (rng.rand(20, 1, 28, 28) * 255).astype(np.uint8)
+    test = (rng.rand(10, 1, 28, 28) * 100).astype(np.uint8)  # another brightness: its own mean and std
+    cfg = {"scale": 1 / 255, "pad_to": 32, "standardize": "per_split"}
+    tx, _, vx, _ = inputs.static(train, np.zeros(20), test, np.zeros(10), cfg)
+    assert tx.shape == (20, 1, 32, 32)
+    for arr in (tx, vx):  # the padding is part of the images the statistics come from
+        assert abs(arr.mean()) < 1e-4 and arr.std() == pytest.approx(1.0, abs=1e-4)
+        assert arr[0, 0, 0, 0] < 0 and np.allclose(arr[:, :, :2], arr[0, 0, 0, 0])
+    _, _, by_train, _ = inputs.static(train, np.zeros(20), test, np.zeros(10), {**cfg, "standardize": True})
+    assert by_train.mean() < -0.5  # the darker test set, by the training statistics
+
+
+def test_torch_cifar10_divides_u_and_v_by_minus_their_std():
+    rng = np.random.RandomState(0)
+    x = (rng.rand(8, 3, 32, 32) * 255).astype(np.uint8)
+    tx, *_ = inputs.static(x, np.zeros(8), x, np.zeros(8), {"yuv": True, "lcn": True})
+    yuv = inputs.rgb_to_yuv(x.astype(np.float32) / 255)
+    u = yuv[:, 1]
+    assert np.allclose(tx[:, 1], -(u - u.mean()) / u.std(), atol=1e-4)
+
+
 def test_augmenter_crops_flips_and_redraws_each_epoch():
     rng = np.random.RandomState(1)
     src = rng.rand(50, 3, 32, 32).astype(np.float32)

@@ -1,8 +1,14 @@
-"""The network specs: shapes, parameter counts and FLOPs computed from the spec alone."""
+"""The network specs: shapes, parameter counts and FLOPs computed from the spec alone, and every adapter's count."""
+
+import json
+import os
+import subprocess
 
 import pytest
 
 from dlbench import models
+from dlbench.frameworks import registry
+from dlbench.paths import ROOT as REPO
 
 
 def test_lenet_shapes_and_parameters():
@@ -48,3 +54,91 @@ def test_resolve_sizes_the_logits_and_rejects_unknown_networks():
 def test_a_network_too_deep_for_its_input_is_refused():
     with pytest.raises(models.SpecError, match="no pixels"):
         models.shapes(models.resolve("lenet", 10), (1, 8, 8))
+
+
+def test_torch_mnist_pools_with_padding_as_its_script_did():
+    """SpatialMaxPooling(3, 3, 3, 3, 1, 1): 28 -> 10 after the first pooling, 3x3 maps at the end, 576 inputs."""
+    layers = models.resolve("torch_mnist", 10)
+    pools = [layer for layer in layers if layer["type"] == "pool"]
+    assert pools[0] == {"type": "pool", "mode": "max", "kernel": 3, "stride": 3, "pad": 1}
+    shapes = models.shapes(layers, (1, 32, 32))
+    assert shapes[2] == (32, 10, 10) and shapes[5] == (64, 3, 3)
+    assert models.pool_out(28, 3, 3, 1) == 10 and models.pool_out(10 - 4, 2, 2, 0) == 3
+    # Caffe drops a last window that would start in the padding: 4 + 2*1 with kernel 2, stride 2 -> 3, not 4
+    assert models.pool_out(4, 2, 2, 1) == 3
+
+
+def test_connection_tables_follow_the_documented_algorithm():
+    """Each output map takes the next fan_in planes of a random order; a new order once its whole chunks are used."""
+    table = models.random_table(16, 256, 4, seed=1)
+    assert table == models.random_table(16, 256, 4, seed=1)  # seeded: the same table every time, every framework
+    assert table != models.random_table(16, 256, 4, seed=2)
+    assert all(len(row) == 4 and len(set(row)) == 4 for row in table)
+    for start in range(0, 256, 4):  # every order of the 16 planes is used up in 4 chunks of 4
+        assert sorted(p for row in table[start:start + 4] for p in row) == list(range(16))
+    small = models.random_table(3, 16, 1, seed=1)
+    assert all(sorted(r[0] for r in small[i:i + 3]) == [0, 1, 2] for i in range(0, 15, 3))
+    assert models.random_table(5, 4, 2, seed=0)  # 5 planes, chunks of 2: the fifth plane waits for a new order
+    with pytest.raises(models.SpecError, match="fan_in"):
+        models.random_table(3, 4, 4, seed=1)
+
+
+def test_torch_cifar10_is_sparse_and_counts_its_connected_weights_only():
+    layers = models.resolve("torch_cifar10", 10)
+    assert [len(layer["table"][0]) for layer in layers if layer["type"] == "conv"] == [1, 4]
+    # 16 kernels of 5x5 + 16 biases, 1,024 kernels + 256 biases, then 6,400 -> 128 -> 10
+    want = (16 * 25 + 16) + (256 * 4 * 25 + 256) + (6400 * 128 + 128) + (128 * 10 + 10)
+    assert models.param_count(layers, (3, 32, 32)) == want == 846_890
+    flops = models.flops_per_image(layers, (3, 32, 32))["forward"]
+    assert flops == 2 * (16 * 28 * 28 * 25 + 256 * 10 * 10 * 4 * 25 + 6400 * 128 + 128 * 10)
+
+
+def test_a_table_that_does_not_fit_its_input_is_refused():
+    bad = [models.conv(4, 3, table=[[0], [1], [2], [5]]), models.dense(10)]
+    with pytest.raises(models.SpecError, match="beyond the 3 planes"):
+        models.shapes(bad, (3, 8, 8))
+    uneven = [models.conv(2, 3, table=[[0], [1, 2]]), models.dense(10)]
+    with pytest.raises(models.SpecError, match="same number"):
+        models.shapes(uneven, (3, 8, 8))
+    with pytest.raises(models.SpecError, match="rows for 3 filters"):
+        models.shapes([models.conv(3, 3, table=[[0]]), models.dense(10)], (3, 8, 8))
+
+
+def test_the_reslab_colour_convnet():
+    layers = models.resolve("reslab_cifar10", 10)
+    shapes = models.shapes(layers, (3, 32, 32))
+    assert shapes[2] == (4, 10, 10) and shapes[5] == (8, 4, 4) and shapes[-1] == (10,)
+    assert models.param_count(layers, (3, 32, 32)) == (4 * 27 + 4) + (8 * 36 + 8) + (128 * 100 + 100) + 1010
+
+
+def test_multipliers_say_what_each_example_decays_and_speeds_up():
+    tf = [layer for layer in models.resolve("tf_cifar10", 10) if layer["type"] in ("conv", "dense")]
+    assert [models.multipliers(layer)["decay"] for layer in tf] == [(0, 0), (0, 0), (1, 0), (1, 0), (0, 0)]
+    lenet = [layer for layer in models.resolve("lenet", 10) if layer["type"] in ("conv", "dense")]
+    assert {models.multipliers(layer)["lr"] for layer in lenet} == {(1.0, 2.0)}
+    assert models.multipliers(models.dense(5)) == {"lr": (1.0, 1.0), "decay": (1.0, 1.0)}
+    with pytest.raises(models.SpecError, match="unknown multiplier"):
+        models.dense(5, lr_multiplier=2)
+
+
+PARAMS = """
+import importlib, json, sys
+from dlbench import models
+adapter = importlib.import_module("dlbench.frameworks." + sys.argv[1]).ADAPTER
+print(json.dumps({net: adapter.params(models.resolve(net, 10), shape) for net, shape in models.INPUT_SHAPES.items()}))
+"""
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("framework", registry.names())
+def test_every_framework_builds_the_parameters_of_the_spec(env_python, framework):
+    """Each adapter's own count of the network it builds (a masked conv: its connected weights) is the spec's."""
+    env = {"PYTHONPATH": str(REPO), "PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": os.environ["HOME"],
+           "CUDA_VISIBLE_DEVICES": "", "TF_CPP_MIN_LOG_LEVEL": "2", "OMP_NUM_THREADS": "1"}
+    proc = subprocess.run([env_python(framework), "-c", PARAMS, framework], capture_output=True, text=True, cwd=REPO,
+                          env=env, timeout=900)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    counts = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert counts == {net: models.param_count(models.resolve(net, 10), shape)
+                      for net, shape in models.INPUT_SHAPES.items()}
+    assert counts["lenet"] == 431_080 and counts["torch_cifar10"] == 846_890

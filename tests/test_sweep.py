@@ -36,6 +36,34 @@ def test_own_preset_gives_each_framework_its_defaults():
                      "preset": ["own"]})
     nets = {p["framework"]: p["network"] for p in points}
     assert nets == {"pytorch": "torch_mnist", "tensorflow": "mnist_deep", "theano": "lenet5_tanh", "caffe": "lenet"}
+    inits = {p["framework"]: p["init"]["name"] for p in points}
+    assert inits == {"pytorch": "torch", "tensorflow": "truncated_normal", "theano": "theano", "caffe": "xavier"}
+    shuffled = {p["framework"]: p["shuffle"] for p in points}
+    assert shuffled == {"pytorch": False, "tensorflow": True, "theano": False, "caffe": False}
+    theano = next(p for p in points if p["framework"] == "theano")
+    assert theano["validation"]["patience"] == 10000 and theano["ema_decay"] is None
+
+
+def test_a_cross_applied_preset_brings_its_network_initialiser_and_procedure():
+    points = expand({"datasets": ["cifar10"], "frameworks": ["pytorch", "caffe"], "preset": ["tensorflow", "theano"]})
+    for p in points:
+        if p["preset"] == "tensorflow":
+            assert p["network"] == "tf_cifar10" and p["ema_decay"] == 0.9999 and p["init"]["name"] == "truncated_normal"
+        else:
+            assert p["network"] == "reslab_cifar10" and p["init"] == {"name": "gaussian", "std": 0.1, "bias_std": 0.1}
+            assert (p["momentum"], p["learning_rate"], p["batch_size"], p["epochs"]) == (0.9, 0.01, 50, 50)
+
+
+def test_torch_cifar10_decays_its_rate_as_its_script_and_the_paper_runs_torch_on_everything():
+    (p,) = expand({"datasets": ["cifar10"], "frameworks": ["pytorch"], "preset": ["own"]})
+    assert p["lr_policy"] == {"name": "decay", "decay": 5e-7} and p["input"]["train_samples"] == 2000
+    (full,) = expand({"datasets": ["cifar10"], "frameworks": ["pytorch"], "preset": ["own"], "full": True})
+    assert "train_samples" not in full["input"] and "test_samples" not in full["input"]
+    import yaml
+
+    from dlbench.paths import ROOT
+
+    assert yaml.safe_load((ROOT / "config/paper.yaml").read_text())["full"] is True
 
 
 def test_ids_are_stable_and_path_safe():

@@ -6,7 +6,8 @@ Every adapter is an `Adapter` (one contract: prepare, load, info, train, forward
 `Adapter.run` drives it the same way for every framework, so the plan, the events and the
 result record are made in one place. The PyTorch, TensorFlow and Theano adapters are
 `SteppedAdapter`s (build, train_step, take_loss, evaluate): the training loop, the clocks,
-the learning-rate schedule, the batch order and the divergence check are shared code.
+the learning-rate schedule, the batch order, the validation with early stopping and the
+divergence check are shared code.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from pathlib import Path
 
 import numpy as np
 
+from dlbench import initialisers, models
 from dlbench import inputs as input_handling
 from dlbench import lr as lr_policies
 from dlbench.datasets import store
@@ -80,6 +82,8 @@ class Inputs:
     classes: int
     digest: str
     augmenter: input_handling.Augmenter | None = None  # redraws train_x each epoch where the preset augments
+    val_x: np.ndarray | None = None  # the validation hold-out, where the point validates
+    val_y: np.ndarray | None = None
 
     @property
     def shape(self) -> tuple[int, int, int]:
@@ -113,20 +117,45 @@ def no_hugepage_advice():
 
 def load_inputs(dataset_dir: str | os.PathLike, point: dict) -> Inputs:
     cfg = point.get("input", {})
+    holdout = (point.get("validation") or {}).get("fraction", 0.0)
     with no_hugepage_advice():
         arrays, meta = store.load(dataset_dir)
-        train_x, train_y, test_x, test_y = input_handling.static(
-            arrays["train_x"], arrays["train_y"], arrays["test_x"], arrays["test_y"], cfg)
+        split = input_handling.splits(arrays["train_x"], arrays["train_y"], arrays["test_x"], arrays["test_y"], cfg,
+                                      holdout)
+    (train_x, train_y), (test_x, test_y) = split["train"], split["test"]
+    val_x, val_y = split.get("validation", (None, None))
     augmenter = None
     if input_handling.augments(cfg):
         augmenter = input_handling.Augmenter(train_x, cfg, point["seed"])
         train_x = augmenter()
-    return Inputs(train_x, train_y, test_x, test_y, int(meta["classes"]), meta["digest"], augmenter)
+    return Inputs(train_x, train_y, test_x, test_y, int(meta["classes"]), meta["digest"], augmenter, val_x, val_y)
+
+
+def initial_weights(point: dict, input_shape: tuple[int, int, int]) -> list[tuple[np.ndarray, np.ndarray]]:
+    """The point's initial (W, b) per conv and dense layer, canonical layout: the same numbers in every framework."""
+    return initialisers.draw(point["layers"], tuple(input_shape), point.get("init"), point["seed"])
+
+
+def ema_rate(decay: float, updates: int) -> float:
+    """The moving average's decay after `updates` updates: TensorFlow's rule with num_updates,
+    min(decay, (1 + updates) / (10 + updates)), so that the average follows the weights early on."""
+    return min(decay, (1.0 + updates) / (10.0 + updates))
+
+
+def parameter_groups(layers: list[dict]) -> list[tuple[float, float]]:
+    """(lr multiplier, decay multiplier) of every parameter, in the order W0, b0, W1, b1, ... of the
+    conv and dense layers: the spec's lr_mult / decay_mult (weights) and bias_lr_mult / bias_decay_mult."""
+    out = []
+    for layer in layers:
+        if layer["type"] in ("conv", "dense"):
+            m = models.multipliers(layer)
+            out += [(m["lr"][0], m["decay"][0]), (m["lr"][1], m["decay"][1])]
+    return out
 
 
 @dataclass
 class Plan:
-    """How long a point trains and when it reports, in iterations."""
+    """How long a point trains and when it reports, in iterations (at most: early stopping may end it sooner)."""
 
     total_iterations: int
     steps_per_epoch: int
@@ -147,15 +176,52 @@ class Plan:
                    lr_policies.normalise(point.get("lr_policy", {"name": "fixed"}), train_size, point["batch_size"]))
 
 
-def batch_order(n: int, batch_size: int, seed: int):
-    """Endless batches of indices: a new permutation each epoch, wrapping across epochs like Caffe's readers."""
+def batch_order(n: int, batch_size: int, seed: int, shuffle: bool = True):
+    """Endless batches of indices, wrapping across epochs like Caffe's readers: a new permutation each
+    epoch, or (shuffle False) the file order every epoch, as Caffe's LMDB, Torch's and Theano's scripts read."""
     rng = np.random.RandomState(seed)
     pending = np.empty(0, dtype=np.int64)
     while True:
         while len(pending) < batch_size:
-            pending = np.concatenate([pending, rng.permutation(n).astype(np.int64)])
+            epoch = rng.permutation(n) if shuffle else np.arange(n)
+            pending = np.concatenate([pending, epoch.astype(np.int64)])
         yield pending[:batch_size]
         pending = pending[batch_size:]
+
+
+class EarlyStopping:
+    """The Theano tutorial's patience rule, validated every `every` iterations.
+
+    Counting iterations from 0 as the tutorial does (`it` = iterations done - 1): a validation error
+    below the best is the new best; below best x threshold it also raises the patience to
+    it x increase; training stops once the patience is at most `it`. Validation comes every
+    min(steps per epoch, patience // 2) iterations.
+    """
+
+    def __init__(self, cfg: dict, steps_per_epoch: int):
+        self.patience = int(cfg["patience"])
+        self.increase = float(cfg.get("patience_increase", 2.0))
+        self.threshold = float(cfg.get("improvement_threshold", 0.995))
+        self.every = max(1, min(steps_per_epoch, self.patience // 2))
+        self.best_error = math.inf
+        self.best_iteration: int | None = None
+        self.best_accuracy: float | None = None
+
+    def due(self, done: int) -> bool:
+        return done % self.every == 0
+
+    def record(self, done: int, accuracy: float) -> bool:
+        """A validation after `done` iterations; whether it is the best so far (its weights to be kept)."""
+        error = 1.0 - accuracy
+        if error >= self.best_error:
+            return False
+        if error < self.best_error * self.threshold:
+            self.patience = max(self.patience, int((done - 1) * self.increase))
+        self.best_error, self.best_iteration, self.best_accuracy = error, done, accuracy
+        return True
+
+    def should_stop(self, done: int) -> bool:
+        return self.patience <= done - 1
 
 
 @dataclass
@@ -171,7 +237,11 @@ class Loaded:
 
 @dataclass
 class Outcome:
-    """What an adapter's train() measured: clocks (seconds) and the final test on the whole test split."""
+    """What an adapter's train() measured: clocks (seconds) and the final test on the whole test split.
+
+    iterations: those trained where fewer than planned (early stopping). extra: what the record should
+    say of the point's procedure (validation, early stopping, moving average), see `procedure_fields`.
+    """
 
     train_time_s: float
     test_time_s: float
@@ -180,11 +250,25 @@ class Outcome:
     final_loss: float
     interval_test_time_s: float = 0.0
     augment_time_s: float = 0.0
+    iterations: int | None = None
+    extra: dict = field(default_factory=dict)
+
+
+# The record's columns for the training procedure, with the value of a point that has none of it.
+PROCEDURE_FIELDS = {
+    "validation_samples": 0,  # images held out of training for validation
+    "best_validation_iteration": None,  # the iteration whose weights were tested (early stopping)
+    "best_validation_accuracy": None,
+    "stopped_early_at": None,  # the last iteration trained, where the patience ran out before the plan
+    "accuracy_at_best": None,  # test accuracy of the best-validation weights (= accuracy where validating)
+    "ema": None,  # "applied (decay d)", or "not applied: why", where the point asks for a moving average
+}
 
 
 def result(point: dict, plan: Plan, loaded: Loaded, outcome: Outcome) -> dict:
     """The trainer's `result` event: the one place its fields are made, for every adapter."""
-    images = plan.total_iterations * point["batch_size"]
+    iterations = outcome.iterations or plan.total_iterations
+    images = iterations * point["batch_size"]
     train_s, test_s = outcome.train_time_s, outcome.test_time_s
     return {
         "train_time_s": train_s,
@@ -194,13 +278,14 @@ def result(point: dict, plan: Plan, loaded: Loaded, outcome: Outcome) -> dict:
         "accuracy": outcome.accuracy,
         "test_loss": outcome.test_loss,
         "final_loss": outcome.final_loss,
-        "iterations": plan.total_iterations,
-        "epochs_trained": plan.total_iterations / plan.steps_per_epoch,
+        "iterations": iterations,
+        "epochs_trained": iterations / plan.steps_per_epoch,
         "images_trained": images,
         "throughput_img_s": images / train_s if train_s else None,
         "test_throughput_img_s": loaded.test_samples / test_s if test_s else None,
         "train_samples": loaded.train_samples,
         "test_samples": loaded.test_samples,
+        **PROCEDURE_FIELDS, **outcome.extra,
     }
 
 
@@ -253,6 +338,12 @@ class Adapter(ABC):
         in, kh, kw) applied as a cross-correlation, dense W (out, in) on the input flattened in C, H, W
         order; one (W, b) per conv and dense layer), run in inference mode on x (N, C, H, W): the logits
         and the mean softmax cross-entropy against y. It shows that every framework builds the same network."""
+
+    @staticmethod
+    @abstractmethod
+    def params(layers: list[dict], input_shape: tuple[int, int, int]) -> int:
+        """Trainable parameters of the network of `layers` as this adapter builds it, counting a sparse conv's
+        connected weights only (masked weights are not parameters): it must equal models.param_count."""
 
     def close(self) -> None:  # noqa: B027 (an optional hook)
         """Release what prepare() and load() made (temporary files, child processes)."""
@@ -322,15 +413,22 @@ class SteppedAdapter(Adapter):
     """An adapter whose training loop runs in Python, one step at a time: PyTorch, TensorFlow, Theano.
 
     It implements build, train_step, take_loss and evaluate (and compile, sync, set_train_data where
-    the framework needs them); `train` is the loop they share, so that the clocks, the learning-rate
-    schedule, the batch order, the reports and the divergence check are the same code for all of them.
+    the framework needs them; keep_best and restore_best for early stopping); `train` is the loop they
+    share, so that the clocks, the learning-rate schedule, the batch order, the validation and early
+    stopping, the reports and the divergence check are the same code for all of them.
+
+    build() starts the network from initial_weights(point, shape) and honours the spec's per-layer
+    multipliers (parameter_groups), and, where the point has `ema_decay`, keeps a moving average of the
+    weights (updated after every step at ema_rate) that evaluate() then uses.
     """
 
     inputs: Inputs
 
     def load(self) -> Loaded:
         self.inputs = load_inputs(self.dataset_dir, self.point)
-        return Loaded(len(self.inputs.train_y), len(self.inputs.test_y), self.inputs.digest, list(self.inputs.shape))
+        extra = {"validation_samples": len(self.inputs.val_y)} if self.inputs.val_y is not None else {}
+        return Loaded(len(self.inputs.train_y), len(self.inputs.test_y), self.inputs.digest, list(self.inputs.shape),
+                      extra)
 
     @abstractmethod
     def build(self) -> None:
@@ -348,8 +446,22 @@ class SteppedAdapter(Adapter):
         """The mean training loss since the last call (synchronises)."""
 
     @abstractmethod
-    def evaluate(self) -> tuple[float, float]:
-        """(accuracy, mean loss) on the whole test split."""
+    def evaluate(self, split: str = "test") -> tuple[float, float]:
+        """(accuracy, mean loss) on the whole split ("test", or "validation": the hold-out), with the weights
+        the point is judged by (the moving average where the point keeps one)."""
+
+    @abstractmethod
+    def weights(self) -> list[tuple[np.ndarray, np.ndarray]]:
+        """The current (W, b) of every conv and dense layer in the canonical layout (see `forward`), as stored:
+        a sparse conv's unconnected weights included, not masked (they must still be 0)."""
+
+    def keep_best(self) -> None:
+        """Copy aside the weights evaluate() uses (early stopping: the best validation so far)."""
+        raise NotImplementedError(f"{type(self).__name__} cannot keep weights for early stopping")
+
+    def restore_best(self) -> None:
+        """Put back the weights keep_best() copied."""
+        raise NotImplementedError(f"{type(self).__name__} cannot restore weights for early stopping")
 
     def sync(self) -> None:
         """Wait for queued device work before a clock is read."""
@@ -364,10 +476,12 @@ class SteppedAdapter(Adapter):
             self.build()
         with reporter.phase("compile"):
             self.compile()
-        order = batch_order(len(inputs.train_y), point["batch_size"], point["seed"])
+        order = batch_order(len(inputs.train_y), point["batch_size"], point["seed"], point.get("shuffle", True))
+        stopper = EarlyStopping(point["validation"], plan.steps_per_epoch) if point.get("validation") else None
         clock = Stopwatch(self.sync)
         interval_test_s = augment_s = 0.0
         last_loss = float("nan")
+        stopped_at = None
         reporter.emit("phase_start", name="train")
         clock.start()
         last_report = time.perf_counter()
@@ -380,9 +494,10 @@ class SteppedAdapter(Adapter):
             lr = lr_policies.rate(plan.lr_policy, point["learning_rate"], it)
             self.train_step(next(order), lr)
             done = it + 1
+            stopping = stopper is not None and stopper.should_stop(done) and done < plan.total_iterations
             # Report every display interval, and at least every PROGRESS_EVERY_S on slow points,
             # so a point cut short (timeout, kill) still shows how far it got.
-            if (done % plan.display_every == 0 or done == plan.total_iterations
+            if (done % plan.display_every == 0 or done == plan.total_iterations or stopping
                     or time.perf_counter() - last_report >= PROGRESS_EVERY_S):
                 last_report = time.perf_counter()
                 last_loss = self.take_loss()
@@ -396,16 +511,40 @@ class SteppedAdapter(Adapter):
                 interval_test_s += span.seconds
                 reporter.emit("test", iteration=done, epoch=done / plan.steps_per_epoch, accuracy=acc, loss=loss,
                               test_time_s=span.seconds, train_time_s=clock.total)
+            if stopper is not None and stopper.due(done):
+                with clock.paused() as span:
+                    acc, loss = self.evaluate("validation")
+                    if stopper.record(done, acc):
+                        self.keep_best()
+                interval_test_s += span.seconds
+                reporter.emit("validation", iteration=done, epoch=done / plan.steps_per_epoch, accuracy=acc,
+                              loss=loss, best=stopper.best_iteration == done, patience=stopper.patience,
+                              test_time_s=span.seconds, train_time_s=clock.total)
+                stopping = stopper.should_stop(done) and done < plan.total_iterations
+            if stopping:
+                stopped_at = done
+                break
         train_s = clock.stop()
         reporter.emit("phase_end", name="train", duration_s=train_s)
+        iterations = stopped_at or plan.total_iterations
+        if stopper is not None and stopper.best_iteration is not None:
+            self.restore_best()  # the tested weights are those of the best validation, as the tutorial reports
         with reporter.phase("test"):
             t0 = time.perf_counter()
             acc, test_loss = self.evaluate()
             self.sync()
             test_s = time.perf_counter() - t0
-        reporter.emit("test", iteration=plan.total_iterations, epoch=plan.total_iterations / plan.steps_per_epoch,
+        reporter.emit("test", iteration=iterations, epoch=iterations / plan.steps_per_epoch,
                       accuracy=acc, loss=test_loss, test_time_s=test_s, train_time_s=train_s)
-        return Outcome(train_s, test_s, acc, test_loss, last_loss, interval_test_s, augment_s)
+        extra = {}
+        if point.get("ema_decay"):
+            extra["ema"] = f"applied (decay {point['ema_decay']:g}, min(decay, (1 + n) / (10 + n)) after n updates)"
+        if stopper is not None:
+            extra.update(validation_samples=len(inputs.val_y), best_validation_iteration=stopper.best_iteration,
+                         best_validation_accuracy=stopper.best_accuracy, stopped_early_at=stopped_at,
+                         accuracy_at_best=acc)
+        return Outcome(train_s, test_s, acc, test_loss, last_loss, interval_test_s, augment_s,
+                       iterations=stopped_at, extra=extra)
 
 
 def thread_env(threads: int, interop_threads: int | None = None) -> dict[str, str]:

@@ -16,15 +16,32 @@ Same point, same run as the other adapters:
     images). Caffe tests after its loop only when test_interval divides max_iter; otherwise
     the final weights are snapshotted and `caffe test` scores them;
   - the lr policies of dlbench.lr written as Caffe's (decay = inv with power 1);
-  - weights: xavier filler, biases 0, lr_mult 1 and decay_mult 1 on both (the other
-    frameworks decay biases too); random_seed = the point's seed.
+  - weights: the point's initial weights (dlbench.initialisers, the numbers every framework
+    starts from) in an HDF5 weights file, and a solver state at iteration 0 that names it
+    with zero histories: `caffe train --snapshot=init.solverstate.h5` starts from those
+    weights (this build's `train` ignores --weights). The fillers in the prototxt are
+    overwritten by them. lr_mult and decay_mult are the spec's multipliers;
+    random_seed = the point's seed (dropout);
+  - batch order: HDF5Data reads the file in order when the point does not shuffle, as the
+    other adapters' batch_order does (the same batches); see below where it shuffles;
+  - a sparse convolution (a connection table) is a Slice of the input planes, a Concat that
+    gathers each output map's planes in table order, and a Convolution with one group per
+    output map: Caffe has no connection tables, and this is the same network (the grouped
+    weights are exactly the connected ones), its outputs in the spec's order.
 Timings come from the log's own time stamps (Caffe prints no throughput): see caffe_log.Tracker.
+
+What Caffe's solver cannot do, said in the record or refused:
+  - a moving average of the weights (`ema_decay`): trained and tested without it, the record's
+    `ema` says "not applied";
+  - validation with early stopping (`validation`): refused before any data are read, as
+    `unavailable` (its patience rule needs the weights of the best validation kept and the run
+    stopped at an exact iteration; `caffe train` can do neither).
 
 Caffe's own ways, kept because they are Caffe's:
   - SGD with momentum keeps lr inside its history (v = m v + lr g); PyTorch's keeps it outside.
     Same updates for a fixed lr; Adam: momentum 0.9, momentum2 0.999, delta 1e-8.
   - HDF5Data's `shuffle` uses std::random_shuffle (C rand(), which random_seed does not seed):
-    the batch order is the same for every seed; only the initial weights follow it.
+    the batch order is the same for every seed, and not the other adapters'.
   - HDF5Data cannot augment: where a preset augments, the training file holds one augmented
     view drawn once (caffe_data.py); build_json's `input_augmentation` says so.
 
@@ -51,7 +68,7 @@ from pathlib import Path
 
 from dlbench import models
 from dlbench.frameworks import caffe_data, caffe_log
-from dlbench.frameworks.base import Adapter, Diverged, Loaded, Outcome, Plan, Reporter, Unavailable
+from dlbench.frameworks.base import Adapter, Diverged, Loaded, Outcome, Plan, Reporter, Unavailable, initial_weights
 from dlbench.procs import die_with_parent
 
 ACTIVATION_TYPES = {"relu": "ReLU", "tanh": "TanH", "sigmoid": "Sigmoid"}
@@ -142,29 +159,56 @@ def _block(name: str, body: list[str]) -> list[str]:
 
 
 def _filler() -> list[str]:
+    """Fillers Caffe runs when it builds the net; the point's initial weights (the solver state's) replace them."""
     return _block("weight_filler", ['type: "xavier"']) + _block("bias_filler", ['type: "constant"', "value: 0"])
 
 
-def _mults() -> list[str]:
-    return _block("param", ["lr_mult: 1", "decay_mult: 1"]) * 2  # weights, then biases
+def _mults(spec: dict) -> list[str]:
+    """The layer's lr_mult and decay_mult: weights, then biases."""
+    m = models.multipliers(spec)
+    return [line for i in (0, 1) for line in _block("param", [f"lr_mult: {_num(m['lr'][i])}",
+                                                              f"decay_mult: {_num(m['decay'][i])}"])]
+
+
+def _gather_planes(lname: str, bottom: str, spec: dict, planes_in: int) -> tuple[list[list[str]], str]:
+    """A sparse conv's input: every input plane apart (Slice), then each output map's planes in table order
+    (Concat), for a Convolution with one group per output map. Planes no map reads end in a Silence layer."""
+    planes = [f"{lname}_plane{i}" for i in range(planes_in)]
+    layers = [[f'name: "{lname}_planes"', 'type: "Slice"', f'bottom: "{bottom}"', *[f'top: "{p}"' for p in planes],
+               *_block("slice_param", ["axis: 1"])]]
+    used = {i for row in spec["table"] for i in row}
+    unused = [planes[i] for i in range(planes_in) if i not in used]
+    if unused:
+        layers.append([f'name: "{lname}_unused"', 'type: "Silence"', *[f'bottom: "{p}"' for p in unused]])
+    gathered = f"{lname}_gathered"
+    layers.append([f'name: "{lname}_gather"', 'type: "Concat"',
+                   *[f'bottom: "{planes[i]}"' for row in spec["table"] for i in row], f'top: "{gathered}"',
+                   *_block("concat_param", ["axis: 1"])])
+    return layers, gathered
 
 
 def net_prototxt(layers: list[dict], train_list: str, test_list: str | None, batch_size: int,
-                 test_batch_size: int, name: str = "dlbench") -> str:
-    """The network of the spec, between HDF5Data layers and SoftmaxWithLoss (+ Accuracy in TEST)."""
+                 test_batch_size: int, name: str = "dlbench", shuffle: bool = True,
+                 input_shape: tuple[int, int, int] | None = None) -> str:
+    """The network of the spec, between HDF5Data layers and SoftmaxWithLoss (+ Accuracy in TEST).
+
+    input_shape is needed where a conv has a connection table (the planes its input has).
+    """
     out = [f'name: "{name}"']
 
     def layer(body: list[str]) -> None:
         out.extend(_block("layer", body))
 
+    shapes = [tuple(input_shape), *models.shapes(layers, input_shape)] if input_shape else None
     layer(['name: "data"', 'type: "HDF5Data"', 'top: "data"', 'top: "label"', "include { phase: TRAIN }",
-           *_block("hdf5_data_param", [f'source: "{train_list}"', f"batch_size: {batch_size}", "shuffle: true"])])
+           *_block("hdf5_data_param", [f'source: "{train_list}"', f"batch_size: {batch_size}",
+                                       f"shuffle: {'true' if shuffle else 'false'}"])])
     if test_list is not None:
         layer(['name: "data"', 'type: "HDF5Data"', 'top: "data"', 'top: "label"', "include { phase: TEST }",
                *_block("hdf5_data_param", [f'source: "{test_list}"', f"batch_size: {test_batch_size}"])])
     bottom = "data"
     counts: dict[str, int] = {}
-    for spec in layers:
+    for index, spec in enumerate(layers):
         kind = spec["type"]
         if kind not in LAYER_NAMES:
             raise models.SpecError(f"Caffe adapter: unknown layer type {kind!r}")
@@ -175,17 +219,26 @@ def net_prototxt(layers: list[dict], train_list: str, test_list: str | None, bat
         head = [f'name: "{lname}"']
         io = [f'bottom: "{bottom}"', f'top: "{top}"']
         if kind == "conv":
-            layer([*head, 'type: "Convolution"', *io, *_mults(),
+            group = []
+            if "table" in spec:
+                if shapes is None:
+                    raise models.SpecError("Caffe adapter: a conv with a connection table needs the input shape")
+                gathering, gathered = _gather_planes(lname, bottom, spec, shapes[index][0])
+                for body in gathering:
+                    layer(body)
+                io = [f'bottom: "{gathered}"', f'top: "{top}"']
+                group = [f"group: {spec['filters']}"]
+            layer([*head, 'type: "Convolution"', *io, *_mults(spec),
                    *_block("convolution_param", [f"num_output: {spec['filters']}", f"kernel_size: {spec['kernel']}",
                                                  f"stride: {spec.get('stride', 1)}", f"pad: {spec.get('pad', 0)}",
-                                                 *_filler()])])
+                                                 *group, *_filler()])])
         elif kind == "pool":
             mode = {"max": "MAX", "avg": "AVE"}[spec["mode"]]
             layer([*head, 'type: "Pooling"', *io,
                    *_block("pooling_param", [f"pool: {mode}", f"kernel_size: {spec['kernel']}",
                                              f"stride: {spec['stride']}", f"pad: {spec.get('pad', 0)}"])])
         elif kind == "dense":
-            layer([*head, 'type: "InnerProduct"', *io, *_mults(),
+            layer([*head, 'type: "InnerProduct"', *io, *_mults(spec),
                    *_block("inner_product_param", [f"num_output: {spec['units']}", *_filler()])])
         elif kind in ACTIVATION_TYPES:
             layer([*head, f'type: "{ACTIVATION_TYPES[kind]}"', *io])
@@ -342,11 +395,24 @@ def info_event(point: dict, binary: str, info: dict, meta: dict) -> dict:
                   "openblas_num_threads_env": str(point["threads"]),
                   "input": "HDF5Data (float32, written already transformed)",
                   "input_augmentation": meta.get("augmentation"),
-                  "batch_order": "HDF5Data shuffle: std::random_shuffle, not seeded by random_seed"},
+                  "batch_order": ("HDF5Data shuffle: std::random_shuffle, not seeded by random_seed"
+                                  if point.get("shuffle", True) else "HDF5Data in file order (batch_order's)"),
+                  "momentum_form": "v = momentum * v + lr * g; w -= v (Caffe's SGD)"},
         "threads_in_effect": threads,
         "library_in_effect": info.get("blas") or "unknown",
         "device_name": "cpu" if point["device"] != "gpu" else "gpu",
     }
+
+
+EMA_NOT_APPLIED = "not applied: Caffe's solver keeps no moving average of the weights; the final weights were tested"
+
+
+def check_procedure(point: dict) -> None:
+    """Refuse, in one line, what `caffe train` cannot run: validation with early stopping."""
+    if point.get("validation"):
+        raise Unavailable(f"Caffe cannot run preset {point.get('preset')!r}'s validation with early stopping "
+                          "(caffe train neither keeps the best validation's weights nor stops on a patience rule); "
+                          "run it on pytorch, tensorflow or theano")
 
 
 class CaffeAdapter(Adapter):
@@ -360,6 +426,7 @@ class CaffeAdapter(Adapter):
                 "cudnn_version": None}
 
     def prepare(self) -> None:
+        check_procedure(self.point)
         self.binary = str(find_binary())
         self.build_info = build_info(self.binary)
         check_device(self.point, self.binary, self.build_info)  # before the data are read
@@ -395,21 +462,29 @@ class CaffeAdapter(Adapter):
     def train(self, plan: Plan) -> Outcome:
         point, work = self.point, self.work
         _, caffe_tests_last = test_interval_of(plan)
+        shape = tuple(self.meta["input_shape"])
         net = net_prototxt(point["layers"], self.lists["train"], self.lists["test"], point["batch_size"],
-                           point["test_batch_size"])
+                           point["test_batch_size"], shuffle=point.get("shuffle", True), input_shape=shape)
         (work / "net.prototxt").write_text(net)
         solver = solver_prototxt(point, plan, str(work / "net.prototxt"), self.meta["test_samples"],
                                  str(work / "final"), gpu=self.gpu, snapshot_after_train=not caffe_tests_last)
         (work / "solver.prototxt").write_text(solver)
+        # The point's initial weights, the numbers every framework starts from, and a state at iteration 0 naming them.
+        blobs = caffe_blobs(point["layers"], initial_weights(point, shape), shape)
+        _weights_file(work / "init.caffemodel.h5", blobs)
+        _initial_state(work / "init.solverstate.h5", work / "init.caffemodel.h5", blobs, point["optimizer"])
         print(f"# dlbench: solver.prototxt\n{solver}# dlbench: net.prototxt\n{net}", flush=True)
         outcome = self._train(plan)
         if not caffe_tests_last:
             outcome = self._test_snapshot(plan, outcome)
+        if point.get("ema_decay"):
+            outcome = dataclasses.replace(outcome, extra={**outcome.extra, "ema": EMA_NOT_APPLIED})
         return outcome
 
     def _train(self, plan: Plan) -> Outcome:
         point, reporter = self.point, self.reporter
-        args = ["train", f"--solver={self.work / 'solver.prototxt'}"] + (["--gpu=0"] if self.gpu else [])
+        args = ["train", f"--solver={self.work / 'solver.prototxt'}", f"--snapshot={self.work / 'init.solverstate.h5'}"]
+        args += ["--gpu=0"] if self.gpu else []
         tracker = caffe_log.Tracker(plan.total_iterations, plan.steps_per_epoch)
         reporter.emit("phase_start", name="build")
         run = CaffeProcess(self.binary, args, str(self.work), point["threads"])
@@ -496,8 +571,9 @@ class CaffeAdapter(Adapter):
                 f.create_dataset("data", data=np.ascontiguousarray(x, np.float32))
                 f.create_dataset("label", data=y.astype(np.float32))
             (work / "data.txt").write_text(f"{work / 'data.h5'}\n")
-            (work / "net.prototxt").write_text(_net_with_logits(layers, str(work / "data.txt"), len(y)))
-            _weights_file(work / "weights.caffemodel.h5", layers, weights)
+            shape = tuple(int(v) for v in x.shape[1:])
+            (work / "net.prototxt").write_text(_net_with_logits(layers, str(work / "data.txt"), len(y), shape))
+            _weights_file(work / "weights.caffemodel.h5", caffe_blobs(layers, weights, shape))
             proc = subprocess.run([binary, "test", f"--model={work / 'net.prototxt'}",
                                    f"--weights={work / 'weights.caffemodel.h5'}", "--iterations=1"],
                                   cwd=work, capture_output=True, text=True, env=caffe_env(1), timeout=600)
@@ -512,6 +588,10 @@ class CaffeAdapter(Adapter):
                                f"losses): {fatal}")
         return np.asarray(logits).reshape(len(y), classes), loss[0]
 
+    @staticmethod
+    def params(layers, input_shape):
+        return trainable_params(layers, tuple(input_shape))
+
 
 ADAPTER = CaffeAdapter
 
@@ -520,9 +600,9 @@ ADAPTER = CaffeAdapter
 LOGITS_BLOB = "dlbench_logits"
 
 
-def _net_with_logits(layers: list[dict], data_list: str, batch: int) -> str:
+def _net_with_logits(layers: list[dict], data_list: str, batch: int, input_shape: tuple[int, int, int]) -> str:
     """The adapter's net prototxt (TEST phase reads data_list) plus an identity copy of the logits as an output."""
-    net = net_prototxt(layers, data_list, data_list, batch, batch)
+    net = net_prototxt(layers, data_list, data_list, batch, batch, input_shape=input_shape)
     dense = sum(1 for layer in layers if layer["type"] == "dense")
     logits = f"{LAYER_NAMES['dense']}{dense}"  # the last layer is dense and never in place
     if f'top: "{logits}"' not in net:
@@ -532,9 +612,12 @@ def _net_with_logits(layers: list[dict], data_list: str, batch: int) -> str:
     return net + "\n".join(extra) + "\n"
 
 
-def _weights_file(path: Path, layers: list[dict], weights) -> None:
-    """The weights as Caffe's HDF5 snapshot holds them: data/<layer name>/0 (weights) and 1 (bias)."""
-    import h5py
+def caffe_blobs(layers: list[dict], weights, input_shape: tuple[int, int, int]) -> list[tuple[str, list]]:
+    """Canonical weights as Caffe's layers hold them: (layer name, [W, b]) per conv and dense layer, in net order.
+
+    A sparse conv's grouped weights (out, fan-in, kh, kw) are the canonical (out, in, kh, kw) at
+    the table's planes, in table order (the order its Concat gathers them in).
+    """
     import numpy as np
 
     names, counts = [], {}
@@ -542,12 +625,44 @@ def _weights_file(path: Path, layers: list[dict], weights) -> None:
         counts[layer["type"]] = counts.get(layer["type"], 0) + 1
         if layer["type"] in ("conv", "dense"):
             names.append(f"{LAYER_NAMES[layer['type']]}{counts[layer['type']]}")
+    out = []
+    for name, (w, b), (_, layer, _) in zip(names, weights, models.trainable(layers, input_shape)):
+        if "table" in layer:
+            w = np.stack([w[o, row] for o, row in enumerate(layer["table"])])
+        out.append((name, [np.ascontiguousarray(w, np.float32), np.ascontiguousarray(b, np.float32)]))
+    return out
+
+
+def _weights_file(path: Path, blobs: list[tuple[str, list]]) -> None:
+    """Weights as Caffe's HDF5 snapshot holds them: data/<layer name>/0 (weights) and 1 (bias)."""
+    import h5py
+
     with h5py.File(path, "w") as f:
         data = f.create_group("data")
-        for name, (w, b) in zip(names, weights):
+        for name, arrays in blobs:
             group = data.create_group(name)
-            group.create_dataset("0", data=np.ascontiguousarray(w, np.float32))
-            group.create_dataset("1", data=np.ascontiguousarray(b, np.float32))
+            for i, array in enumerate(arrays):
+                group.create_dataset(str(i), data=array)
+
+
+def _initial_state(path: Path, weights: Path, blobs: list[tuple[str, list]], optimizer: str) -> None:
+    """A solver state as Caffe's HDF5 snapshot writes it, at iteration 0: the weights file it loads, histories 0.
+
+    SGD keeps one history per learnable blob, Adam two (first moments, then second moments).
+    """
+    import h5py
+    import numpy as np
+
+    shapes = [array.shape for _, arrays in blobs for array in arrays]
+    histories = shapes * (2 if optimizer == "adam" else 1)
+    with h5py.File(path, "w") as f:
+        f.create_dataset("iter", data=np.int32(0))
+        f.create_dataset("current_step", data=np.int32(0))
+        name = str(weights).encode() + b"\0"  # read back as a C string
+        f.create_dataset("learned_net", data=np.array(name, dtype=f"S{len(name)}"))
+        history = f.create_group("history")
+        for i, shape in enumerate(histories):
+            history.create_dataset(str(i), data=np.zeros(shape, np.float32))
 
 
 def _emit_test(reporter: Reporter, f: dict, final_phase: bool) -> None:
@@ -577,7 +692,8 @@ def trainable_params(layers: list[dict], input_shape: tuple[int, int, int], bina
             f.create_dataset("data", data=np.zeros((2, *input_shape), np.float32))
             f.create_dataset("label", data=np.zeros(2, np.float32))
         (work / "x.txt").write_text(f"{work / 'x.h5'}\n")
-        (work / "net.prototxt").write_text(net_prototxt(layers, str(work / "x.txt"), None, 2, 2))
+        (work / "net.prototxt").write_text(net_prototxt(layers, str(work / "x.txt"), None, 2, 2,
+                                                        input_shape=tuple(input_shape)))
         (work / "solver.prototxt").write_text("\n".join([
             f'net: "{work / "net.prototxt"}"', "base_lr: 0.01", 'lr_policy: "fixed"', "max_iter: 0",
             "snapshot_after_train: true", f'snapshot_prefix: "{work / "w"}"', "snapshot_format: HDF5",

@@ -36,7 +36,7 @@ from pathlib import Path
 
 from dlbench.locks import flocked
 
-FORMAT = 1  # bump when the files change meaning: every input key changes with it
+FORMAT = 2  # bump when the files change meaning: every input key changes with it
 AUGMENT_SEED = 1
 FILES = ("train.h5", "test.h5", "train.txt", "test.txt", "meta.json")
 

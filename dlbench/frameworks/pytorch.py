@@ -5,6 +5,11 @@ On the CPU with oneDNN (mkldnn) on, a convolutional network's weights are laid o
 layers, about 1.5x faster for LeNet on one core than the default layout (bench/adapter_speed.py,
 docs/performance.md). The data stay NCHW: the first convolution takes them as they are, and
 Flatten gives the dense layers the same order as in NCHW, so the arithmetic is the network's.
+
+A sparse convolution (a conv with a connection table) is a Conv2d whose weight is multiplied by the
+table's 0/1 mask in every forward pass. The unconnected weights start at 0 and, the product
+rule giving them a gradient of exactly 0, stay 0 whatever the optimizer (momentum, weight decay
+and Adam of a zero with a zero gradient are zero), and even if one moved it could not act.
 """
 
 from __future__ import annotations
@@ -14,16 +19,33 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from dlbench import models
-from dlbench.frameworks.base import SteppedAdapter, Unavailable
+from dlbench import initialisers, models
+from dlbench.frameworks.base import SteppedAdapter, Unavailable, ema_rate, initial_weights, parameter_groups
+
+
+class MaskedConv2d(nn.Conv2d):
+    """A sparse convolution: the weight times the connection table's mask, (out, in, 1, 1), in every pass."""
+
+    def __init__(self, planes_in: int, layer: dict):
+        super().__init__(planes_in, layer["filters"], layer["kernel"], layer.get("stride", 1), layer.get("pad", 0))
+        self.register_buffer("mask", torch.from_numpy(initialisers.connection_mask(layer, planes_in)))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self._conv_forward(x, self.weight * self.mask, self.bias)
+
+    def connected_weights(self) -> int:
+        return int(self.mask.sum()) * self.kernel_size[0] * self.kernel_size[1]
 
 
 def build_module(layers: list[dict], input_shape: tuple[int, int, int]) -> nn.Sequential:
+    """The spec as an nn.Sequential (its weights as PyTorch draws them: load_weights sets the point's)."""
     mods: list[nn.Module] = []
     prev = input_shape
     for layer, shape in zip(layers, models.shapes(layers, input_shape)):
         kind = layer["type"]
-        if kind == "conv":
+        if kind == "conv" and "table" in layer:
+            mods.append(MaskedConv2d(prev[0], layer))
+        elif kind == "conv":
             mods.append(nn.Conv2d(prev[0], layer["filters"], layer["kernel"], layer.get("stride", 1),
                                   layer.get("pad", 0)))
         elif kind == "pool":
@@ -46,13 +68,30 @@ def build_module(layers: list[dict], input_shape: tuple[int, int, int]) -> nn.Se
         else:
             raise models.SpecError(f"PyTorch adapter: unknown layer type {kind!r}")
         prev = shape
-    net = nn.Sequential(*mods)
-    for mod in net:
-        if isinstance(mod, (nn.Conv2d, nn.Linear)):
-            limit = models.xavier_limit(mod.weight[0].numel())
-            nn.init.uniform_(mod.weight, -limit, limit)
-            nn.init.zeros_(mod.bias)
-    return net
+    return nn.Sequential(*mods)
+
+
+def trainable_modules(model: nn.Sequential) -> list[nn.Module]:
+    return [m for m in model if isinstance(m, (nn.Conv2d, nn.Linear))]
+
+
+def load_weights(model: nn.Sequential, weights: list[tuple[np.ndarray, np.ndarray]]) -> None:
+    """Canonical (W, b) per conv and dense layer into the module: PyTorch's own layout, nothing to convert."""
+    mods = trainable_modules(model)
+    assert len(mods) == len(weights), (len(mods), len(weights))
+    with torch.no_grad():
+        for mod, (w, b) in zip(mods, weights):
+            mod.weight.copy_(torch.from_numpy(w))
+            mod.bias.copy_(torch.from_numpy(b))
+
+
+def count_params(model: nn.Sequential) -> int:
+    """Trainable parameters; a masked convolution counts its connected weights only."""
+    n = 0
+    for mod in trainable_modules(model):
+        n += mod.connected_weights() if isinstance(mod, MaskedConv2d) else mod.weight.numel()
+        n += mod.bias.numel()
+    return n
 
 
 def blas_info() -> str:
@@ -111,19 +150,29 @@ class TorchAdapter(SteppedAdapter):
 
     def build(self) -> None:
         p = self.point
-        self.model = build_module(p["layers"], self.inputs.shape).to(self.device)
+        model = build_module(p["layers"], self.inputs.shape)
+        load_weights(model, initial_weights(p, self.inputs.shape))
+        self.model = model.to(self.device)
         if self.channels_last:
             self.model = self.model.to(memory_format=torch.channels_last)
+        # One parameter group per parameter: the spec's lr and decay multipliers (W0, b0, W1, b1, ...).
+        params = [t for m in trainable_modules(self.model) for t in (m.weight, m.bias)]
+        groups = [{"params": [t], "lr_mult": lr_mult, "weight_decay": p["weight_decay"] * decay_mult}
+                  for t, (lr_mult, decay_mult) in zip(params, parameter_groups(p["layers"]))]
         if p["optimizer"] == "adam":
-            self.opt = torch.optim.Adam(self.model.parameters(), lr=p["learning_rate"], eps=1e-8,
-                                        weight_decay=p["weight_decay"])
+            self.opt = torch.optim.Adam(groups, lr=p["learning_rate"], eps=1e-8)
         else:
-            self.opt = torch.optim.SGD(self.model.parameters(), lr=p["learning_rate"], momentum=p["momentum"],
-                                       weight_decay=p["weight_decay"])
-        self.train_x = torch.from_numpy(self.inputs.train_x).to(self.device)
-        self.train_y = torch.from_numpy(self.inputs.train_y).to(self.device)
-        self.test_x = torch.from_numpy(self.inputs.test_x).to(self.device)
-        self.test_y = torch.from_numpy(self.inputs.test_y).to(self.device)
+            self.opt = torch.optim.SGD(groups, lr=p["learning_rate"], momentum=p["momentum"])
+        self.names = [name for name, _ in self.model.named_parameters()]
+        self.ema = [t.detach().clone() for t in self.model.parameters()] if p.get("ema_decay") else None
+        self.ema_updates = 0
+        inputs = self.inputs
+        splits = {"train": (inputs.train_x, inputs.train_y), "test": (inputs.test_x, inputs.test_y)}
+        if inputs.val_y is not None:
+            splits["validation"] = (inputs.val_x, inputs.val_y)
+        self.data = {k: (torch.from_numpy(x).to(self.device), torch.from_numpy(y).to(self.device))
+                     for k, (x, y) in splits.items()}
+        self.train_x, self.train_y = self.data["train"]
         self.loss_sum = torch.zeros((), device=self.device)
         self.loss_n = 0
         self.model.train()
@@ -131,11 +180,17 @@ class TorchAdapter(SteppedAdapter):
     def train_step(self, batch: np.ndarray, lr: float) -> None:
         idx = torch.from_numpy(batch).to(self.device, non_blocking=True)
         for group in self.opt.param_groups:
-            group["lr"] = lr
+            group["lr"] = lr * group["lr_mult"]
         loss = F.cross_entropy(self.model(self.train_x[idx]), self.train_y[idx])
         self.opt.zero_grad(set_to_none=True)
         loss.backward()
         self.opt.step()
+        if self.ema is not None:
+            self.ema_updates += 1
+            weight = 1.0 - ema_rate(self.point["ema_decay"], self.ema_updates)
+            with torch.no_grad():
+                for shadow, param in zip(self.ema, self.model.parameters()):
+                    shadow.lerp_(param, weight)  # shadow -= (1 - decay) * (shadow - param)
         self.loss_sum += loss.detach()
         self.loss_n += 1
 
@@ -146,18 +201,37 @@ class TorchAdapter(SteppedAdapter):
         return mean
 
     @torch.no_grad()
-    def evaluate(self) -> tuple[float, float]:
+    def evaluate(self, split: str = "test") -> tuple[float, float]:
         self.model.eval()
+        xs, ys = self.data[split]
+        weights = dict(zip(self.names, self.ema)) if self.ema is not None else None
         correct, loss_sum = 0, 0.0
-        n = len(self.test_y)
+        n = len(ys)
         bs = self.point["test_batch_size"]
         for start in range(0, n, bs):
-            logits = self.model(self.test_x[start:start + bs])
-            y = self.test_y[start:start + bs]
+            x = xs[start:start + bs]
+            logits = self.model(x) if weights is None else torch.func.functional_call(self.model, weights, (x,))
+            y = ys[start:start + bs]
             loss_sum += float(F.cross_entropy(logits, y, reduction="sum"))
             correct += int((logits.argmax(1) == y).sum())
         self.model.train()
         return correct / n, loss_sum / n
+
+    def weights(self):
+        return [(m.weight.detach().cpu().contiguous().numpy().copy(), m.bias.detach().cpu().numpy().copy())
+                for m in trainable_modules(self.model)]
+
+    def _judged(self) -> list[torch.Tensor]:
+        """The tensors evaluate() reads: the moving average where there is one, else the parameters."""
+        return self.ema if self.ema is not None else list(self.model.parameters())
+
+    def keep_best(self) -> None:
+        self.best = [t.detach().clone() for t in self._judged()]
+
+    def restore_best(self) -> None:
+        with torch.no_grad():
+            for t, kept in zip(self._judged(), self.best):
+                t.copy_(kept)
 
     def sync(self) -> None:
         if self.device.type == "cuda":
@@ -170,16 +244,16 @@ class TorchAdapter(SteppedAdapter):
     def forward(layers, weights, x, y):
         torch.set_num_threads(1)
         model = build_module(layers, x.shape[1:])
-        params = [m for m in model if isinstance(m, (nn.Conv2d, nn.Linear))]
-        assert len(params) == len(weights), (len(params), len(weights))
+        load_weights(model, weights)
         with torch.no_grad():
-            for mod, (w, b) in zip(params, weights):
-                mod.weight.copy_(torch.from_numpy(w))
-                mod.bias.copy_(torch.from_numpy(b))
             model.eval()
             logits = model(torch.from_numpy(x))
             loss = F.cross_entropy(logits, torch.from_numpy(y))
         return logits.numpy(), float(loss)
+
+    @staticmethod
+    def params(layers, input_shape):
+        return count_params(build_module(layers, tuple(input_shape)))
 
 
 ADAPTER = TorchAdapter

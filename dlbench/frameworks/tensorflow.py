@@ -3,7 +3,13 @@
 Images are NHWC (TensorFlow's CPU convolutions and oneDNN want channels last).
 The step gathers its batch from tensors already in memory, applies the point's
 learning rate (an argument, so there is one trace) and adds L2 weight decay to the
-gradients as Caffe and PyTorch do.
+gradients as Caffe and PyTorch do, each variable with its layer's decay multiplier. Each
+learning-rate multiplier of the spec gets its own optimizer over its variables (for SGD a
+scaled gradient would do; Adam's step does not scale with the gradient).
+
+A sparse convolution (a conv with a connection table) is a Conv2D whose kernel is multiplied by
+the table's 0/1 mask in every pass (MaskedConv2D): the unconnected weights start at 0, their
+gradient is exactly 0, so they stay 0.
 """
 
 from __future__ import annotations
@@ -13,10 +19,23 @@ import os
 import numpy as np
 import tensorflow as tf
 
-from dlbench import models
-from dlbench.frameworks.base import SteppedAdapter, Unavailable
+from dlbench import initialisers, models
+from dlbench.frameworks.base import SteppedAdapter, Unavailable, initial_weights, parameter_groups
 
 keras = tf.keras
+
+
+class MaskedConv2D(keras.layers.Conv2D):
+    """A sparse convolution: the kernel (kh, kw, in, out) times the connection table's mask in every pass."""
+
+    def __init__(self, layer: dict, planes_in: int, **kw):
+        super().__init__(layer["filters"], layer["kernel"], layer.get("stride", 1), **kw)
+        mask = initialisers.connection_mask(layer, planes_in)  # (out, in, 1, 1)
+        self.mask = tf.constant(mask.transpose(2, 3, 1, 0))  # (1, 1, in, out)
+        self.connected = int(mask.sum())
+
+    def convolution_op(self, inputs, kernel):
+        return super().convolution_op(inputs, kernel * self.mask)
 
 
 def nhwc(x: np.ndarray) -> np.ndarray:
@@ -48,15 +67,12 @@ def _pool_layers(layer: dict, size_in: int, size_out: int) -> list:
 
 
 def build_model(layers: list[dict], input_shape: tuple[int, int, int], seed: int) -> keras.Sequential:
+    """The spec as a Keras model (its weights as Keras draws them: load_weights sets the point's)."""
     c, h, w = input_shape
     model = keras.Sequential([keras.Input((h, w, c))])
     prev = input_shape
     for i, (layer, shape) in enumerate(zip(layers, models.shapes(layers, input_shape))):
         kind = layer["type"]
-        init = None
-        if kind in ("conv", "dense"):
-            limit = models.xavier_limit(models.fan_in(layer, prev))
-            init = keras.initializers.RandomUniform(-limit, limit, seed=seed + i)
         if kind == "conv":
             k, pad, stride = layer["kernel"], layer.get("pad", 0), layer.get("stride", 1)
             padding = "valid"
@@ -64,15 +80,17 @@ def build_model(layers: list[dict], input_shape: tuple[int, int, int], seed: int
                 padding = "same"
             elif pad:
                 model.add(keras.layers.ZeroPadding2D(pad))
-            model.add(keras.layers.Conv2D(layer["filters"], k, stride, padding=padding,
-                                          kernel_initializer=init, bias_initializer="zeros"))
+            if "table" in layer:
+                model.add(MaskedConv2D(layer, prev[0], padding=padding))
+            else:
+                model.add(keras.layers.Conv2D(layer["filters"], k, stride, padding=padding))
         elif kind == "pool":
             for pooling in _pool_layers(layer, prev[1], shape[1]):
                 model.add(pooling)
         elif kind == "dense":
             if len(prev) == 3:
                 model.add(keras.layers.Flatten())
-            model.add(keras.layers.Dense(layer["units"], kernel_initializer=init, bias_initializer="zeros"))
+            model.add(keras.layers.Dense(layer["units"]))
         elif kind in models.ACTIVATIONS:
             model.add(keras.layers.Activation(kind))
         elif kind == "dropout":
@@ -85,6 +103,38 @@ def build_model(layers: list[dict], input_shape: tuple[int, int, int], seed: int
             raise models.SpecError(f"TensorFlow adapter: unknown layer type {kind!r}")
         prev = shape
     return model
+
+
+def trainable_layers(model: keras.Sequential) -> list:
+    return [m for m in model.layers if isinstance(m, (keras.layers.Conv2D, keras.layers.Dense))]
+
+
+def load_weights(model: keras.Sequential, layers: list[dict], input_shape: tuple[int, int, int],
+                 weights: list[tuple[np.ndarray, np.ndarray]]) -> None:
+    """Canonical (W, b) per conv and dense layer into the model: kernels to (kh, kw, in, out), a dense layer
+    after a conv to the H, W, C order in which Flatten of NHWC feeds it."""
+    mods = trainable_layers(model)
+    specs = models.trainable(layers, input_shape)
+    assert len(mods) == len(weights) == len(specs), (len(mods), len(weights), len(specs))
+    for mod, (w, b), (_, layer, prev) in zip(mods, weights, specs):
+        if layer["type"] == "conv":
+            kernel = w.transpose(2, 3, 1, 0)  # (out, in, kh, kw) -> (kh, kw, in, out)
+        else:
+            kernel = (chw_rows_to_hwc(w, prev) if len(prev) == 3 else w).T
+        mod.set_weights([np.ascontiguousarray(kernel), b])
+
+
+def count_params(model: keras.Sequential) -> int:
+    """Trainable parameters; a masked convolution counts its connected weights only."""
+    n = 0
+    for mod in trainable_layers(model):
+        kernel, bias = mod.kernel, mod.bias
+        if isinstance(mod, MaskedConv2D):
+            n += mod.connected * int(kernel.shape[0]) * int(kernel.shape[1])
+        else:
+            n += int(kernel.shape.num_elements())
+        n += int(bias.shape.num_elements())
+    return n
 
 
 class TFAdapter(SteppedAdapter):
@@ -128,19 +178,36 @@ class TFAdapter(SteppedAdapter):
         p = self.point
         with tf.device(self.device):
             self.model = build_model(p["layers"], self.inputs.shape, p["seed"])
-            if p["optimizer"] == "adam":
-                self.opt = keras.optimizers.Adam(learning_rate=p["learning_rate"], epsilon=1e-8)
-            else:
-                self.opt = keras.optimizers.SGD(learning_rate=p["learning_rate"], momentum=p["momentum"])
-            self.opt.build(self.model.trainable_variables)
+            load_weights(self.model, p["layers"], self.inputs.shape, initial_weights(p, self.inputs.shape))
+            variables = [v for m in trainable_layers(self.model) for v in (m.kernel, m.bias)]
+            mults = parameter_groups(p["layers"])
+            # One optimizer per learning-rate multiplier, each over its own variables.
+            self.groups: dict[float, list[int]] = {}
+            for i, (lr_mult, _) in enumerate(mults):
+                self.groups.setdefault(lr_mult, []).append(i)
+            self.opts = {}
+            for lr_mult, members in self.groups.items():
+                if p["optimizer"] == "adam":
+                    opt = keras.optimizers.Adam(learning_rate=p["learning_rate"] * lr_mult, epsilon=1e-8)
+                else:
+                    opt = keras.optimizers.SGD(learning_rate=p["learning_rate"] * lr_mult, momentum=p["momentum"])
+                opt.build([variables[i] for i in members])
+                self.opts[lr_mult] = opt
+            self.ema = None
+            if p.get("ema_decay"):
+                self.ema = [tf.Variable(v, trainable=False, name=f"ema_{i}") for i, v in enumerate(variables)]
+                self.ema_updates = tf.Variable(0.0, trainable=False, name="ema_updates")
+            self.variables = variables
             # A variable, so that a new augmented view can be assigned without retracing the step.
             self.train_x = tf.Variable(nhwc(self.inputs.train_x), trainable=False)
-            self.test_x = tf.constant(nhwc(self.inputs.test_x))
             self.train_y = tf.constant(self.inputs.train_y)
-            self.test_y = tf.constant(self.inputs.test_y)
+            self.eval_data = {"test": (tf.constant(nhwc(self.inputs.test_x)), tf.constant(self.inputs.test_y))}
+            if self.inputs.val_y is not None:
+                self.eval_data["validation"] = (tf.constant(nhwc(self.inputs.val_x)), tf.constant(self.inputs.val_y))
         self.losses: list[tf.Tensor] = []  # each step's loss since the last take_loss
-        wd = float(p["weight_decay"])
+        decays = [float(p["weight_decay"]) * decay_mult for _, decay_mult in mults]
         loss_fn = keras.losses.SparseCategoricalCrossentropy(from_logits=True)
+        ema_decay = float(p.get("ema_decay") or 0.0)
 
         # Every training batch has the point's size (batch_order): the step is traced for that shape.
         @tf.function(input_signature=[tf.TensorSpec([p["batch_size"]], tf.int64), tf.TensorSpec([], tf.float32)],
@@ -150,15 +217,22 @@ class TFAdapter(SteppedAdapter):
             y = tf.gather(self.train_y, idx)
             with tf.GradientTape() as tape:
                 loss = loss_fn(y, self.model(x, training=True))
-            variables = self.model.trainable_variables
             grads = tape.gradient(loss, variables)
-            if wd:
-                grads = [g + wd * v for g, v in zip(grads, variables)]
-            self.opt.learning_rate.assign(lr)
-            self.opt.apply_gradients(zip(grads, variables))
+            grads = [g + wd * v if wd else g for g, v, wd in zip(grads, variables, decays)]
+            for lr_mult, members in self.groups.items():
+                opt = self.opts[lr_mult]
+                opt.learning_rate.assign(lr * lr_mult)
+                opt.apply_gradients([(grads[i], variables[i]) for i in members])
+            if self.ema is not None:
+                n = self.ema_updates.assign_add(1.0)
+                rate = tf.minimum(ema_decay, (1.0 + n) / (10.0 + n))  # base.ema_rate
+                for shadow, v in zip(self.ema, variables):
+                    shadow.assign_sub((1.0 - rate) * (shadow - v))
             return loss
 
-        @tf.function(input_signature=[tf.TensorSpec([None, *self.test_x.shape[1:]], tf.float32),
+        test_shape = self.eval_data["test"][0].shape[1:]
+
+        @tf.function(input_signature=[tf.TensorSpec([None, *test_shape], tf.float32),
                                       tf.TensorSpec([None], tf.int64)])
         def eval_batch(x, y):
             logits = self.model(x, training=False)
@@ -187,16 +261,51 @@ class TFAdapter(SteppedAdapter):
         self.losses.clear()
         return mean
 
-    def evaluate(self) -> tuple[float, float]:
-        n = len(self.inputs.test_y)
+    def evaluate(self, split: str = "test") -> tuple[float, float]:
+        xs, ys = self.eval_data[split]
+        n = int(ys.shape[0])
         bs = self.point["test_batch_size"]
         correct, loss = 0, 0.0
         with tf.device(self.device):
-            for start in range(0, n, bs):
-                c, s = self.eval_batch(self.test_x[start:start + bs], self.test_y[start:start + bs])
-                correct += int(c)
-                loss += float(s)
+            if self.ema is not None:
+                self._swap_ema()  # the model holds the moving average while it is judged
+            try:
+                for start in range(0, n, bs):
+                    c, s = self.eval_batch(xs[start:start + bs], ys[start:start + bs])
+                    correct += int(c)
+                    loss += float(s)
+            finally:
+                if self.ema is not None:
+                    self._swap_ema()
         return correct / n, loss / n
+
+    def weights(self):
+        out = []
+        for mod, (_, layer, prev) in zip(trainable_layers(self.model), models.trainable(self.point["layers"],
+                                                                                        self.inputs.shape)):
+            kernel, bias = (np.asarray(v) for v in mod.get_weights())
+            if layer["type"] == "conv":
+                w = kernel.transpose(3, 2, 0, 1)  # (kh, kw, in, out) -> (out, in, kh, kw)
+            else:
+                w = hwc_rows_to_chw(kernel.T, prev) if len(prev) == 3 else kernel.T
+            out.append((np.ascontiguousarray(w), bias))
+        return out
+
+    def _swap_ema(self) -> None:
+        for v, shadow in zip(self.variables, self.ema):
+            held = tf.identity(v)
+            v.assign(shadow)
+            shadow.assign(held)
+
+    def _judged(self) -> list:
+        return self.ema if self.ema is not None else self.variables
+
+    def keep_best(self) -> None:
+        self.best = [tf.identity(v) for v in self._judged()]
+
+    def restore_best(self) -> None:
+        for v, kept in zip(self._judged(), self.best):
+            v.assign(kept)
 
     def sync(self) -> None:
         # Reading a value waits for the queued steps (a no-op cost on CPU).
@@ -210,25 +319,26 @@ class TFAdapter(SteppedAdapter):
     @staticmethod
     def forward(layers, weights, x, y):
         model = build_model(layers, x.shape[1:], 1)
-        params = [m for m in model.layers if isinstance(m, (keras.layers.Conv2D, keras.layers.Dense))]
-        shapes = [x.shape[1:], *models.shapes(layers, x.shape[1:])]
-        specs = [(layer, shapes[i]) for i, layer in enumerate(layers) if layer["type"] in ("conv", "dense")]
-        assert len(params) == len(weights) == len(specs), (len(params), len(weights))
-        for mod, (w, b), (layer, prev) in zip(params, weights, specs):
-            if layer["type"] == "conv":
-                kernel = w.transpose(2, 3, 1, 0)  # (out, in, kh, kw) -> (kh, kw, in, out)
-            else:
-                kernel = (chw_rows_to_hwc(w, prev) if len(prev) == 3 else w).T
-            mod.set_weights([np.ascontiguousarray(kernel), b])
+        load_weights(model, layers, x.shape[1:], weights)
         logits = model(tf.constant(nhwc(x)), training=False)
         loss = keras.losses.SparseCategoricalCrossentropy(from_logits=True)(tf.constant(y), logits)
         return logits.numpy(), float(loss)
+
+    @staticmethod
+    def params(layers, input_shape):
+        return count_params(build_model(layers, tuple(input_shape), 1))
 
 
 def chw_rows_to_hwc(w: np.ndarray, chw: tuple[int, int, int]) -> np.ndarray:
     """A dense W (out, C*H*W) whose input columns follow C, H, W order, reordered to H, W, C (Flatten of NHWC)."""
     c, h, wd = chw
     return np.ascontiguousarray(w.reshape(w.shape[0], c, h, wd).transpose(0, 2, 3, 1).reshape(w.shape[0], -1))
+
+
+def hwc_rows_to_chw(w: np.ndarray, chw: tuple[int, int, int]) -> np.ndarray:
+    """The inverse of chw_rows_to_hwc: a dense W (out, H*W*C) back to C, H, W column order."""
+    c, h, wd = chw
+    return np.ascontiguousarray(w.reshape(w.shape[0], h, wd, c).transpose(0, 3, 1, 2).reshape(w.shape[0], -1))
 
 
 ADAPTER = TFAdapter

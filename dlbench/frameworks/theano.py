@@ -4,7 +4,14 @@ Written the way Theano's deep learning tutorials write LeNet (convolutional_mlp.
 the weights are shared variables, the training data live in shared variables too and
 the compiled training function takes a batch of indices into them (`givens`), the
 updates (SGD with momentum, or Adam) are part of that function, and a second compiled
-function tests a slice of the test split.
+function tests a slice of the test split (or of the validation hold-out, kept after it in
+the same shared variable).
+
+A sparse convolution (a conv with a connection table) convolves with its weights times the
+table's 0/1 mask (a constant in the graph): the unconnected weights start at 0, their gradient
+is exactly 0, so they stay 0. Where the point keeps a moving average of the weights, the
+shadows are updated inside the training function and the test function reads them instead
+of the weights.
 
 Theano is configured here, not by the user's ~/.theanorc or THEANO_FLAGS: the flags
 below are set before `import theano`. Its compile cache lives inside the environment
@@ -31,8 +38,8 @@ from pathlib import Path
 
 import numpy as np
 
-from dlbench import models
-from dlbench.frameworks.base import SteppedAdapter, Unavailable
+from dlbench import initialisers, models
+from dlbench.frameworks.base import SteppedAdapter, Unavailable, initial_weights, parameter_groups
 from dlbench.paths import cache_root
 
 
@@ -155,28 +162,37 @@ def _lrn(h, layer: dict, channels: int):
 
 
 class Network:
-    """The spec's layers: shared weights (Caffe's xavier, seeded) and the graph from a batch to logits."""
+    """The spec's layers: shared weights (the given canonical ones, else zeros) and the graph from a batch to logits.
 
-    def __init__(self, layers: list[dict], input_shape: tuple[int, int, int], seed: int):
+    Dense weights are kept (in, out), as the tutorials keep them: x . W.
+    """
+
+    def __init__(self, layers: list[dict], input_shape: tuple[int, int, int],
+                 weights: list[tuple[np.ndarray, np.ndarray]] | None = None, seed: int = 1):
         self.layers = layers
         self.input_shape = tuple(input_shape)
         self.shapes = models.shapes(layers, self.input_shape)
         self.srng = MRG_RandomStream(1 + seed % 2_147_000_000)  # dropout's stream; MRG refuses a seed of 0
-        rng = np.random.RandomState(seed)
         self.weights: dict[int, tuple] = {}
+        self.masks: dict[int, np.ndarray] = {}
         self.params: list = []
+        given = iter(weights) if weights is not None else None
         prev = self.input_shape
         for i, (layer, shape) in enumerate(zip(layers, self.shapes)):
             kind = layer["type"]
             if kind in ("conv", "dense"):
                 if kind == "conv":
                     w_shape = (layer["filters"], prev[0], layer["kernel"], layer["kernel"])
+                    if "table" in layer:
+                        self.masks[i] = initialisers.connection_mask(layer, prev[0]).astype(FLOATX)
                 else:
                     w_shape = (int(np.prod(prev)), layer["units"])
-                limit = models.xavier_limit(models.fan_in(layer, prev))
-                w = theano.shared(rng.uniform(-limit, limit, w_shape).astype(FLOATX), name=f"W{i}", borrow=True)
-                b = theano.shared(np.zeros(w_shape[0] if kind == "conv" else w_shape[1], FLOATX), name=f"b{i}",
-                                  borrow=True)
+                w_value, b_value = np.zeros(w_shape, FLOATX), np.zeros(w_shape[0 if kind == "conv" else 1], FLOATX)
+                if given is not None:
+                    w_canonical, b_value = next(given)
+                    w_value = w_canonical if kind == "conv" else w_canonical.T
+                w = theano.shared(np.ascontiguousarray(w_value, dtype=FLOATX), name=f"W{i}", borrow=True)
+                b = theano.shared(np.asarray(b_value, dtype=FLOATX), name=f"b{i}", borrow=True)
                 self.weights[i] = (w, b)
                 self.params += [w, b]
             elif kind not in ("pool", "dropout", "lrn") + models.ACTIVATIONS:
@@ -190,9 +206,10 @@ class Network:
             kind = layer["type"]
             if kind == "conv":
                 w, b = self.weights[i]
+                filters = w * T.constant(self.masks[i]) if i in self.masks else w
                 pad, stride = layer.get("pad", 0), layer.get("stride", 1)
                 # filter_flip=False: cross-correlation, the weights laid out as in Caffe and PyTorch
-                h = conv2d(h, w, input_shape=(None, *prev), filter_shape=w.get_value(borrow=True).shape,
+                h = conv2d(h, filters, input_shape=(None, *prev), filter_shape=w.get_value(borrow=True).shape,
                            border_mode=(pad, pad) if pad else "valid", subsample=(stride, stride),
                            filter_flip=False) + b.dimshuffle("x", 0, "x", "x")
             elif kind == "pool":
@@ -222,40 +239,64 @@ class Network:
         return self.outputs(x, train)[-1]
 
     def param_count(self) -> int:
-        return int(sum(p.get_value(borrow=True).size for p in self.params))
+        """Trainable parameters; a masked convolution counts its connected weights only."""
+        n = 0
+        for i, (w, b) in self.weights.items():
+            shape = w.get_value(borrow=True).shape
+            n += int(self.masks[i].sum()) * shape[2] * shape[3] if i in self.masks else int(np.prod(shape))
+            n += b.get_value(borrow=True).size
+        return n
 
 
 def trainable_params(layers: list[dict], input_shape: tuple[int, int, int]) -> int:
     """Trainable parameters (weights + biases) of the network as Theano builds it."""
-    return Network(layers, input_shape, seed=0).param_count()
+    return Network(layers, input_shape).param_count()
 
 
-def sgd_updates(params, grads, lr, momentum: float) -> list:
-    """torch.optim.SGD: v = momentum * v + g; w -= lr * v (no velocity when momentum is 0)."""
+def sgd_updates(params, grads, lr, momentum: float, lr_mults: list[float] | None = None) -> list:
+    """torch.optim.SGD: v = momentum * v + g; w -= lr * lr_mult * v (no velocity when momentum is 0)."""
     updates = []
-    for p, g in zip(params, grads):
+    for p, g, mult in zip(params, grads, lr_mults or [1.0] * len(params)):
+        rate = lr * _c(mult) if mult != 1.0 else lr
         if momentum:
             v = theano.shared(np.zeros_like(p.get_value(borrow=True)), name=f"v_{p.name}", borrow=True)
             v_new = _c(momentum) * v + g
-            updates += [(v, v_new), (p, p - lr * v_new)]
+            updates += [(v, v_new), (p, p - rate * v_new)]
         else:
-            updates.append((p, p - lr * g))
+            updates.append((p, p - rate * g))
     return updates
 
 
-def adam_updates(params, grads, lr, beta1: float = 0.9, beta2: float = 0.999, eps: float = 1e-8) -> list:
+def ema_updates(params, updates: list, decay: float) -> tuple[list, list]:
+    """Shadows of the parameters, moved towards their updated values after every step (base.ema_rate):
+    (the shadows, the updates that do it, counter included)."""
+    new_value = dict(updates)
+    count = theano.shared(_f(0.0), name="ema_updates")
+    n = count + _c(1.0)
+    rate = T.minimum(_c(decay), (_c(1.0) + n) / (_c(10.0) + n))
+    shadows, out = [], [(count, n)]
+    for p in params:
+        shadow = theano.shared(p.get_value(borrow=False), name=f"ema_{p.name}", borrow=True)
+        shadows.append(shadow)
+        out.append((shadow, shadow - (_c(1.0) - rate) * (shadow - new_value[p])))
+    return shadows, out
+
+
+def adam_updates(params, grads, lr, beta1: float = 0.9, beta2: float = 0.999, eps: float = 1e-8,
+                 lr_mults: list[float] | None = None) -> list:
     """torch.optim.Adam: bias-corrected moments, w -= lr / (1 - b1^t) * m / (sqrt(v) / sqrt(1 - b2^t) + eps)."""
     t = theano.shared(_f(0.0), name="adam_t")
     t_new = t + _c(1.0)
     step = lr / (_c(1.0) - _c(beta1) ** t_new)
     root_c2 = T.sqrt(_c(1.0) - _c(beta2) ** t_new)
     updates = [(t, t_new)]
-    for p, g in zip(params, grads):
+    for p, g, mult in zip(params, grads, lr_mults or [1.0] * len(params)):
         m = theano.shared(np.zeros_like(p.get_value(borrow=True)), name=f"m_{p.name}", borrow=True)
         v = theano.shared(np.zeros_like(p.get_value(borrow=True)), name=f"v_{p.name}", borrow=True)
         m_new = _c(beta1) * m + _c(1.0 - beta1) * g
         v_new = _c(beta2) * v + _c(1.0 - beta2) * T.sqr(g)
-        updates += [(m, m_new), (v, v_new), (p, p - step * m_new / (T.sqrt(v_new) / root_c2 + _c(eps)))]
+        rate = step * _c(mult) if mult != 1.0 else step
+        updates += [(m, m_new), (v, v_new), (p, p - rate * m_new / (T.sqrt(v_new) / root_c2 + _c(eps)))]
     return updates
 
 
@@ -326,12 +367,19 @@ class TheanoAdapter(SteppedAdapter):
         }
 
     def build(self) -> None:
-        p = self.point
-        self.net = Network(p["layers"], self.inputs.shape, p["seed"])
-        self.train_x = theano.shared(self.inputs.train_x.astype(FLOATX), name="train_x", borrow=True)
-        self.train_y = theano.shared(self.inputs.train_y.astype(np.int32), name="train_y", borrow=True)
-        self.test_x = theano.shared(self.inputs.test_x.astype(FLOATX), name="test_x", borrow=True)
-        self.test_y = theano.shared(self.inputs.test_y.astype(np.int32), name="test_y", borrow=True)
+        p, inputs = self.point, self.inputs
+        self.net = Network(p["layers"], inputs.shape, initial_weights(p, inputs.shape), p["seed"])
+        self.train_x = theano.shared(inputs.train_x.astype(FLOATX), name="train_x", borrow=True)
+        self.train_y = theano.shared(inputs.train_y.astype(np.int32), name="train_y", borrow=True)
+        # The test split and, after it, the validation hold-out: one shared variable, one test function.
+        eval_x, eval_y = [inputs.test_x], [inputs.test_y]
+        self.ranges = {"test": (0, len(inputs.test_y))}
+        if inputs.val_y is not None:
+            eval_x.append(inputs.val_x)
+            eval_y.append(inputs.val_y)
+            self.ranges["validation"] = (len(inputs.test_y), len(inputs.test_y) + len(inputs.val_y))
+        self.eval_x = theano.shared(np.concatenate(eval_x).astype(FLOATX), name="eval_x", borrow=True)
+        self.eval_y = theano.shared(np.concatenate(eval_y).astype(np.int32), name="eval_y", borrow=True)
         self.lr = theano.shared(_f(p["learning_rate"]), name="lr")
         self.lr_now = float(p["learning_rate"])
         self.loss_sum = theano.shared(_f(0.0), name="loss_sum")
@@ -340,23 +388,32 @@ class TheanoAdapter(SteppedAdapter):
         x, y = T.tensor4("x"), T.ivector("y")
         loss = T.mean(T.nnet.categorical_crossentropy(T.nnet.softmax(self.net.logits(x, train=True)), y))
         params = self.net.params
+        mults = parameter_groups(p["layers"])
         grads = theano.grad(loss, params)
         if p["weight_decay"]:  # L2 added to the gradient, as torch.optim and Caffe do
-            grads = [g + _c(p["weight_decay"]) * w for g, w in zip(grads, params)]
+            grads = [g + _c(p["weight_decay"] * decay_mult) * w if decay_mult else g
+                     for g, w, (_, decay_mult) in zip(grads, params, mults)]
+        lr_mults = [lr_mult for lr_mult, _ in mults]
         if p["optimizer"] == "adam":
-            updates = adam_updates(params, grads, self.lr)
+            updates = adam_updates(params, grads, self.lr, lr_mults=lr_mults)
         else:
-            updates = sgd_updates(params, grads, self.lr, p["momentum"])
+            updates = sgd_updates(params, grads, self.lr, p["momentum"], lr_mults)
+        self.judged = params  # what the test function reads, and early stopping keeps
+        if p.get("ema_decay"):
+            self.judged, averaging = ema_updates(params, updates, p["ema_decay"])
+            updates += averaging
         updates += [(self.loss_sum, self.loss_sum + loss), (self.loss_n, self.loss_n + 1)]
         self.idx = T.lvector("idx")
         self.train_givens = {x: self.train_x[self.idx], y: self.train_y[self.idx]}
         self.train_updates = updates
 
         logits = self.net.logits(x, train=False)
+        if self.judged is not params:
+            logits = theano.clone(logits, replace=dict(zip(params, self.judged)))
         self.start, self.stop = T.lscalar("start"), T.lscalar("stop")
         self.test_outputs = [T.sum(T.eq(T.argmax(logits, axis=1), y)),
                              T.sum(T.nnet.categorical_crossentropy(T.nnet.softmax(logits), y))]
-        self.test_givens = {x: self.test_x[self.start:self.stop], y: self.test_y[self.start:self.stop]}
+        self.test_givens = {x: self.eval_x[self.start:self.stop], y: self.eval_y[self.start:self.stop]}
 
     def compile(self) -> None:
         # Graph optimisation and C compilation (or loading from the cache) happen here, not in training.
@@ -379,25 +436,33 @@ class TheanoAdapter(SteppedAdapter):
         self.loss_n.set_value(np.int64(0))
         return mean
 
-    def evaluate(self) -> tuple[float, float]:
-        n = len(self.inputs.test_y)
+    def evaluate(self, split: str = "test") -> tuple[float, float]:
+        first, end = self.ranges[split]
         bs = self.point["test_batch_size"]
         correct, loss = 0, 0.0
-        for start in range(0, n, bs):
-            c, s = self.test_fn(start, min(n, start + bs))
+        for start in range(first, end, bs):
+            c, s = self.test_fn(start, min(end, start + bs))
             correct += int(c)
             loss += float(s)
-        return correct / n, loss / n
+        return correct / (end - first), loss / (end - first)
+
+    def weights(self):
+        out = []
+        for i, (w, b) in sorted(self.net.weights.items()):
+            value = w.get_value(borrow=False)
+            out.append((value if self.point["layers"][i]["type"] == "conv" else value.T.copy(), b.get_value()))
+        return out
+
+    def keep_best(self) -> None:
+        self.best = [v.get_value(borrow=False) for v in self.judged]
+
+    def restore_best(self) -> None:
+        for v, kept in zip(self.judged, self.best):
+            v.set_value(kept)
 
     @staticmethod
     def forward(layers, weights, x, y):
-        net = Network(layers, x.shape[1:], seed=0)
-        trainable = [i for i, layer in enumerate(layers) if layer["type"] in ("conv", "dense")]
-        assert sorted(net.weights) == trainable, (sorted(net.weights), trainable)
-        for i, (w, b) in zip(trainable, weights):
-            shared_w, shared_b = net.weights[i]
-            shared_w.set_value(np.ascontiguousarray(w if layers[i]["type"] == "conv" else w.T).astype(FLOATX))
-            shared_b.set_value(b.astype(FLOATX))
+        net = Network(layers, x.shape[1:], weights)
         xs, ys = T.tensor4("x"), T.ivector("y")
         logits = net.logits(xs, train=False)
         loss = T.mean(T.nnet.categorical_crossentropy(T.nnet.softmax(logits), ys))
@@ -408,6 +473,10 @@ class TheanoAdapter(SteppedAdapter):
     def set_train_data(self, x: np.ndarray) -> None:
         # The compiled function reads the shared variable, so a new view needs no recompilation.
         self.train_x.set_value(np.asarray(x, dtype=FLOATX), borrow=True)
+
+    @staticmethod
+    def params(layers, input_shape):
+        return trainable_params(layers, tuple(input_shape))
 
 
 def check_device(point: dict) -> None:

@@ -35,22 +35,12 @@ from dlbench.frameworks import registry
 NUM_CLASSES = 10
 
 
-def trainable(layers: list[dict], input_shape: tuple[int, int, int]) -> list[tuple[int, dict, tuple]]:
-    """(spec index, layer, the shape of its input) of every conv and dense layer, in spec order."""
-    out, prev = [], tuple(input_shape)
-    for i, (layer, shape) in enumerate(zip(layers, models.shapes(layers, input_shape))):
-        if layer["type"] in ("conv", "dense"):
-            out.append((i, layer, prev))
-        prev = shape
-    return out
-
-
 def load_weights(path: str, layers: list[dict], input_shape: tuple[int, int, int]) -> list[tuple[np.ndarray, ...]]:
     """The canonical (W, b) of every trainable layer, their shapes checked against the spec."""
     with np.load(path) as f:
         stored = {k: np.asarray(f[k], dtype=np.float32) for k in f.files}
     weights = []
-    for j, (i, layer, prev) in enumerate(trainable(layers, input_shape)):
+    for j, (i, layer, prev) in enumerate(models.trainable(layers, input_shape)):
         w, b = stored[f"W{j}"], stored[f"b{j}"]
         if layer["type"] == "conv":
             want = (layer["filters"], prev[0], layer["kernel"], layer["kernel"])

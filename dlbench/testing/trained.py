@@ -1,0 +1,84 @@
+"""Train one point with its framework's adapter and keep its initial and trained weights.
+
+    python -m dlbench.testing.trained POINT_JSON DATASET_DIR EVENTS_JSONL OUT.npz
+
+Runs in a framework's environment. The adapter trains the point exactly as the trainer would
+(prepare, load, plan, train: the real loop, the real updates); OUT.npz then holds, for the j-th
+conv or dense layer, init_W<j>, init_b<j> (the point's initial weights, dlbench.initialisers) and
+W<j>, b<j> (the weights after training):
+  PyTorch, TensorFlow, Theano  canonical layout, as stored (a sparse conv's unconnected weights
+                               included, unmasked): SteppedAdapter.weights();
+  Caffe                        the blobs of its snapshot after training, in Caffe's layout (a
+                               sparse conv is a grouped convolution: (out, fan-in, kh, kw)),
+                               and init_W<j> converted to that layout too.
+It shows that training moves the weights that exist and leaves the unconnected ones at 0.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import sys
+from pathlib import Path
+
+import numpy as np
+
+from dlbench.frameworks.base import Plan, Reporter, initial_weights
+
+
+def _caffe_blobs(path: Path, layers: list[dict]) -> list[tuple[np.ndarray, np.ndarray]]:
+    import h5py
+
+    from dlbench.frameworks.caffe import LAYER_NAMES
+
+    names, counts = [], {}
+    for layer in layers:
+        counts[layer["type"]] = counts.get(layer["type"], 0) + 1
+        if layer["type"] in ("conv", "dense"):
+            names.append(f"{LAYER_NAMES[layer['type']]}{counts[layer['type']]}")
+    with h5py.File(path, "r") as f:
+        return [(np.asarray(f["data"][name]["0"]), np.asarray(f["data"][name]["1"])) for name in names]
+
+
+def train(point: dict, dataset_dir: str, events: str) -> dict[str, np.ndarray]:
+    adapter = importlib.import_module(f"dlbench.frameworks.{point['framework']}").ADAPTER(
+        point, dataset_dir, Reporter(events))
+    out: dict[str, np.ndarray] = {}
+    try:
+        adapter.prepare()
+        loaded = adapter.load()
+        shape = tuple(loaded.input_shape)
+        plan = Plan.of(point, loaded.train_samples)
+        start = initial_weights(point, shape)
+        adapter.train(plan)
+        if point["framework"] == "caffe":
+            snapshot = adapter.work / f"final_iter_{plan.total_iterations}.caffemodel.h5"
+            if not snapshot.exists():
+                raise RuntimeError("no snapshot after training: give the point a test_interval that does not "
+                                   "divide its iterations, so that Caffe snapshots its final weights")
+            from dlbench.frameworks.caffe import caffe_blobs
+
+            trained = _caffe_blobs(snapshot, point["layers"])
+            start = [tuple(arrays) for _, arrays in caffe_blobs(point["layers"], start, shape)]
+        else:
+            trained = adapter.weights()
+    finally:
+        adapter.close()
+    for j, ((w0, b0), (w, b)) in enumerate(zip(start, trained)):
+        out.update({f"init_W{j}": w0, f"init_b{j}": b0, f"W{j}": np.asarray(w), f"b{j}": np.asarray(b)})
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if len(argv) != 4:
+        print(__doc__.split("\n\n")[1], file=sys.stderr)
+        return 2
+    point_path, dataset_dir, events, out = argv
+    point = json.loads(Path(point_path).read_text())
+    np.savez(out, **train(point, dataset_dir, events))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
