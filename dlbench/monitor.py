@@ -168,7 +168,8 @@ class Monitor:
                 return _read_psutil(self.pid) if not os.path.exists("/proc/self/stat") else None
             self._tree[self.pid] = root.start
             self._unseen_cpu_s = root.cpu_s
-        self._scan(time.monotonic())
+        started = time.monotonic()
+        self._scan(started)
         cpu_s = rss = threads = alive = 0
         for pid, start in list(self._tree.items()):
             st = proc_stat(pid)
@@ -181,7 +182,8 @@ class Monitor:
             alive += 1
         if self.pid not in self._tree:
             return None
-        return {"t": time.monotonic(), "cpu_s": cpu_s - self._unseen_cpu_s, "rss_mb": rss / 2**20,
+        # The middle of the read: a thread descheduled during it skews the CPU window least.
+        return {"t": (started + time.monotonic()) / 2, "cpu_s": cpu_s - self._unseen_cpu_s, "rss_mb": rss / 2**20,
                 "threads": threads, "processes": alive}
 
     def _loop(self) -> None:
@@ -191,7 +193,11 @@ class Monitor:
             now = self._read()
             if now is None:
                 continue
-            if last is not None and now["t"] > last["t"]:
+            if last is not None and now["t"] - last["t"] < self.interval_s / 2:
+                # Woken late and then early (a loaded machine): CPU time moves in 10 ms ticks, so a reading
+                # over a sliver of time would show a spike of hundreds of percent. Measure over a longer span.
+                continue
+            if last is not None:
                 row = {k: now[k] for k in ("t", "rss_mb", "threads", "processes")}
                 row["cpu_pct"] = max(0.0, 100.0 * (now["cpu_s"] - last["cpu_s"]) / (now["t"] - last["t"]))
                 if self._gpu is not None:
