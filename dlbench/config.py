@@ -26,6 +26,9 @@ def load_schema(path: str | os.PathLike = SCHEMA) -> dict:
     props = schema["properties"]
     props["frameworks"]["items"]["enum"] = registry.names()
     props["datasets"]["items"]["enum"] = list(catalog.INFO)
+    # Every compute-library value some framework honours; which framework takes which: check_axes.
+    props["sweep"]["properties"]["library"]["items"]["enum"] = list(dict.fromkeys(
+        v for f in registry.FRAMEWORKS.values() for v in f.values("library")))
     envs = props["envs"]["properties"]
     envs["site"]["propertyNames"]["enum"] = registry.names()
     envs["site"]["additionalProperties"]["oneOf"][1]["propertyNames"]["enum"] = [

@@ -34,8 +34,10 @@ def test_each_device_kind_picks_its_environment():
     opted = study(envs={"opt_in": ["caffe-cuda"]})
     assert envs.point_env(opted, one_point("caffe", "caffe", device="gpu")) == ("caffe-cuda", None)
     assert envs.point_env(opted, one_point("caffe", "caffe", device="cpu")) == ("caffe", None)
-    # every environment a point can get is one the workflow knows how to build
-    assert {env for env, _ in chosen.values()} | {"caffe-cuda"} == set(registry.env_names())
+    # every environment a point can get is one the workflow knows how to build (the MKL ones:
+    # tests/test_blas.py)
+    assert {env for env, _ in chosen.values()} | {"caffe-cuda", "caffe-mkl", "theano-mkl"} == set(
+        registry.env_names())
 
 
 def test_a_site_environment_replaces_the_variants_it_names():
@@ -76,7 +78,7 @@ def test_the_key_changes_with_its_own_pins_and_recipe_only(envs_copy):
     with open(envs_copy / "caffe" / "build.sh", "a") as fh:
         fh.write("# a changed recipe\n")
     again = {env: envs.env_key(env) for env in names}
-    assert sorted(env for env in names if again[env] != after[env]) == ["caffe", "caffe-cuda"]
+    assert sorted(env for env in names if again[env] != after[env]) == ["caffe", "caffe-cuda", "caffe-mkl"]
 
 
 def pip_pins(yaml_path: Path) -> list[str]:

@@ -32,6 +32,33 @@ from dlbench.datasets import store
 PROGRESS_EVERY_S = 2.0
 
 
+# The BLAS libraries a process can have loaded, by their file name, and what each is called in the records.
+BLAS_FILES = (("libmkl_rt", "mkl"), ("libmkl_core", "mkl"), ("libopenblas", "openblas"), ("libblis", "blis"),
+              ("libcblas", "cblas"))
+
+
+def blas_in_effect(pid: int | str = "self") -> tuple[str | None, list[str]]:
+    """The BLAS a running process has loaded, read from its memory map (not assumed from how it was built):
+    its name in the records (mkl before openblas where both are mapped: MKL is only loaded when asked for)
+    and the paths of every BLAS library mapped."""
+    try:
+        with open(f"/proc/{pid}/maps") as fh:
+            paths = sorted({line.split()[-1] for line in fh if "/" in line and ".so" in line})
+    except OSError:
+        return None, []
+    found = [(name, path) for path in paths for prefix, name in BLAS_FILES if Path(path).name.startswith(prefix)]
+    names = {name for name, _ in found}
+    return (next((n for n in ("mkl", "openblas", "blis", "cblas") if n in names), None),
+            sorted({path for _, path in found}))
+
+
+def check_library(point: dict, in_effect: str | None, where: str) -> None:
+    """Refuse a point whose asked-for BLAS is not the one the process runs (a wrong environment, say)."""
+    if point.get("library") == "mkl" and in_effect != "mkl":
+        raise Unavailable(f"the point asks for MKL, but {where} runs {in_effect or 'no BLAS that dlbench knows'} "
+                          "(the framework's -mkl environment is needed: envs/<framework>-mkl.txt)")
+
+
 class Unavailable(RuntimeError):
     """The point cannot run here (no GPU, no GPU build); the message says why."""
 

@@ -68,7 +68,18 @@ from pathlib import Path
 
 from dlbench import models
 from dlbench.frameworks import caffe_data, caffe_log
-from dlbench.frameworks.base import Adapter, Diverged, Loaded, Outcome, Plan, Reporter, Unavailable, initial_weights
+from dlbench.frameworks.base import (
+    Adapter,
+    Diverged,
+    Loaded,
+    Outcome,
+    Plan,
+    Reporter,
+    Unavailable,
+    blas_in_effect,
+    check_library,
+    initial_weights,
+)
 from dlbench.procs import die_with_parent
 
 ACTIVATION_TYPES = {"relu": "ReLU", "tanh": "TanH", "sigmoid": "Sigmoid"}
@@ -494,8 +505,11 @@ class CaffeAdapter(Adapter):
                 for event, f in tracker.feed(line):
                     if event == "build_end":
                         reporter.emit("phase_end", name="build", duration_s=time.monotonic() - run.started)
-                        # Only now is there a caffe process to count the threads of.
-                        reporter.emit("info", build={"caffe_process_threads": run.threads()})
+                        # Only now is there a caffe process: its threads, and the BLAS its memory map shows.
+                        in_effect, mapped = blas_in_effect(run.proc.pid)
+                        reporter.emit("info", library_in_effect=in_effect,
+                                      build={"caffe_process_threads": run.threads(), "blas_mapped": mapped})
+                        check_library(point, in_effect, "the caffe process")
                         # Caffe compiles nothing and has no warm-up apart from its first iteration: a compile
                         # phase of zero, so that its records have the columns of the others.
                         reporter.emit("phase_start", name="compile")

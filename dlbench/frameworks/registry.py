@@ -32,8 +32,10 @@ class Counts:
         return "any whole number from 1"
 
 
-# The environment variant a point of each device wants (a device without one runs in the CPU environment).
+# The environment variant a point of each device wants (a device without one runs in the CPU environment),
+# and the one a compute library wants (a BLAS that a framework links at build time: a build of its own).
 DEVICE_VARIANTS = {"gpu": "cuda"}
+LIBRARY_VARIANTS = {"mkl": "mkl"}
 # How the config names a framework's plain environment among its variants (site environments, `envs.site`).
 PLAIN_VARIANT = "cpu"
 
@@ -90,7 +92,11 @@ class Framework:
         """The environment a point runs in: the variant its device wants where this framework has it, else
         the CPU one. `extra`: variants a study adds, opt-in ones it names and those a site provides."""
         usable = {v for v in self.variants if v not in self.opt_in} | set(extra)
-        wanted = DEVICE_VARIANTS.get(str(point.get("device", AXIS_DEFAULTS["device"])))
+        wanted = "-".join(v for v in (DEVICE_VARIANTS.get(str(point.get("device", AXIS_DEFAULTS["device"]))),
+                                      LIBRARY_VARIANTS.get(str(point.get("library", AXIS_DEFAULTS["library"]))))
+                          if v)
+        # Without a build for what it wants (no MKL build with CUDA, say), a point runs in the CPU environment,
+        # and its adapter refuses it if the library it runs is not the one asked for (base.check_library).
         return f"{self.name}-{wanted}" if wanted in usable else self.name
 
 
@@ -102,14 +108,18 @@ FRAMEWORKS: dict[str, Framework] = {f.name: f for f in (
               env={"TF_CPP_MIN_LOG_LEVEL": "1", "TF_ENABLE_ONEDNN_OPTS": "1"},
               axis_env={("library", "no_onednn"): {"TF_ENABLE_ONEDNN_OPTS": "0"}}, variants=("cuda",)),
     # Caffe's CUDA build (envs/caffe/build.sh --cuda) needs nvcc and has not run on a GPU: opt-in.
+    # `library: mkl` is a build linked to Intel's MKL (build.sh --mkl), the default one OpenBLAS.
     Framework("caffe", "Caffe", own_preset="caffe", published_as="caffe", color="#2ca02c",
-              accepts={"device": ("cpu", "gpu")}, variants=("cuda",), opt_in=("cuda",)),
+              accepts={"device": ("cpu", "gpu"), "library": ("default", "mkl")}, variants=("cuda", "mkl"),
+              opt_in=("cuda",)),
     # The study ran Torch7; dlbench runs its successor with Torch's defaults.
     Framework("pytorch", "PyTorch", own_preset="torch", published_as="torch", color="#ee4c2c",
               accepts={"device": ("cpu", "gpu"), "library": ("default", "no_onednn")}, variants=("cuda",)),
-    # No CUDA variant: Theano's GPU back end (libgpuarray/pygpu) has no PyPI build.
+    # No CUDA variant: Theano's GPU back end (libgpuarray/pygpu) has no PyPI build. Its C code links
+    # OpenBLAS, or with `library: mkl` Intel's MKL from its -mkl environment (PyPI's `mkl`).
     Framework("theano", "Theano", own_preset="theano", published_as="theano", color="#3d6ab0",
-              accepts={"device": ("cpu", "gpu")}),
+              accepts={"device": ("cpu", "gpu"), "library": ("default", "mkl")}, variants=("mkl",),
+              axis_env={("library", "mkl"): {"DLBENCH_BLAS": "mkl"}}),
 )}
 
 

@@ -39,18 +39,31 @@ from pathlib import Path
 import numpy as np
 
 from dlbench import initialisers, models
-from dlbench.frameworks.base import SteppedAdapter, Unavailable, initial_weights, parameter_groups
+from dlbench.frameworks.base import (
+    SteppedAdapter,
+    Unavailable,
+    blas_in_effect,
+    check_library,
+    initial_weights,
+    parameter_groups,
+)
 from dlbench.paths import cache_root
 
 
 def blas_ldflags() -> str:
-    """-lopenblas; a conda environment's own OpenBLAS (in sys.prefix/lib) first, where it has one.
+    """-lopenblas; a conda environment's own OpenBLAS (in sys.prefix/lib) first, where it has one; MKL's
+    single dynamic library (the environment's, PyPI's `mkl`) where the point asks for MKL (DLBENCH_BLAS).
 
-    No commas (THEANO_FLAGS splits on them): the run path goes through -Xlinker.
+    No commas (THEANO_FLAGS splits on them) and every token a flag (Theano refuses a bare path): the run
+    path goes to the linker as -Xlinker -R<dir> (ld's -R with a folder is -rpath).
     """
     lib = Path(sys.prefix) / "lib"
+    if os.environ.get("DLBENCH_BLAS") == "mkl":
+        found = sorted(lib.glob("libmkl_rt.so*"))
+        if found:  # PyPI's wheel has only the versioned file: link it by its name
+            return f"-L{lib} -Xlinker -R{lib} -l:{found[-1].name}"
     if (lib / "libopenblas.so").exists():
-        return f"-L{lib} -Xlinker -rpath -Xlinker {lib} -lopenblas"
+        return f"-L{lib} -Xlinker -R{lib} -lopenblas"
     return "-lopenblas"
 
 
@@ -302,12 +315,13 @@ def adam_updates(params, grads, lr, beta1: float = 0.9, beta2: float = 0.999, ep
 
 def _find_library(name: str, dirs: list[str]) -> str | None:
     """Where the linker finds -l`name`: the -L folders first, then the compiler's own search path."""
+    filename = name[1:] if name.startswith(":") else f"lib{name}.so"  # -l:libmkl_rt.so.3 names the file
     for d in dirs:
-        candidate = Path(d) / f"lib{name}.so"
+        candidate = Path(d) / filename
         if candidate.exists():
             return os.path.realpath(candidate)
     try:
-        found = subprocess.run([theano.config.cxx or "g++", f"-print-file-name=lib{name}.so"], capture_output=True,
+        found = subprocess.run([theano.config.cxx or "g++", f"-print-file-name={filename}"], capture_output=True,
                                text=True, timeout=30).stdout.strip()
     except (OSError, subprocess.SubprocessError):
         return None
@@ -362,7 +376,10 @@ class TheanoAdapter(SteppedAdapter):
                       "compiledir": theano.config.compiledir, "theano_flags": os.environ.get("THEANO_FLAGS")},
             "threads_in_effect": blas_threads if blas_threads is not None
             else int(os.environ.get("OPENBLAS_NUM_THREADS") or omp_threads),
-            "library_in_effect": "openblas" if any("openblas" in lib for lib in libs) else theano.config.blas__ldflags,
+            # What the linker flags name; read back from the process once the compiled functions are loaded.
+            "library_in_effect": ("mkl" if any("mkl" in lib for lib in libs)
+                                  else "openblas" if any("openblas" in lib for lib in libs)
+                                  else theano.config.blas__ldflags),
             "device_name": "cpu",
         }
 
@@ -421,6 +438,10 @@ class TheanoAdapter(SteppedAdapter):
                                         name="train")
         self.test_fn = theano.function([self.start, self.stop], self.test_outputs, givens=self.test_givens,
                                        name="test")
+        # The compiled modules are loaded now: which BLAS they run is in this process's memory map.
+        in_effect, mapped = blas_in_effect()
+        self.reporter.emit("info", library_in_effect=in_effect, build={"blas_mapped": mapped})
+        check_library(self.point, in_effect, "Theano's compiled functions")
 
     def train_step(self, batch: np.ndarray, lr: float) -> None:
         if lr != self.lr_now:

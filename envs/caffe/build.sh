@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Build Caffe 1.0 from source and install it into PREFIX: CPU only, or with CUDA (--cuda).
 #
-#   bash envs/caffe/build.sh [--force] [--cuda] PREFIX
+#   bash envs/caffe/build.sh [--force] [--cuda] [--mkl] PREFIX
 #
 # Result: PREFIX/bin/caffe (rpath $ORIGIN/../lib), PREFIX/lib/libcaffe.so.1.0.0,
 # PREFIX/BUILD_INFO.json (what was built, how, how long) and PREFIX/build.log.
@@ -16,6 +16,10 @@
 # interrupted or failed build never leaves something that looks complete.  A lock
 # next to PREFIX serialises concurrent builds of the same PREFIX; if PREFIX is
 # already complete the script says so and exits 0 (use --force to rebuild).
+#
+# --mkl links Intel's MKL (libmkl_rt, the single dynamic library) instead of OpenBLAS: the one in the
+# lib/ folder of the environment that PREFIX lies in (PyPI's `mkl`, envs/caffe-mkl.txt), found at run
+# time through the run path $ORIGIN/../../lib. Caffe's own code stays on its CBLAS interface.
 #
 # --cuda builds with the CUDA toolkit of the nvcc on PATH (or $CUDACXX), without cuDNN, for the
 # GPU architectures in CAFFE_CUDA_ARCHS (default 75;80;86;89;90: CUDA 13 dropped older ones); the
@@ -57,23 +61,25 @@ die() { # die STATUS MESSAGE: one clear line on stderr, then exit
 # ---------------------------------------------------------------- arguments
 FORCE=0
 CUDA=0
+MKL=0
 PREFIX=""
 for arg in "$@"; do
     case "$arg" in
         --force) FORCE=1 ;;
         --cuda) CUDA=1 ;;
+        --mkl) MKL=1 ;;
         -h | --help)
             sed -n '2,36p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'
             exit 0
             ;;
-        -*) die 2 "unknown option '$arg' (usage: bash envs/caffe/build.sh [--force] [--cuda] PREFIX)" ;;
+        -*) die 2 "unknown option '$arg' (usage: bash envs/caffe/build.sh [--force] [--cuda] [--mkl] PREFIX)" ;;
         *)
-            [[ -z "$PREFIX" ]] || die 2 "more than one PREFIX given (usage: bash envs/caffe/build.sh [--force] [--cuda] PREFIX)"
+            [[ -z "$PREFIX" ]] || die 2 "more than one PREFIX given (usage: bash envs/caffe/build.sh [--force] [--cuda] [--mkl] PREFIX)"
             PREFIX="$arg"
             ;;
     esac
 done
-[[ -n "$PREFIX" ]] || die 2 "no PREFIX given (usage: bash envs/caffe/build.sh [--force] [--cuda] PREFIX)"
+[[ -n "$PREFIX" ]] || die 2 "no PREFIX given (usage: bash envs/caffe/build.sh [--force] [--cuda] [--mkl] PREFIX)"
 PREFIX="$(realpath -m -- "$PREFIX")"
 [[ "$PREFIX" != "/" ]] || die 2 "refusing to use / as PREFIX"
 PARENT="$(dirname "$PREFIX")"
@@ -310,6 +316,9 @@ target_include_directories(caffe PUBLIC ${Caffe_INCLUDE_DIR} ${PROJECT_SOURCE_DI
 caffe_default_properties(caffe)
 set_target_properties(caffe PROPERTIES VERSION ${CAFFE_TARGET_VERSION}
                                        SOVERSION ${CAFFE_TARGET_SOVERSION})
+if(DLBENCH_LIB_RPATH)  # a BLAS of the environment (MKL): libcaffe finds it relative to itself
+  set_target_properties(caffe PROPERTIES BUILD_WITH_INSTALL_RPATH ON INSTALL_RPATH "${DLBENCH_LIB_RPATH}")
+endif()
 
 add_executable(caffe.bin ${PROJECT_SOURCE_DIR}/tools/caffe.cpp)
 target_link_libraries(caffe.bin PRIVATE caffe)
@@ -318,7 +327,7 @@ caffe_default_properties(caffe.bin)
 set_target_properties(caffe.bin PROPERTIES OUTPUT_NAME caffe
                       RUNTIME_OUTPUT_DIRECTORY "${PROJECT_BINARY_DIR}/tools"
                       BUILD_WITH_INSTALL_RPATH ON
-                      INSTALL_RPATH "\$ORIGIN/../lib")
+                      INSTALL_RPATH "\$ORIGIN/../lib;${DLBENCH_LIB_RPATH}")
 CMAKE
 
 # ---------------------------------------------------------------- configure
@@ -355,6 +364,17 @@ CMAKE_FLAGS=(
 )
 read -r -a extra_flags <<<"${CAFFE_CMAKE_EXTRA:-}"
 CMAKE_FLAGS+=("${extra_flags[@]}")
+BLAS_NAME=openblas
+BLAS_THREADS_ENV=OPENBLAS_NUM_THREADS
+if ((MKL)); then
+    ENV_LIB="$PARENT/lib"  # PREFIX is <environment>/caffe
+    MKL_RT="$(ls "$ENV_LIB"/libmkl_rt.so* 2>/dev/null | sort | tail -n 1)"
+    [[ -n "$MKL_RT" ]] || die 2 "--mkl: no libmkl_rt.so* in $ENV_LIB (install PyPI's mkl into the environment first)"
+    CMAKE_FLAGS+=("-DCAFFE_BLAS_LIB=$MKL_RT" "-DDLBENCH_LIB_RPATH=\$ORIGIN/../../lib")
+    export LD_LIBRARY_PATH="$ENV_LIB${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"  # the smoke run, before the rename
+    BLAS_NAME=mkl
+    BLAS_THREADS_ENV=MKL_NUM_THREADS
+fi
 if ((CUDA)); then
     CMAKE_FLAGS+=(-DCPU_ONLY=OFF -DDLBENCH_CUDA=ON "-DCMAKE_CUDA_COMPILER=$NVCC" "-DCMAKE_CUDA_ARCHITECTURES=$CUDA_ARCHS")
 else
@@ -386,7 +406,7 @@ libcaffe_used="$(ldd "$STAGE/bin/caffe" | awk '/libcaffe\.so/ {print $3; exit}')
     die 1 "staged bin/caffe loads libcaffe from '${libcaffe_used:-nowhere}', not from its own lib/ (rpath problem)"
 version_line="$("$STAGE/bin/caffe" --version 2>&1 | head -n 1)" ||
     die 1 "staged bin/caffe --version failed: $version_line"
-BLAS_PATH="$(ldd "$STAGE/bin/caffe" | awk '/libopenblas/ {print $3; exit}')"
+BLAS_PATH="$(ldd "$STAGE/bin/caffe" | awk '/libopenblas|libmkl_rt/ {print $3; exit}')"
 BLAS_REAL="$(readlink -f "${BLAS_PATH:-/nonexistent}" 2>/dev/null || true)"
 
 # ---------------------------------------------------------------- BUILD_INFO.json
@@ -401,7 +421,7 @@ BI_SDIST="$SDIST_NAME==$SDIST_VERSION" BI_SHA="$SDIST_SHA256" BI_CAFFE="$CAFFE_V
     BI_TOTAL=$((T_END - T_START)) BI_CONF=$((T_MAKE - T_CONF)) BI_MAKE=$((T_MADE - T_MAKE)) \
     BI_JOBS="$JOBS" BI_BLAS_PATH="$BLAS_REAL" BI_VERSION_LINE="$version_line" \
     BI_PKGS="$pkg_versions" BI_SCRIPT_SHA="$(sha256sum "${BASH_SOURCE[0]}" | cut -d' ' -f1)" \
-    BI_DEVICE="$( ((CUDA)) && echo cuda || echo cpu)" BI_CUDA="${CUDA_VERSION:-}" \
+    BI_BLAS="$BLAS_NAME" BI_BLAS_THREADS_ENV="$BLAS_THREADS_ENV" BI_DEVICE="$( ((CUDA)) && echo cuda || echo cpu)" BI_CUDA="${CUDA_VERSION:-}" \
     BI_PROTOC="$("$PROTOC" --version)" \
     "$PYTHON" - "$STAGE/BUILD_INFO.json" <<'PY' || die 1 "writing BUILD_INFO.json failed"
 import datetime, json, os, platform, sys
@@ -415,9 +435,9 @@ info = {
     "device": e["BI_DEVICE"],
     "cuda_version": e["BI_CUDA"] or None,
     "cudnn_version": None,
-    "blas": "openblas",
+    "blas": e["BI_BLAS"],
     "blas_library": e["BI_BLAS_PATH"] or None,
-    "blas_threads_env": "OPENBLAS_NUM_THREADS",
+    "blas_threads_env": e["BI_BLAS_THREADS_ENV"],
     "cmake_flags": [f for f in e["BI_FLAGS"].splitlines() if f],
     "cmake_version": e["BI_CMAKE"],
     "compiler": e["BI_CXX"],
