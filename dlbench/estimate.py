@@ -1,68 +1,337 @@
-"""How long the points without a result will take, judged from the points already measured."""
+"""How long the points without a result will take, before anything has run and better as points finish.
+
+A point's wall time is modelled as
+
+    fixed cost + training images / training throughput + test images / test throughput
+
+and each point takes the best source there is for its throughput and fixed cost:
+
+- `measured`: finished points of the same kind (framework, network, dataset, device, threads, library):
+  their median throughput and fixed cost;
+- `scaled`: finished points of the same framework and network (and device) of another kind: their
+  median fraction of the machine's GEMM peak, scaled to this point's threads and FLOPs;
+- `modelled`: the point's FLOPs per image (dlbench.models.flops_per_image) over the machine's GEMM peak at
+  its threads (dlbench.peak) times the framework's default efficiency (EFFICIENCY), plus the framework's
+  default fixed cost (FIXED_S).
+
+A probe (`python -m dlbench.estimate CONFIG --probe`) runs one short point of every kind that has no
+finished point yet and keeps its record in results/probes/; the estimate counts probes as finished
+points. A GPU point with nothing measured has no estimate (no GPU peak is known): it is counted apart.
+
+Reading every finished record of a 20,000-point study costs seconds at every dry run; the estimate
+needs medians, so it reads at most SAMPLE records of each kind (the rest are only seen to exist).
+"""
 
 from __future__ import annotations
 
+import argparse
+import json
 import math
+import os
 import statistics
+import sys
+import time
+from dataclasses import dataclass, field
 from pathlib import Path
 
-from dlbench import records
+from dlbench import inputs, models, records
 from dlbench.datasets import catalog
 from dlbench.lr import steps_per_epoch
 
+SAMPLE = 20  # finished records read per kind
+# Defaults before anything is measured, per framework. EFFICIENCY: the fraction of the float32 GEMM peak
+# (dlbench.peak, numpy's BLAS at the point's threads) that a training step reaches; FIXED_S: a point's wall
+# time outside training and testing (interpreter, imports, data load, build, compile, exit). Both are the
+# medians of the records of the default study (config/config.yaml: LeNet on digits, batch 32 and 128,
+# 2 threads) on the development machine (AMD EPYC, 2 cores, 131 GFLOP/s peak at 2 threads), 2026-12-01.
+# PyTorch's oneDNN beats numpy's OpenBLAS on these small convolutions, hence a fraction above 1.
+# Re-derive them from any study's runs.parquet with `python bench/estimate_error.py --derive RESULTS`.
+EFFICIENCY = {"pytorch": 1.23, "tensorflow": 0.88, "theano": 0.34, "caffe": 0.47}
+FIXED_S = {"pytorch": 2.0, "tensorflow": 2.2, "theano": 4.1, "caffe": 0.2}
+PROBE_ITERATIONS = 50
+PROBES = "results/probes"
+PEAK = "results/machine/peak.json"  # the machine_peak rule's measurement
+QUICK_PEAK = "results/machine/peak.estimate.json"  # the estimate's own quick one, when the rule has not run
+
+
+def kind(p: dict) -> tuple:
+    return (p["framework"], p["network"], p["dataset"], p["device"], p["threads"], p.get("library", "default"))
+
+
+def family(p: dict) -> tuple:
+    """Points whose measured fraction of the peak carries over: same framework, network, device and library."""
+    return (p["framework"], p["network"], p["device"], p.get("library", "default"))
+
+
+def train_size(p: dict) -> int:
+    return p.get("input", {}).get("train_samples") or catalog.INFO[p["dataset"]]["train_count"]
+
+
+def test_size(p: dict) -> int:
+    return p.get("input", {}).get("test_samples") or catalog.INFO[p["dataset"]]["test_count"]
+
 
 def planned_images(point: dict) -> int:
-    n = point.get("input", {}).get("train_samples") or catalog.INFO[point["dataset"]]["train_count"]
+    n = train_size(point)
     iterations = point["iterations"] or math.ceil(point["epochs"] * steps_per_epoch(n, point["batch_size"]))
     return iterations * point["batch_size"]
 
 
-def _kind(p: dict) -> tuple:
-    return (p["framework"], p["network"], p["dataset"], p["device"], p["threads"])
+def planned_test_images(point: dict) -> int:
+    """Images the point's tests go through: one test every test interval (else every epoch) and the final one."""
+    n = train_size(point)
+    spe = steps_per_epoch(n, point["batch_size"])
+    total = point["iterations"] or math.ceil(point["epochs"] * spe)
+    every = point.get("test_interval") or spe
+    return (total // every if every < total else 0) * test_size(point) + test_size(point)
 
 
-def measured_points(points: list[dict], run_dir) -> tuple[dict, list[dict]]:
-    """(throughput and overhead of finished points by kind, the points without a result)."""
-    measured: dict[tuple, list[tuple[float, float]]] = {}
-    pending = []
-    for p in points:
-        r = records.read_or_skip(Path(run_dir(p)) / records.RESULT)
-        if r is None:
-            pending.append(p)
-            continue
-        if r.get("status") == "ok" and r.get("throughput_img_s"):
-            measured.setdefault(_kind(p), []).append((r["throughput_img_s"], r["wall_time_s"] - r["train_time_s"]))
-    return measured, pending
+def flops(point: dict) -> dict[str, int]:
+    return models.flops_per_image(point["layers"], inputs.model_input_shape(point))
 
 
-def point_seconds(p: dict, measured: dict) -> float | None:
-    """Expected wall time of one point from comparable measured ones; None when there are none."""
-    same = measured.get(_kind(p)) or [m for k, ms in measured.items() if k[:2] == _kind(p)[:2] for m in ms]
-    if not same:
+@dataclass
+class Measure:
+    """What one finished record says about its kind."""
+
+    throughput: float  # training images per second
+    test_throughput: float | None
+    fixed_s: float  # wall time outside training and testing
+    gflops: float  # achieved training GFLOP/s
+    threads: int
+
+
+@dataclass
+class Finished:
+    """The points without a result, and a sample of the finished records of each kind."""
+
+    pending: list[dict]
+    done: int = 0
+    by_kind: dict[tuple, list[Measure]] = field(default_factory=dict)
+
+
+def measure_of(record: dict, point: dict) -> Measure | None:
+    if record.get("status") != "ok" or not record.get("throughput_img_s") or not record.get("wall_time_s"):
         return None
-    throughput = statistics.median(m[0] for m in same)
-    overhead = statistics.median(m[1] for m in same)
-    return planned_images(p) / throughput + overhead
+    busy = sum(record.get(k) or 0.0 for k in ("train_time_s", "test_time_s", "interval_test_time_s"))
+    per_image = record.get("flops_per_image_train") or flops(point)["train"]
+    return Measure(record["throughput_img_s"], record.get("test_throughput_img_s"),
+                   max(0.0, record["wall_time_s"] - busy), record["throughput_img_s"] * per_image / 1e9,
+                   int(point["threads"]))
 
 
-def estimate(points: list[dict], run_dir) -> dict:
-    """Seconds for the points lacking metrics.json, from measured throughput of comparable points."""
-    measured, pending = measured_points(points, run_dir)
-    seconds, unknown = 0.0, 0
-    for p in pending:
-        guess = point_seconds(p, measured)
-        if guess is None:
-            unknown += 1
+def finished(points: list[dict], run_dir, probes: str | os.PathLike | None = PROBES) -> Finished:
+    """Which points lack a result (one stat each), and up to SAMPLE finished records per kind (and probes)."""
+    out = Finished([])
+    for p in points:
+        path = Path(run_dir(p)) / records.RESULT
+        if not path.exists():
+            out.pending.append(p)
+            continue
+        out.done += 1
+        sample = out.by_kind.setdefault(kind(p), [])
+        if len(sample) >= SAMPLE:
+            continue
+        record = records.read_or_skip(path)
+        if record is None:
+            out.pending.append(p)
+            out.done -= 1
+            continue
+        m = measure_of(record, p)
+        if m:
+            sample.append(m)
+    for p, m in probe_measures(points, probes):
+        out.by_kind.setdefault(kind(p), []).append(m)
+    out.by_kind = {k: v for k, v in out.by_kind.items() if v}
+    return out
+
+
+def probe_measures(points: list[dict], probes: str | os.PathLike | None):
+    """(point, measure) of every probe kept for a kind of these points."""
+    if not probes or not Path(probes).is_dir():
+        return
+    kinds = {probe_name(p): p for p in points}
+    for name, p in kinds.items():
+        record = records.read_or_skip(Path(probes) / name / records.RESULT)
+        m = measure_of(record, p) if record else None
+        if m:
+            yield p, m
+
+
+def probe_name(p: dict) -> str:
+    fw, network, dataset, device, threads, library = kind(p)
+    return f"{fw}-{network}-{dataset}-{device}-t{threads}-{library}"
+
+
+# ---------------------------------------------------------------------------------------------
+# The machine's peak
+# ---------------------------------------------------------------------------------------------
+
+def peak_gflops(threads: list[int], root: str | os.PathLike = ".", measure: bool = True) -> dict[int, float]:
+    """GEMM GFLOP/s by thread count: the machine_peak rule's file, else the estimate's own quick measurement
+    (n = 1024, best of 3, about a second in all), made once and kept in results/machine/peak.estimate.json."""
+    root = Path(root)
+    known: dict[int, float] = {}
+    for name in (QUICK_PEAK, PEAK):  # the rule's figures win
+        path = root / name
+        if path.exists():
+            try:
+                known.update({int(k): float(v) for k, v in json.loads(path.read_text())["gflops_by_threads"].items()})
+            except (ValueError, KeyError, TypeError):
+                pass
+    missing = sorted(set(threads) - set(known))
+    if missing and measure:
+        from dlbench import peak
+        from dlbench.atomic import write_json
+
+        t0 = time.perf_counter()
+        quick = {t: round(peak.gemm_gflops(n=1024, threads=t, repeats=3), 2) for t in missing}
+        print(f"dlbench: measured this machine's GEMM peak for the estimate in {time.perf_counter() - t0:.1f} s "
+              f"({', '.join(f'{t} threads: {g:.0f} GFLOP/s' for t, g in quick.items())})", file=sys.stderr)
+        path = root / QUICK_PEAK
+        old = json.loads(path.read_text())["gflops_by_threads"] if path.exists() else {}
+        write_json(path, {"gemm_n": 1024, "gflops_by_threads": {**old, **{str(t): g for t, g in quick.items()}}})
+        known.update(quick)
+    return known
+
+
+# ---------------------------------------------------------------------------------------------
+# The estimate
+# ---------------------------------------------------------------------------------------------
+
+class Model:
+    """Seconds per point from what has been measured, else from FLOPs and the machine's peak."""
+
+    def __init__(self, done: Finished, peak: dict[int, float]):
+        self.peak = peak
+        self.by_kind = {k: self._medians(ms) for k, ms in done.by_kind.items()}
+        fractions: dict[tuple, list[float]] = {}
+        fixed: dict[tuple, list[float]] = {}
+        for k, ms in done.by_kind.items():
+            fam = (k[0], k[1], k[3], k[5])
+            fixed.setdefault(fam, []).extend(m.fixed_s for m in ms)
+            fractions.setdefault(fam, []).extend(m.gflops / peak[m.threads] for m in ms if peak.get(m.threads))
+        self.fraction = {f: statistics.median(v) for f, v in fractions.items() if v}
+        self.fixed = {f: statistics.median(v) for f, v in fixed.items() if v}
+        self._flops: dict[str, dict[str, int]] = {}
+
+    @staticmethod
+    def _medians(ms: list[Measure]) -> tuple[float, float | None, float]:
+        tests = [m.test_throughput for m in ms if m.test_throughput]
+        return (statistics.median(m.throughput for m in ms), statistics.median(tests) if tests else None,
+                statistics.median(m.fixed_s for m in ms))
+
+    def _flops_of(self, p: dict) -> dict[str, int]:
+        key = json.dumps([p["layers"], inputs.model_input_shape(p)])
+        if key not in self._flops:
+            self._flops[key] = flops(p)
+        return self._flops[key]
+
+    def seconds(self, p: dict) -> tuple[float | None, str]:
+        """(expected wall seconds, the source: measured, scaled or modelled); None where nothing is known."""
+        fl = self._flops_of(p)
+        if kind(p) in self.by_kind:
+            throughput, test_throughput, fixed = self.by_kind[kind(p)]
+            source = "measured"
         else:
-            seconds += guess
-    return {"points": len(points), "pending": len(pending), "measured_kinds": len(measured),
-            "estimated_s": seconds, "unknown": unknown}
+            fam = family(p)
+            peak = self.peak.get(int(p["threads"]))
+            if fam in self.fraction and peak:
+                throughput = self.fraction[fam] * peak * 1e9 / fl["train"]
+                fixed, source = self.fixed[fam], "scaled"
+            elif p["device"] == "cpu" and peak and p["framework"] in EFFICIENCY:
+                throughput = EFFICIENCY[p["framework"]] * peak * 1e9 / fl["train"]
+                fixed, source = FIXED_S[p["framework"]], "modelled"
+            else:
+                return None, "unknown"
+            test_throughput = None
+        # a test is a forward pass: the same throughput in FLOPs, a third of the FLOPs per image
+        test_throughput = test_throughput or throughput * fl["train"] / max(1, fl["forward"])
+        return fixed + planned_images(p) / throughput + planned_test_images(p) / test_throughput, source
+
+
+def estimate(points: list[dict], run_dir, done: Finished | None = None, *, threads: list[int] | None = None,
+             root: str | os.PathLike = ".", peak: dict[int, float] | None = None) -> dict:
+    """Seconds for the points lacking metrics.json, and how many came from each source."""
+    done = done or finished(points, run_dir)
+    cpu_threads = sorted({int(p["threads"]) for p in done.pending if p["device"] == "cpu"} | set(threads or []))
+    if peak is None:
+        peak = peak_gflops(cpu_threads, root) if done.pending else {}
+    model = Model(done, peak)
+    seconds, sources = 0.0, {"measured": 0, "scaled": 0, "modelled": 0, "unknown": 0}
+    for p in done.pending:
+        guess, source = model.seconds(p)
+        sources[source] += 1
+        seconds += guess or 0.0
+    return {"points": len(points), "pending": len(done.pending), "measured_kinds": len(done.by_kind),
+            "estimated_s": seconds, "unknown": sources.pop("unknown"), "sources": sources}
 
 
 def describe(est: dict) -> str:
     hours = est["estimated_s"] / 3600
     text = (f"dlbench: {est['pending']} of {est['points']} points have no result yet; "
             f"estimated training time for them: {hours:.2f} h ({est['estimated_s']:.0f} s)")
+    counted = {k: v for k, v in est.get("sources", {}).items() if v}
+    if counted:
+        text += " (" + ", ".join(f"{n} {k}" for k, n in counted.items()) + ")"
     if est["unknown"]:
-        text += f", not counting {est['unknown']} points with no comparable measured point"
+        text += f", not counting {est['unknown']} GPU points with no measured point of their kind (probe them)"
     return text
+
+
+# ---------------------------------------------------------------------------------------------
+# The probe: one short point of every kind that has nothing measured
+# ---------------------------------------------------------------------------------------------
+
+def probe(cfg: dict, points: list[dict], run_dir, iterations: int = PROBE_ITERATIONS,
+          root: str | os.PathLike = ".") -> int:
+    """Run one short point (`iterations`, no interval tests, at most 1,000 test images) of every kind that has
+    neither a finished point nor a probe, in its own environment, and keep its record in results/probes/."""
+    from dlbench import envs, runner
+    from dlbench.datasets import prepare
+
+    done = finished(points, run_dir, Path(root) / PROBES)
+    todo: dict[str, dict] = {}
+    for p in done.pending:
+        if kind(p) not in done.by_kind:
+            todo.setdefault(probe_name(p), p)
+    for name, p in todo.items():
+        short = {**p, "iterations": iterations, "epochs": None, "test_interval": None,
+                 "input": {**p.get("input", {}), "test_samples": min(test_size(p), 1000)}}
+        data = Path(root) / "resources/datasets" / p["dataset"]
+        if not (data / "meta.json").exists():
+            prepare.prepare(p["dataset"], data, local=cfg.get("data", {}).get(p["dataset"]))
+        env_name, site = envs.point_env(cfg, p)
+        env = envs.site_env(p["framework"], env_name, site) if site else envs.describe(env_name, envs.build(env_name))
+        t0 = time.perf_counter()
+        record = runner.run_point(short, data, Path(root) / PROBES / name, python=env["python"], env=env)
+        print(f"dlbench: probe {name}: {record['status']}, {record.get('throughput_img_s') or 0:.0f} img/s, "
+              f"{time.perf_counter() - t0:.1f} s", file=sys.stderr)
+    return len(todo)
+
+
+def main(argv: list[str] | None = None) -> int:
+    from dlbench import config, sweep
+    from dlbench.paths import SCHEMA
+
+    ap = argparse.ArgumentParser(prog="python -m dlbench.estimate", description="How long a study will take.")
+    ap.add_argument("config", help="the study's config file (as for --configfile)")
+    ap.add_argument("--probe", action="store_true", help="first run one short point of every unmeasured kind")
+    ap.add_argument("--iterations", type=int, default=PROBE_ITERATIONS, help="a probe's length")
+    args = ap.parse_args(argv)
+    import yaml
+
+    cfg = config.validate(yaml.safe_load(Path(args.config).read_text()), schema_path=SCHEMA)
+    points = sweep.plan(cfg).points
+
+    def run_dir(p: dict) -> str:
+        return f"results/runs/{p['framework']}/{p['dataset']}/{p['id']}"
+
+    if args.probe:
+        probe(cfg, points, run_dir, args.iterations)
+    print(describe(estimate(points, run_dir)))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -56,9 +56,11 @@ if (
             file=sys.stderr,
         )
 
-POINTS = {(p["framework"], p["dataset"], p["id"]): p for p in sweep.expand(CFG)}
-MEMBERSHIP = sweep.membership(CFG)
-TUNING = sweep.tuning(CFG)
+# The sweep, expanded once: the points, and each one's sub-studies and place in a tuning grid.
+PLAN = sweep.plan(CFG)
+POINTS = {(p["framework"], p["dataset"], p["id"]): p for p in PLAN.points}
+MEMBERSHIP = PLAN.membership
+TUNING = PLAN.tuning
 # The environment of each point (dlbench.envs.point_env: a built one by its device, or a site's Python).
 POINT_ENVS = {key: envs.point_env(CFG, p) for key, p in POINTS.items()}
 # Each site interpreter a point uses, checked once now (before any job): its versions, or one line and stop.
@@ -109,12 +111,29 @@ RUNNER_OPTIONS = {
 }
 
 
+# Finished points, read once for the dry run's time estimate and the cluster's time requests (a sample
+# of each kind: the estimate needs medians, not every record; see dlbench/estimate.py).
+_FINISHED = []
+
+
+def finished():
+    if not _FINISHED:
+        from dlbench import estimate
+
+        _FINISHED.append(estimate.finished(list(POINTS.values()), run_dir))
+    return _FINISHED[0]
+
+
 # The time estimate of a dry run: how long the points without a result will take.
 if workflow.output_settings.dryrun and workflow.is_main_process:
     from dlbench import estimate
 
     print(
-        estimate.describe(estimate.estimate(list(POINTS.values()), run_dir)),
+        estimate.describe(
+            estimate.estimate(
+                list(POINTS.values()), run_dir, finished(), threads=THREAD_COUNTS
+            )
+        ),
         file=sys.stderr,
     )
 
@@ -145,22 +164,33 @@ def local_copy(wildcards):
     return CFG["data"].get(wildcards.dataset, "")
 
 
-def point_env_of(wildcards):
-    """(environment name, site interpreter or None) of the point."""
-    return POINT_ENVS[(wildcards.framework, wildcards.dataset, wildcards.point)]
+def per_point(value_of):
+    """What the train rule gets for value_of(point). A plain value when every point has the same one
+    (Snakemake then applies no function per job: at 20,000 points each function costs seconds), else a
+    function of a job's wildcards that looks its point's value up in a table made here, once.
+    """
+    values = {key: value_of(p) for key, p in POINTS.items()}
+    distinct = {repr(v) for v in values.values()}
+    if len(distinct) == 1:
+        return next(iter(values.values()))
+
+    def of_point(wildcards):
+        return values[(wildcards.framework, wildcards.dataset, wildcards.point)]
+
+    return of_point
 
 
-def framework_env_file(wildcards):
+def framework_env_file(p):
     """The description of the point's built environment; none for a site one or under --sdm conda."""
-    env_name, site = point_env_of(wildcards)
+    env_name, site = POINT_ENVS[(p["framework"], p["dataset"], p["id"])]
     return [] if USE_CONDA or site else [f"resources/envs/{env_name}.json"]
 
 
-def point_env_params(wildcards):
+def point_env_params(p):
     """The point's environment as its job sees it; a site one with its versions, so that another site build
     of the framework reruns the framework's points (a built one reruns through its description's file).
     """
-    env_name, site = point_env_of(wildcards)
+    env_name, site = POINT_ENVS[(p["framework"], p["dataset"], p["id"])]
     if site:
         return SITE_ENVS[(env_name, site)]
     return {
@@ -179,20 +209,18 @@ def env_recipe_key(wildcards):
     return envs.env_key(wildcards.env)
 
 
-def point_conda_file(wildcards):
+def point_conda_file(p):
     """The point's environment's conda file; a site point's job (only the runner) runs in the base one."""
-    env_name, site = point_env_of(wildcards)
+    env_name, site = POINT_ENVS[(p["framework"], p["dataset"], p["id"])]
     return "../envs/base.yaml" if site else f"../envs/{env_name}.yaml"
 
 
-def caffe_data_files(wildcards):
+def caffe_data_files(p):
     """The HDF5 files a Caffe point's train job reads (those of its input handling); nothing for the others."""
-    if wildcards.framework != "caffe":
+    if p["framework"] != "caffe":
         return []
-    key = caffe_data.input_key(point_of(wildcards)["input"])
-    return [
-        f"resources/caffe/{wildcards.dataset}/{key}/{name}" for name in caffe_data.FILES
-    ]
+    key = caffe_data.input_key(p["input"])
+    return [f"resources/caffe/{p['dataset']}/{key}/{name}" for name in caffe_data.FILES]
 
 
 def caffe_input_settings(wildcards):
@@ -203,49 +231,50 @@ def point_params(wildcards):
     return point_of(wildcards)
 
 
-def point_code(wildcards):
-    """Changing a framework's adapter (or the shared trainer code) reruns its points only."""
-    return adapter_digest(wildcards.framework)
+def point_gpus(p):
+    return 1 if p["device"] == "gpu" else 0
 
 
-def point_threads(wildcards):
-    return point_of(wildcards)["threads"]
-
-
-def point_gpus(wildcards):
-    return 1 if point_of(wildcards)["device"] == "gpu" else 0
-
-
-def point_measure_slots(wildcards):
+def point_measure_slots(p):
     """A CPU point takes the machine's one measurement slot; a GPU point measuring per device takes none (the
     runner's lock gives it a GPU of its own and keeps CPU points apart, see dlbench/locks.py).
     """
-    if point_gpus(wildcards) and CFG["measurement"]["gpu"] == "per_device":
+    if point_gpus(p) and CFG["measurement"]["gpu"] == "per_device":
         return 0
     return MEASURE_SLOTS
 
 
-def point_gpu_model(wildcards):
-    if not point_gpus(wildcards):
+def point_gpu_model(p):
+    if not point_gpus(p):
         return ""
     return CFG["cluster"].get("gpu_model") or ""
 
 
-def point_mem_mb(wildcards):
-    return cluster.mem_mb(CFG, point_of(wildcards))
-
-
-def point_partition(wildcards):
-    return cluster.partition(CFG, point_of(wildcards)) or ""
-
-
-_MEASURED = []
+# The train rule's per-job values, each a plain value where every point has the same (see per_point).
+TRAIN_INPUT = {
+    "env": per_point(framework_env_file),
+    "caffe_data": per_point(caffe_data_files),
+}
+TRAIN_THREADS = per_point(lambda p: p["threads"])
+TRAIN_RESOURCES = {
+    "dlbench_measure": per_point(point_measure_slots),
+    "gpu": per_point(point_gpus),
+    "gpu_model": per_point(point_gpu_model),
+    "mem_mb": per_point(lambda p: cluster.mem_mb(CFG, p)),
+    "slurm_partition": per_point(lambda p: cluster.partition(CFG, p) or ""),
+}
+TRAIN_CODE = per_point(lambda p: adapter_digest(p["framework"]))
+TRAIN_ENV = per_point(point_env_params)
+# Without --sdm conda no job runs in a conda environment (Snakemake ignores the directive, yet evaluates a
+# function there for every job): the rule names the base environment, which its job's own process runs in.
+TRAIN_CONDA = per_point(point_conda_file) if USE_CONDA else "../envs/base.yaml"
+_RUNTIME = {}
 
 
 def point_runtime(wildcards, attempt):
-    """Minutes a cluster job asks for, from finished points' throughput (read once; see dlbench/cluster.py)."""
-    if not _MEASURED:
-        from dlbench import estimate
-
-        _MEASURED.append(estimate.measured_points(list(POINTS.values()), run_dir)[0])
-    return cluster.runtime_min(CFG, point_of(wildcards), _MEASURED[0], attempt)
+    """Minutes a cluster job asks for: its first attempt's (from finished points, worked out once for all
+    points when first asked), times the attempt, so that a point that timed out gets more time.
+    """
+    if not _RUNTIME:
+        _RUNTIME.update(cluster.runtime_table(CFG, list(POINTS.values()), finished()))
+    return _RUNTIME[wildcards.point] * attempt
