@@ -107,9 +107,11 @@ FRAMEWORKS: dict[str, Framework] = {f.name: f for f in (
     # The study ran Torch7; dlbench runs its successor with Torch's defaults.
     Framework("pytorch", "PyTorch", own_preset="torch", published_as="torch", color="#ee4c2c",
               accepts={"device": ("cpu", "gpu"), "library": ("default", "no_onednn")}, variants=("cuda",)),
-    # No CUDA variant: Theano's GPU back end (libgpuarray/pygpu) has no PyPI build.
+    # No CUDA variant: Theano's GPU back end (libgpuarray/pygpu) has no PyPI build. A fixed hash seed: the
+    # compile cache's key of DimShuffle's C code holds a string hash, which Python salts per process, so
+    # with a random seed every point compiled that module again and the cache grew by one module a point.
     Framework("theano", "Theano", own_preset="theano", published_as="theano", color="#3d6ab0",
-              accepts={"device": ("cpu", "gpu")}),
+              accepts={"device": ("cpu", "gpu")}, env={"PYTHONHASHSEED": "0"}),
 )}
 
 
