@@ -4,7 +4,9 @@
 
 For each size N, a copy of the workflow (dlbench.testing.sandbox) with a study of N points (digits,
 PyTorch with Caffe's preset, 10 learning rates x 10 batch sizes x N/100 repeats, 30 iterations) and
-a bare Snakefile with N jobs (one `touch` rule and an `all` rule). `--before DIR` adds a third side:
+a bare Snakefile with N jobs (one `touch` rule and an `all` rule). `--shaped` adds a bare Snakefile whose
+rule has the train rule's files and a script (what Snakemake pays per job for that shape, without any of
+dlbench's functions). `--before DIR` adds another side:
 the workflow files of another checkout (e.g. `git archive <commit> | tar -x -C DIR`), so that a
 change is measured before and after in the same run. Timed from outside, rotating the sides:
 - `snakemake -n` with nothing done yet;
@@ -50,6 +52,45 @@ rule one:
     shell:
         "touch {output}"
 """
+
+
+# The same jobs with the train rule's shape: two inputs made by other rules, three outputs, a log, a script.
+SHAPED = """N = int(config["n"])
+
+
+rule all:
+    input:
+        expand("out/{i}/metrics.json", i=range(N)),
+
+
+rule data:
+    output:
+        "data.npz",
+    shell:
+        "touch {output}"
+
+
+rule env:
+    output:
+        "env.json",
+    shell:
+        "touch {output}"
+
+
+rule one:
+    input:
+        data="data.npz",
+        env="env.json",
+    output:
+        metrics="out/{i}/metrics.json",
+        curve="out/{i}/curve.csv",
+        samples="out/{i}/samples.csv",
+    log:
+        "out/{i}/job.log",
+    script:
+        "touch.py"
+"""
+TOUCH = "from pathlib import Path\n\nfor f in snakemake.output:\n    Path(f).touch()\n"
 
 
 def study(n: int) -> dict:
@@ -122,6 +163,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--sizes", type=int, nargs="+", default=[1000, 5000])
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--before", type=Path, help="another checkout's workflow, measured beside this one")
+    ap.add_argument("--shaped", action="store_true", help="also a bare Snakefile whose rule has the train rule's "
+                    "files (2 inputs, 3 outputs, a log) and a script: what Snakemake itself pays for that shape")
     args = ap.parse_args(argv)
     record = a_real_record()
     load = c.wait_quiet()
@@ -138,6 +181,13 @@ def main(argv: list[str] | None = None) -> int:
         (bare / "Snakefile").write_text(BARE)
         (bare / "study.yaml").write_text(f"n: {n}\n")
         sides["bare"] = bare
+        if args.shaped:
+            shaped = root / "shaped"
+            shaped.mkdir(parents=True)
+            (shaped / "Snakefile").write_text(SHAPED)
+            (shaped / "touch.py").write_text(TOUCH)
+            (shaped / "study.yaml").write_text(f"n: {n}\n")
+            sides["bare, train's shape"] = shaped
         times = {(side, what): [] for side in sides for what in ("-n", "no-op")}
         outs = {}
         for i in range(args.repeats):
@@ -147,7 +197,7 @@ def main(argv: list[str] | None = None) -> int:
                 times[(side, "-n")].append(t)
         trains = len(re.findall(r"^(?:local)?rule train:", outs["dlbench"], re.M))
         for side, folder in sides.items():
-            materialise(folder, outs[side], "" if side == "bare" else record)
+            materialise(folder, outs[side], record if side in ("dlbench", "before") else "")
             smk(folder, "--touch")
         for i in range(args.repeats):
             order = list(sides)[i % len(sides):] + list(sides)[:i % len(sides)]

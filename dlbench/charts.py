@@ -18,7 +18,9 @@ import altair as alt
 import numpy as np
 import pandas as pd
 
+from dlbench import chartlist
 from dlbench.atomic import atomic_path
+from dlbench.chartlist import category, chart_files, chart_name  # noqa: F401 - the rules' names, here too
 from dlbench.frameworks import registry
 from dlbench.tables import (
     FRAMEWORKS,
@@ -50,7 +52,7 @@ from dlbench.tables import (
     tuning_table,
 )
 
-FORMATS = ("html", "svg")
+FORMATS = chartlist.FORMATS
 NO_DATA = "no data for this chart in this study"
 MAX_SAMPLES = 1500  # readings per run drawn in a timeline
 # Marks of one kind a chart draws (an SVG of much more than this is slow to open and to move in): past it a
@@ -555,56 +557,32 @@ def _status_chart(runs, curves=None, samples=None, published=None):
         title, "bar height: points of the study; green: ok; every other colour is a failed point, with its status"))
 
 
-CHARTS: dict[str, Spec] = {
-    "train_time_by_framework": Spec(_per_framework("train_time_s", "training time (s, log)", log=True),
-                                    "Time and accuracy", "Training time per framework"),
-    "test_time_by_framework": Spec(_per_framework("test_time_s", "testing time (s, log)", log=True),
-                                   "Time and accuracy", "Testing time per framework"),
-    "accuracy_by_framework": Spec(_per_framework("accuracy_pct", "test accuracy (%)", log=False),
-                                  "Time and accuracy", "Accuracy per framework"),
-    "status_by_framework": Spec(_status_chart, "Time and accuracy", "Points per status"),
-    "train_time_vs_batch_size": Spec(_against("batch_size", "train_time_s", "training time (s, log)", True, True),
-                                     "Hyper-parameters", "Training time vs batch size"),
-    "accuracy_vs_batch_size": Spec(_against("batch_size", "accuracy_pct", "test accuracy (%)", True, False),
-                                   "Hyper-parameters", "Accuracy vs batch size"),
-    "train_time_vs_learning_rate": Spec(_against("learning_rate", "train_time_s", "training time (s, log)", True,
-                                                 True), "Hyper-parameters", "Training time vs learning rate"),
-    "accuracy_vs_learning_rate": Spec(_against("learning_rate", "accuracy_pct", "test accuracy (%)", True, False),
-                                      "Hyper-parameters", "Accuracy vs learning rate"),
-    "train_time_vs_length": Spec(_against("length", "train_time_s", "training time (s, log)", True, True),
-                                 "Hyper-parameters", "Training time vs length"),
-    "accuracy_vs_length": Spec(_against("length", "accuracy_pct", "test accuracy (%)", True, False),
-                               "Hyper-parameters", "Accuracy vs length"),
-    "defaults_matrix_accuracy": Spec(_defaults_matrix("accuracy_pct"), "Default settings",
-                                     "Own vs cross-applied defaults: accuracy"),
-    "defaults_matrix_train_time": Spec(_defaults_matrix("train_time_s"), "Default settings",
-                                       "Own vs cross-applied defaults: training time"),
-    "tuning_grid": Spec(_tuning_chart, "Hyper-parameters", "Tuning around the defaults"),
-    "speedup_vs_threads": Spec(_speedup_chart, "Scaling", "Speed-up against threads"),
-    "time_to_accuracy": Spec(_time_to_accuracy, "Time and accuracy", "Time to accuracy"),
-    "pareto_front": Spec(_pareto_chart, "Time and accuracy", "Time/accuracy Pareto front"),
-    "cpu_timeline": Spec(_timeline("cpu_pct", "CPU (% of one core)", "CPU use"), "Resources", "CPU timeline"),
-    "memory_timeline": Spec(_timeline("rss_mb", "resident memory (MB)", "Resident memory"), "Resources",
-                            "Memory timeline"),
-    "gpu_timeline": Spec(_timeline("gpu_util_pct", "GPU utilisation (%)", "GPU utilisation"), "Resources",
-                         "GPU timeline"),
-    "resource_correlation": Spec(_correlation_chart, "Resources", "Resource use vs hyper-parameters"),
-    "published_comparison": Spec(_published_chart, "Comparison with the paper", "This machine vs the paper"),
+# How each chart of dlbench.chartlist is drawn.
+MAKERS: dict[str, Callable] = {
+    "train_time_by_framework": _per_framework("train_time_s", "training time (s, log)", log=True),
+    "test_time_by_framework": _per_framework("test_time_s", "testing time (s, log)", log=True),
+    "accuracy_by_framework": _per_framework("accuracy_pct", "test accuracy (%)", log=False),
+    "status_by_framework": _status_chart,
+    "train_time_vs_batch_size": _against("batch_size", "train_time_s", "training time (s, log)", True, True),
+    "accuracy_vs_batch_size": _against("batch_size", "accuracy_pct", "test accuracy (%)", True, False),
+    "train_time_vs_learning_rate": _against("learning_rate", "train_time_s", "training time (s, log)", True, True),
+    "accuracy_vs_learning_rate": _against("learning_rate", "accuracy_pct", "test accuracy (%)", True, False),
+    "train_time_vs_length": _against("length", "train_time_s", "training time (s, log)", True, True),
+    "accuracy_vs_length": _against("length", "accuracy_pct", "test accuracy (%)", True, False),
+    "defaults_matrix_accuracy": _defaults_matrix("accuracy_pct"),
+    "defaults_matrix_train_time": _defaults_matrix("train_time_s"),
+    "tuning_grid": _tuning_chart,
+    "speedup_vs_threads": _speedup_chart,
+    "time_to_accuracy": _time_to_accuracy,
+    "pareto_front": _pareto_chart,
+    "cpu_timeline": _timeline("cpu_pct", "CPU (% of one core)", "CPU use"),
+    "memory_timeline": _timeline("rss_mb", "resident memory (MB)", "Resident memory"),
+    "gpu_timeline": _timeline("gpu_util_pct", "GPU utilisation (%)", "GPU utilisation"),
+    "resource_correlation": _correlation_chart,
+    "published_comparison": _published_chart,
 }
-
-
-def chart_files(root: str, cfg: dict | None = None) -> list[str]:
-    """Every file the charts rule writes: one HTML and one SVG per chart (a chart without data says so)."""
-    return [f"{root}/{name}.{fmt}" for name in CHARTS for fmt in FORMATS]
-
-
-def chart_name(path: str) -> str:
-    return Path(path).stem
-
-
-def category(path: str) -> str:
-    """The Snakemake report category of a chart file."""
-    return CHARTS[chart_name(path)].category
+CHARTS: dict[str, Spec] = {name: Spec(MAKERS[name], group, title)
+                           for name, (group, title) in chartlist.CHARTS.items()}
 
 
 def save(chart, stem: Path) -> None:

@@ -17,8 +17,7 @@ import pandas as pd
 
 from dlbench.datasets import catalog
 from dlbench.frameworks import registry
-
-PUBLISHED_CSV = Path(__file__).resolve().parent / "reference" / "gtdlbench_results.csv"
+from dlbench.paths import PUBLISHED_CSV
 
 FRAMEWORKS = registry.names()  # the order every chart and table lists frameworks in
 OWN_PRESET = {f.name: f.own_preset for f in registry.FRAMEWORKS.values()}

@@ -26,11 +26,11 @@ def _use_own_package():
 
 _use_own_package()
 
-from dlbench import charts, cluster, config as dlconfig, envs, sweep  # noqa: E402
+from dlbench import chartlist, cluster, config as dlconfig, envs, sweep  # noqa: E402
 from dlbench.codedigest import adapter_digest, caffe_data_digest  # noqa: E402
 from dlbench.datasets.catalog import INFO as DATASETS  # noqa: E402
 from dlbench.frameworks import caffe_data, registry  # noqa: E402
-from dlbench.paths import SCHEMA  # noqa: E402
+from dlbench.paths import PUBLISHED_CSV, SCHEMA  # noqa: E402
 
 # Under --sdm conda a job runs in its rule's conda environment (envs/*.yaml); otherwise the base
 # environment runs every job and a training job's runner starts the framework's own Python.
@@ -92,7 +92,7 @@ def run_dir(p):
 
 
 METRICS = [f"{run_dir(p)}/metrics.json" for p in POINTS.values()]
-CHART_FILES = charts.chart_files("results/charts", CFG)
+CHART_FILES = chartlist.chart_files("results/charts", CFG)
 THREAD_COUNTS = sorted({p["threads"] for p in POINTS.values()})
 # The node's measurement lock (dlbench.locks.measuring), which the runner and machine_peak hold while they measure.
 MEASURE_LOCK = (
