@@ -25,18 +25,21 @@ def _read_csv(path: Path) -> pa.Table | None:
     return table if table.num_rows else None
 
 
-def _stack(tables: list[pa.Table], records: list[dict]) -> pd.DataFrame:
-    """The tables one under another, each row led by its run's keys; columns one run lacks stay empty."""
+def _stack(tables: list[pa.Table], owners: list[dict], rows: list[int]) -> pd.DataFrame:
+    """The tables one under another, each row led by its run's keys; columns one run lacks stay empty.
+
+    owners and rows: each record and how many of the rows are its own, in order (the cache may hand several
+    records' rows over as one table).
+    """
     if not tables:
         return pd.DataFrame(columns=["run_id", *KEYS[1:]])
-    rows = [t.num_rows for t in tables]
     table = pa.concat_tables(tables, promote_options="permissive")
     # A column empty in every run (no GPU, no tests) is numbers nobody measured, as pandas would read it.
     table = table.cast(pa.schema([pa.field(f.name, pa.float64()) if pa.types.is_null(f.type) else f
                                   for f in table.schema]))
     # The run keys, one entry per run taken row by row in Arrow (a string per row in numpy costs seconds).
-    owner = pa.array(np.repeat(np.arange(len(records)), rows))
-    keys = {("run_id" if k == "id" else k): pa.array([r[k] for r in records], pa.string()).take(owner)
+    owner = pa.array(np.repeat(np.arange(len(owners)), rows))
+    keys = {("run_id" if k == "id" else k): pa.array([r[k] for r in owners], pa.string()).take(owner)
             for k in KEYS}
     for i, (name, column) in enumerate(keys.items()):
         table = table.add_column(i, name, column)
@@ -50,7 +53,8 @@ def collect(metrics_paths, cache: str | Path | None = None) -> tuple[pd.DataFram
     parsed; the frames are the same with or without it.
     """
     runs = []
-    found: dict[str, tuple[list[pa.Table], list[dict]]] = {name: ([], []) for name in CSVS}
+    # per CSV: its tables (or their places in the cache), whose they are, and how many rows
+    found: dict[str, tuple[list, list[dict], list[int]]] = {name: ([], [], []) for name in CSVS}
     store = aggcache.RunCache(cache) if cache else None
     for path in map(Path, metrics_paths):
         record = records.read_or_skip(path)
@@ -60,7 +64,7 @@ def collect(metrics_paths, cache: str | Path | None = None) -> tuple[pd.DataFram
         record["attempts"] = max(1, len(records.attempts(path.parent)))
         runs.append(record)
         key = aggcache.record_key(path, CSVS) if store else None
-        for name, (tables, owners) in found.items():
+        for name, (tables, owners, rows) in found.items():
             table = store.get(key, name) if store else aggcache.MISSING
             if table is aggcache.MISSING:
                 table = _read_csv(path.parent / name)
@@ -69,7 +73,9 @@ def collect(metrics_paths, cache: str | Path | None = None) -> tuple[pd.DataFram
             if table is not None:
                 tables.append(table)
                 owners.append(record)
+                rows.append(table.num_rows)
     if store:
+        found = {name: (store.tables(tables), owners, rows) for name, (tables, owners, rows) in found.items()}
         store.save()
     runs_df = pd.DataFrame(runs).rename(columns={"id": "run_id"})
     return runs_df, _stack(*found["curve.csv"]), _stack(*found["samples.csv"])

@@ -242,3 +242,22 @@ def write_large_study(root: str | Path, n: int = 20000, seed: int = 0) -> list[P
         samples[SAMPLE_COLUMNS].to_csv(folder / "samples.csv", index=False)
         paths.append(folder / "metrics.json")
     return paths
+
+
+def large_frames(n: int = 20000, seed: int = 0) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
+    """The large study's runs, curves and samples tables as the aggregation writes them, made in memory
+    (the same records, curves and samples as write_large_study, without 60,000 files)."""
+    rng = np.random.default_rng(seed + 1)
+    records = large_records(n, seed)
+    curves, samples = [], []
+    for record in records:
+        keys = {"run_id": record["id"], "framework": record["framework"], "dataset": record["dataset"]}
+        curves.append(large_curve(record, rng)[CURVE_COLUMNS].assign(**keys))
+        samples.append(large_samples(record, rng)[SAMPLE_COLUMNS].assign(**keys))
+    runs = pd.DataFrame([{k: v for k, v in r.items() if k not in ("curve_rows", "sample_rows")} for r in records])
+    runs = runs.rename(columns={"id": "run_id"}).assign(attempts=1, studies="main")
+    lead = ["run_id", "framework", "dataset"]
+    curves = pd.concat(curves, ignore_index=True)
+    samples = pd.concat(samples, ignore_index=True)
+    return (runs, curves[lead + CURVE_COLUMNS].reset_index(drop=True),
+            samples[lead + SAMPLE_COLUMNS].reset_index(drop=True))
