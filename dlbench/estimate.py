@@ -124,8 +124,8 @@ def finished(points: list[dict], run_dir, probes: str | os.PathLike | None = PRO
     """Which points lack a result (one stat each), and up to SAMPLE finished records per kind (and probes)."""
     out = Finished([])
     for p in points:
-        path = Path(run_dir(p)) / records.RESULT
-        if not path.exists():
+        path = os.path.join(run_dir(p), records.RESULT)  # os, not pathlib: once per point of the study
+        if not os.path.exists(path):
             out.pending.append(p)
             continue
         out.done += 1
