@@ -63,6 +63,12 @@ MEMBERSHIP = PLAN.membership
 TUNING = PLAN.tuning
 # The environment of each point (dlbench.envs.point_env: a built one by its device, or a site's Python).
 POINT_ENVS = {key: envs.point_env(CFG, p) for key, p in POINTS.items()}
+# The digest of each built environment's pins and recipe, read once (not once per point).
+ENV_KEYS = {
+    env_name: envs.env_key(env_name)
+    for env_name, site in set(POINT_ENVS.values())
+    if not site
+}
 # Each site interpreter a point uses, checked once now (before any job): its versions, or one line and stop.
 SITE_ENVS = {}
 for (framework, _, _), (env_name, python) in POINT_ENVS.items():
@@ -196,7 +202,7 @@ def point_env_params(p):
     return {
         "env": env_name,
         "kind": "conda" if USE_CONDA else "built",
-        "key": envs.env_key(env_name),
+        "key": ENV_KEYS[env_name],
     }
 
 
