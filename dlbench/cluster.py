@@ -40,7 +40,7 @@ def runtime_min(cfg: dict, point: dict, guess: float | None, attempt: int = 1) -
 def runtime_table(cfg: dict, points: list[dict], done: estimate.Finished) -> dict[str, int]:
     """Point id -> minutes its job asks for at its first attempt; only a measured or scaled estimate counts
     (never the FLOPs model alone: a guess too short would kill the job)."""
-    model = estimate.Model(done, estimate.peak_gflops(sorted({int(p["threads"]) for p in points}), measure=False))
+    model = estimate.Model(done, estimate.peak_gflops([1], measure=False))
     out = {}
     for p in points:
         seconds, source = model.seconds(p)

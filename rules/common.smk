@@ -136,9 +136,7 @@ if workflow.output_settings.dryrun and workflow.is_main_process:
 
     print(
         estimate.describe(
-            estimate.estimate(
-                list(POINTS.values()), run_dir, finished(), threads=THREAD_COUNTS
-            )
+            estimate.estimate(list(POINTS.values()), run_dir, finished())
         ),
         file=sys.stderr,
     )

@@ -36,7 +36,8 @@ def test_before_anything_ran_every_cpu_point_is_modelled_from_flops_and_the_peak
     assert est["pending"] == len(ps) == 8 and est["unknown"] == 0 and est["sources"]["modelled"] == 8
     p = ps[0]
     fl = models.flops_per_image(p["layers"], (1, 28, 28))
-    per_s = estimate.EFFICIENCY[p["framework"]] * PEAK[p["threads"]] * 1e9
+    per_s = (estimate.EFFICIENCY[p["framework"]] * PEAK[1] * 1e9
+             * p["threads"] ** estimate.THREAD_EXPONENT[p["framework"]])
     expected = (estimate.FIXED_S[p["framework"]] + 100 * p["batch_size"] * fl["train"] / per_s
                 + 359 * fl["forward"] / per_s)  # one final test of digits' 359 test images
     seconds, source = estimate.Model(estimate.finished(ps, run_dir_in(tmp_path)), PEAK).seconds(p)
@@ -57,13 +58,13 @@ def test_finished_points_replace_the_model_for_their_kind_and_scale_to_other_thr
     assert source == "measured"
     assert seconds == pytest.approx(1.4 + 100 * same_kind["batch_size"] / 1000 + 359 / (1000 * fl["train"]
                                                                                          / fl["forward"]))
-    # the same framework and network at 2 threads: the measured fraction of the peak, at 2 threads' peak
+    # the same framework and network at 2 threads: its measured GFLOP/s, by PyTorch's thread scaling
     other = next(p for p in ps if p["framework"] == "pytorch" and p["threads"] == 2)
     seconds, source = model.seconds(other)
-    fraction = 1000 * fl["train"] / 1e9 / PEAK[1]
+    per_s = 1000 * fl["train"] * 2 ** estimate.THREAD_EXPONENT["pytorch"]  # FLOP/s at 2 threads
     assert source == "scaled"
-    assert seconds == pytest.approx(1.4 + 100 * other["batch_size"] * fl["train"] / (fraction * PEAK[2] * 1e9)
-                                    + 359 * fl["forward"] / (fraction * PEAK[2] * 1e9))
+    assert seconds == pytest.approx(1.4 + 100 * other["batch_size"] * fl["train"] / per_s
+                                    + 359 * fl["forward"] / per_s)
     # Caffe has nothing finished: still the model
     assert model.seconds(next(p for p in ps if p["framework"] == "caffe"))[1] == "modelled"
 
