@@ -41,8 +41,9 @@ def grouped(per_job: int) -> list[str]:
 
 def snakemake(wf: Path, *args: str) -> float:
     t0 = time.monotonic()
-    proc = subprocess.run([sys.executable, "-m", "snakemake", "--profile", "profiles/slurm", "--jobs", "50",
-                           "--slurm-init-seconds-before-status-checks", "3", "--configfile", "study.yaml", *args],
+    # targets and options first: --configfile takes every word after it
+    proc = subprocess.run([sys.executable, "-m", "snakemake", *args, "--profile", "profiles/slurm", "--jobs", "50",
+                           "--slurm-init-seconds-before-status-checks", "3", "--configfile", "study.yaml"],
                           cwd=wf, capture_output=True, text=True)
     if proc.returncode:
         raise SystemExit(proc.stdout[-3000:] + proc.stderr[-3000:])
