@@ -2,18 +2,20 @@
 
 A point's wall time is modelled as
 
-    fixed cost + training images / training throughput + test images / test throughput
+    fixed cost + steps x (the framework's overhead per step + batch x FLOPs per image / rate)
+               + test images x forward FLOPs per image / rate
 
-and each point takes the best source there is for its throughput and fixed cost:
+where `rate` is the FLOP/s of the training step's computation. Each point takes the best source there is
+for its rate and fixed cost:
 
 - `measured`: finished points of the same kind (framework, network, dataset, device, threads, library):
-  their median throughput and fixed cost;
+  their median rate (their step time less the overhead per step: another batch size is judged right)
+  and fixed cost;
 - `scaled`: finished points of the same framework and network (and device) of another kind: their
-  median achieved GFLOP/s, scaled to this point's FLOPs per image and, by the framework's thread scaling
-  (THREAD_EXPONENT), to its threads;
-- `modelled`: the point's FLOPs per image (dlbench.models.flops_per_image) over the machine's one-thread
-  GEMM peak (dlbench.peak) times the framework's default efficiency (EFFICIENCY) and its thread scaling,
-  plus the framework's default fixed cost (FIXED_S).
+  median rate, scaled by the framework's thread scaling (THREAD_EXPONENT) to this point's threads;
+- `modelled`: the machine's one-thread GEMM peak (dlbench.peak) times the framework's default
+  efficiency (EFFICIENCY) and its thread scaling, the framework's default fixed cost (FIXED_S); the
+  FLOPs per image come from the network (dlbench.models.flops_per_image).
 
 A probe (`python -m dlbench.estimate CONFIG --probe`) runs one short point of every kind that has no
 finished point yet and keeps its record in results/probes/; the estimate counts probes as finished
@@ -53,7 +55,11 @@ SAMPLE = 20  # finished records read per kind
 #   the one-thread peak; the median wall time less training and testing. PyTorch's and TensorFlow's oneDNN
 #   beat numpy's OpenBLAS on these small convolutions, hence fractions above 1.
 # `python bench/estimate_error.py --derive --results DIR` prints what another study's records show.
+# - STEP_OVERHEAD_S: a training step's time apart from its computation (the framework's dispatch; what makes
+#   small batches slow), from the same records: step time = overhead + batch x time per image, solved from
+#   batch 32 and 128 (Theano's two do not fit a positive overhead: none is assumed).
 EFFICIENCY = {"pytorch": 1.46, "tensorflow": 1.62, "theano": 0.69, "caffe": 0.93}
+STEP_OVERHEAD_S = {"pytorch": 0.0011, "tensorflow": 0.0028, "theano": 0.0, "caffe": 0.00017}
 THREAD_EXPONENT = {"pytorch": 0.75, "tensorflow": 0.12, "theano": 0.0, "caffe": 0.0}
 FIXED_S = {"pytorch": 2.0, "tensorflow": 2.2, "theano": 4.1, "caffe": 0.15}
 PROBE_ITERATIONS = 50
@@ -107,6 +113,14 @@ class Measure:
     fixed_s: float  # wall time outside training and testing
     gflops: float  # achieved training GFLOP/s
     threads: int
+    batch_size: int
+    framework: str
+
+    def compute_flops(self) -> float:
+        """FLOP/s of the step's computation, its per-step overhead (STEP_OVERHEAD_S) taken out."""
+        step_s = self.batch_size / self.throughput
+        compute_s = max(0.1 * step_s, step_s - STEP_OVERHEAD_S.get(self.framework, 0.0))
+        return self.gflops * 1e9 * step_s / compute_s
 
 
 @dataclass
@@ -125,7 +139,7 @@ def measure_of(record: dict, point: dict) -> Measure | None:
     per_image = record.get("flops_per_image_train") or flops(point)["train"]
     return Measure(record["throughput_img_s"], record.get("test_throughput_img_s"),
                    max(0.0, record["wall_time_s"] - busy), record["throughput_img_s"] * per_image / 1e9,
-                   int(point["threads"]))
+                   int(point["threads"]), int(point["batch_size"]), point["framework"])
 
 
 def finished(points: list[dict], run_dir, probes: str | os.PathLike | None = PROBES) -> Finished:
@@ -213,6 +227,7 @@ class Model:
     def __init__(self, done: Finished, peak: dict[int, float]):
         self.peak = peak
         self.by_kind = {k: self._medians(ms) for k, ms in done.by_kind.items()}
+        self.by_kind_measures = done.by_kind
         self.family: dict[tuple, list[Measure]] = {}
         for k, ms in done.by_kind.items():
             self.family.setdefault((k[0], k[1], k[3], k[5]), []).extend(ms)
@@ -231,27 +246,31 @@ class Model:
         return self._flops[key]
 
     def seconds(self, p: dict) -> tuple[float | None, str]:
-        """(expected wall seconds, the source: measured, scaled or modelled); None where nothing is known."""
+        """(expected wall seconds, the source: measured, scaled or modelled); None where nothing is known.
+
+        Training: per step, the framework's overhead and the batch's FLOPs at the rate of the computation;
+        the rate from finished points of the kind (measured), or of the framework and network at other threads
+        or on another dataset (scaled by the framework's thread scaling), else from the GEMM peak (modelled).
+        """
         fl = self._flops_of(p)
         threads = int(p["threads"])
         exponent = THREAD_EXPONENT.get(p["framework"], 0.5)
-        test_throughput = None
         if kind(p) in self.by_kind:
-            throughput, test_throughput, fixed = self.by_kind[kind(p)]
-            source = "measured"
+            ms = self.by_kind_measures[kind(p)]
+            rate = statistics.median(m.compute_flops() for m in ms)
+            fixed, source = statistics.median(m.fixed_s for m in ms), "measured"
         elif family(p) in self.family:
             ms = self.family[family(p)]
-            throughput = statistics.median(m.gflops * 1e9 / fl["train"] * (threads / m.threads) ** exponent
-                                           for m in ms)
+            rate = statistics.median(m.compute_flops() * (threads / m.threads) ** exponent for m in ms)
             fixed, source = statistics.median(m.fixed_s for m in ms), "scaled"
         elif p["device"] == "cpu" and self.peak.get(1) and p["framework"] in EFFICIENCY:
-            throughput = EFFICIENCY[p["framework"]] * self.peak[1] * 1e9 / fl["train"] * threads ** exponent
+            rate = EFFICIENCY[p["framework"]] * self.peak[1] * 1e9 * threads ** exponent
             fixed, source = FIXED_S[p["framework"]], "modelled"
         else:
             return None, "unknown"
-        # a test is a forward pass: the same throughput in FLOPs, a third of the FLOPs per image
-        test_throughput = test_throughput or throughput * fl["train"] / max(1, fl["forward"])
-        return fixed + planned_images(p) / throughput + planned_test_images(p) / test_throughput, source
+        per_image = STEP_OVERHEAD_S.get(p["framework"], 0.0) / p["batch_size"] + fl["train"] / rate
+        # a test is a forward pass at the same rate: a third of the FLOPs per image
+        return fixed + planned_images(p) * per_image + planned_test_images(p) * fl["forward"] / rate, source
 
 
 def estimate(points: list[dict], run_dir, done: Finished | None = None, *, root: str | os.PathLike = ".",

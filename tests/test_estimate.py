@@ -38,7 +38,8 @@ def test_before_anything_ran_every_cpu_point_is_modelled_from_flops_and_the_peak
     fl = models.flops_per_image(p["layers"], (1, 28, 28))
     per_s = (estimate.EFFICIENCY[p["framework"]] * PEAK[1] * 1e9
              * p["threads"] ** estimate.THREAD_EXPONENT[p["framework"]])
-    expected = (estimate.FIXED_S[p["framework"]] + 100 * p["batch_size"] * fl["train"] / per_s
+    overhead = estimate.STEP_OVERHEAD_S[p["framework"]]  # per step: 100 steps
+    expected = (estimate.FIXED_S[p["framework"]] + 100 * (overhead + p["batch_size"] * fl["train"] / per_s)
                 + 359 * fl["forward"] / per_s)  # one final test of digits' 359 test images
     seconds, source = estimate.Model(estimate.finished(ps, run_dir_in(tmp_path)), PEAK).seconds(p)
     assert source == "modelled" and seconds == pytest.approx(expected)
@@ -52,19 +53,25 @@ def test_finished_points_replace_the_model_for_their_kind_and_scale_to_other_thr
     done = estimate.finished(ps, run_dir_in(tmp_path))
     assert done.done == 1 and len(done.pending) == 7
     model = estimate.Model(done, PEAK)
-    same_kind = torch1[1]
+    # its step: 16 images in 16 ms, of which PyTorch's per-step overhead; the rest is the computation's rate
+    measured = torch1[0]
+    fl = estimate.flops(measured)
+    overhead = estimate.STEP_OVERHEAD_S["pytorch"]
+    step = measured["batch_size"] / 1000
+    rate = measured["batch_size"] * fl["train"] / (step - overhead)  # FLOP/s
+    same_kind = torch1[1]  # another batch size: its steps at the same rate
+    assert same_kind["batch_size"] != measured["batch_size"]
     seconds, source = model.seconds(same_kind)
-    fl = estimate.flops(same_kind)
     assert source == "measured"
-    assert seconds == pytest.approx(1.4 + 100 * same_kind["batch_size"] / 1000 + 359 / (1000 * fl["train"]
-                                                                                         / fl["forward"]))
-    # the same framework and network at 2 threads: its measured GFLOP/s, by PyTorch's thread scaling
+    assert seconds == pytest.approx(1.4 + 100 * (overhead + same_kind["batch_size"] * fl["train"] / rate)
+                                    + 359 * fl["forward"] / rate)
+    # the same framework and network at 2 threads: that rate, by PyTorch's thread scaling
     other = next(p for p in ps if p["framework"] == "pytorch" and p["threads"] == 2)
     seconds, source = model.seconds(other)
-    per_s = 1000 * fl["train"] * 2 ** estimate.THREAD_EXPONENT["pytorch"]  # FLOP/s at 2 threads
+    rate2 = rate * 2 ** estimate.THREAD_EXPONENT["pytorch"]
     assert source == "scaled"
-    assert seconds == pytest.approx(1.4 + 100 * other["batch_size"] * fl["train"] / per_s
-                                    + 359 * fl["forward"] / per_s)
+    assert seconds == pytest.approx(1.4 + 100 * (overhead + other["batch_size"] * fl["train"] / rate2)
+                                    + 359 * fl["forward"] / rate2)
     # Caffe has nothing finished: still the model
     assert model.seconds(next(p for p in ps if p["framework"] == "caffe"))[1] == "modelled"
 
@@ -101,8 +108,8 @@ def test_a_cluster_job_asks_for_time_only_from_measured_points(tmp_path):
     finish(tmp_path, p, throughput=10.0, wall=700.0, train=650.0)  # slow: 1,600 images at 10 img/s
     table = cluster.runtime_table(cfg, ps, estimate.finished(ps, run_dir_in(tmp_path)))
     twin = next(q for q in ps if estimate.kind(q) == estimate.kind(p) and q["id"] != p["id"])
-    fl = estimate.flops(twin)
-    seconds = 50 + 100 * twin["batch_size"] / 10 + 359 / (10 * fl["train"] / fl["forward"])
+    seconds, source = estimate.Model(estimate.finished(ps, run_dir_in(tmp_path)), PEAK).seconds(twin)
+    assert source == "measured" and seconds > 600
     assert table[twin["id"]] == max(10, math.ceil(2 * seconds / 60))
 
 
