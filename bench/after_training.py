@@ -36,19 +36,22 @@ from dlbench.testing import sandbox, study
 TARGET_S = 60.0
 TARGET_MB = 4096
 MAX_HTML_MB = 5.0
+# Each step imports what its rule's script imports, no more.
 STEP = """
 import json, resource, sys
 from pathlib import Path
-from dlbench import charts, findings, results
 out = Path(sys.argv[1])
 step = sys.argv[2]
 if step == "aggregate":
+    from dlbench import results
     paths = [Path(p) for p in json.loads(Path(sys.argv[3]).read_text())]
     results.aggregate(paths, out / "runs.parquet", out / "curves.parquet", out / "samples.parquet", membership={},
                       cache=out / ".aggregate-cache")
 elif step == "charts":
+    from dlbench import charts
     charts.draw_all(out / "runs.parquet", out / "curves.parquet", out / "samples.parquet", out / "charts")
 elif step == "findings":
+    from dlbench import findings
     findings.write_findings(out / "runs.parquet", out / "curves.parquet", out / "findings.md")
 print(json.dumps({"maxrss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}))
 """
