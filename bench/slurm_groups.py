@@ -35,8 +35,7 @@ def study(points: int) -> dict:
 
 
 def grouped(per_job: int) -> list[str]:
-    return ["--groups", "train=measure", "--group-components", f"measure={per_job}", "--resources",
-            "dlbench_measure=1", "--set-resource-scopes", "dlbench_measure=local"]
+    return ["--groups", "train=measure", "--group-components", f"measure={per_job}"]
 
 
 def snakemake(wf: Path, *args: str) -> float:

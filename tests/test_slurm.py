@@ -136,8 +136,7 @@ def test_a_cancelled_job_is_recorded_and_runs_again_next_time(tmp_path, no_jobs_
 
 
 # Job groups as profiles/slurm/config.yaml documents them: 2 points per allocation, one after the other.
-GROUPED = ("--groups", "train=measure", "--group-components", "measure=2", "--resources", "dlbench_measure=1",
-           "--set-resource-scopes", "dlbench_measure=local")
+GROUPED = ("--groups", "train=measure", "--group-components", "measure=2")
 # What two runs of the same points measure differently (times, resources, when and where), and the SLURM fields.
 MEASURED = ("_time_s", "_pct", "_mb", "_img_s", "_gflops", "_w", "_j")
 DIFFERS = {"slurm_job_id", "started_at", "lock_wait_s", "wall_time_s", "samples", "threads_peak", "monitor_cpu_s",
