@@ -162,10 +162,10 @@ def test_job_groups_pack_points_into_fewer_jobs_each_measured_alone(slurm_run, g
     mine = jobs[jobs.job.isin(ids)]
     assert len(mine) == 2 and (mine.state == "COMPLETED").all()
     assert (mine.cpus == "1").all()  # one point's CPUs: the points of a group run one after the other
-    # Alone on the node: within an allocation, a point's measurement starts after the previous one ended
-    # (started_at is to the second).
-    start = pd.to_datetime(runs.started_at).astype("int64") / 1e9 + runs.lock_wait_s
-    runs = runs.assign(start=start, end=start + runs.wall_time_s - runs.lock_wait_s)
+    # Alone on the node: within an allocation, a point's measurement (from started_at, taken once it holds
+    # the node's lock, for wall_time_s) starts after the previous one ended; started_at is to the second.
+    start = (pd.to_datetime(runs.started_at) - pd.Timestamp(0, tz="UTC")) / pd.Timedelta(seconds=1)
+    runs = runs.assign(start=start, end=start + runs.wall_time_s)
     for _, job in runs.sort_values("start").groupby("slurm_job_id"):
         assert (job.start.iloc[1:].to_numpy() >= job.end.iloc[:-1].to_numpy() - 1.0).all(), job[["start", "end"]]
     assert (runs.lock_mode == "exclusive").all()
