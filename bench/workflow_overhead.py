@@ -7,7 +7,11 @@ runs it: `python -m dlbench.cli train --point ... --env ...` in a process of its
 outside (the job's wall time). From the record: the trainer's interpreter start (startup_time_s),
 its framework import, data load, build, compile, training, test, and the rest of wall_time_s;
 the runner's own share (its interpreter, imports, writing the record) is job wall - wall_time_s;
-the monitor's CPU is monitor_cpu_s. Frameworks in turn, --repeats times; medians.
+the monitor's CPU is monitor_cpu_s. `to first step`: from the job's start to the trainer's first training
+step (its `train` phase starting, read from events.jsonl: the trainer's clock is the system's monotonic
+clock, the same as this script's), and of it `before trainer`: from the job's start until the trainer's
+code runs (the runner's interpreter and imports, the monitor, the trainer's interpreter). Frameworks in turn,
+--repeats times; medians.
 Target: the data load of prepared Fashion-MNIST under 0.5 s. About 2-3 minutes.
 """
 
@@ -37,6 +41,9 @@ def run_job(fw: str, point: dict, ds, env_json) -> dict:
     t0 = time.monotonic()
     subprocess.run(cmd, cwd=c.REPO, env=env, check=True, capture_output=True)
     job = time.monotonic() - t0
+    events = [json.loads(line) for line in (out / "events.jsonl").read_text().splitlines() if line.strip()]
+    started = next(e for e in events if e["e"] == "process_start")
+    train = next(e for e in events if e["e"] == "phase_start" and e.get("name") == "train")
     rec = json.loads((out / "metrics.json").read_text())
     if rec["status"] != "ok":
         raise SystemExit(f"{fw}: {rec['status']}: {rec['reason']}")
@@ -45,6 +52,8 @@ def run_job(fw: str, point: dict, ds, env_json) -> dict:
     parts["rest of trainer"] = rec["wall_time_s"] - sum(parts.values())
     parts["runner"] = job - rec["wall_time_s"]
     parts["job wall"] = job
+    parts["before trainer"] = started["pid_started_at"] - t0
+    parts["to first step"] = train["t"] - t0
     parts["monitor CPU"] = rec["monitor_cpu_s"]
     return parts
 

@@ -18,7 +18,9 @@ import altair as alt
 import numpy as np
 import pandas as pd
 
+from dlbench import chartlist
 from dlbench.atomic import atomic_path
+from dlbench.chartlist import category, chart_files, chart_name  # noqa: F401 - the rules' names, here too
 from dlbench.frameworks import registry
 from dlbench.tables import (
     FRAMEWORKS,
@@ -50,9 +52,20 @@ from dlbench.tables import (
     tuning_table,
 )
 
-FORMATS = ("html", "svg")
+FORMATS = chartlist.FORMATS
 NO_DATA = "no data for this chart in this study"
 MAX_SAMPLES = 1500  # readings per run drawn in a timeline
+# Marks of one kind a chart draws (an SVG of much more than this is slow to open and to move in): past it a
+# chart draws a random sample of its points or runs, fixed by SEED, says so in its subtitle, and computes
+# every mean, front and count from all of them. The same in every study, so a chart's data never depends on
+# anything but the points.
+MAX_MARKS = 4000
+SEED = 0
+
+# Saving uses VegaFusion's data transformer: it evaluates the charts' remaining transforms (means, counts,
+# filters) in Python, and lifts Altair's 5,000-row limit on inline data. A faceted chart still inlines its
+# whole source, which is why the charts pass only the rows they draw.
+SAVE_TRANSFORMER = "vegafusion"
 
 FRAMEWORK_COLORS = alt.Scale(domain=FRAMEWORKS, range=[registry.get(f).color for f in FRAMEWORKS])
 FAILED_SHAPES = alt.Scale(domain=STATUSES[1:], range=["cross", "triangle-down", "triangle-down", "diamond", "square",
@@ -124,6 +137,34 @@ def _slim(df: pd.DataFrame, extra: list[str]) -> pd.DataFrame:
     return out
 
 
+def drawn(df: pd.DataFrame, limit: int, by=("framework", "dataset", "device")) -> pd.Series:
+    """Which rows a chart draws: all of them up to `limit`, else a random sample of about `limit` (seed SEED)
+    taking the same share of every framework, dataset and device, at least one row of each."""
+    if len(df) <= limit:
+        return pd.Series(True, index=df.index)
+    rng = np.random.default_rng(SEED)
+    score = pd.Series(rng.random(len(df)), index=df.index)
+    rank = score.groupby([df[c].astype(str) for c in by if c in df.columns]).rank(method="first")
+    size = score.groupby([df[c].astype(str) for c in by if c in df.columns]).transform("size")
+    return rank <= np.maximum(1, np.floor(size * limit / len(df)))
+
+
+def drawn_groups(table: pd.DataFrame, group: str, limit: int) -> tuple[pd.DataFrame, list[str]]:
+    """The rows of whole groups (a line, a run) a chart draws, about `limit` rows in all, and its subtitle note."""
+    per_group = table.groupby(group, sort=False).first().reset_index()
+    if len(table) <= limit:
+        return table, []
+    keep = per_group[drawn(per_group, max(1, limit * len(per_group) // len(table)))][group]
+    return table[table[group].isin(set(keep))], sample_note(len(keep), len(per_group), "lines")
+
+
+def sample_note(shown: int, total: int, what: str, *extra: str) -> list[str]:
+    """The subtitle line of a chart that draws a sample (none when it draws everything)."""
+    if shown >= total:
+        return []
+    return [f"drawn: a random sample of {shown:,} of the {total:,} {what}" + "".join(f"; {e}" for e in extra)]
+
+
 @dataclass(frozen=True)
 class Spec:
     make: Callable
@@ -144,23 +185,31 @@ def _per_framework(metric: str, label: str, log: bool):
         if not good.any() and not failed.any():
             return no_data(title, f"no point has a {label}")
         bottom = (df.loc[good, metric].min() / 2 if good.any() else 1.0) if log else 0.0
-        data = _slim(df, [metric, "peak_fraction"]).assign(good=good, failed_at=bottom)
+        # The bars: means over every ok point; the dots and failed marks: every point, or a sample of them.
+        means = (df[good].groupby(["framework", "dataset", "device"], as_index=False)
+                 .agg(**{metric: (metric, "mean"), "n_ok": (metric, "size")}).assign(layer="mean"))
+        dots = df[good & drawn(df[good], MAX_MARKS)]
+        bad_rows = df[failed & drawn(df[failed], MAX_MARKS // 4)]
+        data = pd.concat([_slim(dots, [metric, "peak_fraction"]).assign(layer="point"),
+                          _slim(bad_rows, [metric, "peak_fraction"]).assign(layer="failed"), means],
+                         ignore_index=True).assign(failed_at=bottom)
         scale = alt.Scale(type="log") if log else alt.Scale(zero=True, domain=[0, 100])
         base = alt.Chart().encode(x=alt.X("framework:N", title=None, sort=FRAMEWORKS, axis=alt.Axis(labelAngle=0)))
-        ok = base.transform_filter("datum.good")
-        bars = ok.mark_bar(opacity=0.4, width={"band": 0.7}).encode(
-            y=alt.Y(f"mean({metric}):Q", title=label, scale=scale), color=_color(),
-            tooltip=[alt.Tooltip("framework:N"), alt.Tooltip(f"mean({metric}):Q", format=".4g", title="mean"),
-                     alt.Tooltip("count():Q", title="ok points")])
-        dots = ok.mark_circle(size=45, opacity=0.9).encode(
-            y=alt.Y(f"{metric}:Q", scale=scale), color=_color(), tooltip=_tooltip(data, metric, "peak_fraction"))
-        bad = base.transform_filter("datum.status != 'ok'").mark_point(
+        bars = base.transform_filter("datum.layer == 'mean'").mark_bar(opacity=0.4, width={"band": 0.7}).encode(
+            y=alt.Y(f"{metric}:Q", title=label, scale=scale), color=_color(),
+            tooltip=[alt.Tooltip("framework:N"), alt.Tooltip(f"{metric}:Q", format=".4g", title="mean"),
+                     alt.Tooltip("n_ok:Q", title="ok points")])
+        points_ = base.transform_filter("datum.layer == 'point'").mark_circle(size=45, opacity=0.9).encode(
+            y=alt.Y(f"{metric}:Q", scale=scale), color=_color(), tooltip=_tooltip(dots, metric, "peak_fraction"))
+        bad = base.transform_filter("datum.layer == 'failed'").mark_point(
             color="red", size=110, filled=False, strokeWidth=2).encode(
-            y=alt.Y("failed_at:Q", scale=scale), shape=_failed_shape(df), tooltip=_tooltip(data))
-        chart = alt.layer(bars, dots, bad, data=data).properties(width=200, height=200)
+            y=alt.Y("failed_at:Q", scale=scale), shape=_failed_shape(bad_rows), tooltip=_tooltip(bad_rows))
+        chart = alt.layer(bars, points_, bad, data=data).properties(width=200, height=200)
         return _facet(chart, data).properties(title=_title(
             title, f"bar: mean of ok points; dots: each ok point; {'log scale; ' if log else ''}"
-                   "red hollow marks at the bottom: failed points (shape = status)"))
+                   "red hollow marks at the bottom: failed points (shape = status)",
+            *sample_note(len(dots), int(good.sum()), "ok points (dots)", "the bars are means of all"),
+            *sample_note(len(bad_rows), int(failed.sum()), "failed points (red marks)")))
     return make
 
 
@@ -186,7 +235,7 @@ def _against(param: str, metric: str, label: str, log_x: bool, log_y: bool):
             bottom = max(0.0, lo - max(1.0, 0.08 * (hi - lo)))
         else:
             bottom = 0.0
-        data = table.assign(failed_at=bottom, good=good)
+        data, note = drawn_groups(table.assign(failed_at=bottom, good=good), "group", MAX_MARKS)
         values = sorted(table[param].unique())
         axis = alt.Axis(values=values, format="~g") if len(values) <= 12 else alt.Axis(format="~g")
         x = alt.X(f"{param}:Q", title=x_title, axis=axis,
@@ -203,7 +252,7 @@ def _against(param: str, metric: str, label: str, log_x: bool, log_y: bool):
         chart = alt.layer(line, bad, data=data).properties(width=260, height=200)
         return _facet(chart, data).properties(title=_title(
             title, "one line per framework and fixed other settings (hover: which); mean over repeats of ok points",
-            "red crosses at the bottom: settings with failed points"))
+            "red crosses at the bottom: settings with failed points", *note))
     return make
 
 
@@ -314,6 +363,7 @@ def _speedup_chart(runs, curves=None, samples=None, published=None):
     table = speedups(runs)
     if table.empty:
         return no_data(title, "this study does not vary threads with other settings fixed")
+    table, note = drawn_groups(table, "group", MAX_MARKS)
     values = sorted(table["threads"].unique())
     x = alt.X("threads:Q", title="threads", scale=alt.Scale(type="log", base=2, nice=False),
               axis=alt.Axis(values=values, format="~g"))
@@ -326,7 +376,7 @@ def _speedup_chart(runs, curves=None, samples=None, published=None):
     chart = alt.layer(ideal, lines, data=table).properties(width=260, height=220)
     return _facet(chart, table).properties(title=_title(
         title, "speed-up = training time at the group's fewest threads / time at this many (same other settings)",
-        "dashed grey: linear (ideal) speed-up"))
+        "dashed grey: linear (ideal) speed-up", *note))
 
 
 def _timeline(column: str, label: str, what: str):
@@ -394,6 +444,8 @@ def _time_to_accuracy(runs, curves=None, samples=None, published=None):
     table = table[table["train_time_s"] > 0]
     if table.empty:
         return no_data(title, "no test evaluations in the learning curves")
+    table, note = drawn_groups(table, "run_id", MAX_MARKS)  # whole runs: about MAX_MARKS dots in all
+    note = [n.replace(" lines", " runs with test evaluations") for n in note]
     x = alt.X("train_time_s:Q", title="cumulative training time (s, log)", scale=alt.Scale(type="log"))
     line = alt.Chart().mark_line(point=True, opacity=0.8).encode(
         x=x, y=alt.Y("accuracy_pct:Q", title="test accuracy (%)", scale=alt.Scale(zero=False)), color=_color(),
@@ -403,7 +455,7 @@ def _time_to_accuracy(runs, curves=None, samples=None, published=None):
     chart = alt.layer(line, data=table).properties(width=300, height=220)
     return _facet(chart, table).properties(title=_title(
         title, "one line per run, one dot per test evaluation; the run reached the accuracy after that much "
-               "training time"))
+               "training time", *note))
 
 
 def _pareto_chart(runs, curves=None, samples=None, published=None):
@@ -411,11 +463,16 @@ def _pareto_chart(runs, curves=None, samples=None, published=None):
     df = ok_points(points(runs), "train_time_s", "accuracy_pct", positive=True)
     if df.empty:
         return no_data(title, "no ok point with a training time and an accuracy")
-    df = df.assign(settings=settings_label(df, set()))
     df["front"] = False
     for _, g in df.groupby(["dataset", "device"]):
         df.loc[g.index, "front"] = pareto_front(g, "train_time_s", "accuracy_pct")
-    data = _slim(df, ["train_time_s", "accuracy_pct", "front", "settings"])
+    # The front from every ok point; the front always drawn, the others (or a sample of them) behind it.
+    rest = df[~df["front"]]
+    shown = df[df["front"] | drawn(rest, MAX_MARKS).reindex(df.index, fill_value=False)]
+    note = sample_note(int((~shown["front"]).sum()), len(rest), "points off the front",
+                       "the front is drawn whole, from all of them")
+    shown = shown.assign(settings=settings_label(shown, set()))
+    data = _slim(shown, ["train_time_s", "accuracy_pct", "front", "settings"])
     x = alt.X("train_time_s:Q", title="training time (s, log)", scale=alt.Scale(type="log"))
     y = alt.Y("accuracy_pct:Q", title="test accuracy (%)", scale=alt.Scale(zero=False))
     tip = ["framework", "settings", alt.Tooltip("train_time_s:Q", format=".4g"),
@@ -428,7 +485,8 @@ def _pareto_chart(runs, curves=None, samples=None, published=None):
                                                                                    tooltip=tip)
     chart = alt.layer(pts, line, front, data=data).properties(width=300, height=240)
     return _facet(chart, data).properties(title=_title(
-        title, "every ok point; outlined and joined: the front (no other point is both faster and more accurate)"))
+        title, "every ok point; outlined and joined: the front (no other point is both faster and more accurate)",
+        *note))
 
 
 def _published_chart(runs, curves=None, samples=None, published=None):
@@ -499,59 +557,40 @@ def _status_chart(runs, curves=None, samples=None, published=None):
         title, "bar height: points of the study; green: ok; every other colour is a failed point, with its status"))
 
 
-CHARTS: dict[str, Spec] = {
-    "train_time_by_framework": Spec(_per_framework("train_time_s", "training time (s, log)", log=True),
-                                    "Time and accuracy", "Training time per framework"),
-    "test_time_by_framework": Spec(_per_framework("test_time_s", "testing time (s, log)", log=True),
-                                   "Time and accuracy", "Testing time per framework"),
-    "accuracy_by_framework": Spec(_per_framework("accuracy_pct", "test accuracy (%)", log=False),
-                                  "Time and accuracy", "Accuracy per framework"),
-    "status_by_framework": Spec(_status_chart, "Time and accuracy", "Points per status"),
-    "train_time_vs_batch_size": Spec(_against("batch_size", "train_time_s", "training time (s, log)", True, True),
-                                     "Hyper-parameters", "Training time vs batch size"),
-    "accuracy_vs_batch_size": Spec(_against("batch_size", "accuracy_pct", "test accuracy (%)", True, False),
-                                   "Hyper-parameters", "Accuracy vs batch size"),
-    "train_time_vs_learning_rate": Spec(_against("learning_rate", "train_time_s", "training time (s, log)", True,
-                                                 True), "Hyper-parameters", "Training time vs learning rate"),
-    "accuracy_vs_learning_rate": Spec(_against("learning_rate", "accuracy_pct", "test accuracy (%)", True, False),
-                                      "Hyper-parameters", "Accuracy vs learning rate"),
-    "train_time_vs_length": Spec(_against("length", "train_time_s", "training time (s, log)", True, True),
-                                 "Hyper-parameters", "Training time vs length"),
-    "accuracy_vs_length": Spec(_against("length", "accuracy_pct", "test accuracy (%)", True, False),
-                               "Hyper-parameters", "Accuracy vs length"),
-    "defaults_matrix_accuracy": Spec(_defaults_matrix("accuracy_pct"), "Default settings",
-                                     "Own vs cross-applied defaults: accuracy"),
-    "defaults_matrix_train_time": Spec(_defaults_matrix("train_time_s"), "Default settings",
-                                       "Own vs cross-applied defaults: training time"),
-    "tuning_grid": Spec(_tuning_chart, "Hyper-parameters", "Tuning around the defaults"),
-    "speedup_vs_threads": Spec(_speedup_chart, "Scaling", "Speed-up against threads"),
-    "time_to_accuracy": Spec(_time_to_accuracy, "Time and accuracy", "Time to accuracy"),
-    "pareto_front": Spec(_pareto_chart, "Time and accuracy", "Time/accuracy Pareto front"),
-    "cpu_timeline": Spec(_timeline("cpu_pct", "CPU (% of one core)", "CPU use"), "Resources", "CPU timeline"),
-    "memory_timeline": Spec(_timeline("rss_mb", "resident memory (MB)", "Resident memory"), "Resources",
-                            "Memory timeline"),
-    "gpu_timeline": Spec(_timeline("gpu_util_pct", "GPU utilisation (%)", "GPU utilisation"), "Resources",
-                         "GPU timeline"),
-    "resource_correlation": Spec(_correlation_chart, "Resources", "Resource use vs hyper-parameters"),
-    "published_comparison": Spec(_published_chart, "Comparison with the paper", "This machine vs the paper"),
+# How each chart of dlbench.chartlist is drawn.
+MAKERS: dict[str, Callable] = {
+    "train_time_by_framework": _per_framework("train_time_s", "training time (s, log)", log=True),
+    "test_time_by_framework": _per_framework("test_time_s", "testing time (s, log)", log=True),
+    "accuracy_by_framework": _per_framework("accuracy_pct", "test accuracy (%)", log=False),
+    "status_by_framework": _status_chart,
+    "train_time_vs_batch_size": _against("batch_size", "train_time_s", "training time (s, log)", True, True),
+    "accuracy_vs_batch_size": _against("batch_size", "accuracy_pct", "test accuracy (%)", True, False),
+    "train_time_vs_learning_rate": _against("learning_rate", "train_time_s", "training time (s, log)", True, True),
+    "accuracy_vs_learning_rate": _against("learning_rate", "accuracy_pct", "test accuracy (%)", True, False),
+    "train_time_vs_length": _against("length", "train_time_s", "training time (s, log)", True, True),
+    "accuracy_vs_length": _against("length", "accuracy_pct", "test accuracy (%)", True, False),
+    "defaults_matrix_accuracy": _defaults_matrix("accuracy_pct"),
+    "defaults_matrix_train_time": _defaults_matrix("train_time_s"),
+    "tuning_grid": _tuning_chart,
+    "speedup_vs_threads": _speedup_chart,
+    "time_to_accuracy": _time_to_accuracy,
+    "pareto_front": _pareto_chart,
+    "cpu_timeline": _timeline("cpu_pct", "CPU (% of one core)", "CPU use"),
+    "memory_timeline": _timeline("rss_mb", "resident memory (MB)", "Resident memory"),
+    "gpu_timeline": _timeline("gpu_util_pct", "GPU utilisation (%)", "GPU utilisation"),
+    "resource_correlation": _correlation_chart,
+    "published_comparison": _published_chart,
 }
-
-
-def chart_files(root: str, cfg: dict | None = None) -> list[str]:
-    """Every file the charts rule writes: one HTML and one SVG per chart (a chart without data says so)."""
-    return [f"{root}/{name}.{fmt}" for name in CHARTS for fmt in FORMATS]
-
-
-def chart_name(path: str) -> str:
-    return Path(path).stem
-
-
-def category(path: str) -> str:
-    """The Snakemake report category of a chart file."""
-    return CHARTS[chart_name(path)].category
+CHARTS: dict[str, Spec] = {name: Spec(MAKERS[name], group, title)
+                           for name, (group, title) in chartlist.CHARTS.items()}
 
 
 def save(chart, stem: Path) -> None:
+    with alt.data_transformers.enable(SAVE_TRANSFORMER):
+        _save(chart, stem)
+
+
+def _save(chart, stem: Path) -> None:
     for fmt in FORMATS:
         target = stem.with_suffix(f".{fmt}")
         with atomic_path(target, suffix=f".{fmt}") as tmp:

@@ -3,7 +3,8 @@
 Values come from the config's `cluster:` block, else from the environment
 (DLBENCH_SLURM_PARTITION, DLBENCH_SLURM_GPU_PARTITION, DLBENCH_SLURM_ACCOUNT),
 else the cluster's own defaults. Time is derived from comparable points already
-measured when there are any, and grows with each retry so a timeout gets more.
+measured when there are any (never from the FLOPs model alone: a guess too
+short there would kill the job), and grows with each retry so a timeout gets more.
 """
 
 from __future__ import annotations
@@ -28,9 +29,8 @@ def partition(cfg: dict, point: dict) -> str | None:
     return setting(cfg, "partition")
 
 
-def runtime_min(cfg: dict, point: dict, measured: dict, attempt: int = 1) -> int:
-    """Minutes: twice the estimate from measured points (at least 10), else the configured default."""
-    guess = estimate.point_seconds(point, measured)
+def runtime_min(cfg: dict, point: dict, guess: float | None, attempt: int = 1) -> int:
+    """Minutes: twice the estimate from comparable finished points (at least 10), else the configured default."""
     base = cfg.get("cluster", {}).get("runtime_min", 60) if guess is None else max(10, math.ceil(2 * guess / 60))
     if cfg.get("limits", {}).get("time_s"):
         base = max(base, math.ceil(cfg["limits"]["time_s"] / 60) + 5)
@@ -38,6 +38,17 @@ def runtime_min(cfg: dict, point: dict, measured: dict, attempt: int = 1) -> int
     if measurement.get("exclusive", True):  # it may wait that long for the node's measurement lock
         base += math.ceil(measurement.get("lock_timeout_s", 1800) / 60)
     return int(base * attempt)
+
+
+def runtime_table(cfg: dict, points: list[dict], done: estimate.Finished) -> dict[str, int]:
+    """Point id -> minutes its job asks for at its first attempt; only a measured or scaled estimate counts
+    (never the FLOPs model alone: a guess too short would kill the job)."""
+    model = estimate.Model(done, estimate.peak_gflops([1], measure=False))
+    out = {}
+    for p in points:
+        seconds, source = model.seconds(p)
+        out[p["id"]] = runtime_min(cfg, p, seconds if source in ("measured", "scaled") else None)
+    return out
 
 
 def mem_mb(cfg: dict, point: dict) -> int:

@@ -22,7 +22,8 @@ class ConfigError(ValueError):
 def load_schema(path: str | os.PathLike = SCHEMA) -> dict:
     """The config schema, with the lists that live in code (frameworks, datasets) filled in."""
     with open(path) as fh:
-        schema = yaml.safe_load(fh)
+        # libyaml's loader where PyYAML has it: the pure-Python one takes a sizeable share of every workflow start
+        schema = yaml.load(fh, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
     props = schema["properties"]
     props["frameworks"]["items"]["enum"] = registry.names()
     props["datasets"]["items"]["enum"] = list(catalog.INFO)

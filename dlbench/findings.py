@@ -375,11 +375,14 @@ def _sweep_groups(runs: pd.DataFrame, param: str, metric_cols=("train_time_s", "
     if df.empty:
         return []
     df = df.assign(key=group_key(df, {param}), settings=settings_label(df, {param}))
+    # one groupby for every group (a large sweep has thousands), then each group's rows
+    means = df.groupby(["key", "framework", param]).agg(t=("train_time_s", "mean"), acc=("accuracy", "mean"))
+    first = df.groupby(["key", "framework"]).agg(settings=("settings", "first"), dataset=("dataset", "first"))
     groups = []
-    for (_key, framework), g in df.groupby(["key", "framework"]):
-        per = g.groupby(param).agg(t=("train_time_s", "mean"), acc=("accuracy", "mean")).sort_index()
+    for (key, framework), per in means.groupby(level=["key", "framework"], sort=True):
         if len(per) >= 2:
-            groups.append((framework, g["settings"].iloc[0], g["dataset"].iloc[0], per))
+            groups.append((framework, first.at[(key, framework), "settings"], first.at[(key, framework), "dataset"],
+                           per.droplevel(["key", "framework"])))
     return groups
 
 

@@ -16,6 +16,15 @@ import numpy as np
 AUGMENTING = ("crop", "flip", "brightness", "contrast")
 
 
+def model_input_shape(point: dict) -> tuple[int, int, int]:
+    """(channels, height, width) the point's network sees: the dataset's, padded or cropped as its input says."""
+    from dlbench.datasets import catalog
+
+    c, h, w = catalog.INFO[point["dataset"]]["shape"]
+    size = point.get("input", {}).get("pad_to") or point.get("input", {}).get("crop")
+    return (c, size, size) if size else (c, h, w)
+
+
 def subset(x: np.ndarray, y: np.ndarray, n: int | None) -> tuple[np.ndarray, np.ndarray]:
     return (x, y) if not n else (x[:n], y[:n])
 

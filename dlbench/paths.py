@@ -13,6 +13,8 @@ PACKAGE = Path(__file__).resolve().parent
 ROOT = PACKAGE.parent
 ENVS = ROOT / "envs"
 SCHEMA = ROOT / "config" / "schema.yaml"
+# The published study's figures (GTDLBench), which the charts and findings compare with.
+PUBLISHED_CSV = PACKAGE / "reference" / "gtdlbench_results.csv"
 
 
 def cache_root() -> Path:

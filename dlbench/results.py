@@ -10,10 +10,11 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.csv as pa_csv
 
-from dlbench import records
+from dlbench import aggcache, records
 from dlbench.atomic import atomic_path
 
 KEYS = ("id", "framework", "dataset")
+CSVS = ("curve.csv", "samples.csv")
 
 
 def _read_csv(path: Path) -> pa.Table | None:
@@ -24,24 +25,37 @@ def _read_csv(path: Path) -> pa.Table | None:
     return table if table.num_rows else None
 
 
-def _stack(tables: list[pa.Table], records: list[dict]) -> pd.DataFrame:
-    """The tables one under another, each row led by its run's keys; columns one run lacks stay empty."""
+def _stack(tables: list[pa.Table], owners: list[dict], rows: list[int]) -> pd.DataFrame:
+    """The tables one under another, each row led by its run's keys; columns one run lacks stay empty.
+
+    owners and rows: each record and how many of the rows are its own, in order (the cache may hand several
+    records' rows over as one table).
+    """
     if not tables:
         return pd.DataFrame(columns=["run_id", *KEYS[1:]])
-    rows = [t.num_rows for t in tables]
     table = pa.concat_tables(tables, promote_options="permissive")
     # A column empty in every run (no GPU, no tests) is numbers nobody measured, as pandas would read it.
     table = table.cast(pa.schema([pa.field(f.name, pa.float64()) if pa.types.is_null(f.type) else f
                                   for f in table.schema]))
-    df = table.to_pandas()
-    keys = {("run_id" if k == "id" else k): np.repeat([r[k] for r in records], rows) for k in KEYS}
-    return pd.concat([pd.DataFrame(keys), df], axis=1)
+    # The run keys, one entry per run taken row by row in Arrow (a string per row in numpy costs seconds).
+    owner = pa.array(np.repeat(np.arange(len(owners)), rows))
+    keys = {("run_id" if k == "id" else k): pa.array([r[k] for r in owners], pa.string()).take(owner)
+            for k in KEYS}
+    for i, (name, column) in enumerate(keys.items()):
+        table = table.add_column(i, name, column)
+    return table.to_pandas()
 
 
-def collect(metrics_paths) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
-    """The records and their curves and samples; a file that is not a record is skipped with one line."""
+def collect(metrics_paths, cache: str | Path | None = None) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
+    """The records and their curves and samples; a file that is not a record is skipped with one line.
+
+    cache: a folder for the parsed CSVs (dlbench.aggcache), so that only new or changed records' CSVs are
+    parsed; the frames are the same with or without it.
+    """
     runs = []
-    found: dict[str, tuple[list[pa.Table], list[dict]]] = {"curve.csv": ([], []), "samples.csv": ([], [])}
+    # per CSV: its tables (or their places in the cache), whose they are, and how many rows
+    found: dict[str, tuple[list, list[dict], list[int]]] = {name: ([], [], []) for name in CSVS}
+    store = aggcache.RunCache(cache) if cache else None
     for path in map(Path, metrics_paths):
         record = records.read_or_skip(path)
         if record is None:
@@ -49,11 +63,20 @@ def collect(metrics_paths) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
         # How many finished attempts the point has had (this one included): a rerun that failed is visible.
         record["attempts"] = max(1, len(records.attempts(path.parent)))
         runs.append(record)
-        for name, (tables, owners) in found.items():
-            table = _read_csv(path.parent / name)
+        key = aggcache.record_key(path, CSVS) if store else None
+        for name, (tables, owners, rows) in found.items():
+            table = store.get(key, name) if store else aggcache.MISSING
+            if table is aggcache.MISSING:
+                table = _read_csv(path.parent / name)
+                if store:
+                    store.put(key, name, table)
             if table is not None:
                 tables.append(table)
                 owners.append(record)
+                rows.append(table.num_rows)
+    if store:
+        found = {name: (store.tables(tables), owners, rows) for name, (tables, owners, rows) in found.items()}
+        store.save()
     runs_df = pd.DataFrame(runs).rename(columns={"id": "run_id"})
     return runs_df, _stack(*found["curve.csv"]), _stack(*found["samples.csv"])
 
@@ -82,8 +105,9 @@ def add_study_context(runs: pd.DataFrame, membership: dict[str, list[str]] | Non
 
 
 def aggregate(metrics_paths, runs_out, curves_out, samples_out, *, membership=None, peak_path=None,
-              tuning=None) -> pd.DataFrame:
-    runs, curves, samples = collect(metrics_paths)
+              tuning=None, cache: str | Path | None = None) -> pd.DataFrame:
+    """The three Parquet tables; cache: a folder that keeps the parsed CSVs between aggregations (see collect)."""
+    runs, curves, samples = collect(metrics_paths, cache)
     peak = json.loads(Path(peak_path).read_text()) if peak_path else None
     runs = add_study_context(runs, membership, peak, tuning)
     write_parquet(runs, runs_out)

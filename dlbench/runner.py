@@ -22,7 +22,7 @@ import sys
 import time
 from pathlib import Path
 
-from dlbench import initialisers, machine, memcap, models, records, sweep
+from dlbench import initialisers, inputs, machine, memcap, models, records, sweep
 from dlbench.atomic import write_json
 from dlbench.frameworks import base, registry
 from dlbench.locks import LockTimeout, measuring
@@ -420,8 +420,4 @@ def merged_info(events: list[dict]) -> dict:
 
 
 def _input_shape(point: dict) -> tuple[int, int, int]:
-    from dlbench.datasets import catalog
-
-    c, h, w = catalog.INFO[point["dataset"]]["shape"]
-    size = point.get("input", {}).get("pad_to") or point.get("input", {}).get("crop")
-    return (c, size, size) if size else (c, h, w)
+    return inputs.model_input_shape(point)

@@ -7,6 +7,7 @@ import itertools
 import json
 import math
 import re
+from typing import NamedTuple
 
 from dlbench import initialisers, models, presets
 from dlbench.datasets import catalog
@@ -75,39 +76,49 @@ def reading(point: dict) -> str | None:
     return point.get("cross_apply", "preset")
 
 
+class Plan(NamedTuple):
+    """A study expanded once: its points, the sub-studies of each, and the place of each in a tuning grid."""
+
+    points: list[dict]
+    membership: dict[str, list[str]]
+    tuning: dict[str, dict]
+
+
+def plan(cfg: dict) -> Plan:
+    """Every point of every sub-study (each once, in a stable order), from one expansion of each sub-study.
+
+    `membership`: point id -> the sub-studies it belongs to (a point shared by two studies runs once).
+    `tuning`: point id -> its place in a tuning grid (config `tune`), for the points of the studies that tune:
+    `tuning_grid`, one grid (its sub-study, and the settings it is tuned around, repeats together);
+    `tuning_is_default`, the grid's point with every factor 1, the defaults it is tuned against.
+    A point in two grids keeps the first.
+    """
+    points: dict[str, dict] = {}
+    membership: dict[str, list[str]] = {}
+    tuning: dict[str, dict] = {}
+    for name, sub in sub_studies(cfg).items():
+        for p, _, base in _expand_one(sub):
+            points.setdefault(p["id"], p)
+            membership.setdefault(p["id"], []).append(name)
+            if sub.get("tune"):
+                grid = f"{name}:" + digest({k: v for k, v in base.items() if k not in ("id", "repeat", "seed")})[:10]
+                tuning.setdefault(p["id"], {"tuning_grid": grid, "tuning_is_default": p["id"] == base["id"]})
+    return Plan(list(points.values()), membership, tuning)
+
+
 def expand(cfg: dict) -> list[dict]:
     """Every point of every sub-study, each once, in a stable order."""
-    points: dict[str, dict] = {}
-    for sub in sub_studies(cfg).values():
-        for p in expand_one(sub):
-            points.setdefault(p["id"], p)
-    return list(points.values())
+    return plan(cfg).points
 
 
 def membership(cfg: dict) -> dict[str, list[str]]:
-    """Point id -> the sub-studies it belongs to (a point shared by two studies runs once)."""
-    out: dict[str, list[str]] = {}
-    for name, sub in sub_studies(cfg).items():
-        for p in expand_one(sub):
-            out.setdefault(p["id"], []).append(name)
-    return out
+    """Point id -> the sub-studies it belongs to (see plan)."""
+    return plan(cfg).membership
 
 
 def tuning(cfg: dict) -> dict[str, dict]:
-    """Point id -> its place in a tuning grid (config `tune`), for the points of the studies that tune.
-
-    `tuning_grid`: one grid (its sub-study, and the settings it is tuned around, repeats together);
-    `tuning_is_default`: the grid's point with every factor 1, the defaults it is tuned against.
-    A point in two grids keeps the first.
-    """
-    out: dict[str, dict] = {}
-    for name, sub in sub_studies(cfg).items():
-        if not sub.get("tune"):
-            continue
-        for p, _, base in _expand_one(sub):
-            grid = f"{name}:" + digest({k: v for k, v in base.items() if k not in ("id", "repeat", "seed")})[:10]
-            out.setdefault(p["id"], {"tuning_grid": grid, "tuning_is_default": p["id"] == base["id"]})
-    return out
+    """Point id -> its place in a tuning grid (see plan)."""
+    return plan(cfg).tuning
 
 
 def expand_one(cfg: dict) -> list[dict]:

@@ -17,8 +17,7 @@ import pandas as pd
 
 from dlbench.datasets import catalog
 from dlbench.frameworks import registry
-
-PUBLISHED_CSV = Path(__file__).resolve().parent / "reference" / "gtdlbench_results.csv"
+from dlbench.paths import PUBLISHED_CSV
 
 FRAMEWORKS = registry.names()  # the order every chart and table lists frameworks in
 OWN_PRESET = {f.name: f.own_preset for f in registry.FRAMEWORKS.values()}
@@ -140,7 +139,20 @@ def group_key(df: pd.DataFrame, exclude: set[str]) -> pd.Series:
     cols = [c for c in SETTINGS if c not in exclude]
     if not len(df):
         return pd.Series([], dtype=str)
-    return df[cols].astype(object).where(df[cols].notna(), "-").astype(str).agg("|".join, axis=1)
+    return _per_distinct(df, cols, lambda u: u[cols].astype(object).where(u[cols].notna(), "-").astype(str)
+                         .agg("|".join, axis=1))
+
+
+def _per_distinct(df: pd.DataFrame, cols: list[str], label) -> pd.Series:
+    """label(rows) computed once per distinct combination of `cols` (a large sweep repeats them) and spread
+    back over every row: the same as label(df), at the cost of the distinct rows."""
+    cols = [c for c in cols if c in df.columns]
+    ids = (df.groupby(cols, dropna=False, sort=False).ngroup().to_numpy() if cols
+           else np.zeros(len(df), dtype=np.int64))
+    first = ~pd.Series(ids).duplicated().to_numpy()
+    labels = np.empty(ids.max() + 1, dtype=object)
+    labels[ids[first]] = label(df.iloc[np.flatnonzero(first)]).to_numpy()
+    return pd.Series(labels[ids], index=df.index, dtype=object)
 
 
 def settings_label(df: pd.DataFrame, exclude: set[str]) -> pd.Series:
@@ -163,7 +175,11 @@ def settings_label(df: pd.DataFrame, exclude: set[str]) -> pd.Series:
         if "library" not in exclude and r["library"] not in ("default", "-"):
             parts.append(str(r["library"]))
         return ", ".join(parts)
-    return df.apply(one, axis=1) if len(df) else pd.Series([], dtype=str)
+    if not len(df):
+        return pd.Series([], dtype=str)
+    used = ["whose", "reading", "batch_size", "learning_rate", "length", "length_unit", "threads", "interop_threads",
+            "library"]
+    return _per_distinct(df, used, lambda rows: rows.apply(one, axis=1))
 
 
 def pareto_front(df: pd.DataFrame, x: str = "train_time_s", y: str = "accuracy") -> pd.Series:
@@ -201,17 +217,17 @@ def speedups(runs: pd.DataFrame) -> pd.DataFrame:
     df = df.assign(group=group_key(df, {"threads"}), settings=settings_label(df, {"threads"}))
     agg = df.groupby(["framework", "dataset", "device", "group", "settings", "threads"], as_index=False).agg(
         train_time_s=("train_time_s", "mean"), n=("train_time_s", "size"))
-    out = []
-    for _, g in agg.groupby("group"):
-        if g["threads"].nunique() < 2:
-            continue
-        g = g.sort_values("threads")
-        base = g.iloc[0]
-        g = g.assign(base_threads=base["threads"], base_time_s=base["train_time_s"])
-        g["speedup"] = g["base_time_s"] / g["train_time_s"]
-        g["ideal"] = g["threads"] / g["base_threads"]
-        out.append(g)
-    return pd.concat(out, ignore_index=True)[cols] if out else pd.DataFrame(columns=cols)
+    # every group at once (a large sweep has thousands): sorted by group, then threads; the fewest threads first
+    agg = agg[agg.groupby("group")["threads"].transform("nunique") >= 2]
+    if agg.empty:
+        return pd.DataFrame(columns=cols)
+    agg = agg.sort_values(["group", "threads"], kind="stable")
+    by_group = agg.groupby("group", sort=False)
+    agg = agg.assign(base_threads=by_group["threads"].transform("first"),
+                     base_time_s=by_group["train_time_s"].transform("first"))
+    agg["speedup"] = agg["base_time_s"] / agg["train_time_s"]
+    agg["ideal"] = agg["threads"] / agg["base_threads"]
+    return agg.reset_index(drop=True)[cols]
 
 
 def read_published(path: str | Path | None = None) -> pd.DataFrame:

@@ -17,5 +17,7 @@ rule aggregate:
     params:
         membership=MEMBERSHIP,
         tuning=TUNING,
+        # The parsed CSVs of every record, kept between aggregations: only new or changed records are read.
+        cache="results/.aggregate-cache",
     script:
         "../workflow/scripts/aggregate.py"

@@ -26,11 +26,11 @@ def _use_own_package():
 
 _use_own_package()
 
-from dlbench import charts, cluster, config as dlconfig, envs, sweep  # noqa: E402
+from dlbench import chartlist, cluster, config as dlconfig, envs, sweep  # noqa: E402
 from dlbench.codedigest import adapter_digest, caffe_data_digest  # noqa: E402
 from dlbench.datasets.catalog import INFO as DATASETS  # noqa: E402
 from dlbench.frameworks import caffe_data, registry  # noqa: E402
-from dlbench.paths import SCHEMA  # noqa: E402
+from dlbench.paths import PUBLISHED_CSV, SCHEMA  # noqa: E402
 
 # Under --sdm conda a job runs in its rule's conda environment (envs/*.yaml); otherwise the base
 # environment runs every job and a training job's runner starts the framework's own Python.
@@ -64,11 +64,19 @@ if (
             file=sys.stderr,
         )
 
-POINTS = {(p["framework"], p["dataset"], p["id"]): p for p in sweep.expand(CFG)}
-MEMBERSHIP = sweep.membership(CFG)
-TUNING = sweep.tuning(CFG)
+# The sweep, expanded once: the points, and each one's sub-studies and place in a tuning grid.
+PLAN = sweep.plan(CFG)
+POINTS = {(p["framework"], p["dataset"], p["id"]): p for p in PLAN.points}
+MEMBERSHIP = PLAN.membership
+TUNING = PLAN.tuning
 # The environment of each point (dlbench.envs.point_env: a built one by its device, or a site's Python).
 POINT_ENVS = {key: envs.point_env(CFG, p) for key, p in POINTS.items()}
+# The digest of each built environment's pins and recipe, read once (not once per point).
+ENV_KEYS = {
+    env_name: envs.env_key(env_name)
+    for env_name, site in set(POINT_ENVS.values())
+    if not site
+}
 # Each site interpreter a point uses, checked once now (before any job): its versions, or one line and stop.
 SITE_ENVS = {}
 for (framework, _, _), (env_name, python) in POINT_ENVS.items():
@@ -98,7 +106,7 @@ def run_dir(p):
 
 
 METRICS = [f"{run_dir(p)}/metrics.json" for p in POINTS.values()]
-CHART_FILES = charts.chart_files("results/charts", CFG)
+CHART_FILES = chartlist.chart_files("results/charts", CFG)
 THREAD_COUNTS = sorted({p["threads"] for p in POINTS.values()})
 # The node's measurement lock (dlbench.locks.measuring), which the runner and machine_peak hold while they measure.
 MEASURE_LOCK = (
@@ -118,12 +126,27 @@ RUNNER_OPTIONS = {
 }
 
 
+# Finished points, read once for the dry run's time estimate and the cluster's time requests (a sample
+# of each kind: the estimate needs medians, not every record; see dlbench/estimate.py).
+_FINISHED = []
+
+
+def finished():
+    if not _FINISHED:
+        from dlbench import estimate
+
+        _FINISHED.append(estimate.finished(list(POINTS.values()), run_dir))
+    return _FINISHED[0]
+
+
 # The time estimate of a dry run: how long the points without a result will take.
 if workflow.output_settings.dryrun and workflow.is_main_process:
     from dlbench import estimate
 
     print(
-        estimate.describe(estimate.estimate(list(POINTS.values()), run_dir)),
+        estimate.describe(
+            estimate.estimate(list(POINTS.values()), run_dir, finished())
+        ),
         file=sys.stderr,
     )
 
@@ -154,28 +177,39 @@ def local_copy(wildcards):
     return CFG["data"].get(wildcards.dataset, "")
 
 
-def point_env_of(wildcards):
-    """(environment name, site interpreter or None) of the point."""
-    return POINT_ENVS[(wildcards.framework, wildcards.dataset, wildcards.point)]
+def per_point(value_of):
+    """What the train rule gets for value_of(point). A plain value when every point has the same one
+    (Snakemake then applies no function per job: at 20,000 points each function costs seconds), else a
+    function of a job's wildcards that looks its point's value up in a table made here, once.
+    """
+    values = {key: value_of(p) for key, p in POINTS.items()}
+    distinct = {repr(v) for v in values.values()}
+    if len(distinct) == 1:
+        return next(iter(values.values()))
+
+    def of_point(wildcards):
+        return values[(wildcards.framework, wildcards.dataset, wildcards.point)]
+
+    return of_point
 
 
-def framework_env_file(wildcards):
+def framework_env_file(p):
     """The description of the point's built environment; none for a site one or under --sdm conda."""
-    env_name, site = point_env_of(wildcards)
+    env_name, site = POINT_ENVS[(p["framework"], p["dataset"], p["id"])]
     return [] if USE_CONDA or site else [f"resources/envs/{env_name}.json"]
 
 
-def point_env_params(wildcards):
+def point_env_params(p):
     """The point's environment as its job sees it; a site one with its versions, so that another site build
     of the framework reruns the framework's points (a built one reruns through its description's file).
     """
-    env_name, site = point_env_of(wildcards)
+    env_name, site = POINT_ENVS[(p["framework"], p["dataset"], p["id"])]
     if site:
         return SITE_ENVS[(env_name, site)]
     return {
         "env": env_name,
         "kind": "conda" if USE_CONDA else "built",
-        "key": envs.env_key(env_name),
+        "key": ENV_KEYS[env_name],
     }
 
 
@@ -188,20 +222,18 @@ def env_recipe_key(wildcards):
     return envs.env_key(wildcards.env)
 
 
-def point_conda_file(wildcards):
+def point_conda_file(p):
     """The point's environment's conda file; a site point's job (only the runner) runs in the base one."""
-    env_name, site = point_env_of(wildcards)
+    env_name, site = POINT_ENVS[(p["framework"], p["dataset"], p["id"])]
     return "../envs/base.yaml" if site else f"../envs/{env_name}.yaml"
 
 
-def caffe_data_files(wildcards):
+def caffe_data_files(p):
     """The HDF5 files a Caffe point's train job reads (those of its input handling); nothing for the others."""
-    if wildcards.framework != "caffe":
+    if p["framework"] != "caffe":
         return []
-    key = caffe_data.input_key(point_of(wildcards)["input"])
-    return [
-        f"resources/caffe/{wildcards.dataset}/{key}/{name}" for name in caffe_data.FILES
-    ]
+    key = caffe_data.input_key(p["input"])
+    return [f"resources/caffe/{p['dataset']}/{key}/{name}" for name in caffe_data.FILES]
 
 
 def caffe_input_settings(wildcards):
@@ -212,49 +244,50 @@ def point_params(wildcards):
     return point_of(wildcards)
 
 
-def point_code(wildcards):
-    """Changing a framework's adapter (or the shared trainer code) reruns its points only."""
-    return adapter_digest(wildcards.framework)
+def point_gpus(p):
+    return 1 if p["device"] == "gpu" else 0
 
 
-def point_threads(wildcards):
-    return point_of(wildcards)["threads"]
-
-
-def point_gpus(wildcards):
-    return 1 if point_of(wildcards)["device"] == "gpu" else 0
-
-
-def point_measure_slots(wildcards):
+def point_measure_slots(p):
     """A CPU point takes the machine's one measurement slot; a GPU point measuring per device takes none (the
     runner's lock gives it a GPU of its own and keeps CPU points apart, see dlbench/locks.py).
     """
-    if point_gpus(wildcards) and CFG["measurement"]["gpu"] == "per_device":
+    if point_gpus(p) and CFG["measurement"]["gpu"] == "per_device":
         return 0
     return MEASURE_SLOTS
 
 
-def point_gpu_model(wildcards):
-    if not point_gpus(wildcards):
+def point_gpu_model(p):
+    if not point_gpus(p):
         return ""
     return CFG["cluster"].get("gpu_model") or ""
 
 
-def point_mem_mb(wildcards):
-    return cluster.mem_mb(CFG, point_of(wildcards))
-
-
-def point_partition(wildcards):
-    return cluster.partition(CFG, point_of(wildcards)) or ""
-
-
-_MEASURED = []
+# The train rule's per-job values, each a plain value where every point has the same (see per_point).
+TRAIN_INPUT = {
+    "env": per_point(framework_env_file),
+    "caffe_data": per_point(caffe_data_files),
+}
+TRAIN_THREADS = per_point(lambda p: p["threads"])
+TRAIN_RESOURCES = {
+    "dlbench_measure": per_point(point_measure_slots),
+    "gpu": per_point(point_gpus),
+    "gpu_model": per_point(point_gpu_model),
+    "mem_mb": per_point(lambda p: cluster.mem_mb(CFG, p)),
+    "slurm_partition": per_point(lambda p: cluster.partition(CFG, p) or ""),
+}
+TRAIN_CODE = per_point(lambda p: adapter_digest(p["framework"]))
+TRAIN_ENV = per_point(point_env_params)
+# Without --sdm conda no job runs in a conda environment (Snakemake ignores the directive, yet evaluates a
+# function there for every job): the rule names the base environment, which its job's own process runs in.
+TRAIN_CONDA = per_point(point_conda_file) if USE_CONDA else "../envs/base.yaml"
+_RUNTIME = {}
 
 
 def point_runtime(wildcards, attempt):
-    """Minutes a cluster job asks for, from finished points' throughput (read once; see dlbench/cluster.py)."""
-    if not _MEASURED:
-        from dlbench import estimate
-
-        _MEASURED.append(estimate.measured_points(list(POINTS.values()), run_dir)[0])
-    return cluster.runtime_min(CFG, point_of(wildcards), _MEASURED[0], attempt)
+    """Minutes a cluster job asks for: its first attempt's (from finished points, worked out once for all
+    points when first asked), times the attempt, so that a point that timed out gets more time.
+    """
+    if not _RUNTIME:
+        _RUNTIME.update(cluster.runtime_table(CFG, list(POINTS.values()), finished()))
+    return _RUNTIME[wildcards.point] * attempt

@@ -8,14 +8,14 @@ rule charts:
         runs="results/runs.parquet",
         curves="results/curves.parquet",
         samples="results/samples.parquet",
-        published=str(charts.PUBLISHED_CSV),
+        published=str(PUBLISHED_CSV),
     output:
         [
             (
                 report(
                     path,
-                    category=charts.category(path),
-                    caption=f"../report/{charts.chart_name(path)}.rst",
+                    category=chartlist.category(path),
+                    caption=f"../report/{chartlist.chart_name(path)}.rst",
                 )
                 if path.endswith(".svg")
                 else path
@@ -35,7 +35,7 @@ rule findings:
     input:
         runs="results/runs.parquet",
         curves="results/curves.parquet",
-        published=str(charts.PUBLISHED_CSV),
+        published=str(PUBLISHED_CSV),
     output:
         report(
             "results/findings.md",

@@ -5,8 +5,8 @@
 rule train:
     input:
         data="resources/datasets/{dataset}/data.npz",
-        env=framework_env_file,
-        caffe_data=caffe_data_files,
+        env=TRAIN_INPUT["env"],
+        caffe_data=TRAIN_INPUT["caffe_data"],
     output:
         metrics="results/runs/{framework}/{dataset}/{point}/metrics.json",
         curve="results/runs/{framework}/{dataset}/{point}/curve.csv",
@@ -14,25 +14,28 @@ rule train:
     log:
         "results/runs/{framework}/{dataset}/{point}/job.log",
     conda:
-        point_conda_file
-    threads: point_threads
+        TRAIN_CONDA
+    threads: TRAIN_THREADS
     resources:
         # One CPU measurement per machine at a time (the default profile caps it at 1); GPU points
         # and cluster jobs sharing a node are kept apart by the runner's node-local lock, one
-        # GPU point per GPU (dlbench/locks.py).
-        dlbench_measure=point_measure_slots,
-        gpu=point_gpus,
-        gpu_model=point_gpu_model,
-        cpus_per_task=point_threads,
-        mem_mb=point_mem_mb,
+        # GPU point per GPU (dlbench/locks.py). Each is a plain value where every point has the
+        # same (rules/common.smk, per_point).
+        dlbench_measure=TRAIN_RESOURCES["dlbench_measure"],
+        gpu=TRAIN_RESOURCES["gpu"],
+        gpu_model=TRAIN_RESOURCES["gpu_model"],
+        cpus_per_task=TRAIN_THREADS,
+        mem_mb=TRAIN_RESOURCES["mem_mb"],
         runtime=point_runtime,
-        slurm_partition=point_partition,
+        slurm_partition=TRAIN_RESOURCES["slurm_partition"],
         slurm_account=cluster.setting(CFG, "account") or "",
         slurm_extra=cluster.slurm_extra(CFG),
     params:
+        # The point itself: a changed point is a new id (and path) anyway; its params keep the record's input.
         point=point_params,
-        code=point_code,
-        env=point_env_params,
+        # Changing a framework's adapter (or the shared trainer code) reruns its points only.
+        code=TRAIN_CODE,
+        env=TRAIN_ENV,
         runner=RUNNER_OPTIONS,
     script:
         "../workflow/scripts/train.py"

@@ -16,7 +16,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from dlbench import charts
+from dlbench import chartlist, charts, findings
+from dlbench.testing import study as hand_made
 from dlbench.testing.sandbox import copy_workflow
 
 TINY = {
@@ -163,6 +164,64 @@ def png_pixels(path: Path) -> np.ndarray:
                 cur[i] = (line[i] + pred) % 256
         out[y], prev = cur, cur
     return out.reshape(height, width, bpp)[:, :, :3]
+
+
+def walk_report(root: Path, profile: Path) -> dict:
+    """What the WALKER page saw of root/report.html: the files of every category and each SVG drawn."""
+    categories = sorted({spec.category for spec in charts.CHARTS.values()} | {"Findings"})
+    walker = root / "walker.html"
+    walker.write_text(WALKER % json.dumps(categories))
+    proc = chromium(profile, "--allow-file-access-from-files", "--virtual-time-budget=120000", "--dump-dom",
+                    walker.as_uri(), timeout=600)
+    m = re.search(r'<pre id="out">(.*?)</pre>', proc.stdout, re.S)
+    assert m and m.group(1) != "pending" and not m.group(1).startswith("ERROR"), proc.stdout[-2000:]
+    return json.loads(html.unescape(m.group(1)))
+
+
+@pytest.fixture(scope="module")
+def large_study(tmp_path_factory):
+    """20,000 hand-made records (dlbench.testing.study: curves and samples of realistic length, failures),
+    their charts and findings as the rules write them, and the Snakemake report of them."""
+    root = copy_workflow(tmp_path_factory.mktemp("large"), TINY, "tiny.yaml")
+    out = root / "results"
+    out.mkdir()
+    for name, frame in zip(("runs", "curves", "samples"), hand_made.large_frames(20000)):
+        frame.to_parquet(out / f"{name}.parquet", index=False)
+    charts.draw_all(out / "runs.parquet", out / "curves.parquet", out / "samples.parquet", out / "charts")
+    findings.write_findings(out / "runs.parquet", out / "curves.parquet", out / "findings.md")
+    svgs = [f for f in chartlist.chart_files("results/charts") if f.endswith(".svg")]
+    proc = subprocess.run([sys.executable, "-m", "snakemake", "--cores", "1", "--configfile", "tiny.yaml", "--report",
+                           "report.html", "results/findings.md", *svgs], cwd=root, capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    return root
+
+
+@pytest.mark.slow
+def test_every_chart_of_20000_points_is_drawn_small_enough_and_says_what_it_samples(large_study):
+    folder = large_study / "results/charts"
+    for name in charts.CHARTS:
+        page = folder / f"{name}.html"
+        assert page.stat().st_size < 5e6, (name, page.stat().st_size)
+        svg = (folder / f"{name}.svg").read_text()
+        assert "could not be drawn" not in svg and 'class="mark-' in svg, name
+    # the charts whose marks would be one per point or run draw a sample, and say so in their subtitle
+    for name in ("train_time_by_framework", "pareto_front", "time_to_accuracy", "train_time_vs_batch_size"):
+        assert "a random sample of" in (folder / f"{name}.svg").read_text(), name
+    assert "a random sample of" not in (folder / "status_by_framework.svg").read_text()  # counts: nothing sampled
+    assert charts.NO_DATA not in (folder / "train_time_by_framework.svg").read_text()
+
+
+@pytest.mark.slow
+@needs_chromium
+def test_the_report_of_20000_points_opens_with_every_chart_drawn(large_study, tmp_path):
+    seen = walk_report(large_study, tmp_path / "profile")
+    for name, spec in charts.CHARTS.items():
+        path = f"results/charts/{name}.svg"
+        assert path in seen["files"][spec.category], (name, seen["files"])
+        image = seen["images"][path]
+        assert image and image["width"] > 100 and image["height"] > 40, (name, image and image["width"])
+        assert 'class="mark-' in image["svg"] and "could not be drawn" not in image["svg"], name
+    assert "results/findings.md" in {f for files in seen["files"].values() for f in (files or [])}
 
 
 @pytest.mark.slow

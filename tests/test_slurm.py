@@ -133,3 +133,49 @@ def test_a_cancelled_job_is_recorded_and_runs_again_next_time(tmp_path, no_jobs_
     dry = subprocess.run([sys.executable, "-m", "snakemake", "-n", "--profile", "profiles/slurm",
                           "--configfile", "study.yaml"], cwd=wf, capture_output=True, text=True)
     assert point["id"] in dry.stdout  # the next invocation runs it again
+
+
+# Job groups as profiles/slurm/config.yaml documents them: 2 points per allocation, one after the other.
+GROUPED = ("--groups", "train=measure", "--group-components", "measure=2")
+# What two runs of the same points measure differently (times, resources, when and where), and the SLURM fields.
+MEASURED = ("_time_s", "_pct", "_mb", "_img_s", "_gflops", "_w", "_j")
+DIFFERS = {"slurm_job_id", "started_at", "lock_wait_s", "wall_time_s", "samples", "threads_peak", "monitor_cpu_s",
+           "achieved_gflops", "peak_fraction", "dataset_dir", "log_tail", "attempts"}
+
+
+@pytest.fixture(scope="module")
+def grouped_run(tmp_path_factory):
+    started = time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(time.time() - 2))
+    wf = copy_workflow(tmp_path_factory.mktemp("slurm-grouped") / "wf", STUDY)
+    proc = slurm_snakemake(wf, *GROUPED)
+    out, _ = proc.communicate(timeout=900)
+    assert proc.returncode == 0, out[-4000:]
+    return wf, sacct(started)
+
+
+def test_job_groups_pack_points_into_fewer_jobs_each_measured_alone(slurm_run, grouped_run):
+    wf, jobs = grouped_run
+    runs = pd.read_parquet(wf / "results/runs.parquet")
+    assert len(runs) == 4 and (runs.status == "ok").all()
+    ids = set(runs.slurm_job_id.astype(str))
+    assert len(ids) == 2  # 4 points, 2 per allocation
+    mine = jobs[jobs.job.isin(ids)]
+    assert len(mine) == 2 and (mine.state == "COMPLETED").all()
+    assert (mine.cpus == "1").all()  # one point's CPUs: the points of a group run one after the other
+    # Alone on the node: within an allocation, a point's measurement (from started_at, taken once it holds
+    # the node's lock, for wall_time_s) starts after the previous one ended; started_at is to the second.
+    start = (pd.to_datetime(runs.started_at) - pd.Timestamp(0, tz="UTC")) / pd.Timedelta(seconds=1)
+    runs = runs.assign(start=start, end=start + runs.wall_time_s)
+    for _, job in runs.sort_values("start").groupby("slurm_job_id"):
+        assert (job.start.iloc[1:].to_numpy() >= job.end.iloc[:-1].to_numpy() - 1.0).all(), job[["start", "end"]]
+    assert (runs.lock_mode == "exclusive").all()
+    # Every record as a one-job-per-point run leaves it, but for what a run measures and the SLURM fields.
+    alone = pd.read_parquet(slurm_run[0] / "results/runs.parquet").set_index("run_id").sort_index()
+    grouped = runs.drop(columns=["start", "end"]).set_index("run_id").sort_index()
+    assert list(grouped.index) == list(alone.index) and set(grouped.columns) == set(alone.columns)
+    same = [c for c in alone.columns if c not in DIFFERS and not c.endswith(MEASURED)
+            and c not in ("accuracy", "test_loss", "final_loss")]
+    assert len(same) > 40
+    pd.testing.assert_frame_equal(grouped[same], alone[same], check_like=True)
+    torch_rows = alone.framework == "pytorch"  # deterministic on one thread: the same model
+    assert grouped[torch_rows].accuracy.tolist() == alone[torch_rows].accuracy.tolist()

@@ -204,6 +204,23 @@ def test_two_theano_points_at_once_share_the_compile_cache(train):
     assert len({str(r["_out"]) for r in records.values()}) == 2
 
 
+def test_a_point_that_differs_only_in_its_learning_rate_compiles_nothing_new(train):
+    """Each trainer is a new process: the compile cache must hit across processes (no module per point)."""
+    from dlbench import envs
+
+    cache = envs.env_dir("theano") / "theano-cache"
+
+    def modules() -> int:
+        return sum(1 for _ in cache.rglob("mod.cpp"))
+
+    first = train("theano", "caffe", iterations=5, threads=1, learning_rate=0.0123)
+    before = modules()
+    for lr in (0.0231, 0.0312):
+        r = train("theano", "caffe", iterations=5, threads=1, learning_rate=lr)
+        assert r["status"] == first["status"] == "ok", r.get("log_tail")
+    assert modules() == before
+
+
 def test_theano_preset_lenet5_tanh_learns_digits(train):
     # the tutorial's network and SGD (lr 0.1, no momentum); a smaller batch than its 500 for enough steps
     r = train("theano", "theano", epochs=5, batch_size=50, threads=2)

@@ -1,6 +1,9 @@
 """The workflow end to end on a tiny config, and what a rerun reruns (read from dry runs)."""
 
+import json
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 import pandas as pd
@@ -163,3 +166,43 @@ def test_runs_as_a_snakemake_module_of_another_workflow(tmp_path):
     assert len(runs) == 1 and runs.status.iloc[0] == "ok", runs.iloc[0].get("log_tail")
     assert (tmp_path / "results/findings.md").read_text().startswith("# Findings")
     assert (tmp_path / "logs/aggregate.log").exists()  # every rule logs, also under a module's names
+
+
+CONDA_FILES = """
+import json, sys
+from pathlib import Path
+from snakemake.api import SnakemakeApi
+from snakemake.iocontainers import Wildcards
+from snakemake.settings.types import (ConfigSettings, DeploymentMethod, DeploymentSettings, OutputSettings,
+                                      ResourceSettings, StorageSettings, WorkflowSettings)
+
+methods = {DeploymentMethod.CONDA} if sys.argv[1] == "conda" else set()
+with SnakemakeApi(OutputSettings()) as api:
+    workflow = api.workflow(resource_settings=ResourceSettings(cores=1), storage_settings=StorageSettings(),
+                            config_settings=ConfigSettings(configfiles=[Path("two.yaml")]),
+                            deployment_settings=DeploymentSettings(deployment_method=methods),
+                            workflow_settings=WorkflowSettings(), snakefile=Path("Snakefile"))._workflow
+    conda = workflow.get_rule("train").conda_env
+    files = {}
+    for key in workflow.globals["POINTS"]:
+        wildcards = Wildcards(fromdict=dict(zip(("framework", "dataset", "point"), key)))
+        device = workflow.globals["POINTS"][key]["device"]
+        files[f"{key[0]} {device}"] = conda(wildcards) if callable(conda) else conda
+print(json.dumps(files))
+"""
+
+
+def test_under_sdm_conda_each_point_runs_in_its_environments_conda_file(tmp_path):
+    """The workflow parsed as `snakemake --sdm conda` parses it (no conda needed until the DAG is built)."""
+    two = {"datasets": ["digits"], "frameworks": ["pytorch", "caffe"], "preset": ["caffe"],
+           "sweep": {"iterations": [30], "threads": [1], "device": ["cpu", "gpu"]}}
+    root = copy_workflow(tmp_path, two, "two.yaml")
+    files = {}
+    for method in ("conda", "none"):
+        proc = subprocess.run([sys.executable, "-c", CONDA_FILES, method], cwd=root, capture_output=True, text=True)
+        assert proc.returncode == 0, proc.stderr[-3000:]
+        files[method] = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert files["conda"] == {"pytorch cpu": "../envs/pytorch.yaml", "pytorch gpu": "../envs/pytorch-cuda.yaml",
+                              "caffe cpu": "../envs/caffe.yaml", "caffe gpu": "../envs/caffe.yaml"}
+    # without --sdm conda no job runs in a conda environment: the rule names the base one, for every point
+    assert set(files["none"].values()) == {"../envs/base.yaml"}

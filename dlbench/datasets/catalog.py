@@ -4,14 +4,14 @@ from __future__ import annotations
 
 from pathlib import Path
 
-# Geometry (channels, height, width) and classes of each dataset, as prepared. `family`: the
+# Geometry (channels, height, width), classes and split sizes of each dataset, as prepared. `family`: the
 # study's dataset whose example scripts set a point's defaults, and whose published figures
 # it is compared with (digits and Fashion-MNIST have MNIST's geometry and stand in for it).
 INFO: dict[str, dict] = {
-    "digits": {"shape": (1, 28, 28), "classes": 10, "train_count": 1438, "family": "mnist"},
-    "fashion_mnist": {"shape": (1, 28, 28), "classes": 10, "train_count": 60000, "family": "mnist"},
-    "mnist": {"shape": (1, 28, 28), "classes": 10, "train_count": 60000, "family": "mnist"},
-    "cifar10": {"shape": (3, 32, 32), "classes": 10, "train_count": 50000, "family": "cifar10"},
+    "digits": {"shape": (1, 28, 28), "classes": 10, "train_count": 1438, "test_count": 359, "family": "mnist"},
+    "fashion_mnist": {"shape": (1, 28, 28), "classes": 10, "train_count": 60000, "test_count": 10000, "family": "mnist"},
+    "mnist": {"shape": (1, 28, 28), "classes": 10, "train_count": 60000, "test_count": 10000, "family": "mnist"},
+    "cifar10": {"shape": (3, 32, 32), "classes": 10, "train_count": 50000, "test_count": 10000, "family": "cifar10"},
 }
 
 

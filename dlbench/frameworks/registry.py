@@ -116,10 +116,12 @@ FRAMEWORKS: dict[str, Framework] = {f.name: f for f in (
     Framework("pytorch", "PyTorch", own_preset="torch", published_as="torch", color="#ee4c2c",
               accepts={"device": ("cpu", "gpu"), "library": ("default", "no_onednn")}, variants=("cuda",)),
     # No CUDA variant: Theano's GPU back end (libgpuarray/pygpu) has no PyPI build. Its C code links
-    # OpenBLAS, or with `library: mkl` Intel's MKL from its -mkl environment (PyPI's `mkl`).
+    # OpenBLAS, or with `library: mkl` Intel's MKL from its -mkl environment (PyPI's `mkl`). A fixed hash
+    # seed: the compile cache's key of DimShuffle's C code holds a string hash, which Python salts per
+    # process, so with a random seed every point compiled that module again and the cache grew a module a point.
     Framework("theano", "Theano", own_preset="theano", published_as="theano", color="#3d6ab0",
               accepts={"device": ("cpu", "gpu"), "library": ("default", "mkl")}, variants=("mkl",),
-              axis_env={("library", "mkl"): {"DLBENCH_BLAS": "mkl"}}),
+              env={"PYTHONHASHSEED": "0"}, axis_env={("library", "mkl"): {"DLBENCH_BLAS": "mkl"}}),
 )}
 
 

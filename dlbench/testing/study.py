@@ -1,10 +1,13 @@
-"""A small hand-made study (runs, curves and samples tables) with every axis varied and failures of
-several kinds: what the chart, table and findings tests compute on, without training anything."""
+"""Hand-made studies, without training anything: a small one (runs, curves and samples tables) with every
+axis varied and failures of several kinds, what the chart, table and findings tests compute on; and a large
+one (20,000 records with curves and samples of realistic length, as run folders) for the benchmarks and the
+slow tests of everything after training at scale."""
 
 from __future__ import annotations
 
 import itertools
 import math
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -87,3 +90,174 @@ def small_runs() -> pd.DataFrame:
                          "train_time_s": [1.0, np.nan], "test_time_s": [0.1, np.nan], "accuracy": [0.9, np.nan],
                          "cpu_util_mean_pct": [100.0, 90.0], "rss_peak_mb": [300.0, 310.0],
                          "rss_mean_mb": [250.0, 255.0]})
+
+
+# ---------------------------------------------------------------------------------------------
+# A large study: 20,000 records as real runs leave them, with curves and samples of realistic length
+# ---------------------------------------------------------------------------------------------
+
+LARGE_PRESETS = ["own", "tensorflow", "caffe", "torch", "theano"]
+LARGE_NETWORK = {"pytorch": "torch_mnist", "tensorflow": "mnist_deep", "theano": "lenet5_tanh", "caffe": "lenet"}
+# (status, share of points, reason): about 3% of a large sweep fails, in every way a point can.
+LARGE_FAILURES = [("diverged", 0.012, "loss became nan at iteration 41"), ("error", 0.005, "the trainer exited 1"),
+                  ("timeout", 0.004, "over the 600 s limit"), ("oom", 0.003, "resident memory over 4000 MB"),
+                  ("killed", 0.002, "killed by signal 9"), ("unavailable", 0.004, "no GPU on this node")]
+SAMPLE_COLUMNS = ["phase", "t", "cpu_pct", "rss_mb", "threads", "processes", "gpu_util_pct", "gpu_mem_mb",
+                  "gpu_power_w", "gpu_energy_j"]
+CURVE_COLUMNS = ["kind", "iteration", "epoch", "loss", "accuracy", "lr", "train_time_s", "test_time_s", "t"]
+
+
+def large_records(n: int = 20000, seed: int = 0) -> list[dict]:
+    """n records (metrics.json content) of a sweep of 4 frameworks x 2 datasets x 2 devices x 5 presets x
+    batch size x learning rate x 2 thread counts x repeats, every key a real record has, with realistic
+    times, accuracies and failures; `curve_rows` and `sample_rows` say how long each run's CSVs are."""
+    rng = np.random.default_rng(seed)
+    grid = list(itertools.product(FRAMEWORKS, ["mnist", "cifar10"], ["cpu", "gpu"], LARGE_PRESETS,
+                                  [16, 32, 64, 128, 256], [0.001, 0.005, 0.01, 0.05, 0.1], [1, 2]))
+    statuses = ["ok"] + [s for s, _, _ in LARGE_FAILURES]
+    shares = [1 - sum(p for _, p, _ in LARGE_FAILURES)] + [p for _, p, _ in LARGE_FAILURES]
+    reasons = {s: r for s, _, r in LARGE_FAILURES}
+    drawn = rng.choice(len(statuses), size=n, p=shares)
+    out = []
+    for i in range(n):
+        fw, ds, dev, preset, bs, lr, th = grid[i % len(grid)]
+        repeat = i // len(grid)
+        status = statuses[drawn[i]]
+        ok = status == "ok"
+        iterations = int(rng.choice([500, 1000, 2000, 5000]))
+        t = BASE_TIME[fw] * iterations / 500 * (bs / 64) ** 0.7 / th ** 0.6 * (0.15 if dev == "gpu" else 1)
+        t *= (3 if ds == "cifar10" else 1) * rng.lognormal(0, 0.05)
+        acc = min(0.995, (0.97 if ds == "mnist" else 0.72) - 0.02 * abs(math.log10(lr / 0.01))
+                  - 0.01 * (bs == 256) + rng.normal(0, 0.004))
+        wall = t * 1.15 + 4.0 + rng.uniform(0, 2)
+        record = {
+            "id": f"{preset}-{LARGE_NETWORK[fw]}-bs{bs}-lr{lr:g}-i{iterations}-{dev}-t{th}-r{repeat}-{i:010x}",
+            "framework": fw, "dataset": ds, "preset": preset, "network": LARGE_NETWORK[fw],
+            "cross_apply": None if preset in ("own", OWN[fw]) else "settings", "optimizer": "sgd",
+            "momentum": 0.9, "weight_decay": 0.0005, "learning_rate": lr, "lr_policy": "fixed",
+            "lr_policy_json": '{"name": "fixed"}', "batch_size": bs, "test_batch_size": 100,
+            "iterations": iterations, "iterations_planned": iterations, "epochs": None, "test_interval": 500,
+            "device": dev, "threads": th, "interop_threads": None, "library": "default", "repeat": repeat,
+            "seed": 1 + repeat, "status": status, "reason": None if ok else reasons[status],
+            "returncode": 0 if ok else 1, "train_time_s": t if ok else None, "test_time_s": t / 15 if ok else None,
+            "interval_test_time_s": t / 20 if ok else None, "accuracy": acc if ok else None,
+            "test_loss": 0.1 if ok else None, "final_loss": float(rng.uniform(0.01, 0.5)),
+            "throughput_img_s": iterations * bs / t if ok else None, "test_throughput_img_s": 10000 / (t / 15),
+            "images_trained": iterations * bs, "epochs_trained": iterations * bs / 60000,
+            "iterations_done": iterations if ok else int(iterations * rng.uniform(0.05, 0.9)),
+            "diverged_at_iteration": 41 if status == "diverged" else None, "params": 431080,
+            "flops_per_image_train": 13758000, "achieved_gflops": iterations * bs / t * 0.013758 if ok else None,
+            "wall_time_s": wall, "startup_time_s": 0.07, "import_time_s": 1.2, "data_load_time_s": 0.3,
+            "build_time_s": 0.5, "compile_time_s": 3.5 if fw == "theano" else 0.0, "augment_time_s": 0.0,
+            "cpu_util_mean_pct": 95.0 * th + rng.normal(0, 3), "cpu_util_peak_pct": 100.0 * th + 15,
+            "rss_peak_mb": 300 + bs * 1.5 + 200 * (ds == "cifar10") + rng.normal(0, 5),
+            "rss_mean_mb": 250 + bs + rng.normal(0, 5), "threads_peak": th + 3,
+            "gpu_util_mean_pct": 60.0 + rng.normal(0, 5) if dev == "gpu" else None,
+            "gpu_mem_peak_mb": 900.0 + bs if dev == "gpu" else None,
+            "gpu_power_mean_w": 150.0 if dev == "gpu" else None,
+            "threads_requested": th, "threads_in_effect": th, "interop_threads_in_effect": None,
+            "library_in_effect": "onednn" if fw in ("pytorch", "tensorflow") else "openblas",
+            "framework_version": {"pytorch": "2.13.0", "tensorflow": "2.21.0", "theano": "1.1.2", "caffe": "1.0.0"}[fw],
+            "framework_python_version": "3.11.7", "framework_numpy_version": "2.4.6", "cuda_version": None,
+            "cudnn_version": None, "env_name": fw, "env_kind": "built", "env_key": "0123456789ab",
+            "env_python": f"/cache/envs/{fw}-0123456789ab/bin/python", "python_runner": "3.11.7",
+            "blas": "openblas 0.3.31", "build_json": '{"layout": "NCHW", "loss": "softmax cross-entropy"}' * 3,
+            "input_json": '{"scale": 0.00390625}', "dataset_digest": "1b8df08954e4076ab25d9515bc20bf15",
+            "dataset_dir": f"/data/resources/datasets/{ds}", "device_name": "NVIDIA H100" if dev == "gpu" else "cpu",
+            "gpu_count": 1 if dev == "gpu" else 0, "gpu_device": "0" if dev == "gpu" else None,
+            "gpu_driver": "570.1" if dev == "gpu" else None, "gpu_model": "H100" if dev == "gpu" else None,
+            "cpu_model": "Intel Xeon", "cpu_cores_logical": 32, "cpu_cores_physical": 16, "cpu_cores_usable": 16,
+            "memory_total_mb": 257000, "memory_limit_mb": None, "memory_cap": None, "oom_by": None,
+            "time_limit_s": None, "hang_limit_s": 1800, "lock_mode": "exclusive", "lock_wait_s": 0.001,
+            "monitor_cpu_s": 0.05, "monitor_interval_s": 0.2, "samples": 0, "slurm_job_id": str(400000 + i),
+            "host": f"node{i % 16:02d}", "os": "Linux 6.1", "started_at": "2026-12-01T02:22:02+0000",
+            "train_samples": 60000 if ds == "mnist" else 50000, "test_samples": 10000,
+            "log_tail": "I1201 02:22:02 solver.cpp:218] Iteration 100, loss = 0.2\n" * 30 if not ok else "",
+            "curve_rows": iterations // max(1, iterations // 100) + iterations // 500 + 1 if ok else 20,
+            "sample_rows": int(wall / 0.2),
+        }
+        record["samples"] = record["sample_rows"]
+        out.append(record)
+    return out
+
+
+OWN = {f: p for f, p in zip(FRAMEWORKS, ["torch", "tensorflow", "caffe", "theano"])}
+
+
+def large_curve(record: dict, rng: np.random.Generator) -> pd.DataFrame:
+    """A run's learning curve: the loss every 1% of training, a test every 500 iterations."""
+    iterations = record["iterations"]
+    every = max(1, iterations // 100)
+    steps = np.arange(0, iterations if record["status"] == "ok" else every * 20, every)
+    t = record["train_time_s"] or record["wall_time_s"] / 2
+    frac = steps / max(1, iterations)
+    train = pd.DataFrame({"kind": "train", "iteration": steps, "epoch": steps * record["batch_size"] / 60000,
+                          "loss": 2.3 * np.exp(-4 * frac) + rng.uniform(0, 0.05, len(steps)), "accuracy": np.nan,
+                          "lr": record["learning_rate"], "train_time_s": frac * t, "test_time_s": np.nan,
+                          "t": 4.0 + frac * t})
+    if record["status"] != "ok":
+        return train
+    tests = np.arange(500, iterations + 1, 500)
+    acc = record["accuracy"] - 0.1 * np.exp(-4 * tests / iterations)
+    test = pd.DataFrame({"kind": "test", "iteration": tests, "epoch": tests * record["batch_size"] / 60000,
+                         "loss": 0.3 * np.exp(-2 * tests / iterations), "accuracy": acc, "lr": record["learning_rate"],
+                         "train_time_s": tests / iterations * t, "test_time_s": record["test_time_s"] / len(tests),
+                         "t": 4.0 + tests / iterations * t})
+    return pd.concat([train, test], ignore_index=True).sort_values(["iteration", "kind"], kind="stable")
+
+
+def large_samples(record: dict, rng: np.random.Generator) -> pd.DataFrame:
+    """The monitor's readings every 0.2 s, through the phases of a run."""
+    n = record["sample_rows"]
+    t = np.round(0.2 * np.arange(1, n + 1), 3)
+    wall = record["wall_time_s"]
+    edges = [(0.0, "startup"), (0.1, "import"), (1.3, "data_load"), (1.6, "build"), (2.1, "compile"),
+             (2.1 + (record["compile_time_s"] or 0), "train"), (wall - (record["test_time_s"] or 0.5) - 0.3, "test"),
+             (wall - 0.3, "other")]
+    phase = np.array([[p for start, p in edges if x >= start][-1] for x in t])
+    gpu = record["device"] == "gpu"
+    training = phase == "train"
+    return pd.DataFrame({
+        "phase": phase, "t": t, "cpu_pct": np.where(training, 95.0 * record["threads"], 40.0) + rng.normal(0, 3, n),
+        "rss_mb": np.minimum(record["rss_peak_mb"], 30 + 40 * t), "threads": record["threads"] + 3,
+        "processes": 1, "gpu_util_pct": np.where(training, 70.0, 5.0) if gpu else np.nan,
+        "gpu_mem_mb": 900.0 if gpu else np.nan, "gpu_power_w": np.where(training, 150.0, 60.0) if gpu else np.nan,
+        "gpu_energy_j": np.cumsum(np.where(training, 30.0, 12.0)) if gpu else np.nan})
+
+
+def write_large_study(root: str | Path, n: int = 20000, seed: int = 0) -> list[Path]:
+    """The large study as run folders under root/<framework>/<dataset>/<id>/ (metrics.json, curve.csv,
+    samples.csv, as the runner writes them); the paths of the metrics.json files, in the study's order."""
+    import json
+
+    rng = np.random.default_rng(seed + 1)
+    paths = []
+    for record in large_records(n, seed):
+        folder = Path(root) / record["framework"] / record["dataset"] / record["id"]
+        folder.mkdir(parents=True, exist_ok=True)
+        curve, samples = large_curve(record, rng), large_samples(record, rng)
+        body = {k: v for k, v in record.items() if k not in ("curve_rows", "sample_rows")}
+        (folder / "metrics.json").write_text(json.dumps(body, indent=2, sort_keys=True))
+        curve[CURVE_COLUMNS].to_csv(folder / "curve.csv", index=False)
+        samples[SAMPLE_COLUMNS].to_csv(folder / "samples.csv", index=False)
+        paths.append(folder / "metrics.json")
+    return paths
+
+
+def large_frames(n: int = 20000, seed: int = 0) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
+    """The large study's runs, curves and samples tables as the aggregation writes them, made in memory
+    (the same records, curves and samples as write_large_study, without 60,000 files)."""
+    rng = np.random.default_rng(seed + 1)
+    records = large_records(n, seed)
+    curves, samples = [], []
+    for record in records:
+        keys = {"run_id": record["id"], "framework": record["framework"], "dataset": record["dataset"]}
+        curves.append(large_curve(record, rng)[CURVE_COLUMNS].assign(**keys))
+        samples.append(large_samples(record, rng)[SAMPLE_COLUMNS].assign(**keys))
+    runs = pd.DataFrame([{k: v for k, v in r.items() if k not in ("curve_rows", "sample_rows")} for r in records])
+    runs = runs.rename(columns={"id": "run_id"}).assign(attempts=1, studies="main")
+    lead = ["run_id", "framework", "dataset"]
+    curves = pd.concat(curves, ignore_index=True)
+    samples = pd.concat(samples, ignore_index=True)
+    return (runs, curves[lead + CURVE_COLUMNS].reset_index(drop=True),
+            samples[lead + SAMPLE_COLUMNS].reset_index(drop=True))

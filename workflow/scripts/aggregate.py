@@ -6,4 +6,4 @@ sm = snakemake  # noqa: F821 - the object Snakemake gives a script
 
 joblog.run(sm.log[0], lambda: results.aggregate(sm.input.metrics, sm.output.runs, sm.output.curves, sm.output.samples,
                                                 membership=sm.params.membership, peak_path=sm.input.peak,
-                                                tuning=sm.params.tuning))
+                                                tuning=sm.params.tuning, cache=sm.params.cache))

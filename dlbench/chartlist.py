@@ -1,0 +1,49 @@
+"""The study's charts by name, with the report category and title of each, and the files they are saved as.
+
+Standard library only: the workflow reads this list every time it starts (dlbench.charts, which draws
+them, imports Altair).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+FORMATS = ("html", "svg")
+# name -> (Snakemake report category, title)
+CHARTS: dict[str, tuple[str, str]] = {
+    "train_time_by_framework": ("Time and accuracy", "Training time per framework"),
+    "test_time_by_framework": ("Time and accuracy", "Testing time per framework"),
+    "accuracy_by_framework": ("Time and accuracy", "Accuracy per framework"),
+    "status_by_framework": ("Time and accuracy", "Points per status"),
+    "train_time_vs_batch_size": ("Hyper-parameters", "Training time vs batch size"),
+    "accuracy_vs_batch_size": ("Hyper-parameters", "Accuracy vs batch size"),
+    "train_time_vs_learning_rate": ("Hyper-parameters", "Training time vs learning rate"),
+    "accuracy_vs_learning_rate": ("Hyper-parameters", "Accuracy vs learning rate"),
+    "train_time_vs_length": ("Hyper-parameters", "Training time vs length"),
+    "accuracy_vs_length": ("Hyper-parameters", "Accuracy vs length"),
+    "defaults_matrix_accuracy": ("Default settings", "Own vs cross-applied defaults: accuracy"),
+    "defaults_matrix_train_time": ("Default settings", "Own vs cross-applied defaults: training time"),
+    "tuning_grid": ("Hyper-parameters", "Tuning around the defaults"),
+    "speedup_vs_threads": ("Scaling", "Speed-up against threads"),
+    "time_to_accuracy": ("Time and accuracy", "Time to accuracy"),
+    "pareto_front": ("Time and accuracy", "Time/accuracy Pareto front"),
+    "cpu_timeline": ("Resources", "CPU timeline"),
+    "memory_timeline": ("Resources", "Memory timeline"),
+    "gpu_timeline": ("Resources", "GPU timeline"),
+    "resource_correlation": ("Resources", "Resource use vs hyper-parameters"),
+    "published_comparison": ("Comparison with the paper", "This machine vs the paper"),
+}
+
+
+def chart_files(root: str, cfg: dict | None = None) -> list[str]:
+    """Every file the charts rule writes: one HTML and one SVG per chart (a chart without data says so)."""
+    return [f"{root}/{name}.{fmt}" for name in CHARTS for fmt in FORMATS]
+
+
+def chart_name(path: str) -> str:
+    return Path(path).stem
+
+
+def category(path: str) -> str:
+    """The Snakemake report category of a chart file."""
+    return CHARTS[chart_name(path)][0]
