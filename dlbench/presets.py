@@ -52,8 +52,8 @@ def missing(preset: str, framework: str, dataset: str, custom: dict, cross_apply
         needed.append(own_name(framework))  # the settings reading keeps the framework's own network
     for name in needed:
         if name not in study_presets()[family]:
-            whose = f"{framework}'s own defaults ({name})" if name == own_name(framework) else f"preset {name!r}"
-            return (f"{whose} have no settings for {dataset} (the {family} family of dlbench/presets.yaml has none); "
+            whose = f"{framework}'s own preset ({name})" if name == own_name(framework) else f"preset {name!r}"
+            return (f"{whose} has no settings for {dataset} (the {family} family of dlbench/presets.yaml has none); "
                     f"leave {framework} out of the {dataset} points, or give a preset it has")
     return None
 
