@@ -97,6 +97,7 @@ class ForeignCpu:
 
 MAX_FOREIGN_CORES = float(os.environ.get("DLBENCH_BENCH_MAX_FOREIGN", "0.05"))
 DISCARDED: list[float] = []  # foreign load of the measurements thrown away and run again
+KEPT: list[float] = []  # foreign load during the measurements kept
 
 
 def clean(fn, *args, tries: int = 6, **kw):
@@ -106,6 +107,7 @@ def clean(fn, *args, tries: int = 6, **kw):
         with ForeignCpu() as foreign:
             result = fn(*args, **kw)
         if foreign.cores <= MAX_FOREIGN_CORES or attempt == tries - 1 or os.environ.get("DLBENCH_BENCH_NO_WAIT"):
+            KEPT.append(foreign.cores)
             return result
         DISCARDED.append(foreign.cores)
         print(f"# others used {foreign.cores:.2f} cores during a measurement: discarded, measuring again",
@@ -116,6 +118,10 @@ def clean(fn, *args, tries: int = 6, **kw):
 
 
 def discarded_note() -> str:
+    disturbed = [f for f in KEPT if f > MAX_FOREIGN_CORES]
+    if disturbed:  # kept anyway: DLBENCH_BENCH_NO_WAIT, or the last try
+        return (f"{len(disturbed)} of {len(KEPT)} measurements kept although other processes used "
+                f"{min(disturbed):.2f}-{max(disturbed):.2f} cores during them (mean {statistics.mean(KEPT):.2f})")
     if not DISCARDED:
         return f"no measurement disturbed by other processes (foreign CPU <= {MAX_FOREIGN_CORES:.2f} cores)"
     return (f"{len(DISCARDED)} measurement(s) discarded and repeated: other processes used "

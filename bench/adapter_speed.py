@@ -122,8 +122,13 @@ def pair(fw: str, variant: str, point: dict, ds: Path, out_root: Path, iteration
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = c.parser(__doc__, frameworks=c.ALL_FRAMEWORKS, iterations=200, repeats=3,
-                    threads=[1, 2]).parse_args(argv)
+    # Those with a hand loop to compare with, and Caffe (the framework that runs its own solver: `caffe train`).
+    comparable = [fw for fw in c.ALL_FRAMEWORKS if fw in HAND_VARIANTS or not c.registry.get(fw).stepped]
+    args = c.parser(__doc__, frameworks=comparable, iterations=200, repeats=3, threads=[1, 2]).parse_args(argv)
+    missing = [fw for fw in args.frameworks if fw not in comparable]
+    if missing:
+        raise SystemExit(f"no hand-written loop to compare {', '.join(missing)} with; "
+                         f"choose from {', '.join(comparable)}")
     frameworks = c.usable(args.frameworks)
     ds = c.dataset("fashion_mnist")
     out_root = c.WORK / "adapter_speed"

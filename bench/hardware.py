@@ -30,7 +30,7 @@ def main(argv: list[str] | None = None) -> int:
     frameworks = c.usable(args.frameworks)
     runs = [(fw, "default") for fw in frameworks]
     if args.variants:
-        runs += [(fw, "no_onednn") for fw in frameworks if fw in ("pytorch", "tensorflow")]
+        runs += [(fw, "no_onednn") for fw in frameworks if c.registry.get(fw).honours("library", "no_onednn")]
     ds = c.dataset("fashion_mnist")
     load = c.wait_quiet()
     c.header("closeness to the hardware: achieved GFLOP/s / float32 GEMM peak", load)

@@ -25,6 +25,7 @@ from pathlib import Path
 import numpy as np
 
 from dlbench import envs
+from dlbench.frameworks import registry
 from dlbench.frameworks.base import thread_env
 from dlbench.paths import ROOT
 from dlbench.sweep import one_point
@@ -51,7 +52,7 @@ def train(framework: str, point: dict, dataset_dir: str, work: Path, threads: in
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("dataset_dir")
-    parser.add_argument("frameworks", nargs="*", default=["pytorch", "tensorflow", "caffe", "theano"])
+    parser.add_argument("frameworks", nargs="*", default=registry.names())
     parser.add_argument("--iterations", type=int, default=20)
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--threads", type=int, default=2)

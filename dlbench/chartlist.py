@@ -32,6 +32,8 @@ CHARTS: dict[str, tuple[str, str]] = {
     "gpu_timeline": ("Resources", "GPU timeline"),
     "resource_correlation": ("Resources", "Resource use vs hyper-parameters"),
     "published_comparison": ("Comparison with the paper", "This machine vs the paper"),
+    "compile_speedup": ("Compile and precision", "Speed-up of compiling"),
+    "bf16_speedup": ("Compile and precision", "Speed-up of bfloat16"),
 }
 
 

@@ -23,6 +23,7 @@ from dlbench.atomic import atomic_path
 from dlbench.chartlist import category, chart_files, chart_name  # noqa: F401 - the rules' names, here too
 from dlbench.frameworks import registry
 from dlbench.tables import (
+    AXIS_PAIRS,
     FRAMEWORKS,
     HYPER_PARAMETERS,
     NEAR_BEST_PP,
@@ -34,6 +35,7 @@ from dlbench.tables import (
     RESOURCES,
     STATUSES,
     TUNED,
+    axis_speedups,
     defaults_table,
     ok_points,
     pareto_front,
@@ -446,16 +448,16 @@ def _time_to_accuracy(runs, curves=None, samples=None, published=None):
         return no_data(title, "no test evaluations in the learning curves")
     table, note = drawn_groups(table, "run_id", MAX_MARKS)  # whole runs: about MAX_MARKS dots in all
     note = [n.replace(" lines", " runs with test evaluations") for n in note]
-    x = alt.X("train_time_s:Q", title="cumulative training time (s, log)", scale=alt.Scale(type="log"))
+    x = alt.X("train_time_s:Q", title="compile + cumulative training time (s, log)", scale=alt.Scale(type="log"))
     line = alt.Chart().mark_line(point=True, opacity=0.8).encode(
         x=x, y=alt.Y("accuracy_pct:Q", title="test accuracy (%)", scale=alt.Scale(zero=False)), color=_color(),
         detail="run_id:N", strokeDash=alt.StrokeDash("status:N", title="status"),
         tooltip=["framework", "settings", "status", "iteration", alt.Tooltip("train_time_s:Q", format=".3g"),
-                 alt.Tooltip("accuracy_pct:Q", format=".2f")])
+                 alt.Tooltip("compile_time_s:Q", format=".3g"), alt.Tooltip("accuracy_pct:Q", format=".2f")])
     chart = alt.layer(line, data=table).properties(width=300, height=220)
     return _facet(chart, table).properties(title=_title(
         title, "one line per run, one dot per test evaluation; the run reached the accuracy after that much "
-               "training time", *note))
+               "training time, its compile phase (where it has one) included", *note))
 
 
 def _pareto_chart(runs, curves=None, samples=None, published=None):
@@ -537,6 +539,55 @@ def _published_chart(runs, curves=None, samples=None, published=None):
         note + "Published: Xeon E5-1620, GTX 1080 Ti, full-length training; lengths and datasets here may differ."))
 
 
+def _axis_speedup(axis: str):
+    base, other = AXIS_PAIRS[axis]
+    what = {"compile": "Compiling", "precision": "bfloat16 (mixed precision)"}[axis]
+    rest = "precision" if axis == "compile" else "compile"
+    title = f"{what}: training speed-up per framework, and what it does to accuracy"
+
+    def make(runs, curves=None, samples=None, published=None):
+        table = axis_speedups(runs, axis)
+        if table.empty:
+            return no_data(title, f"this study does not run {base} and {other} points of one framework with the "
+                                  f"other settings fixed (sweep `{axis}: [{base}, {other}]`)")
+        table["variant"] = [f"{t:g} thread{'s' if t != 1 else ''}, {w}, {who}" for t, w, who in
+                            zip(table["threads"], table["with"], table["whose"])]
+        table["speedup_label"] = table["speedup"].map(lambda v: f"{v:.2g}x")
+        table["change_label"] = table["accuracy_change_pp"].map(lambda v: f"{v:+.2f}")
+        table["one"] = 1.0
+        x = alt.X("framework:N", title=None, sort=FRAMEWORKS, axis=alt.Axis(labelAngle=0))
+        offset = alt.XOffset("variant:N", title=None)
+        tip = ["framework", "dataset", "device", "whose", "threads", "with", "settings",
+               alt.Tooltip("speedup:Q", format=".3g"), alt.Tooltip("base_throughput_img_s:Q", format=".4g"),
+               alt.Tooltip("throughput_img_s:Q", format=".4g"), alt.Tooltip("accuracy_change_pp:Q", format="+.2f"),
+               alt.Tooltip("base_accuracy_pct:Q", format=".2f"), alt.Tooltip("accuracy_pct:Q", format=".2f"),
+               alt.Tooltip("compile_time_s:Q", format=".3g"), "n"]
+        scale = alt.Scale(type="log")
+        stick = alt.Chart().mark_rule(strokeWidth=3, opacity=0.6).encode(
+            x=x, xOffset=offset, y=alt.Y("one:Q", scale=scale, title=f"speed-up: {other} / {base} (log)"),
+            y2="speedup:Q", color=_color())
+        head = alt.Chart().mark_point(size=80, filled=True, opacity=1).encode(
+            x=x, xOffset=offset, y=alt.Y("speedup:Q", scale=scale), color=_color(),
+            shape=alt.Shape("with:N", title=rest), tooltip=tip)
+        text = alt.Chart().mark_text(dy=-9, fontSize=8).encode(
+            x=x, xOffset=offset, y=alt.Y("speedup:Q", scale=scale), text="speedup_label:N")
+        one = alt.Chart().mark_rule(color="gray", strokeDash=[4, 4]).encode(y=alt.datum(1))
+        top = _facet(alt.layer(one, stick, head, text, data=table).properties(width=260, height=200), table)
+        bars = alt.Chart().mark_bar().encode(
+            x=x, xOffset=offset, y=alt.Y("accuracy_change_pp:Q", title=f"accuracy: {other} - {base} (points)"),
+            color=_color(), tooltip=tip)
+        zero = alt.Chart().mark_rule(color="gray").encode(y=alt.datum(0))
+        bottom = _facet(alt.layer(bars, zero, data=table).properties(width=260, height=140), table)
+        note = ("the compile phase is apart (hover: compile_time_s); time to accuracy counts it"
+                if axis == "compile" else "bf16: bfloat16 compute on float32 master weights")
+        return alt.vconcat(top, bottom).properties(title=_title(
+            title, f"top: training throughput with {other} / with {base}, other settings the same (means over ok "
+                   "repeats), one mark per thread count, "
+                   f"{rest} and preset (hover); above 1: {other} is faster",
+            f"bottom: test accuracy with {other} minus with {base}, in points; {note}"))
+    return make
+
+
 def _status_chart(runs, curves=None, samples=None, published=None):
     title = "Points per status and framework: what ran and what failed"
     table = status_counts(runs)
@@ -580,6 +631,8 @@ MAKERS: dict[str, Callable] = {
     "gpu_timeline": _timeline("gpu_util_pct", "GPU utilisation (%)", "GPU utilisation"),
     "resource_correlation": _correlation_chart,
     "published_comparison": _published_chart,
+    "compile_speedup": _axis_speedup("compile"),
+    "bf16_speedup": _axis_speedup("precision"),
 }
 CHARTS: dict[str, Spec] = {name: Spec(MAKERS[name], group, title)
                            for name, (group, title) in chartlist.CHARTS.items()}

@@ -109,6 +109,17 @@ def check_axes(where: str, study: dict) -> None:
                                       "frameworks that accept it")
 
 
+def check_presets(where: str, study: dict, custom: dict) -> None:
+    """Every framework of a (sub-)study has settings for every dataset under every preset it names."""
+    for dataset in study["datasets"]:
+        for framework in study["frameworks"]:
+            for name in study["preset"]:
+                for how in study["cross_apply"]:
+                    why = presets.missing(name, framework, dataset, custom, how)
+                    if why:
+                        raise ConfigError(f"{where}preset: {why}")
+
+
 def check_tune(where: str, study: dict) -> None:
     """A tuning grid holds the defaults (factor 1) on every axis, and tunes no axis its own sweep also sets."""
     sweep = study.get("sweep", {})
@@ -165,6 +176,9 @@ def validate(raw: dict[str, Any], *, local_cores: int | None = None,
             if name not in known:
                 raise ConfigError(f"{where}preset: unknown preset {name!r}; known: {', '.join(sorted(known))} "
                                   "(declare custom ones under `presets:`)")
+        if where or not cfg.get("studies"):  # the top level runs only where there are no sub-studies
+            check_presets(where, {k: study.get(k, cfg[k]) for k in ("datasets", "frameworks", "preset",
+                                                                     "cross_apply")}, cfg["presets"])
         # Its own tuning grid (else the top level's) against its own sweep.
         check_tune(where, {"tune": study.get("tune", cfg.get("tune")), "sweep": study.get("sweep", {})})
         # What the sub-study runs: its own frameworks (else the top level's), its sweep merged over the top level's.

@@ -22,15 +22,18 @@ from dlbench import atomic
 from dlbench.datasets import catalog
 from dlbench.frameworks import registry
 from dlbench.tables import (
+    AXIS_PAIRS,
     NEAR_BEST_PP,
     PUBLISHED_CSV,
     READING_TEXT,
     READINGS,
     TIE,
+    axis_speedups,
     carry_over,
     defaults_table,
     device_pairs,
     efficiency,
+    fastest_configurations,
     group_key,
     in_studies_varying,
     leaders_vs_published,
@@ -614,6 +617,72 @@ def _tuning_section(runs: pd.DataFrame) -> list[str]:
     return out
 
 
+def _config_name(r) -> str:
+    return f"{r.framework} {r.compile}, {r.precision}"
+
+
+def modern_section(runs: pd.DataFrame, curves: pd.DataFrame | None) -> list[str]:
+    """Which framework, compiled or not, in which precision, is fastest to a target accuracy on this machine; what
+    compiling and bfloat16 each bought per framework, and what they cost in accuracy."""
+    out = ["## Compiled or not, and in which precision", ""]
+    fast = fastest_configurations(runs, curves)
+    speed = {axis: axis_speedups(runs, axis) for axis in AXIS_PAIRS}
+    if fast.empty and all(t.empty for t in speed.values()):
+        return out + ["Not tested in this run: no framework ran both eager and compiled, or both fp32 and bf16, "
+                      "with its other settings the same (sweep `compile` and `precision`, as config/modern.yaml "
+                      "does).", ""]
+    df = points(runs)
+    if "cpu_bf16" in runs.columns:
+        flags = sorted({str(v) for v in runs["cpu_bf16"].dropna()})
+        out += [f"This CPU's native bfloat16 instructions: {', '.join(flags) if flags else 'none'} (/proc/cpuinfo).",
+                ""]
+    for (dataset, device), g in fast.groupby(["dataset", "device"]):
+        first = g.iloc[0]
+        line = (f"**Fastest to {first.target_pct:.1f}% test accuracy on {dataset}/{device}** (the best accuracy every "
+                f"configuration reached): {_config_name(first)} on {first.threads:g} thread(s) with "
+                f"{first.whose} defaults, {first.time_to_target_s:.4g} s ({first.compile_time_s:.3g} s of it "
+                "compiling)")
+        if len(g) > 1:
+            second = g.iloc[1]
+            line += (f"; next {_config_name(second)}, {second.time_to_target_s:.4g} s "
+                     f"({second.time_to_target_s / first.time_to_target_s:.2f}x as long)")
+        out += [line + ".", "", md_table(g.assign(configuration=[_config_name(r) for r in g.itertuples()]),
+                                         {"configuration": "framework, compile, precision", "threads": "threads",
+                                          "whose": "defaults", "time_to_target_s": "to target (s)",
+                                          "compile_time_s": "of it compiling (s)", "iteration": "at iteration",
+                                          "runs_reaching": "runs reaching it", "runs": "runs"}), ""]
+    for axis, (base, other) in AXIS_PAIRS.items():
+        table = speed[axis]
+        what = "Compiling" if axis == "compile" else "bfloat16 (mixed precision)"
+        if table.empty:
+            out += [f"{what}: not tested ({base} and {other} never both ran ok with the other settings the same).",
+                    ""]
+            continue
+        lines = []
+        for framework, f in table.groupby("framework", sort=False):
+            text = (f"{framework}: {other} trained {f['speedup'].median():.2f}x as fast as {base} (median of "
+                    f"{len(f)} pairs, {f['speedup'].min():.2f}-{f['speedup'].max():.2f}x), accuracy "
+                    f"{f['accuracy_change_pp'].median():+.2f} points (median; {f['accuracy_change_pp'].min():+.2f} "
+                    f"to {f['accuracy_change_pp'].max():+.2f})")
+            if axis == "compile":
+                text += f", compiling took {f['compile_time_s'].median():.3g} s (median)"
+            lines.append(text)
+        out += [f"{what}, against {base} with everything else the same (training time alone; the compile phase "
+                "apart):", "", *[f"- {line}." for line in lines], ""]
+    ok = ok_points(df, "achieved_gflops", positive=True)
+    ok = ok[ok["framework"].map(lambda f: f in registry.FRAMEWORKS and registry.get(f).honours("precision", "bf16"))]
+    if not ok.empty and "peak_fraction_fp32" in runs.columns and ok["peak_fraction_fp32"].notna().any():
+        best = ok.sort_values("achieved_gflops", ascending=False).iloc[0]
+        bf16 = pd.to_numeric(pd.Series([best.get("peak_gflops_bf16")]), errors="coerce").iloc[0]
+        line = (f"The highest training throughput of these frameworks: {best.framework} {best.compile}, "
+                f"{best.precision} on {best.threads:g} thread(s) ({best.whose} defaults), {best.achieved_gflops:.4g} "
+                f"GFLOP/s, {100 * best.peak_fraction_fp32:.1f}% of this machine's float32 GEMM peak")
+        if pd.notna(bf16) and bf16 > 0:
+            line += f" and {100 * best.achieved_gflops / bf16:.1f}% of its bfloat16 GEMM peak"
+        out += [line + ".", ""]
+    return out
+
+
 def render(runs: pd.DataFrame, curves: pd.DataFrame | None = None, published: pd.DataFrame | None = None) -> str:
     df = points(runs)
     n_ok = int((df["status"] == "ok").sum())
@@ -684,6 +753,8 @@ def render(runs: pd.DataFrame, curves: pd.DataFrame | None = None, published: pd
                       "to_best_pct": "B's best (%)", "shortfall_pp": "shortfall (points)",
                       "carries_over": "carries over"})
             if not carry.empty else "Not tested: no two frameworks each ran two or more frameworks' presets.", ""]
+
+    out += modern_section(runs, curves)
 
     out += ["## Failed points", ""]
     fails = failures(runs)

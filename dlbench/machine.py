@@ -22,6 +22,28 @@ def cpu_model() -> str:
     return platform.processor() or platform.machine()
 
 
+# CPU flags of native bfloat16 arithmetic (/proc/cpuinfo): AMX tiles, and AVX-512's BF16 dot products.
+BF16_FLAGS = ("amx_bf16", "avx512_bf16")
+
+
+@functools.cache
+def cpu_flags() -> frozenset[str]:
+    try:
+        with open("/proc/cpuinfo") as fh:
+            for line in fh:
+                if line.startswith("flags"):
+                    return frozenset(line.split(":", 1)[1].split())
+    except OSError:
+        pass
+    return frozenset()
+
+
+def bf16_native() -> str | None:
+    """The CPU's native bfloat16 instructions, comma-separated (amx_bf16, avx512_bf16), or None: it has none."""
+    found = [f for f in BF16_FLAGS if f in cpu_flags()]
+    return ", ".join(found) or None
+
+
 def usable_cores() -> int:
     """Cores this process may run on (the affinity mask, as SLURM and containers set it)."""
     try:
@@ -68,6 +90,7 @@ def host() -> dict:
     return {
         "host": socket.gethostname(),
         "cpu_model": cpu_model(),
+        "cpu_bf16": bf16_native(),
         "cpu_cores_logical": psutil.cpu_count(logical=True),
         "cpu_cores_physical": psutil.cpu_count(logical=False),
         "cpu_cores_usable": usable_cores(),

@@ -159,6 +159,13 @@ NETWORKS: dict[str, list[dict]] = {
         dense(128), act("tanh"),
         dense(10),
     ],
+    # Flax examples/mnist (Linen, flax v0.12.2): 3x3 'SAME' convolutions, average pooling
+    "flax_cnn": [
+        conv(32, 3, pad=1), act("relu"), pool("avg", 2),
+        conv(64, 3, pad=1), act("relu"), pool("avg", 2),
+        dense(256), act("relu"),
+        dense(10),
+    ],
     # The Reslab Theano tutorial's colour convnet (6_convnet_color.py), from which the study's
     # Theano CIFAR-10 run derives
     "reslab_cifar10": [
@@ -175,7 +182,7 @@ NETWORKS: dict[str, list[dict]] = {
 INPUT_SHAPES: dict[str, Shape] = {
     "lenet": (1, 28, 28), "mnist_deep": (1, 28, 28), "lenet5_tanh": (1, 28, 28), "torch_mnist": (1, 32, 32),
     "cifar10_quick": (3, 32, 32), "tf_cifar10": (3, 24, 24), "torch_cifar10": (3, 32, 32),
-    "reslab_cifar10": (3, 32, 32),
+    "reslab_cifar10": (3, 32, 32), "flax_cnn": (1, 28, 28),
 }
 
 

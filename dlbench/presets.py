@@ -42,6 +42,22 @@ def is_own(preset: str, framework: str) -> bool:
     return preset in ("own", own_name(framework))
 
 
+def missing(preset: str, framework: str, dataset: str, custom: dict, cross_apply: str = "preset") -> str | None:
+    """Why (preset, framework, dataset) has no settings (one line), or None where it has them."""
+    if preset in custom:
+        return None
+    family = catalog.family(dataset)
+    needed = [own_name(framework) if preset == "own" else preset]
+    if cross_apply == "settings" and not is_own(preset, framework):
+        needed.append(own_name(framework))  # the settings reading keeps the framework's own network
+    for name in needed:
+        if name not in study_presets()[family]:
+            whose = f"{framework}'s own preset ({name})" if name == own_name(framework) else f"preset {name!r}"
+            return (f"{whose} has no settings for {dataset} (the {family} family of dlbench/presets.yaml has none); "
+                    f"leave {framework} out of the {dataset} points, or give a preset it has")
+    return None
+
+
 def _named(preset: str, framework: str, dataset: str, custom: dict) -> dict:
     if preset in custom:
         return copy.deepcopy(custom[preset])

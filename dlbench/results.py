@@ -98,9 +98,16 @@ def add_study_context(runs: pd.DataFrame, membership: dict[str, list[str]] | Non
         for column in ("tuning_grid", "tuning_is_default"):
             runs[column] = runs["run_id"].map(lambda i, c=column: tuning.get(i, {}).get(c))
     if peak and "achieved_gflops" in runs:
-        by_threads = {int(k): v for k, v in peak["gflops_by_threads"].items()}
-        runs["peak_gflops"] = runs["threads"].map(by_threads).where(runs["device"] == "cpu")
+        # Like with like: a bf16 point against the bfloat16 GEMM peak, any other against the float32 one.
+        cpu = runs["device"] == "cpu"
+        for precision in ("fp32", "bf16"):
+            key = "gflops_by_threads" if precision == "fp32" else "bf16_gflops_by_threads"
+            by_threads = {int(k): v for k, v in (peak.get(key) or {}).items()}
+            runs[f"peak_gflops_{precision}"] = runs["threads"].map(by_threads).where(cpu).astype(float)
+        bf16 = runs["precision"] == "bf16" if "precision" in runs else pd.Series(False, index=runs.index)
+        runs["peak_gflops"] = runs["peak_gflops_bf16"].where(bf16, runs["peak_gflops_fp32"])
         runs["peak_fraction"] = runs["achieved_gflops"] / runs["peak_gflops"]
+        runs["peak_fraction_fp32"] = runs["achieved_gflops"] / runs["peak_gflops_fp32"]
     return runs
 
 

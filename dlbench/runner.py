@@ -393,6 +393,13 @@ def build_record(point: dict, events: list[dict], mon: Monitor, returncode: int,
     # Inter-op threads where the framework has such a pool (TensorFlow, PyTorch); None elsewhere.
     record["interop_threads_in_effect"] = info.get("interop_threads_in_effect")
     record["library_in_effect"] = info.get("library_in_effect")
+    # The compile and precision axes: the point's value (its framework's natural one where it gives none; None
+    # where the framework has no such switch), and what the framework says it ran.
+    framework = registry.get(point["framework"])
+    record["compile"] = framework.in_effect("compile", point)
+    record["precision"] = framework.in_effect("precision", point)
+    record["compile_in_effect"] = info.get("compile_in_effect")
+    record["precision_in_effect"] = info.get("precision_in_effect")
     record["device_name"] = info.get("device_name")
     record["dataset_digest"] = next((e.get("digest") for e in events if e["e"] == "data"), None)
     record["time_limit_s"] = time_limit_s

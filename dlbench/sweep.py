@@ -11,12 +11,15 @@ from typing import NamedTuple
 
 from dlbench import initialisers, models, presets
 from dlbench.datasets import catalog
+from dlbench.frameworks import registry
 
 # Sweep axes that override a preset's value, in the order they appear in ids.
 OVERRIDABLE = ("optimizer", "momentum", "weight_decay", "learning_rate", "batch_size", "epochs", "iterations")
-# Axes that belong to the run, not to the preset; an axis whose default is None is left out of a point
-# that does not set it (so that adding the axis changed no existing point's id or parameters).
-RUN_AXES = {"device": "cpu", "threads": 1, "library": "default", "interop_threads": None}
+# Axes that belong to the run, not to the preset (registry.AXIS_DEFAULTS, and threads); an axis whose default
+# is None is left out of a point that does not set it, or sets the framework's natural value (so that adding
+# the axis changed no existing point's id or parameters).
+RUN_AXES = {"device": registry.AXIS_DEFAULTS["device"], "threads": 1,
+            **{k: v for k, v in registry.AXIS_DEFAULTS.items() if k != "device"}}
 # The axes of a tuning grid (config `tune`): factors of the preset's own values.
 TUNE_AXES = ("batch_size", "learning_rate", "length")
 
@@ -46,6 +49,7 @@ def point_id(p: dict) -> str:
         parts.append(f"io{p['interop_threads']}")
     if p["library"] != "default":
         parts.append(p["library"])
+    parts += [p[axis] for axis in ("compile", "precision") if p.get(axis)]
     parts.append(f"r{p['repeat']}")
     body = {k: v for k, v in p.items() if k != "id"}
     slug = _UNSAFE.sub("_", "-".join(str(x) for x in parts))
@@ -219,12 +223,16 @@ def _point(dataset, framework, preset_name, how, s, run_axes, repeat, cfg, scale
         "repeat": repeat,
         "seed": int(cfg.get("seed", 1)) + repeat,
     }
-    # Left out at their defaults (see RUN_AXES): a point of the whole-preset reading, or without
-    # inter-op threads, is the same point as before these keys existed.
+    # Left out at their defaults (see RUN_AXES): a point of the whole-preset reading, without inter-op
+    # threads, or compiled and in the precision its framework always uses, is the same point as before
+    # these keys existed.
     if how == "settings":
         point["cross_apply"] = how
-    if run_axes["interop_threads"] is not None:
-        point["interop_threads"] = int(run_axes["interop_threads"])
+    natural = registry.get(framework).natural
+    for axis, default in RUN_AXES.items():
+        value = run_axes[axis]
+        if default is None and value is not None and value != natural.get(axis):
+            point[axis] = int(value) if axis == "interop_threads" else value
     point["id"] = point_id(point)
     return point
 

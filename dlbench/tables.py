@@ -52,10 +52,13 @@ RUN_COLUMNS = ["run_id", "framework", "dataset", "preset", "network", "optimizer
                "test_time_s", "accuracy", "throughput_img_s", "achieved_gflops", "peak_fraction",
                "cpu_util_mean_pct", "rss_peak_mb", "rss_mean_mb", "gpu_util_mean_pct", "gpu_mem_peak_mb",
                "gpu_power_mean_w", "threads_in_effect", "interop_threads_in_effect", "library_in_effect", "studies",
-               "tuning_grid", "tuning_is_default"]
+               "tuning_grid", "tuning_is_default", "compile", "precision", "compile_time_s", "peak_fraction_fp32"]
 # What makes two points the same settings, apart from the axis being compared (repeats are averaged).
 SETTINGS = ["framework", "dataset", "whose", "reading", "network", "optimizer", "momentum", "weight_decay",
-            "learning_rate", "batch_size", "length", "length_unit", "device", "threads", "interop_threads", "library"]
+            "learning_rate", "batch_size", "length", "length_unit", "device", "threads", "interop_threads", "library",
+            "compile", "precision"]
+# The compile and precision axes: the value each is compared against (its baseline) and the other one.
+AXIS_PAIRS = {"compile": ("eager", "compiled"), "precision": ("fp32", "bf16")}
 
 
 def points(runs: pd.DataFrame) -> pd.DataFrame:
@@ -92,6 +95,14 @@ def points(runs: pd.DataFrame) -> pd.DataFrame:
         df[col] = pd.to_numeric(df[col], errors="coerce")
     for col in ("network", "optimizer", "library", "device"):
         df[col] = df[col].astype(object).fillna("-" if col != "device" else "cpu")
+    # Records made before the compile and precision axes ran as their framework always runs (its natural value).
+    for axis in AXIS_PAIRS:
+        natural = df["framework"].map(lambda f, a=axis: registry.FRAMEWORKS[f].natural.get(a)
+                                      if f in registry.FRAMEWORKS else None)
+        df[axis] = df[axis].astype(object).where(df[axis].notna(), natural)
+    df["natural_compile"] = df["compile"] == df["framework"].map(
+        lambda f: registry.FRAMEWORKS[f].natural.get("compile") if f in registry.FRAMEWORKS else None)
+    df["compile_time_s"] = pd.to_numeric(df["compile_time_s"], errors="coerce")
     return df
 
 
@@ -174,6 +185,10 @@ def settings_label(df: pd.DataFrame, exclude: set[str]) -> pd.Series:
             parts.append(f"{r['interop_threads']:g} inter-op")
         if "library" not in exclude and r["library"] not in ("default", "-"):
             parts.append(str(r["library"]))
+        if "compile" not in exclude and isinstance(r.get("compile"), str) and not r.get("natural_compile", True):
+            parts.append(str(r["compile"]))
+        if "precision" not in exclude and r.get("precision") == "bf16":
+            parts.append("bf16")
         return ", ".join(parts)
     if not len(df):
         return pd.Series([], dtype=str)
@@ -378,17 +393,22 @@ def representative_runs(runs: pd.DataFrame, samples: pd.DataFrame) -> pd.DataFra
 
 
 def time_to_accuracy_table(runs: pd.DataFrame, curves: pd.DataFrame) -> pd.DataFrame:
-    cols = ["run_id", "framework", "dataset", "device", "status", "settings", "iteration", "train_time_s",
-            "accuracy_pct"]
+    """Every test of every run's learning curve: its accuracy against the run's time to it, which is the training
+    time so far plus the run's compile time (`compile_time_s`, the compile phase before training; 0 where none).
+    `train_only_s` is the training time alone, as the curve has it."""
+    cols = ["run_id", "framework", "dataset", "device", "status", "settings", "compile", "precision", "threads",
+            "whose", "iteration", "train_time_s", "train_only_s", "compile_time_s", "accuracy_pct"]
     if curves is None or curves.empty or "kind" not in curves.columns:
         return pd.DataFrame(columns=cols)
     c = curves[(curves["kind"] == "test") & curves["accuracy"].notna() & curves["train_time_s"].notna()]
     if c.empty:
         return pd.DataFrame(columns=cols)
     df = points(runs)
-    df = df.assign(settings=settings_label(df, set()))
-    c = c[["run_id", "iteration", "train_time_s", "accuracy"]].merge(
-        df[["run_id", "framework", "dataset", "device", "status", "settings"]], on="run_id", how="inner")
+    df = df.assign(settings=settings_label(df, set()), compile_time_s=df["compile_time_s"].fillna(0.0))
+    c = c[["run_id", "iteration", "train_time_s", "accuracy"]].rename(columns={"train_time_s": "train_only_s"}).merge(
+        df[["run_id", "framework", "dataset", "device", "status", "settings", "compile", "precision", "threads",
+            "whose", "compile_time_s"]], on="run_id", how="inner")
+    c["train_time_s"] = c["train_only_s"] + c["compile_time_s"]
     c["accuracy_pct"] = c["accuracy"] * 100
     return c[cols].sort_values(["run_id", "train_time_s"], ignore_index=True)
 
@@ -612,32 +632,102 @@ def efficiency(runs: pd.DataFrame) -> pd.DataFrame:
     return out[cols].sort_values(["dataset", "device", "framework", "settings"], ignore_index=True)
 
 
-def time_to_target(runs: pd.DataFrame, curves: pd.DataFrame | None) -> pd.DataFrame:
-    """Per dataset and device: a target accuracy every framework reached, and each framework's soonest run to it.
+def time_to_target(runs: pd.DataFrame, curves: pd.DataFrame | None, by: tuple[str, ...] = ("framework",)
+                   ) -> pd.DataFrame:
+    """Per dataset and device: a target accuracy every framework (every `by` configuration) reached, and the soonest
+    run of each to it.
 
-    The target is the lowest of the frameworks' best test accuracies in the learning curves (floored to
-    0.1 points): the best level all of them reached. A run's time to it is the cumulative training time
-    at its first test at or above the target. One row per framework: its soonest run.
+    The target is the lowest of their best test accuracies in the learning curves (floored to 0.1 points): the
+    best level all of them reached. A run's time to it is its compile time plus the cumulative training time at
+    its first test at or above the target (time_to_accuracy_table). One row per framework (per `by`
+    configuration, e.g. framework, compile, precision): its soonest run, with the compile time it includes.
     """
-    cols = ["dataset", "device", "target_pct", "framework", "run_id", "settings", "time_to_target_s",
-            "iteration", "runs_reaching", "runs"]
+    by = list(by)
+    cols = ["dataset", "device", "target_pct", *by, "run_id", "settings", "time_to_target_s", "compile_time_s",
+            "threads", "whose", "iteration", "runs_reaching", "runs"]
     table = time_to_accuracy_table(runs, curves)
     table = table[table["status"] == "ok"]
     if table.empty:
         return pd.DataFrame(columns=cols)
+    table = table.assign(**{c: table[c].astype(object).fillna("-") for c in by})
     rows = []
     for (dataset, device), g in table.groupby(["dataset", "device"]):
-        best = g.groupby("framework")["accuracy_pct"].max()
+        best = g.groupby(by)["accuracy_pct"].max()
         target = math.floor(best.min() * 10 + 1e-9) / 10
-        for framework, f in g.groupby("framework"):
+        for key, f in g.groupby(by):
             reached = f[f["accuracy_pct"] >= target - 1e-9].sort_values("train_time_s")
             first = reached.groupby("run_id", as_index=False).first().sort_values("train_time_s")
             soonest = first.iloc[0]
-            rows.append({"dataset": dataset, "device": device, "target_pct": target, "framework": framework,
+            rows.append({"dataset": dataset, "device": device, "target_pct": target,
+                         **dict(zip(by, key if isinstance(key, tuple) else (key,))),
                          "run_id": soonest["run_id"], "settings": soonest["settings"],
-                         "time_to_target_s": soonest["train_time_s"], "iteration": soonest["iteration"],
+                         "time_to_target_s": soonest["train_time_s"], "compile_time_s": soonest["compile_time_s"],
+                         "threads": soonest["threads"], "whose": soonest["whose"], "iteration": soonest["iteration"],
                          "runs_reaching": len(first), "runs": f["run_id"].nunique()})
     return pd.DataFrame(rows, columns=cols).sort_values(["dataset", "device", "time_to_target_s"], ignore_index=True)
+
+
+# ---------------------------------------------------------------------------------------------
+# The compile and precision axes: what compiling and bfloat16 buy, and what they cost in accuracy
+# ---------------------------------------------------------------------------------------------
+
+def axis_speedups(runs: pd.DataFrame, axis: str) -> pd.DataFrame:
+    """Per group of points alike but for `axis` (compile or precision): the training speed-up of its other value
+    over its baseline (compiled over eager, bf16 over fp32) and what it did to the accuracy.
+
+    Means over ok repeats. `speedup`: throughput with the other value / with the baseline (training time alone;
+    > 1: faster); `accuracy_change_pp`: accuracy with it minus with the baseline (points); `compile_time_s`:
+    the compile phase of the points with the other value (what compiling costs once). Only groups where both
+    values ran ok.
+    """
+    base, other = AXIS_PAIRS[axis]
+    cols = ["framework", "dataset", "device", "whose", "threads", "settings", "with", axis, "speedup",
+            "base_throughput_img_s", "throughput_img_s", "base_accuracy_pct", "accuracy_pct", "accuracy_change_pp",
+            "base_train_time_s", "train_time_s", "compile_time_s", "n"]
+    df = ok_points(points(runs), "throughput_img_s", positive=True)
+    df = df[df[axis].isin([base, other])]
+    if df.empty:
+        return pd.DataFrame(columns=cols)
+    rest = "precision" if axis == "compile" else "compile"
+    df = df.assign(group=group_key(df, {axis}), settings=settings_label(df, {axis, "compile", "precision"}),
+                   **{"with": df[rest].astype(object).fillna("-")})
+    agg = df.groupby(["group", axis], as_index=False).agg(
+        framework=("framework", "first"), dataset=("dataset", "first"), device=("device", "first"),
+        whose=("whose", "first"), threads=("threads", "first"), settings=("settings", "first"),
+        **{"with": ("with", "first")}, throughput_img_s=("throughput_img_s", "mean"),
+        accuracy_pct=("accuracy_pct", "mean"), train_time_s=("train_time_s", "mean"),
+        compile_time_s=("compile_time_s", "mean"), n=("throughput_img_s", "size"))
+    rows = []
+    for _, g in agg.groupby("group"):
+        values = g.set_index(axis)
+        if not {base, other} <= set(values.index):
+            continue
+        b, o = values.loc[base], values.loc[other]
+        rows.append({**{k: o[k] for k in ("framework", "dataset", "device", "whose", "threads", "settings", "with")},
+                     axis: other, "speedup": o["throughput_img_s"] / b["throughput_img_s"],
+                     "base_throughput_img_s": b["throughput_img_s"], "throughput_img_s": o["throughput_img_s"],
+                     "base_accuracy_pct": b["accuracy_pct"], "accuracy_pct": o["accuracy_pct"],
+                     "accuracy_change_pp": o["accuracy_pct"] - b["accuracy_pct"],
+                     "base_train_time_s": b["train_time_s"], "train_time_s": o["train_time_s"],
+                     "compile_time_s": o["compile_time_s"], "n": int(min(b["n"], o["n"]))})
+    order = {f: i for i, f in enumerate(FRAMEWORKS)}
+    out = pd.DataFrame(rows, columns=cols)
+    return out.sort_values(["dataset", "device", "framework", "whose", "threads", "with"],
+                           key=lambda c: c.map(order) if c.name == "framework" else c, ignore_index=True)
+
+
+def fastest_configurations(runs: pd.DataFrame, curves: pd.DataFrame | None) -> pd.DataFrame:
+    """Per dataset and device where the study varied compile or precision: every (framework, compile, precision)
+    configuration's soonest run to the best accuracy all of them reached, compile time included (time_to_target
+    by configuration), soonest first. Only frameworks with such a switch (registry: Caffe and Theano have none)."""
+    df = points(runs)
+    df = df[df["framework"].map(lambda f: f in registry.FRAMEWORKS and registry.get(f).honours("precision", "bf16"))]
+    varied = df.groupby(["dataset", "device"])[list(AXIS_PAIRS)].nunique().max(axis=1) > 1
+    df = df[[(d, dev) in set(varied[varied].index) for d, dev in zip(df["dataset"], df["device"])]]
+    if curves is not None and "run_id" in curves.columns:
+        curves = curves[curves["run_id"].isin(set(df["run_id"]))]
+    return time_to_target(runs[runs["run_id"].isin(set(df["run_id"]))] if len(df) else runs.iloc[0:0], curves,
+                          by=("framework", "compile", "precision"))
 
 
 # ---------------------------------------------------------------------------------------------

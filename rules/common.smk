@@ -240,6 +240,13 @@ def caffe_input_settings(wildcards):
     return CAFFE_INPUTS[(wildcards.dataset, wildcards.input_key)]
 
 
+def peak_bf16_env(wildcards):
+    """The PyTorch environment, where the study has bf16 points: it measures the bfloat16 peak (numpy has none)."""
+    if USE_CONDA or not any(p.get("precision") == "bf16" for p in POINTS.values()):
+        return []
+    return ["resources/envs/pytorch.json"]
+
+
 def point_params(wildcards):
     return point_of(wildcards)
 

@@ -1,5 +1,6 @@
 # One training job per point, in its framework's environment, monitored from outside; and this
-# machine's GEMM peak, the yardstick of the achieved GFLOP/s.
+# machine's GEMM peaks (float32, and bfloat16 where the study has bf16 points), the yardsticks of the
+# achieved GFLOP/s.
 
 
 rule train:
@@ -42,6 +43,8 @@ rule train:
 
 
 rule machine_peak:
+    input:
+        bf16_env=peak_bf16_env,
     output:
         "results/machine/peak.json",
     log:

@@ -9,12 +9,13 @@ import pandas as pd
 import pytest
 
 from dlbench import charts, tables
-from dlbench.testing.study import make_curves, make_runs, make_samples, small_runs
+from dlbench.testing.study import make_curves, make_modern_runs, make_runs, make_samples, small_runs
 
 
 @pytest.fixture(scope="module")
 def study():
-    runs = make_runs()
+    """The study's four frameworks, and the compile and precision axes of the three that have them."""
+    runs = pd.concat([make_runs(), make_modern_runs()], ignore_index=True)
     return runs, make_curves(runs), make_samples(runs)
 
 
@@ -70,7 +71,7 @@ def test_failed_points_are_in_the_chart_data(study):
 @pytest.mark.parametrize("name", ["gpu_timeline", "speedup_vs_threads", "defaults_matrix_accuracy",
                                   "defaults_matrix_train_time", "published_comparison", "train_time_vs_length",
                                   "accuracy_vs_batch_size", "resource_correlation", "time_to_accuracy",
-                                  "tuning_grid"])
+                                  "tuning_grid", "compile_speedup", "bf16_speedup"])
 def test_a_chart_without_data_still_writes_valid_files(name, tmp_path):
     runs = small_runs()
     samples = pd.DataFrame({"run_id": ["a"] * 3, "framework": ["pytorch"] * 3, "dataset": ["digits"] * 3,
@@ -93,8 +94,8 @@ def test_every_chart_survives_empty_tables(tmp_path):
         assert "could not be drawn" not in text and charts.NO_DATA in text, f
 
 
-def test_the_defaults_matrices_say_which_reading_ran(study):
-    runs, _, _ = study
+def test_the_defaults_matrices_say_which_reading_ran():
+    runs = make_runs()
     settings = runs.assign(cross_apply=["settings" if p == "caffe" and fw != "caffe" else None
                                         for p, fw in zip(runs.preset, runs.framework)])
     for name in ("defaults_matrix_accuracy", "defaults_matrix_train_time"):
@@ -118,3 +119,17 @@ def test_the_tuning_chart_marks_the_defaults_the_best_and_the_fastest(study):
     best = [c for c in cells if "best" in c["mark"]]
     assert len(best) == len(panels) - sum(tables.tuning_table(runs).query("choice == 'best accuracy'")
                                            ["accuracy_pct"].isna())
+
+
+@pytest.mark.parametrize("name,axis", [("compile_speedup", "compile"), ("bf16_speedup", "precision")])
+def test_the_speed_up_charts_draw_each_frameworks_pairs_with_their_accuracy_cost(study, name, axis):
+    runs, _, _ = study
+    spec = charts.CHARTS[name].make(runs).to_dict()
+    rows = next(iter(spec["datasets"].values()))
+    want = tables.axis_speedups(runs, axis)
+    assert len(rows) == len(want) > 0
+    assert {r["framework"] for r in rows} == {"pytorch", "tensorflow", "jax"}
+    assert sorted(r["speedup"] for r in rows) == pytest.approx(sorted(want["speedup"]))
+    assert sorted(r["accuracy_change_pp"] for r in rows) == pytest.approx(sorted(want["accuracy_change_pp"]))
+    text = json.dumps(spec)
+    assert "accuracy_change_pp" in text and ("compile_time_s" in text if axis == "compile" else "bf16" in text)

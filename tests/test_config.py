@@ -181,3 +181,30 @@ def test_a_custom_initialiser_must_fit_its_network():
     assert msg.startswith("presets.mine.init: 'he' is not allowed") and "torch" in msg
     msg = error_of({**BASE, "preset": ["mine"], "presets": {"mine": dict(preset, init={"name": "gaussian", "sd": 1})}})
     assert msg == "unknown key 'sd' in presets.mine.init; allowed keys: bias, bias_std, name, std"
+
+
+def test_compile_and_precision_are_refused_in_one_line_where_a_framework_has_no_such_switch():
+    modern = {**BASE, "frameworks": ["pytorch", "tensorflow", "jax"],
+              "sweep": {"compile": ["eager", "compiled"], "precision": ["fp32", "bf16"]}}
+    assert validate(modern)["sweep"]["compile"] == ["eager", "compiled"]
+    msg = error_of({**BASE, "frameworks": ["pytorch", "caffe"], "sweep": {"compile": ["eager", "compiled"]}})
+    assert msg == ("sweep.compile: caffe cannot honour 'eager' (it accepts: none; leave the key out for it); sweep it "
+                   "in a sub-study (`studies:`) of the frameworks that accept it")
+    msg = error_of({**BASE, "frameworks": ["theano"], "sweep": {"precision": ["fp32", "bf16"]}})
+    assert msg.startswith("sweep.precision: theano cannot honour 'bf16' (it accepts: fp32)")
+    validate({**BASE, "frameworks": ["theano", "caffe"], "sweep": {"precision": ["fp32"]}})  # what they always do
+    assert error_of({**BASE, "sweep": {"precision": ["fp16"]}}).startswith("sweep.precision.0: 'fp16' is not allowed")
+    assert "\n" not in msg
+
+
+def test_a_framework_without_own_defaults_for_a_dataset_is_refused_before_any_job():
+    msg = error_of({"datasets": ["cifar10"], "frameworks": ["jax"]})
+    assert msg.startswith("preset: jax's own preset (flax) has no settings for cifar10") and "\n" not in msg
+    msg = error_of({"datasets": ["digits"], "frameworks": ["pytorch"], "studies": {
+        "c": {"datasets": ["cifar10"], "preset": ["flax"]}}})
+    assert msg.startswith("studies.c.preset: preset 'flax' has no settings for cifar10")
+    validate({"datasets": ["cifar10"], "frameworks": ["pytorch"], "preset": ["caffe"]})
+    # the settings reading keeps the framework's own network: JAX has none for cifar10
+    msg = error_of({"datasets": ["cifar10"], "frameworks": ["jax"], "preset": ["caffe"], "cross_apply": ["settings"]})
+    assert "jax's own preset (flax)" in msg
+    validate({"datasets": ["cifar10"], "frameworks": ["jax"], "preset": ["caffe"]})  # the whole preset is enough

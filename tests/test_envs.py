@@ -26,11 +26,16 @@ def test_each_device_kind_picks_its_environment():
     cfg = study()
     chosen = {(fw, dev): envs.point_env(cfg, one_point(fw, "caffe", device=dev))
               for fw in registry.names() for dev in ("cpu", "gpu")}
-    assert chosen == {("pytorch", "cpu"): ("pytorch", None), ("pytorch", "gpu"): ("pytorch-cuda", None),
-                      ("tensorflow", "cpu"): ("tensorflow", None), ("tensorflow", "gpu"): ("tensorflow-cuda", None),
-                      # no CUDA build: the CPU environment, where the adapter says `unavailable`
-                      ("theano", "cpu"): ("theano", None), ("theano", "gpu"): ("theano", None),
-                      ("caffe", "cpu"): ("caffe", None), ("caffe", "gpu"): ("caffe", None)}
+    assert chosen.items() >= {("pytorch", "cpu"): ("pytorch", None), ("pytorch", "gpu"): ("pytorch-cuda", None),
+                              ("tensorflow", "cpu"): ("tensorflow", None),
+                              ("tensorflow", "gpu"): ("tensorflow-cuda", None),
+                              # no CUDA build: the CPU environment, where the adapter says `unavailable`
+                              ("theano", "cpu"): ("theano", None), ("theano", "gpu"): ("theano", None),
+                              ("caffe", "cpu"): ("caffe", None), ("caffe", "gpu"): ("caffe", None)}.items()
+    for f in registry.FRAMEWORKS.values():  # any other framework as its record says: a CUDA variant or none
+        cuda = "cuda" in f.variants and "cuda" not in f.opt_in
+        assert chosen[(f.name, "cpu")] == (f.name, None)
+        assert chosen[(f.name, "gpu")] == (f"{f.name}-cuda" if cuda else f.name, None)
     opted = study(envs={"opt_in": ["caffe-cuda"]})
     assert envs.point_env(opted, one_point("caffe", "caffe", device="gpu")) == ("caffe-cuda", None)
     assert envs.point_env(opted, one_point("caffe", "caffe", device="cpu")) == ("caffe", None)

@@ -288,3 +288,20 @@ def test_write_findings_on_an_empty_run(tmp_path):
     text = findings.write_findings(pd.DataFrame(columns=["run_id", "framework", "dataset", "status"]),
                                    pd.DataFrame(), tmp_path / "f.md")
     assert "nothing to report" in text
+
+
+def test_the_modern_section_names_the_fastest_configuration_to_a_target_and_what_each_switch_bought():
+    from dlbench.testing.study import make_modern_runs
+
+    runs = pd.concat([make_runs(), make_modern_runs()], ignore_index=True).assign(cpu_bf16="avx512_bf16")
+    text = findings.render(runs, make_curves(runs))
+    section = text.split("## Compiled or not, and in which precision", 1)[1].split("\n## ", 1)[0]
+    assert "native bfloat16 instructions: avx512_bf16" in section
+    fastest = next(line for line in section.splitlines() if line.startswith("**Fastest to"))
+    assert fastest.startswith("**Fastest to 84.2% test accuracy on fashion_mnist/cpu**")
+    assert "jax compiled, fp32 on 2 thread(s) with flax defaults" in fastest and "(3.5 s of it compiling)" in fastest
+    assert "| pytorch compiled, fp32 | 2 | flax |" in section
+    assert "- pytorch: compiled trained 1.30x as fast as eager (median of 4 pairs" in section
+    assert "- jax: bf16 trained 0.80x as fast as fp32" in section and "accuracy -0.40 points" in section
+    plain = findings.render(make_runs(), make_curves(make_runs()))
+    assert "Not tested in this run: no framework ran both eager and compiled" in plain

@@ -16,7 +16,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from dlbench import chartlist, charts, findings
+from dlbench import chartlist, charts, findings, tables
 from dlbench.testing import study as hand_made
 from dlbench.testing.sandbox import copy_workflow
 
@@ -306,3 +306,49 @@ def test_png_decoder_on_a_known_image(tmp_path):
            + chunk(b"IDAT", zlib.compress(b"".join(rows))) + chunk(b"IEND", b""))
     (tmp_path / "t.png").write_bytes(png)
     assert (png_pixels(tmp_path / "t.png") == pixels).all()
+
+
+# The compile and precision axes in miniature: TensorFlow and JAX (their compilers start in seconds; PyTorch's
+# inductor takes about half a minute a point, tests/test_adapters.py runs it), eager and compiled, fp32 and bf16.
+MODERN = {
+    "datasets": ["digits"],
+    "frameworks": ["tensorflow", "jax"],
+    "preset": ["caffe"],
+    "sweep": {"iterations": [40], "batch_size": [32], "threads": [1], "compile": ["eager", "compiled"],
+              "precision": ["fp32", "bf16"]},
+    "monitor": {"interval_s": 0.1},
+}
+
+
+@pytest.fixture(scope="module")
+def modern(tmp_path_factory):
+    root = copy_workflow(tmp_path_factory.mktemp("modern"), MODERN, "tiny.yaml")
+    snakemake(root)
+    return root
+
+
+@pytest.mark.slow
+def test_the_modern_study_in_miniature_has_its_charts_and_findings(modern):
+    runs = pd.read_parquet(modern / "results/runs.parquet")
+    assert len(runs) == 8 and (runs.status == "ok").all(), runs[["run_id", "status", "reason"]]
+    assert set(zip(runs.framework, runs.compile, runs.precision)) == {
+        (fw, c, p) for fw in ("tensorflow", "jax") for c in ("eager", "compiled") for p in ("fp32", "bf16")}
+    compiled = runs[runs.compile == "compiled"]
+    assert (compiled.compile_time_s > 0.5).all() and compiled.compile_in_effect.str.contains("XLA").all()
+    # bf16 points against the bfloat16 GEMM peak (PyTorch's, measured by machine_peak), fp32 against float32
+    peak = json.loads((modern / "results/machine/peak.json").read_text())
+    assert peak["gflops_by_threads"]["1"] > 0 and peak["bf16_gflops_by_threads"]["1"] > 0
+    assert peak["bf16_measured_with"].startswith("torch ") and "cpu_bf16" in peak
+    bf16 = runs[runs.precision == "bf16"]
+    assert (bf16.peak_gflops == peak["bf16_gflops_by_threads"]["1"]).all()
+    assert (runs[runs.precision == "fp32"].peak_gflops == peak["gflops_by_threads"]["1"]).all()
+    for name in ("compile_speedup", "bf16_speedup"):
+        svg = (modern / f"results/charts/{name}.svg").read_text()
+        assert charts.NO_DATA not in svg and "could not be drawn" not in svg, name
+        assert "jax" in svg and "tensorflow" in svg, name
+    text = (modern / "results/findings.md").read_text()
+    section = text.split("## Compiled or not, and in which precision", 1)[1].split("\n## ", 1)[0]
+    fastest = next(line for line in section.splitlines() if line.startswith("**Fastest to"))
+    first = tables.fastest_configurations(runs, pd.read_parquet(modern / "results/curves.parquet")).iloc[0]
+    assert f"{first.framework} {first.compile}, {first.precision} on 1 thread(s)" in fastest
+    assert "- jax: compiled trained" in section and "- tensorflow: bf16 trained" in section

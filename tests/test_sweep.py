@@ -194,3 +194,29 @@ def test_the_papers_cross_study_applies_settings_and_tunes_around_own_defaults()
     tuning = sweep.tuning(cfg)
     assert sum(t["tuning_is_default"] for t in tuning.values()) == 4 * 2 * 2 * cfg["repeats"]
     assert all("tuning" in members[i] for i in tuning)
+
+
+def test_compile_and_precision_enter_the_point_only_where_they_change_what_runs():
+    """A framework's natural value (PyTorch eager, JAX compiled, fp32) is the point as it always was: same id."""
+    plain = one("pytorch", "caffe", sweep={"iterations": [10]})
+    natural = one("pytorch", "caffe", sweep={"iterations": [10], "compile": ["eager"], "precision": ["fp32"]})
+    assert natural == plain and "compile" not in plain and "precision" not in plain
+    both = one("pytorch", "caffe", sweep={"iterations": [10], "compile": ["compiled"], "precision": ["bf16"]})
+    assert both["compile"] == "compiled" and both["precision"] == "bf16" and "-t1-compiled-bf16-r0-" in both["id"]
+    jax_plain = one("jax", "caffe", sweep={"iterations": [10]})
+    assert one("jax", "caffe", sweep={"iterations": [10], "compile": ["compiled"]}) == jax_plain
+    eager = one("jax", "caffe", sweep={"iterations": [10], "compile": ["eager"]})
+    assert eager["compile"] == "eager" and "-eager-" in eager["id"] and eager["id"] != jax_plain["id"]
+    points = expand({"datasets": ["digits"], "frameworks": ["pytorch", "tensorflow", "jax"], "preset": ["caffe"],
+                     "sweep": {"iterations": [10], "compile": ["eager", "compiled"], "precision": ["fp32", "bf16"]}})
+    assert len(points) == len({p["id"] for p in points}) == 12
+
+
+def test_a_frameworks_thread_knob_is_set_from_the_point():
+    """XLA's CPU pool (JAX) and inductor's compile workers (PyTorch) take the point's threads; no GPU for CPU points."""
+    jax = runner.trainer_env(one("jax", "caffe", sweep={"iterations": [10], "threads": [2]}))
+    assert jax["PJRT_NPROC"] == "2" and jax["OMP_NUM_THREADS"] == "2" and jax["CUDA_VISIBLE_DEVICES"] == ""
+    torch = runner.trainer_env(one("pytorch", "caffe", sweep={"iterations": [10], "compile": ["compiled"]}))
+    assert torch["TORCHINDUCTOR_COMPILE_THREADS"] == "1" and torch["TORCHINDUCTOR_FORCE_DISABLE_CACHES"] == "1"
+    assert "TORCHINDUCTOR_FORCE_DISABLE_CACHES" not in runner.trainer_env(one("pytorch", "caffe",
+                                                                              sweep={"iterations": [10]}))

@@ -294,3 +294,66 @@ def test_a_study_of_own_defaults_does_not_vary_whose_defaults():
     assert d.loc[("pytorch", "torch"), "accuracy_pct"] == pytest.approx(90.0)  # the tuning point "d" is left out
     assert d.loc[("pytorch", "torch"), "n_ok"] == 1 and len(d) == 3
     assert sorted(tables.sweep_table(runs, "batch_size", "accuracy")["batch_size"]) == [5, 10]
+
+
+def test_time_to_accuracy_counts_the_compile_time_before_training():
+    runs = own_runs([("jax", "digits", "cpu", 4.0, 1, 0.95), ("pytorch", "digits", "cpu", 4.0, 1, 0.95)])
+    runs = runs.assign(compile_time_s=[3.0, np.nan], compile=["compiled", None])
+    curves = pd.DataFrame({"run_id": ["jax-digits-cpu", "pytorch-digits-cpu"], "kind": ["test"] * 2,
+                           "iteration": [10, 10], "train_time_s": [1.0, 2.5], "accuracy": [0.95, 0.95]})
+    t = tables.time_to_accuracy_table(runs, curves).set_index("framework")
+    assert t.loc["jax", "train_time_s"] == 4.0 and t.loc["jax", "train_only_s"] == 1.0
+    assert t.loc["pytorch", "train_time_s"] == 2.5  # no compile phase recorded: nothing added
+    target = tables.time_to_target(runs, curves)
+    assert list(target["framework"]) == ["pytorch", "jax"]  # jax trained sooner, but compiling made it later
+    assert target.set_index("framework").loc["jax", "compile_time_s"] == 3.0
+
+
+def modern_runs() -> pd.DataFrame:
+    from dlbench.testing.study import make_modern_runs
+
+    return make_modern_runs()
+
+
+def test_the_speed_up_of_each_switch_is_taken_with_everything_else_the_same():
+    compiled = tables.axis_speedups(modern_runs(), "compile").set_index(["framework", "threads", "with"])
+    # PyTorch compiled trains 1.3x as fast, JAX op by op is 6x slower than jitted, TensorFlow's XLA 0.7x
+    assert compiled.loc[("pytorch", 1, "fp32"), "speedup"] == pytest.approx(1.3)
+    assert compiled.loc[("jax", 2, "bf16"), "speedup"] == pytest.approx(6.0)
+    assert compiled.loc[("tensorflow", 1, "fp32"), "speedup"] == pytest.approx(0.7)
+    assert compiled.loc[("pytorch", 1, "fp32"), "compile_time_s"] == 25.0
+    assert ("tensorflow", 2, "bf16") not in compiled.index  # its compiled bf16 point failed: no pair
+    bf16 = tables.axis_speedups(modern_runs(), "precision").set_index(["framework", "threads", "with"])
+    assert bf16.loc[("pytorch", 2, "eager"), "speedup"] == pytest.approx(1.6)
+    assert bf16.loc[("pytorch", 2, "eager"), "accuracy_change_pp"] == pytest.approx(-0.4)
+    assert len(bf16) == 11 and set(bf16["precision"]) == {"bf16"}
+    assert tables.axis_speedups(make_runs(), "compile").empty  # the study's frameworks never switch
+
+
+def test_the_fastest_configuration_to_a_target_includes_its_compile_time():
+    runs = modern_runs()
+    curves = pd.DataFrame([{"run_id": r.run_id, "kind": "test", "iteration": 469, "train_time_s": r.train_time_s,
+                            "accuracy": r.accuracy} for r in runs[runs.status == "ok"].itertuples()])
+    fast = tables.fastest_configurations(pd.concat([runs, make_runs()]), curves)
+    assert set(fast["dataset"]) == {"fashion_mnist"}  # where compile and precision varied
+    assert len(fast) == 12 and fast["target_pct"].iloc[0] == pytest.approx(87.6)  # every configuration's best
+    first = fast.iloc[0]
+    assert (first.framework, first.compile, first.precision, first.threads) == ("jax", "compiled", "fp32", 2)
+    got = fast.set_index(["framework", "compile", "precision"])
+    jax = runs.set_index("run_id").loc["jax-modern-compiled-fp32-t2"]
+    assert got.loc[("jax", "compiled", "fp32"), "time_to_target_s"] == pytest.approx(jax.train_time_s + 3.5)
+    assert list(fast["time_to_target_s"]) == sorted(fast["time_to_target_s"])
+
+
+def test_peak_fractions_compare_like_with_like():
+    from dlbench import results
+
+    runs = pd.DataFrame({"run_id": ["a", "b", "c"], "device": ["cpu"] * 3, "threads": [1, 1, 2],
+                         "precision": ["fp32", "bf16", "bf16"], "achieved_gflops": [50.0, 90.0, 90.0]})
+    peak = {"gflops_by_threads": {"1": 100.0, "2": 180.0}, "bf16_gflops_by_threads": {"1": 300.0, "2": 500.0}}
+    got = results.add_study_context(runs, None, peak).set_index("run_id")
+    assert got.loc["a", "peak_fraction"] == 0.5 and got.loc["b", "peak_fraction"] == pytest.approx(0.3)
+    assert got.loc["c", "peak_fraction"] == pytest.approx(0.18) and got.loc["c", "peak_fraction_fp32"] == 0.5
+    old = results.add_study_context(runs.drop(columns="precision"), None, {"gflops_by_threads": {"1": 100.0}})
+    assert old.set_index("run_id").loc["b", "peak_fraction"] == 0.9  # a peak.json of before: float32 only
+    assert old["peak_fraction"].isna().sum() == 1  # no peak measured for 2 threads

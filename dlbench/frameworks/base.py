@@ -4,7 +4,7 @@ Runs inside a framework's environment: numpy and the standard library only.
 
 Every adapter is an `Adapter` (one contract: prepare, load, info, train, forward) and
 `Adapter.run` drives it the same way for every framework, so the plan, the events and the
-result record are made in one place. The PyTorch, TensorFlow and Theano adapters are
+result record are made in one place. The PyTorch, TensorFlow, Theano and JAX adapters are
 `SteppedAdapter`s (build, train_step, take_loss, evaluate): the training loop, the clocks,
 the learning-rate schedule, the batch order, the validation with early stopping and the
 divergence check are shared code.
@@ -349,7 +349,8 @@ class Adapter(ABC):
     @abstractmethod
     def info(self) -> dict:
         """What the framework says of itself: framework, framework_version, numpy_version, blas, build
-        (BLAS, oneDNN, CUDA, ...), threads_in_effect, library_in_effect, device_name."""
+        (BLAS, oneDNN, CUDA, ...), threads_in_effect, library_in_effect, device_name; where it has the compile
+        and precision switches, compile_in_effect and precision_in_effect (what it ran, as it reports it)."""
 
     @abstractmethod
     def train(self, plan: Plan) -> Outcome:
@@ -437,7 +438,7 @@ class _Span:
 
 
 class SteppedAdapter(Adapter):
-    """An adapter whose training loop runs in Python, one step at a time: PyTorch, TensorFlow, Theano.
+    """An adapter whose training loop runs in Python, one step at a time: PyTorch, TensorFlow, Theano, JAX.
 
     It implements build, train_step, take_loss and evaluate (and compile, sync, set_train_data where
     the framework needs them; keep_best and restore_best for early stopping); `train` is the loop they

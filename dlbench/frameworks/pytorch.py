@@ -10,9 +10,20 @@ A sparse convolution (a conv with a connection table) is a Conv2d whose weight i
 table's 0/1 mask in every forward pass. The unconnected weights start at 0 and, the product
 rule giving them a gradient of exactly 0, stay 0 whatever the optimizer (momentum, weight decay
 and Adam of a zero with a zero gradient are zero), and even if one moved it could not act.
+
+`compile: compiled`: the training step's forward pass and loss go through torch.compile (the default
+inductor back end: C++ kernels compiled with the machine's g++), and so does their backward pass
+(AOTAutograd); the optimizer's update runs as in eager mode. The `compile` phase runs that function
+once, forward and backward, on the first batch without updating anything (the random state put back),
+so that the compilation is timed apart from the training. Testing runs the same module eagerly.
+`precision: bf16`: the forward passes run under torch.autocast with bfloat16 (convolutions and
+matrix products in bfloat16, oneDNN's native kernels where the CPU has AVX-512 BF16 or AMX); the
+parameters, gradients and optimizer stay float32, and the loss is taken on float32 logits.
 """
 
 from __future__ import annotations
+
+import contextlib
 
 import numpy as np
 import torch
@@ -110,6 +121,8 @@ class TorchAdapter(SteppedAdapter):
 
     def prepare(self) -> None:
         point = self.point
+        self.compiled = point.get("compile") == "compiled"
+        self.bf16 = point.get("precision") == "bf16"
         torch.manual_seed(point["seed"])
         torch.set_num_threads(point["threads"])
         if point.get("library") == "no_onednn":
@@ -146,7 +159,25 @@ class TorchAdapter(SteppedAdapter):
             "library_in_effect": "mkldnn" if torch.backends.mkldnn.enabled and torch.backends.mkldnn.is_available()
             else "native",
             "device_name": gpu or "cpu",
+            "compile_in_effect": "torch.compile (inductor)" if self.compiled else "eager",
+            "precision_in_effect": self._precision_in_effect(),
         }
+
+    def _autocast(self):
+        """Mixed precision for the forward passes of a bf16 point; nothing otherwise."""
+        if self.bf16:
+            return torch.autocast(self.device.type, dtype=torch.bfloat16)
+        return contextlib.nullcontext()
+
+    def _precision_in_effect(self) -> str:
+        """What a matrix product computes in under this point's autocast, on float32 parameters."""
+        weight = torch.ones(2, 2, device=self.device)
+        with self._autocast():
+            computed = F.linear(torch.ones(1, 2, device=self.device), weight).dtype
+        return f"{str(computed).removeprefix('torch.')} compute, {str(weight.dtype).removeprefix('torch.')} weights"
+
+    def _loss(self, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        return F.cross_entropy(self.model(x).float(), y)
 
     def build(self) -> None:
         p = self.point
@@ -176,12 +207,28 @@ class TorchAdapter(SteppedAdapter):
         self.loss_sum = torch.zeros((), device=self.device)
         self.loss_n = 0
         self.model.train()
+        self.loss_fn = self._loss
+
+    def compile(self) -> None:
+        if not self.compiled:
+            return
+        self.loss_fn = torch.compile(self._loss)
+        # One forward and backward pass compiles both; nothing is updated and the random state is put back.
+        rng = torch.get_rng_state()
+        idx = torch.arange(self.point["batch_size"], device=self.device) % len(self.train_y)
+        with self._autocast():
+            loss = self.loss_fn(self.train_x[idx], self.train_y[idx])
+        loss.backward()
+        self.opt.zero_grad(set_to_none=True)
+        self.sync()
+        torch.set_rng_state(rng)
 
     def train_step(self, batch: np.ndarray, lr: float) -> None:
         idx = torch.from_numpy(batch).to(self.device, non_blocking=True)
         for group in self.opt.param_groups:
             group["lr"] = lr * group["lr_mult"]
-        loss = F.cross_entropy(self.model(self.train_x[idx]), self.train_y[idx])
+        with self._autocast():
+            loss = self.loss_fn(self.train_x[idx], self.train_y[idx])
         self.opt.zero_grad(set_to_none=True)
         loss.backward()
         self.opt.step()
@@ -210,7 +257,9 @@ class TorchAdapter(SteppedAdapter):
         bs = self.point["test_batch_size"]
         for start in range(0, n, bs):
             x = xs[start:start + bs]
-            logits = self.model(x) if weights is None else torch.func.functional_call(self.model, weights, (x,))
+            with self._autocast():
+                logits = self.model(x) if weights is None else torch.func.functional_call(self.model, weights, (x,))
+            logits = logits.float()
             y = ys[start:start + bs]
             loss_sum += float(F.cross_entropy(logits, y, reduction="sum"))
             correct += int((logits.argmax(1) == y).sum())

@@ -17,8 +17,14 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 # The run axes a framework may accept other values of, and each axis's value when a point does not set it
-# (None: the axis is left out of the point, and the framework runs as it always does).
-AXIS_DEFAULTS = {"device": "cpu", "library": "default", "interop_threads": None}
+# (None: the axis is left out of the point, and the framework runs as it always does: its `natural` value).
+AXIS_DEFAULTS = {"device": "cpu", "library": "default", "interop_threads": None, "compile": None, "precision": None}
+# What the values of the compile and precision axes mean, per framework:
+#   compile    eager: PyTorch's eager mode; TensorFlow's tf.function graph without XLA (its usual mode); JAX op
+#              by op under jax.disable_jit. compiled: torch.compile (inductor); tf.function(jit_compile=True)
+#              (XLA); jax.jit (XLA, JAX's usual mode). Caffe and Theano have no such switch: they refuse both.
+#   precision  fp32: float32 throughout; bf16: mixed precision, bfloat16 compute with float32 master weights
+#              (torch.autocast, Keras' mixed_bfloat16 policy, Flax's dtype=bfloat16). Caffe and Theano: fp32 only.
 
 
 @dataclass(frozen=True)
@@ -56,28 +62,44 @@ class Framework:
     variants: tuple[str, ...] = ()
     # Those of `variants` used only when a study names them (config `envs.opt_in`): untested builds.
     opt_in: tuple[str, ...] = ()
+    # What it runs where a point leaves an axis out (compile: eager); a point giving that value leaves it out
+    # too, so that it is the same point (the same id) as one that never named the axis.
+    natural: dict[str, str] = field(default_factory=dict)
+    # Variables set to the point's thread count before the framework is imported (its own thread knob).
+    threads_env: tuple[str, ...] = ()
+    # Whether dlbench's shared training loop drives it (base.SteppedAdapter); Caffe runs its own solver.
+    stepped: bool = True
 
     def values(self, axis: str) -> tuple[str, ...]:
-        """Every value of a run axis of named values this framework accepts (the default first)."""
-        default = AXIS_DEFAULTS[axis]
+        """Every value of a run axis of named values this framework accepts (the default, or its natural one, first)."""
+        default = AXIS_DEFAULTS[axis] if AXIS_DEFAULTS[axis] is not None else self.natural.get(axis)
         return (default, *(v for v in self.accepts.get(axis, ()) if v != default))
 
     def honours(self, axis: str, value) -> bool:
         """Whether this framework can run a point with this value of a run axis."""
-        return value == AXIS_DEFAULTS[axis] or value in self.accepts.get(axis, ())
+        return value == AXIS_DEFAULTS[axis] or value == self.natural.get(axis) or value in self.accepts.get(axis, ())
+
+    def in_effect(self, axis: str, point: dict):
+        """The value of a run axis a point runs with: its own, else this framework's natural one (None: no such
+        switch), else the axis default."""
+        given = point.get(axis)
+        if given is not None:
+            return given
+        return self.natural.get(axis, AXIS_DEFAULTS[axis])
 
     def accepted(self, axis: str) -> str:
         """The values of a run axis this framework accepts, in words (for a one-line config error)."""
         allowed = self.accepts.get(axis, ())
         if isinstance(allowed, Counts):
             return str(allowed)
-        if AXIS_DEFAULTS[axis] is None and not allowed:
+        if AXIS_DEFAULTS[axis] is None and not allowed and axis not in self.natural:
             return "none; leave the key out for it"
         return ", ".join(str(v) for v in self.values(axis) if v is not None)
 
     def environment(self, point: dict) -> dict[str, str]:
         """Variables that must be set before the framework is imported in the trainer process."""
         env = dict(self.env)
+        env.update({name: str(point.get("threads", 1)) for name in self.threads_env})
         for axis in AXIS_DEFAULTS:
             env.update(self.axis_env.get((axis, str(point.get(axis, AXIS_DEFAULTS[axis]))), {}))
         if point.get("device", "cpu") == "cpu":
@@ -100,28 +122,40 @@ class Framework:
         return f"{self.name}-{wanted}" if wanted in usable else self.name
 
 
-# In the order of the study (Wu et al. 2019): TensorFlow, Caffe, Torch, Theano.
+# In the order of the study (Wu et al. 2019): TensorFlow, Caffe, Torch, Theano; then those it did not run.
 FRAMEWORKS: dict[str, Framework] = {f.name: f for f in (
     # TensorFlow's inter-op pool (ops run side by side) is a knob apart from its intra-op threads (`threads`).
     Framework("tensorflow", "TensorFlow", own_preset="tensorflow", published_as="tensorflow", color="#ff8f00",
-              accepts={"device": ("cpu", "gpu"), "library": ("default", "no_onednn"), "interop_threads": Counts()},
+              accepts={"device": ("cpu", "gpu"), "library": ("default", "no_onednn"), "interop_threads": Counts(),
+                       "compile": ("eager", "compiled"), "precision": ("fp32", "bf16")},
+              natural={"compile": "eager", "precision": "fp32"},
               env={"TF_CPP_MIN_LOG_LEVEL": "1", "TF_ENABLE_ONEDNN_OPTS": "1"},
               axis_env={("library", "no_onednn"): {"TF_ENABLE_ONEDNN_OPTS": "0"}}, variants=("cuda",)),
     # Caffe's CUDA build (envs/caffe/build.sh --cuda) needs nvcc and has not run on a GPU: opt-in.
     # `library: mkl` is a build linked to Intel's MKL (build.sh --mkl), the default one OpenBLAS.
     Framework("caffe", "Caffe", own_preset="caffe", published_as="caffe", color="#2ca02c",
-              accepts={"device": ("cpu", "gpu"), "library": ("default", "mkl")}, variants=("cuda", "mkl"),
-              opt_in=("cuda",)),
+              accepts={"device": ("cpu", "gpu"), "library": ("default", "mkl")}, natural={"precision": "fp32"},
+              variants=("cuda", "mkl"), opt_in=("cuda",), stepped=False),
     # The study ran Torch7; dlbench runs its successor with Torch's defaults.
     Framework("pytorch", "PyTorch", own_preset="torch", published_as="torch", color="#ee4c2c",
-              accepts={"device": ("cpu", "gpu"), "library": ("default", "no_onednn")}, variants=("cuda",)),
+              accepts={"device": ("cpu", "gpu"), "library": ("default", "no_onednn"),
+                       "compile": ("eager", "compiled"), "precision": ("fp32", "bf16")},
+              natural={"compile": "eager", "precision": "fp32"}, threads_env=("TORCHINDUCTOR_COMPILE_THREADS",),
+              # torch.compile starts cold every time, as XLA does (no on-disk cache), so its compile time repeats.
+              axis_env={("compile", "compiled"): {"TORCHINDUCTOR_FORCE_DISABLE_CACHES": "1"}}, variants=("cuda",)),
     # No CUDA variant: Theano's GPU back end (libgpuarray/pygpu) has no PyPI build. Its C code links
     # OpenBLAS, or with `library: mkl` Intel's MKL from its -mkl environment (PyPI's `mkl`). A fixed hash
     # seed: the compile cache's key of DimShuffle's C code holds a string hash, which Python salts per
     # process, so with a random seed every point compiled that module again and the cache grew a module a point.
     Framework("theano", "Theano", own_preset="theano", published_as="theano", color="#3d6ab0",
-              accepts={"device": ("cpu", "gpu"), "library": ("default", "mkl")}, variants=("mkl",),
-              env={"PYTHONHASHSEED": "0"}, axis_env={("library", "mkl"): {"DLBENCH_BLAS": "mkl"}}),
+              accepts={"device": ("cpu", "gpu"), "library": ("default", "mkl")}, natural={"precision": "fp32"},
+              variants=("mkl",), env={"PYTHONHASHSEED": "0"}, axis_env={("library", "mkl"): {"DLBENCH_BLAS": "mkl"}}),
+    # Not in the study. XLA's CPU thread pool takes its size from PJRT_NPROC; on a GPU, JAX would take 75 % of
+    # its memory at start unless told to allocate as it goes (so that the monitor sees what it uses).
+    Framework("jax", "JAX", own_preset="flax", published_as=None, color="#8e44ad",
+              accepts={"device": ("cpu", "gpu"), "compile": ("compiled", "eager"), "precision": ("fp32", "bf16")},
+              natural={"compile": "compiled", "precision": "fp32"}, threads_env=("PJRT_NPROC",),
+              axis_env={("device", "gpu"): {"XLA_PYTHON_CLIENT_PREALLOCATE": "false"}}, variants=("cuda",)),
 )}
 
 

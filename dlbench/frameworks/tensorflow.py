@@ -10,6 +10,13 @@ scaled gradient would do; Adam's step does not scale with the gradient).
 A sparse convolution (a conv with a connection table) is a Conv2D whose kernel is multiplied by
 the table's 0/1 mask in every pass (MaskedConv2D): the unconnected weights start at 0, their
 gradient is exactly 0, so they stay 0.
+
+`compile: compiled`: the training step is a tf.function with jit_compile=True (XLA); otherwise
+(`eager`, TensorFlow's usual mode) a tf.function graph without XLA. XLA compiles at the first
+call, so the `compile` phase calls the step once on the first batch and then puts every variable
+(weights, optimizer slots and counters, moving averages, random state) back as it was. Testing
+runs the graph function without XLA either way. `precision: bf16`: Keras' mixed_bfloat16 policy
+(layers compute in bfloat16 on float32 variables); the loss is taken on float32 logits.
 """
 
 from __future__ import annotations
@@ -35,7 +42,7 @@ class MaskedConv2D(keras.layers.Conv2D):
         self.connected = int(mask.sum())
 
     def convolution_op(self, inputs, kernel):
-        return super().convolution_op(inputs, kernel * self.mask)
+        return super().convolution_op(inputs, kernel * tf.cast(self.mask, kernel.dtype))
 
 
 def nhwc(x: np.ndarray) -> np.ndarray:
@@ -97,8 +104,10 @@ def build_model(layers: list[dict], input_shape: tuple[int, int, int], seed: int
             model.add(keras.layers.Dropout(layer["rate"], seed=seed + i))
         elif kind == "lrn":
             radius, size = (layer["size"] - 1) // 2, layer["size"]
-            model.add(keras.layers.Lambda(lambda x, r=radius, L=layer, n=size: tf.nn.local_response_normalization(
-                x, depth_radius=r, bias=L.get("k", 1.0), alpha=L["alpha"] / n, beta=L["beta"])))
+            # In float32 whatever the policy: TensorFlow has no bfloat16 LRN kernel.
+            model.add(keras.layers.Lambda(lambda x, r=radius, L=layer, n=size: tf.cast(
+                tf.nn.local_response_normalization(tf.cast(x, tf.float32), depth_radius=r, bias=L.get("k", 1.0),
+                                                   alpha=L["alpha"] / n, beta=L["beta"]), x.dtype)))
         else:
             raise models.SpecError(f"TensorFlow adapter: unknown layer type {kind!r}")
         prev = shape
@@ -146,6 +155,9 @@ class TFAdapter(SteppedAdapter):
 
     def prepare(self) -> None:
         point = self.point
+        self.xla = point.get("compile") == "compiled"
+        # The policy every layer built from now on takes (mixed: bfloat16 compute, float32 variables).
+        keras.mixed_precision.set_global_policy("mixed_bfloat16" if point.get("precision") == "bf16" else "float32")
         tf.config.threading.set_intra_op_parallelism_threads(point["threads"])
         # One inter-op thread unless the point sweeps them (`interop_threads`).
         tf.config.threading.set_inter_op_parallelism_threads(point.get("interop_threads") or 1)
@@ -172,7 +184,14 @@ class TFAdapter(SteppedAdapter):
             "interop_threads_in_effect": tf.config.threading.get_inter_op_parallelism_threads(),
             "library_in_effect": "onednn" if onednn else "eigen",
             "device_name": self.device,
+            "compile_in_effect": "tf.function + XLA (jit_compile)" if self.xla else "tf.function (graph, no XLA)",
+            "precision_in_effect": self._precision_in_effect(),
         }
+
+    @staticmethod
+    def _precision_in_effect() -> str:
+        policy = keras.mixed_precision.global_policy()
+        return f"{policy.compute_dtype} compute, {policy.variable_dtype} weights ({policy.name})"
 
     def build(self) -> None:
         p = self.point
@@ -211,12 +230,12 @@ class TFAdapter(SteppedAdapter):
 
         # Every training batch has the point's size (batch_order): the step is traced for that shape.
         @tf.function(input_signature=[tf.TensorSpec([p["batch_size"]], tf.int64), tf.TensorSpec([], tf.float32)],
-                     jit_compile=False)
+                     jit_compile=self.xla)
         def step(idx, lr):
             x = tf.gather(self.train_x, idx)
             y = tf.gather(self.train_y, idx)
             with tf.GradientTape() as tape:
-                loss = loss_fn(y, self.model(x, training=True))
+                loss = loss_fn(y, tf.cast(self.model(x, training=True), tf.float32))
             grads = tape.gradient(loss, variables)
             grads = [g + wd * v if wd else g for g, v, wd in zip(grads, variables, decays)]
             for lr_mult, members in self.groups.items():
@@ -235,7 +254,7 @@ class TFAdapter(SteppedAdapter):
         @tf.function(input_signature=[tf.TensorSpec([None, *test_shape], tf.float32),
                                       tf.TensorSpec([None], tf.int64)])
         def eval_batch(x, y):
-            logits = self.model(x, training=False)
+            logits = tf.cast(self.model(x, training=False), tf.float32)
             correct = tf.reduce_sum(tf.cast(tf.equal(tf.argmax(logits, 1), y), tf.int64))
             loss = tf.reduce_sum(keras.losses.sparse_categorical_crossentropy(y, logits, from_logits=True))
             return correct, loss
@@ -246,6 +265,15 @@ class TFAdapter(SteppedAdapter):
         # Trace both functions now, so tracing is reported as compile time, not training time.
         self.step.get_concrete_function()
         self.eval_batch.get_concrete_function()
+        if self.xla:  # XLA compiles at the first call: make it, then put back every variable the step moved
+            variables = [*self.model.variables, *(v for opt in self.opts.values() for v in opt.variables),
+                         *(self.ema or []), *([self.ema_updates] if self.ema is not None else [])]
+            kept = [v.numpy() for v in variables]
+            with tf.device(self.device):
+                self.step(tf.range(self.point["batch_size"], dtype=tf.int64) % int(self.train_y.shape[0]),
+                          tf.constant(0.0)).numpy()
+            for v, value in zip(variables, kept):
+                v.assign(value)
 
     def train_step(self, batch: np.ndarray, lr: float) -> None:
         with tf.device(self.device):
@@ -318,6 +346,7 @@ class TFAdapter(SteppedAdapter):
 
     @staticmethod
     def forward(layers, weights, x, y):
+        keras.mixed_precision.set_global_policy("float32")
         model = build_model(layers, x.shape[1:], 1)
         load_weights(model, layers, x.shape[1:], weights)
         logits = model(tf.constant(nhwc(x)), training=False)

@@ -1,6 +1,8 @@
-"""Rule machine_peak: this machine's float32 GEMM peak at the study's thread counts (dlbench.peak), measured alone."""
+"""Rule machine_peak: this machine's GEMM peaks at the study's thread counts (dlbench.peak), measured alone:
+float32 here, bfloat16 in the PyTorch environment where the study has bf16 points."""
 
 import contextlib
+import json
 
 from dlbench import joblog, peak
 from dlbench.locks import flocked
@@ -9,8 +11,9 @@ sm = snakemake  # noqa: F821 - the object Snakemake gives a script
 
 
 def main() -> int:
+    bf16_python = json.loads(open(sm.input.bf16_env[0]).read())["python"] if sm.input.bf16_env else None
     with flocked(sm.params.lock) if sm.params.lock else contextlib.nullcontext():  # no GPU point beside it
-        return peak.write(sm.output[0], sm.params.threads)
+        return peak.write(sm.output[0], sm.params.threads, bf16_python=bf16_python)
 
 
 joblog.run(sm.log[0], main)

@@ -1,0 +1,370 @@
+"""JAX: a Flax (Linen) module built from the spec, trained by a jax.jit-compiled step with Optax's transforms.
+
+Images are NHWC (the layout of Flax's convolutions); a dense layer after a convolution takes its
+input flattened in C, H, W order (transposed back first), so the canonical dense weights load as
+they are. Pooling follows Caffe (models.pool_out: windows from -pad, the last one may overhang;
+max pooling ignores the padding, average pooling divides by the window clipped to the padded input)
+with lax.reduce_window. A sparse convolution is Flax's masked Conv: the kernel times the connection
+table's 0/1 mask in every pass, so the unconnected weights (0 from the start) get a zero gradient
+and stay 0.
+
+The training step is one function of (state, training images, labels, batch indices, learning rate):
+it gathers the batch, computes the mean softmax cross-entropy and its gradient, adds weight decay to
+the gradient (each parameter with its layer's decay multiplier, as PyTorch and Caffe do), runs
+Optax's momentum trace (SGD: v = momentum * v + g, PyTorch's form) or Adam scaling, and moves each
+parameter by -lr x its layer's lr multiplier x that; the moving average of the weights follows.
+The learning rate is an argument, so one compilation serves every schedule.
+
+`compile: compiled` (JAX's usual mode): the step and the test function are compiled ahead of time
+(jax.jit(...).lower(...).compile()) in the `compile` phase, for every shape they will see, so no
+compilation falls into the training time. `compile: eager`: the same functions run op by op under
+jax.disable_jit(); each primitive is dispatched on its own (and compiled once, the first time it
+comes, inside the training time): JAX's eager mode.
+
+`precision: bf16`: the layers compute in bfloat16 (Flax's dtype) on float32 parameters; the logits
+are cast to float32 for the loss, and the gradients, the optimizer and the weights stay float32.
+
+Threads: XLA's CPU thread pool takes its size from PJRT_NPROC, which the runner sets to the point's
+threads before JAX is imported (registry `threads_env`). threads_in_effect counts that pool's
+threads (named tf_XLAEigen) in /proc/self/task once the backend is up.
+"""
+
+from __future__ import annotations
+
+import importlib.metadata
+import os
+import re
+from typing import Any
+
+import flax
+import flax.linen as nn
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+from jax import lax
+
+from dlbench import initialisers, models
+from dlbench.frameworks.base import SteppedAdapter, Unavailable, initial_weights, parameter_groups
+
+XLA_POOL_THREAD = "tf_XLAEigen"  # how XLA's CPU intra-op pool names its threads
+
+
+def nhwc(x: np.ndarray) -> np.ndarray:
+    return np.ascontiguousarray(x.transpose(0, 2, 3, 1))
+
+
+def caffe_counts(size: int, kernel: int, stride: int, pad: int, out: int) -> np.ndarray:
+    """Caffe's divisor of each average-pooling window along one axis: the window clipped to the padded input."""
+    starts = np.arange(out) * stride - pad
+    return (np.minimum(starts + kernel, size + pad) - starts).astype(np.float32)
+
+
+def pool(x: jax.Array, layer: dict, size_in: int, size_out: int) -> jax.Array:
+    """The spec's pooling on NHWC, with Caffe's output size (models.pool_out) and Caffe's padding rules."""
+    k, s, pad = layer["kernel"], layer["stride"], layer.get("pad", 0)
+    after = max((size_out - 1) * s + k - size_in - pad, 0)  # the last window's overhang
+    padding = ((0, 0), (pad, after), (pad, after), (0, 0))
+    if layer["mode"] == "max":
+        y = lax.reduce_window(x, -jnp.inf, lax.max, (1, k, k, 1), (1, s, s, 1), padding)
+    else:
+        y = lax.reduce_window(x, 0.0, lax.add, (1, k, k, 1), (1, s, s, 1), padding)[:, :size_out, :size_out, :]
+        counts = caffe_counts(size_in, k, s, pad, size_out)
+        y = y / jnp.asarray(np.outer(counts, counts)[None, :, :, None], dtype=y.dtype)
+    return y[:, :size_out, :size_out, :]
+
+
+def lrn(x: jax.Array, layer: dict) -> jax.Array:
+    """Caffe's LRN across channels: x / (k + alpha / size * sum of x^2 over `size` channels) ** beta."""
+    size = layer["size"]
+    half = (size - 1) // 2
+    window = lax.reduce_window(jnp.square(x), 0.0, lax.add, (1, 1, 1, size), (1, 1, 1, 1),
+                               ((0, 0), (0, 0), (0, 0), (half, size - 1 - half)))
+    return x / (layer.get("k", 1.0) + layer["alpha"] / size * window) ** layer["beta"]
+
+
+class Network(nn.Module):
+    """The spec's layers as one Linen module; each conv and dense layer is named `layer<spec index>`."""
+
+    layers: list
+    input_shape: tuple
+    dtype: Any = jnp.float32  # the computation's dtype; parameters are always float32
+
+    @nn.compact
+    def __call__(self, x: jax.Array, train: bool = False) -> jax.Array:
+        prev = tuple(self.input_shape)
+        for i, (layer, shape) in enumerate(zip(self.layers, models.shapes(self.layers, prev))):
+            kind = layer["type"]
+            if kind == "conv":
+                k, pad, stride = layer["kernel"], layer.get("pad", 0), layer.get("stride", 1)
+                mask = None
+                if "table" in layer:  # (out, in, 1, 1) -> the kernel's (kh, kw, in, out)
+                    mask = np.broadcast_to(initialisers.connection_mask(layer, prev[0]).transpose(2, 3, 1, 0),
+                                           (k, k, prev[0], layer["filters"]))
+                x = nn.Conv(layer["filters"], (k, k), strides=(stride, stride), padding=((pad, pad), (pad, pad)),
+                            mask=None if mask is None else jnp.asarray(mask), dtype=self.dtype, name=f"layer{i}")(x)
+            elif kind == "pool":
+                x = pool(x, layer, prev[1], shape[1])
+            elif kind == "dense":
+                if x.ndim == 4:  # flatten in C, H, W order, as the canonical dense weights expect
+                    x = jnp.transpose(x, (0, 3, 1, 2)).reshape((x.shape[0], -1))
+                x = nn.Dense(layer["units"], dtype=self.dtype, name=f"layer{i}")(x)
+            elif kind == "relu":
+                x = nn.relu(x)
+            elif kind == "tanh":
+                x = jnp.tanh(x)
+            elif kind == "sigmoid":
+                x = nn.sigmoid(x)
+            elif kind == "dropout":
+                x = nn.Dropout(layer["rate"], deterministic=not train)(x)
+            elif kind == "lrn":
+                x = lrn(x, layer)
+            else:
+                raise models.SpecError(f"JAX adapter: unknown layer type {kind!r}")
+            prev = shape
+        return x
+
+
+def layer_names(layers: list[dict]) -> list[str]:
+    return [f"layer{i}" for i, layer in enumerate(layers) if layer["type"] in ("conv", "dense")]
+
+
+def to_params(layers: list[dict], weights: list[tuple[np.ndarray, np.ndarray]]) -> dict:
+    """Canonical (W, b) per conv and dense layer as Flax parameters: conv kernels (kh, kw, in, out), dense (in, out)."""
+    params = {}
+    for name, layer, (w, b) in zip(layer_names(layers), [x for x in layers if x["type"] in ("conv", "dense")],
+                                   weights):
+        kernel = w.transpose(2, 3, 1, 0) if layer["type"] == "conv" else w.T
+        params[name] = {"kernel": jnp.asarray(np.ascontiguousarray(kernel), jnp.float32),
+                        "bias": jnp.asarray(b, jnp.float32)}
+    return params
+
+
+def from_params(layers: list[dict], params: dict) -> list[tuple[np.ndarray, np.ndarray]]:
+    """Flax parameters back to the canonical layout."""
+    out = []
+    for name, layer in zip(layer_names(layers), [x for x in layers if x["type"] in ("conv", "dense")]):
+        kernel, bias = np.asarray(params[name]["kernel"]), np.asarray(params[name]["bias"])
+        w = kernel.transpose(3, 2, 0, 1) if layer["type"] == "conv" else kernel.T
+        out.append((np.ascontiguousarray(w), bias.copy()))
+    return out
+
+
+def xent(logits: jax.Array, y: jax.Array) -> jax.Array:
+    """Softmax cross-entropy per image, in float32 whatever the logits' dtype."""
+    return optax.softmax_cross_entropy_with_integer_labels(logits.astype(jnp.float32), y)
+
+
+def pool_threads() -> int | None:
+    """Threads of XLA's CPU intra-op pool in this process (None where /proc cannot tell)."""
+    try:
+        names = [open(f"/proc/self/task/{t}/comm").read().strip() for t in os.listdir("/proc/self/task")]
+    except OSError:
+        return None
+    return sum(1 for n in names if n == XLA_POOL_THREAD)
+
+
+def _dist_version(pattern: str) -> str | None:
+    wanted = re.compile(pattern)
+    for dist in importlib.metadata.distributions():
+        if wanted.fullmatch((dist.metadata["Name"] or "").lower().replace("_", "-")):
+            return dist.version
+    return None
+
+
+class JaxAdapter(SteppedAdapter):
+    @staticmethod
+    def versions() -> dict:
+        # A CUDA build is jaxlib plus NVIDIA's wheels and JAX's CUDA plugin: their versions, as installed.
+        plugin = _dist_version(r"jax-cuda\d+-plugin")
+        runtime = _dist_version(r"nvidia-cuda-runtime(-cu\d+)?")
+        cuda = ".".join(runtime.split(".")[:2]) if runtime and plugin else plugin
+        return {"framework_version": jax.__version__, "cuda_version": cuda,
+                "cudnn_version": _dist_version(r"nvidia-cudnn-cu\d+") if plugin else None}
+
+    def prepare(self) -> None:
+        point = self.point
+        self.eager = point.get("compile", "compiled") == "eager"
+        self.dtype = jnp.bfloat16 if point.get("precision") == "bf16" else jnp.float32
+        if point["device"] == "gpu":
+            try:
+                self.device = jax.devices("gpu")[0]
+            except RuntimeError:
+                raise Unavailable(f"JAX {jax.__version__} sees no GPU (backends: {jax.default_backend()}; "
+                                  f"CUDA plugin: {self.versions()['cuda_version'] or 'none'})") from None
+        else:
+            self.device = jax.devices("cpu")[0]
+
+    def info(self) -> dict:
+        return {
+            "framework": "jax",
+            "framework_version": jax.__version__,
+            "numpy_version": np.__version__,
+            "blas": "xla",
+            "build": {"jaxlib": importlib.metadata.version("jaxlib"),
+                      "flax": flax.__version__, "optax": optax.__version__, "platform": self.device.platform,
+                      "xla_flags": os.environ.get("XLA_FLAGS"), "pjrt_nproc": os.environ.get("PJRT_NPROC")},
+            "threads_in_effect": pool_threads(),
+            "interop_threads_in_effect": None,
+            "library_in_effect": "xla",
+            "device_name": getattr(self.device, "device_kind", str(self.device)),
+            "compile_in_effect": "op by op (jax.disable_jit)" if self.eager else "jax.jit (XLA), ahead of time",
+            "precision_in_effect": self._precision_in_effect(),
+        }
+
+    def _precision_in_effect(self) -> str:
+        """The dtypes a forward pass computes in and keeps its parameters in, as JAX traces it."""
+        layers, shape = self.point["layers"], tuple(self.inputs.shape)
+        module = Network(layers, shape, self.dtype)
+        x = jax.ShapeDtypeStruct((1, shape[1], shape[2], shape[0]), jnp.float32)
+        params = jax.eval_shape(lambda v: module.init(jax.random.key(0), v), x)["params"]
+        logits = jax.eval_shape(lambda p, v: module.apply({"params": p}, v), params, x)
+        param_dtypes = sorted({str(leaf.dtype) for leaf in jax.tree.leaves(params)})
+        return f"{logits.dtype} compute, {'/'.join(param_dtypes)} weights"
+
+    # ------------------------------------------------------------------------------------------ the network
+
+    def build(self) -> None:
+        p, inputs = self.point, self.inputs
+        layers = p["layers"]
+        self.module = Network(layers, tuple(inputs.shape), self.dtype)
+        params = to_params(layers, initial_weights(p, inputs.shape))
+        groups = parameter_groups(layers)  # (lr multiplier, decay multiplier) per W, b in spec order
+        names = layer_names(layers)
+        self.lr_mults = {n: {"kernel": groups[2 * j][0], "bias": groups[2 * j + 1][0]} for j, n in enumerate(names)}
+        decays = {n: {"kernel": p["weight_decay"] * groups[2 * j][1], "bias": p["weight_decay"] * groups[2 * j + 1][1]}
+                  for j, n in enumerate(names)}
+        if p["optimizer"] == "adam":
+            self.tx = optax.scale_by_adam(b1=0.9, b2=0.999, eps=1e-8)
+        else:
+            self.tx = optax.trace(decay=p["momentum"], nesterov=False)
+        put = lambda a: jax.device_put(a, self.device)  # noqa: E731
+        self.ema_decay = float(p.get("ema_decay") or 0.0)
+        state = {"params": params, "opt": self.tx.init(params), "key": jax.random.key(p["seed"])}
+        if self.ema_decay:
+            state["ema"] = jax.tree.map(jnp.copy, params)
+            state["ema_n"] = jnp.zeros((), jnp.float32)
+        self.state = jax.tree.map(put, state)
+        self.train_x = put(nhwc(inputs.train_x))
+        self.train_y = put(inputs.train_y.astype(np.int32))
+        splits = {"test": (inputs.test_x, inputs.test_y)}
+        if inputs.val_y is not None:
+            splits["validation"] = (inputs.val_x, inputs.val_y)
+        bs = p["test_batch_size"]
+        self.eval_batches = {split: [(put(nhwc(x[s:s + bs])), put(y[s:s + bs].astype(np.int32)))
+                                     for s in range(0, len(y), bs)] for split, (x, y) in splits.items()}
+        self.losses: list[jax.Array] = []
+        module, tx, lr_mults, ema_decay = self.module, self.tx, self.lr_mults, self.ema_decay
+
+        def loss_of(params, x, y, key):
+            return xent(module.apply({"params": params}, x, train=True, rngs={"dropout": key}), y).mean()
+
+        def step(state, train_x, train_y, idx, lr):
+            key, dropout_key = jax.random.split(state["key"])
+            params = state["params"]
+            loss, grads = jax.value_and_grad(loss_of)(params, train_x[idx], train_y[idx], dropout_key)
+            grads = jax.tree.map(lambda g, w, wd: g + wd * w if wd else g, grads, params, decays)
+            updates, opt = tx.update(grads, state["opt"], params)
+            params = jax.tree.map(lambda w, u, m: w - (lr * m) * u, params, updates, lr_mults)
+            new = {**state, "params": params, "opt": opt, "key": key}
+            if ema_decay:
+                n = state["ema_n"] + 1.0
+                rate = jnp.minimum(ema_decay, (1.0 + n) / (10.0 + n))  # base.ema_rate
+                new["ema"] = jax.tree.map(lambda e, w: e - (1.0 - rate) * (e - w), state["ema"], params)
+                new["ema_n"] = n
+            return new, loss
+
+        def eval_batch(params, x, y):
+            logits = module.apply({"params": params}, x, train=False)
+            return jnp.sum(jnp.argmax(logits, -1) == y), jnp.sum(xent(logits, y))
+
+        self._step, self._eval = step, eval_batch
+        self.step_fn, self.eval_fns = step, {}
+
+    def compile(self) -> None:
+        if self.eager:
+            return
+        batch = jax.ShapeDtypeStruct((self.point["batch_size"],), jnp.int32)
+        lr = jax.ShapeDtypeStruct((), jnp.float32)
+        self.step_fn = jax.jit(self._step).lower(self.state, self.train_x, self.train_y, batch, lr).compile()
+        judged = self._judged()
+        for batches in self.eval_batches.values():
+            for x, y in batches:
+                if x.shape not in self.eval_fns:
+                    self.eval_fns[x.shape] = jax.jit(self._eval).lower(judged, x, y).compile()
+
+    def train_step(self, batch: np.ndarray, lr: float) -> None:
+        idx = jax.device_put(batch.astype(np.int32), self.device)
+        if self.eager:
+            with jax.disable_jit():
+                self.state, loss = self._step(self.state, self.train_x, self.train_y, idx, jnp.float32(lr))
+        else:
+            self.state, loss = self.step_fn(self.state, self.train_x, self.train_y, idx, np.float32(lr))
+        self.losses.append(loss)
+
+    def take_loss(self) -> float:
+        if not self.losses:
+            return 0.0
+        mean = float(np.mean(jax.device_get(self.losses)))
+        self.losses.clear()
+        return mean
+
+    def evaluate(self, split: str = "test") -> tuple[float, float]:
+        params = self._judged()
+        sums = []
+        for x, y in self.eval_batches[split]:
+            if self.eager:
+                with jax.disable_jit():
+                    sums.append(self._eval(params, x, y))
+            else:
+                fn = self.eval_fns.get(x.shape)
+                if fn is None:  # a shape compile() did not see (none expected): compiled here, in the test time
+                    fn = self.eval_fns[x.shape] = jax.jit(self._eval).lower(params, x, y).compile()
+                sums.append(fn(params, x, y))
+        got = jax.device_get(sums)
+        n = sum(int(y.shape[0]) for _, y in self.eval_batches[split])
+        return sum(int(c) for c, _ in got) / n, sum(float(s) for _, s in got) / n
+
+    def _judged(self) -> dict:
+        """The parameters evaluate() uses: the moving average where the point keeps one."""
+        return self.state["ema"] if self.ema_decay else self.state["params"]
+
+    def weights(self):
+        return from_params(self.point["layers"], jax.device_get(self.state["params"]))
+
+    def keep_best(self) -> None:
+        self.best = self._judged()  # JAX arrays are immutable: a reference is a copy
+
+    def restore_best(self) -> None:
+        self.state = {**self.state, ("ema" if self.ema_decay else "params"): self.best}
+
+    def sync(self) -> None:
+        jax.block_until_ready((self.state, self.losses))
+
+    def set_train_data(self, x: np.ndarray) -> None:
+        self.train_x = jax.device_put(nhwc(x), self.device)
+
+    @staticmethod
+    def forward(layers, weights, x, y):
+        module = Network(layers, tuple(x.shape[1:]))
+        logits = module.apply({"params": to_params(layers, weights)}, jnp.asarray(nhwc(x)), train=False)
+        return np.asarray(logits), float(xent(logits, jnp.asarray(y.astype(np.int32))).mean())
+
+    @staticmethod
+    def params(layers, input_shape):
+        c, h, w = input_shape
+        module = Network(layers, tuple(input_shape))
+        shapes = jax.eval_shape(lambda v: module.init(jax.random.key(0), v),
+                                jax.ShapeDtypeStruct((1, h, w, c), jnp.float32))["params"]
+        n = 0
+        for (_, layer, prev), name in zip(models.trainable(layers, tuple(input_shape)), layer_names(layers)):
+            kernel, bias = shapes[name]["kernel"], shapes[name]["bias"]
+            if layer["type"] == "conv" and "table" in layer:  # a masked conv: its connected weights only
+                n += models.connections(layer, prev[0]) * layer["kernel"] ** 2 * layer["filters"]
+            else:
+                n += int(np.prod(kernel.shape))
+            n += int(np.prod(bias.shape))
+        return n
+
+
+ADAPTER = JaxAdapter
