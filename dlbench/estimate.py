@@ -8,13 +8,14 @@ A point's wall time is modelled as
 where `rate` is the FLOP/s of the training step's computation. Each point takes the best source there is
 for its rate and fixed cost:
 
-- `measured`: finished points of the same kind (framework, network, dataset, device, threads, library):
+- `measured`: finished points of the same kind (framework, network, dataset, device, threads, and the
+  library, compile and precision mode):
   their median rate (their step time less the overhead per step: another batch size is judged right)
   and fixed cost;
 - `scaled`: finished points of the same framework and network (and device) of another kind: their
-  median rate, scaled by the framework's thread scaling (THREAD_EXPONENT) to this point's threads;
+  median rate, scaled by the framework's thread scaling to this point's threads;
 - `modelled`: the machine's one-thread GEMM peak (dlbench.peak) times the framework's default
-  efficiency (EFFICIENCY) and its thread scaling, the framework's default fixed cost (FIXED_S); the
+  efficiency and its thread scaling, the framework's default fixed cost (its registry record's `cost`); the
   FLOPs per image come from the network (dlbench.models.flops_per_image).
 
 A probe (`python -m dlbench.estimate CONFIG --probe`) runs one short point of every kind that has no
@@ -39,42 +40,51 @@ from pathlib import Path
 
 from dlbench import inputs, models, records
 from dlbench.datasets import catalog
+from dlbench.frameworks import registry
 from dlbench.lr import steps_per_epoch
 
 SAMPLE = 20  # finished records read per kind
-# Defaults before anything is measured, per framework. EFFICIENCY: the fraction of the one-thread float32
-# GEMM peak (dlbench.peak, numpy's BLAS) that one thread's training step reaches; THREAD_EXPONENT: training
-# throughput grows as threads ** exponent; FIXED_S: a point's wall time outside training and testing
-# (interpreter, imports, data load, build, compile, exit). Where they come from:
-# - THREAD_EXPONENT: docs/performance.md, closeness to the hardware (LeNet, batch 64, 1 and 2 threads):
+# Defaults before anything is measured: each framework's registry record (`cost`, dlbench.frameworks.registry).
+# Efficiency: the fraction of the one-thread float32 GEMM peak (dlbench.peak, numpy's BLAS) that one thread's
+# training step reaches; thread exponent: training throughput grows as threads ** exponent; fixed cost: a
+# point's wall time outside training and testing (interpreter, imports, data load, build, compile, exit).
+# They describe a framework's natural compile and precision mode; a point of another mode (bf16, say) is
+# modelled alike until a point of its own kind has run. Where they come from:
+# - thread exponent: docs/performance.md, closeness to the hardware (LeNet, batch 64, 1 and 2 threads):
 #   PyTorch 5118/3034 img/s = 2 ** 0.75, TensorFlow 3309/3041 = 2 ** 0.12; Theano and Caffe gain nothing
 #   from a second thread (0.97 and 1.01).
-# - EFFICIENCY and FIXED_S: the records of the default study (config/config.yaml: LeNet on digits, batch 32
+# - efficiency and fixed cost: the records of the default study (config/config.yaml: LeNet on digits, batch 32
 #   and 128, 2 threads) on the development machine (AMD EPYC, 2 cores, 131 GFLOP/s GEMM peak at 2 threads,
 #   taken as 66 at 1), 2026-12-01: the median achieved GFLOP/s brought to 1 thread by the exponent, over
 #   the one-thread peak; the median wall time less training and testing. PyTorch's and TensorFlow's oneDNN
-#   beat numpy's OpenBLAS on these small convolutions, hence fractions above 1.
+#   beat numpy's OpenBLAS on these small convolutions, hence fractions above 1. JAX's: the modern study's
+#   jax.jit fp32 points (config/modern.yaml at scale 0.05, flax_cnn, batch 128; docs/modern.md): 53.1 GFLOP/s
+#   of a 127.9 peak at 1 thread, 75.1 at 2 (2 ** 0.5), 2.4-3.8 s outside training and testing.
 # `python bench/estimate_error.py --derive --results DIR` prints what another study's records show.
-# - STEP_OVERHEAD_S: a training step's time apart from its computation (the framework's dispatch; what makes
+# - step overhead: a training step's time apart from its computation (the framework's dispatch; what makes
 #   small batches slow), from the same records: step time = overhead + batch x time per image, solved from
-#   batch 32 and 128 (Theano's two do not fit a positive overhead: none is assumed).
-EFFICIENCY = {"pytorch": 1.46, "tensorflow": 1.62, "theano": 0.69, "caffe": 0.93}
-STEP_OVERHEAD_S = {"pytorch": 0.0011, "tensorflow": 0.0028, "theano": 0.0, "caffe": 0.00017}
-THREAD_EXPONENT = {"pytorch": 0.75, "tensorflow": 0.12, "theano": 0.0, "caffe": 0.0}
-FIXED_S = {"pytorch": 2.0, "tensorflow": 2.2, "theano": 4.1, "caffe": 0.15}
+#   batch 32 and 128 (Theano's two do not fit a positive overhead, and JAX's study has one batch size: none
+#   is assumed).
 PROBE_ITERATIONS = 50
 PROBES = "results/probes"
 PEAK = "results/machine/peak.json"  # the machine_peak rule's measurement
 QUICK_PEAK = "results/machine/peak.estimate.json"  # the estimate's own quick one, when the rule has not run
 
 
-def kind(p: dict) -> tuple:
-    return (p["framework"], p["network"], p["dataset"], p["device"], p["threads"], p.get("library", "default"))
+def mode(p: dict) -> tuple:
+    """The library, compile and precision mode a point runs in (a bf16 point is not timed by an fp32 one)."""
+    fw = registry.get(p["framework"])
+    return tuple(fw.in_effect(axis, p) for axis in ("library", "compile", "precision"))
 
 
 def family(p: dict) -> tuple:
-    """Points whose measured speed carries over: same framework, network, device and library."""
-    return (p["framework"], p["network"], p["device"], p.get("library", "default"))
+    """Points whose measured speed carries over: same framework, network, device and mode."""
+    return (p["framework"], p["network"], p["device"], *mode(p))
+
+
+def kind(p: dict) -> tuple:
+    """Points measured alike: the same family, dataset and threads."""
+    return (family(p), p["dataset"], p["threads"])
 
 
 def train_size(p: dict) -> int:
@@ -117,9 +127,10 @@ class Measure:
     framework: str
 
     def compute_flops(self) -> float:
-        """FLOP/s of the step's computation, its per-step overhead (STEP_OVERHEAD_S) taken out."""
+        """FLOP/s of the step's computation, its framework's overhead per step taken out."""
         step_s = self.batch_size / self.throughput
-        compute_s = max(0.1 * step_s, step_s - STEP_OVERHEAD_S.get(self.framework, 0.0))
+        cost = registry.get(self.framework).cost
+        compute_s = max(0.1 * step_s, step_s - (cost.step_overhead_s if cost else 0.0))
         return self.gflops * 1e9 * step_s / compute_s
 
 
@@ -181,8 +192,11 @@ def probe_measures(points: list[dict], probes: str | os.PathLike | None):
 
 
 def probe_name(p: dict) -> str:
-    fw, network, dataset, device, threads, library = kind(p)
-    return f"{fw}-{network}-{dataset}-{device}-t{threads}-{library}"
+    (fw, network, device, library, compile_, precision), dataset, threads = kind(p)
+    natural = registry.get(fw).natural  # a point of the natural mode keeps the name it always had
+    modes = "".join(f"-{v}" for axis, v in (("compile", compile_), ("precision", precision))
+                    if v is not None and v != natural.get(axis))
+    return f"{fw}-{network}-{dataset}-{device}-t{threads}-{library}{modes}"
 
 
 # ---------------------------------------------------------------------------------------------
@@ -230,7 +244,7 @@ class Model:
         self.by_kind_measures = done.by_kind
         self.family: dict[tuple, list[Measure]] = {}
         for k, ms in done.by_kind.items():
-            self.family.setdefault((k[0], k[1], k[3], k[5]), []).extend(ms)
+            self.family.setdefault(k[0], []).extend(ms)
         self._flops: dict[str, dict[str, int]] = {}
 
     @staticmethod
@@ -254,7 +268,8 @@ class Model:
         """
         fl = self._flops_of(p)
         threads = int(p["threads"])
-        exponent = THREAD_EXPONENT.get(p["framework"], 0.5)
+        cost = registry.get(p["framework"]).cost
+        exponent = cost.thread_exponent if cost else 0.5
         if kind(p) in self.by_kind:
             ms = self.by_kind_measures[kind(p)]
             rate = statistics.median(m.compute_flops() for m in ms)
@@ -263,12 +278,12 @@ class Model:
             ms = self.family[family(p)]
             rate = statistics.median(m.compute_flops() * (threads / m.threads) ** exponent for m in ms)
             fixed, source = statistics.median(m.fixed_s for m in ms), "scaled"
-        elif p["device"] == "cpu" and self.peak.get(1) and p["framework"] in EFFICIENCY:
-            rate = EFFICIENCY[p["framework"]] * self.peak[1] * 1e9 * threads ** exponent
-            fixed, source = FIXED_S[p["framework"]], "modelled"
+        elif p["device"] == "cpu" and self.peak.get(1) and cost:
+            rate = cost.efficiency * self.peak[1] * 1e9 * threads ** exponent
+            fixed, source = cost.fixed_s, "modelled"
         else:
             return None, "unknown"
-        per_image = STEP_OVERHEAD_S.get(p["framework"], 0.0) / p["batch_size"] + fl["train"] / rate
+        per_image = (cost.step_overhead_s if cost else 0.0) / p["batch_size"] + fl["train"] / rate
         # a test is a forward pass at the same rate: a third of the FLOPs per image
         return fixed + planned_images(p) * per_image + planned_test_images(p) * fl["forward"] / rate, source
 

@@ -47,6 +47,17 @@ PLAIN_VARIANT = "cpu"
 
 
 @dataclass(frozen=True)
+class Cost:
+    """What the run-time estimate (dlbench.estimate) assumes of a framework before any of its points has run, in
+    its natural compile and precision mode; where each figure comes from is said there."""
+
+    efficiency: float  # the fraction of the one-thread float32 GEMM peak that one thread's training step reaches
+    thread_exponent: float  # training throughput grows as threads ** exponent
+    step_overhead_s: float  # a training step's time apart from its computation (dispatch)
+    fixed_s: float  # a point's wall time outside training and testing (start-up, imports, build, compile, exit)
+
+
+@dataclass(frozen=True)
 class Framework:
     name: str  # as the config names it
     label: str  # as people write it
@@ -69,6 +80,8 @@ class Framework:
     threads_env: tuple[str, ...] = ()
     # Whether dlbench's shared training loop drives it (base.SteppedAdapter); Caffe runs its own solver.
     stepped: bool = True
+    # The estimate's defaults for it; None: its points wait for a measured one (or a probe).
+    cost: Cost | None = None
 
     def values(self, axis: str) -> tuple[str, ...]:
         """Every value of a run axis of named values this framework accepts (the default, or its natural one, first)."""
@@ -130,32 +143,37 @@ FRAMEWORKS: dict[str, Framework] = {f.name: f for f in (
                        "compile": ("eager", "compiled"), "precision": ("fp32", "bf16")},
               natural={"compile": "eager", "precision": "fp32"},
               env={"TF_CPP_MIN_LOG_LEVEL": "1", "TF_ENABLE_ONEDNN_OPTS": "1"},
-              axis_env={("library", "no_onednn"): {"TF_ENABLE_ONEDNN_OPTS": "0"}}, variants=("cuda",)),
+              axis_env={("library", "no_onednn"): {"TF_ENABLE_ONEDNN_OPTS": "0"}}, variants=("cuda",),
+              cost=Cost(efficiency=1.62, thread_exponent=0.12, step_overhead_s=0.0028, fixed_s=2.2)),
     # Caffe's CUDA build (envs/caffe/build.sh --cuda) needs nvcc and has not run on a GPU: opt-in.
     # `library: mkl` is a build linked to Intel's MKL (build.sh --mkl), the default one OpenBLAS.
     Framework("caffe", "Caffe", own_preset="caffe", published_as="caffe", color="#2ca02c",
               accepts={"device": ("cpu", "gpu"), "library": ("default", "mkl")}, natural={"precision": "fp32"},
-              variants=("cuda", "mkl"), opt_in=("cuda",), stepped=False),
+              variants=("cuda", "mkl"), opt_in=("cuda",), stepped=False,
+              cost=Cost(efficiency=0.93, thread_exponent=0.0, step_overhead_s=0.00017, fixed_s=0.15)),
     # The study ran Torch7; dlbench runs its successor with Torch's defaults.
     Framework("pytorch", "PyTorch", own_preset="torch", published_as="torch", color="#ee4c2c",
               accepts={"device": ("cpu", "gpu"), "library": ("default", "no_onednn"),
                        "compile": ("eager", "compiled"), "precision": ("fp32", "bf16")},
               natural={"compile": "eager", "precision": "fp32"}, threads_env=("TORCHINDUCTOR_COMPILE_THREADS",),
               # torch.compile starts cold every time, as XLA does (no on-disk cache), so its compile time repeats.
-              axis_env={("compile", "compiled"): {"TORCHINDUCTOR_FORCE_DISABLE_CACHES": "1"}}, variants=("cuda",)),
+              axis_env={("compile", "compiled"): {"TORCHINDUCTOR_FORCE_DISABLE_CACHES": "1"}}, variants=("cuda",),
+              cost=Cost(efficiency=1.46, thread_exponent=0.75, step_overhead_s=0.0011, fixed_s=2.0)),
     # No CUDA variant: Theano's GPU back end (libgpuarray/pygpu) has no PyPI build. Its C code links
     # OpenBLAS, or with `library: mkl` Intel's MKL from its -mkl environment (PyPI's `mkl`). A fixed hash
     # seed: the compile cache's key of DimShuffle's C code holds a string hash, which Python salts per
     # process, so with a random seed every point compiled that module again and the cache grew a module a point.
     Framework("theano", "Theano", own_preset="theano", published_as="theano", color="#3d6ab0",
               accepts={"device": ("cpu", "gpu"), "library": ("default", "mkl")}, natural={"precision": "fp32"},
-              variants=("mkl",), env={"PYTHONHASHSEED": "0"}, axis_env={("library", "mkl"): {"DLBENCH_BLAS": "mkl"}}),
+              variants=("mkl",), env={"PYTHONHASHSEED": "0"}, axis_env={("library", "mkl"): {"DLBENCH_BLAS": "mkl"}},
+              cost=Cost(efficiency=0.69, thread_exponent=0.0, step_overhead_s=0.0, fixed_s=4.1)),
     # Not in the study. XLA's CPU thread pool takes its size from PJRT_NPROC; on a GPU, JAX would take 75 % of
     # its memory at start unless told to allocate as it goes (so that the monitor sees what it uses).
     Framework("jax", "JAX", own_preset="flax", published_as=None, color="#8e44ad",
               accepts={"device": ("cpu", "gpu"), "compile": ("compiled", "eager"), "precision": ("fp32", "bf16")},
               natural={"compile": "compiled", "precision": "fp32"}, threads_env=("PJRT_NPROC",),
-              axis_env={("device", "gpu"): {"XLA_PYTHON_CLIENT_PREALLOCATE": "false"}}, variants=("cuda",)),
+              axis_env={("device", "gpu"): {"XLA_PYTHON_CLIENT_PREALLOCATE": "false"}}, variants=("cuda",),
+              cost=Cost(efficiency=0.42, thread_exponent=0.5, step_overhead_s=0.0, fixed_s=3.0)),
 )}
 
 
