@@ -56,25 +56,5 @@ def mem_mb(cfg: dict, point: dict) -> int:
     return int(limit * 1.5) if limit else int(cfg.get("cluster", {}).get("mem_mb", 8000))
 
 
-def gpu_model_problem(model: str) -> str | None:
-    """What the SLURM executor plugin would refuse about this GPU model at submission (its own rule), or None."""
-    try:
-        from snakemake_executor_plugin_slurm.utils import set_gres_string
-    except ImportError:  # no plugin here: nothing submits to SLURM from this machine
-        return None
-
-    class Resources(dict):
-        __getattr__ = dict.get
-
-    class Job:
-        resources = Resources(gpu=1, gpu_model=model)
-
-    try:
-        set_gres_string(Job())
-    except Exception as exc:  # noqa: BLE001 - the plugin's WorkflowError, whatever its module
-        return f"{model!r} is refused by the SLURM executor plugin ({str(exc).strip()})"
-    return None
-
-
 def slurm_extra(cfg: dict) -> str:
     return "--exclusive" if cfg.get("cluster", {}).get("exclusive") else ""

@@ -9,7 +9,7 @@ from typing import Any
 import jsonschema
 import yaml
 
-from dlbench import cluster, initialisers, models, presets
+from dlbench import initialisers, models, presets
 from dlbench.datasets import catalog
 from dlbench.frameworks import registry
 from dlbench.paths import SCHEMA
@@ -191,7 +191,7 @@ def validate(raw: dict[str, Any], *, local_cores: int | None = None,
                               "(--profile profiles/slurm)")
     model = cfg["cluster"].get("gpu_model")
     if model:
-        problem = cluster.gpu_model_problem(model)
+        problem = gpu_model_problem(model)
         if problem:
             raise ConfigError(f"cluster.gpu_model: {problem}")
     for name, where in cfg["data"].items():
@@ -204,3 +204,23 @@ def validate(raw: dict[str, Any], *, local_cores: int | None = None,
 def load(path: str | os.PathLike, **kw) -> dict[str, Any]:
     with open(path) as fh:
         return validate(yaml.safe_load(fh), **kw)
+
+
+def gpu_model_problem(model: str) -> str | None:
+    """What the SLURM executor plugin would refuse about this GPU model at submission (its own rule), or None."""
+    try:
+        from snakemake_executor_plugin_slurm.utils import set_gres_string
+    except ImportError:  # no plugin here: nothing submits to SLURM from this machine
+        return None
+
+    class Resources(dict):
+        __getattr__ = dict.get
+
+    class Job:
+        resources = Resources(gpu=1, gpu_model=model)
+
+    try:
+        set_gres_string(Job())
+    except Exception as exc:  # noqa: BLE001 - the plugin's WorkflowError, whatever its module
+        return f"{model!r} is refused by the SLURM executor plugin ({str(exc).strip()})"
+    return None
