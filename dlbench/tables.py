@@ -723,7 +723,9 @@ def fastest_configurations(runs: pd.DataFrame, curves: pd.DataFrame | None) -> p
     df = points(runs)
     df = df[df["framework"].map(lambda f: f in registry.FRAMEWORKS and registry.get(f).honours("precision", "bf16"))]
     varied = df.groupby(["dataset", "device"])[list(AXIS_PAIRS)].nunique().max(axis=1) > 1
-    df = df[[(d, dev) in set(varied[varied].index) for d, dev in zip(df["dataset"], df["device"])]]
+    keep = set(varied[varied].index)
+    # a boolean Series, not a list: an empty list would select no columns instead of no rows
+    df = df[pd.Series([(d, dev) in keep for d, dev in zip(df["dataset"], df["device"])], index=df.index, dtype=bool)]
     if curves is not None and "run_id" in curves.columns:
         curves = curves[curves["run_id"].isin(set(df["run_id"]))]
     return time_to_target(runs[runs["run_id"].isin(set(df["run_id"]))] if len(df) else runs.iloc[0:0], curves,

@@ -86,9 +86,6 @@ def test_a_free_gpu_is_taken_at_once_beside_a_busy_one(tmp_path):
 
 def test_a_lock_file_another_user_created_can_still_be_locked(tmp_path):
     """User A's lock file, 0644 in a shared folder: user B (here: nobody) locks it all the same."""
-
-
-
     shared = Path(tempfile.mkdtemp(prefix="dlbench-shared-", dir="/tmp"))  # like /tmp itself: every user's
     shared.chmod(0o1777)
     lock = shared / "measure.lock"
@@ -97,11 +94,16 @@ def test_a_lock_file_another_user_created_can_still_be_locked(tmp_path):
     if os.getuid() != 0:
         pytest.skip("needs root, to act as a second user (nobody)")
     nobody = pwd.getpwnam("nobody").pw_uid
-    # The system's Python: nobody may not enter root's home, where this venv's interpreter lives.
+    # The system's Python, and a copy of the package that nobody may read: the checkout and its venv may lie
+    # in folders only root can enter (root's home, a 0700 temporary clone).
     python = shutil.which("python3", path="/usr/bin:/bin")
+    package = shared / "pkg" / "dlbench"
+    shutil.copytree(ROOT / "dlbench", package, ignore=shutil.ignore_patterns("__pycache__"))
+    for folder in [shared / "pkg", *(p for p in package.rglob("*") if p.is_dir()), package]:
+        folder.chmod(0o755)
     script = f"from dlbench.locks import flocked\nwith flocked({str(lock)!r}) as waited: print('locked', waited)"
     proc = subprocess.run([python, "-c", script], cwd="/", capture_output=True, text=True, timeout=60,
-                          env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"},
+                          env={"PYTHONPATH": str(shared / "pkg"), "PATH": "/usr/bin:/bin"},
                           preexec_fn=lambda: os.setuid(nobody))
     shutil.rmtree(shared)
     assert proc.returncode == 0 and proc.stdout.startswith("locked"), proc.stderr[-800:]

@@ -343,6 +343,10 @@ def test_the_fastest_configuration_to_a_target_includes_its_compile_time():
     jax = runs.set_index("run_id").loc["jax-modern-compiled-fp32-t2"]
     assert got.loc[("jax", "compiled", "fp32"), "time_to_target_s"] == pytest.approx(jax.train_time_s + 3.5)
     assert list(fast["time_to_target_s"]) == sorted(fast["time_to_target_s"])
+    # a study with no framework that switches compile or precision (Caffe and Theano alone): no rows, no error
+    caffe_only = make_runs()
+    caffe_only = caffe_only[caffe_only["framework"].isin(["caffe", "theano"])]
+    assert tables.fastest_configurations(caffe_only, curves).empty
 
 
 def test_peak_fractions_compare_like_with_like():
