@@ -38,13 +38,15 @@ from dlbench.testing import sandbox
 TARGET = 1.5
 LRS = [0.001, 0.002, 0.003, 0.005, 0.007, 0.01, 0.02, 0.03, 0.05, 0.07]
 BATCHES = [8, 16, 24, 32, 48, 64, 96, 128, 192, 256]
-BARE = """N = int(config["n"])
+# N jobs, each making out/{i}/metrics.json: the target rule both bare Snakefiles share.
+ALL = """N = int(config["n"])
 
 
 rule all:
     input:
         expand("out/{i}/metrics.json", i=range(N)),
-
+"""
+BARE = ALL + """
 
 rule one:
     output:
@@ -55,13 +57,7 @@ rule one:
 
 
 # The same jobs with the train rule's shape: two inputs made by other rules, three outputs, a log, a script.
-SHAPED = """N = int(config["n"])
-
-
-rule all:
-    input:
-        expand("out/{i}/metrics.json", i=range(N)),
-
+SHAPED = ALL + """
 
 rule data:
     output:
