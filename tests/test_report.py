@@ -18,15 +18,9 @@ import pytest
 
 from dlbench import chartlist, charts, findings, tables
 from dlbench.testing import study as hand_made
-from dlbench.testing.sandbox import copy_workflow
+from dlbench.testing.sandbox import copy_workflow, tiny_study
 
-TINY = {
-    "datasets": ["digits"],
-    "frameworks": ["pytorch", "tensorflow"],
-    "preset": ["caffe"],
-    "sweep": {"learning_rate": [0.01, 0.02], "iterations": [30], "batch_size": [32], "threads": [1]},
-    "monitor": {"interval_s": 0.1},
-}
+TINY = tiny_study()  # .test/config/config.yaml
 # Until `rule all` lists results/findings.md, the tests ask for it by name.
 TARGETS = ["all", "results/findings.md"]
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")

@@ -10,15 +10,10 @@ import pandas as pd
 import pytest
 import yaml
 
-from dlbench.testing.sandbox import copy_workflow, snakemake
+from dlbench.paths import ROOT
+from dlbench.testing.sandbox import TINY_CONFIG, copy_workflow, snakemake, tiny_study
 
-TINY = {
-    "datasets": ["digits"],
-    "frameworks": ["pytorch", "tensorflow"],
-    "preset": ["caffe"],
-    "sweep": {"learning_rate": [0.01, 0.02], "iterations": [30], "batch_size": [32], "threads": [1]},
-    "monitor": {"interval_s": 0.1},
-}
+TINY = tiny_study()  # .test/config/config.yaml
 
 
 def write_config(workdir: Path, cfg: dict) -> None:
@@ -37,6 +32,16 @@ def planned_jobs(workdir: Path) -> list[tuple[str, dict]]:
         wildcards = dict(kv.split("=", 1) for kv in wc.group(1).split(", ")) if wc else {}
         jobs.append((m.group(1), wildcards))
     return jobs
+
+
+def test_the_test_config_plans_its_points_from_the_repository_into_another_folder(tmp_path):
+    """.test/config/config.yaml, as the Snakemake catalog's workflows keep it: run from the checkout with
+    --directory, the study's files go there (here: a dry run; the tests below run it in a copy)."""
+    out = snakemake(ROOT, "-n", "--directory", str(tmp_path), "--configfile", str(TINY_CONFIG)).stdout
+    study = tiny_study()
+    points = len(study["frameworks"]) * len(study["sweep"]["learning_rate"])
+    assert re.search(rf"^train\s+{points}$", out, re.M), out[-2000:]
+    assert (tmp_path / ".snakemake").is_dir() and not (ROOT / ".test" / ".snakemake").exists()
 
 
 @pytest.fixture(scope="module")

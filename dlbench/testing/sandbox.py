@@ -12,6 +12,12 @@ import yaml
 from dlbench.paths import ROOT as REPO
 
 WORKFLOW_FILES = ["Snakefile", "rules", "workflow", "dlbench", "config", "envs", "profiles", "report"]
+TINY_CONFIG = REPO / ".test" / "config" / "config.yaml"  # the small study the workflow tests run
+
+
+def tiny_study() -> dict:
+    """The study of .test/config/config.yaml, as a dict the tests may vary."""
+    return yaml.safe_load(TINY_CONFIG.read_text())
 
 
 def copy_workflow(dest: str | Path, study: dict | None = None, config_name: str = "study.yaml") -> Path:
