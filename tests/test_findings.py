@@ -7,7 +7,7 @@ import pandas as pd
 import pytest
 
 from dlbench import findings, tables
-from dlbench.testing.study import make_curves, make_runs, make_samples
+from dlbench.testing.study import make_curves, make_runs, make_samples, preset_matrix
 
 
 @pytest.fixture(scope="module")
@@ -81,42 +81,29 @@ def test_own_vs_cross_and_cross_effects_name_the_reading():
     assert findings.readings_ran(settings) == ["settings"] and findings.readings_ran(beaten) == ["preset"]
 
 
-def carry_runs(accs: dict, reading="settings") -> pd.DataFrame:
-    """framework -> {whose preset: accuracy} on MNIST/CPU; a framework's own preset is its own defaults."""
-    rows = []
-    for fw, per in accs.items():
-        for whose, acc in per.items():
-            own = tables.OWN_PRESET[fw] == whose
-            rows.append({"run_id": f"{fw}-{whose}-{reading}", "framework": fw, "dataset": "mnist", "device": "cpu",
-                         "preset": "own" if own else whose, "cross_apply": None if own else reading,
-                         "batch_size": 64, "learning_rate": 0.01, "iterations": 100, "status": "ok",
-                         "train_time_s": 1.0, "accuracy": acc})
-    return pd.DataFrame(rows)
-
-
 def test_observation_d_best_settings_do_not_carry_over():
     # each framework is best with its own settings, and loses more than 0.5 points with the other's
-    apart = carry_runs({"caffe": {"caffe": 0.99, "tensorflow": 0.97}, "tensorflow": {"tensorflow": 0.99,
+    apart = preset_matrix({"caffe": {"caffe": 0.99, "tensorflow": 0.97}, "tensorflow": {"tensorflow": 0.99,
                                                                                       "caffe": 0.96}})
     v = findings.observe_best_does_not_carry_over(apart)
     assert v.verdict == "agrees" and "settings only reading (the study's)" in v.evidence
     assert "in 2 of 2 pairs" in v.evidence and "caffe's best (caffe's) on tensorflow (mnist/cpu): 96.00%" in v.evidence
     # both are best with Caffe's settings: Caffe's best carries over to TensorFlow, and TensorFlow's to Caffe
-    shared = carry_runs({"caffe": {"caffe": 0.99, "tensorflow": 0.97}, "tensorflow": {"tensorflow": 0.96,
+    shared = preset_matrix({"caffe": {"caffe": 0.99, "tensorflow": 0.97}, "tensorflow": {"tensorflow": 0.96,
                                                                                        "caffe": 0.99}})
     v = findings.observe_best_does_not_carry_over(shared)
     assert v.verdict == "disagrees" and "in 0 of 2 pairs" in v.evidence
     # only the whole-preset reading ran: tested on it, and said so
-    v = findings.observe_best_does_not_carry_over(carry_runs({"caffe": {"caffe": 0.99, "tensorflow": 0.97},
+    v = findings.observe_best_does_not_carry_over(preset_matrix({"caffe": {"caffe": 0.99, "tensorflow": 0.97},
                                                               "tensorflow": {"tensorflow": 0.99, "caffe": 0.96}},
                                                              reading="preset"))
     assert v.verdict == "agrees" and "whole preset reading (not the study's" in v.evidence
     # both readings: the study's decides, the other is reported
-    both = pd.concat([apart, carry_runs({"caffe": {"tensorflow": 0.99}, "tensorflow": {"caffe": 0.99}},
+    both = pd.concat([apart, preset_matrix({"caffe": {"tensorflow": 0.99}, "tensorflow": {"caffe": 0.99}},
                                         reading="preset")])
     v = findings.observe_best_does_not_carry_over(both)
     assert v.verdict == "agrees" and "Under the whole preset reading: 0 of 2 pairs fell short" in v.evidence
-    one_preset = carry_runs({"caffe": {"caffe": 0.99}, "tensorflow": {"tensorflow": 0.99}})
+    one_preset = preset_matrix({"caffe": {"caffe": 0.99}, "tensorflow": {"tensorflow": 0.99}})
     assert findings.observe_best_does_not_carry_over(one_preset).verdict.startswith("not tested in this run (")
 
 

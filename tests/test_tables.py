@@ -9,7 +9,7 @@ import pandas as pd
 import pytest
 
 from dlbench import tables
-from dlbench.testing.study import make_runs, small_runs
+from dlbench.testing.study import make_runs, preset_matrix, small_runs
 
 
 def test_pareto_front_on_a_known_set():
@@ -239,34 +239,22 @@ def test_time_to_target_is_the_best_level_every_framework_reached():
     assert tables.time_to_target(runs, pd.DataFrame()).empty
 
 
-def matrix(accs: dict, reading="settings") -> pd.DataFrame:
-    """framework -> {whose preset: accuracy}; a framework's own preset is its own defaults."""
-    rows = []
-    for fw, per in accs.items():
-        for whose, acc in per.items():
-            own = tables.OWN_PRESET[fw] == whose
-            rows.append({"run_id": f"{fw}-{whose}", "framework": fw, "dataset": "mnist", "device": "cpu",
-                         "preset": "own" if own else whose, "cross_apply": None if own else reading,
-                         "batch_size": 64, "learning_rate": 0.01, "iterations": 100, "status": "ok",
-                         "train_time_s": 1.0, "accuracy": acc})
-    return pd.DataFrame(rows)
-
-
 def test_points_say_how_a_preset_was_applied():
-    runs = matrix({"caffe": {"caffe": 0.99, "tensorflow": 0.98}, "pytorch": {"torch": 0.9, "caffe": 0.95}})
-    runs.loc[runs.run_id == "pytorch-caffe", "cross_apply"] = np.nan  # a record made before the key existed
+    runs = preset_matrix({"caffe": {"caffe": 0.99, "tensorflow": 0.98}, "pytorch": {"torch": 0.9, "caffe": 0.95}})
+    runs.loc[runs.run_id == "pytorch-caffe-settings", "cross_apply"] = np.nan  # a record made before the key existed
     df = tables.points(runs).set_index("run_id")
-    assert df.loc["caffe-caffe", "reading"] == "own" and df.loc["caffe-tensorflow", "reading"] == "settings"
-    assert df.loc["pytorch-caffe", "reading"] == "preset"
+    assert df.loc["caffe-caffe-settings", "reading"] == "own"
+    assert df.loc["caffe-tensorflow-settings", "reading"] == "settings"
+    assert df.loc["pytorch-caffe-settings", "reading"] == "preset"
     both = pd.concat([runs, runs.assign(run_id=runs.run_id + "-w", cross_apply="preset")])
     d = tables.defaults_table(both)
     assert len(d[(d.framework == "caffe") & (d.whose == "tensorflow")]) == 2  # one row per reading
 
 
 def test_carry_over_applies_each_frameworks_best_to_the_others():
-    runs = matrix({"caffe": {"caffe": 0.99, "tensorflow": 0.97, "torch": 0.90},
-                   "tensorflow": {"caffe": 0.985, "tensorflow": 0.99, "torch": 0.80},
-                   "pytorch": {"caffe": 0.93, "tensorflow": 0.92, "torch": 0.96}})
+    runs = preset_matrix({"caffe": {"caffe": 0.99, "tensorflow": 0.97, "torch": 0.90},
+                          "tensorflow": {"caffe": 0.985, "tensorflow": 0.99, "torch": 0.80},
+                          "pytorch": {"caffe": 0.93, "tensorflow": 0.92, "torch": 0.96}})
     c = tables.carry_over(runs).set_index(["from_framework", "to_framework"])
     assert len(c) == 6 and set(c["reading"]) == {"settings"}
     # caffe's best (its own) on tensorflow: 98.5% against tensorflow's best 99%: within 0.5 points
@@ -275,10 +263,10 @@ def test_carry_over_applies_each_frameworks_best_to_the_others():
     assert c.loc[("caffe", "tensorflow"), "carries_over"]
     assert c.loc[("tensorflow", "caffe"), "shortfall_pp"] == pytest.approx(2.0)
     assert not c.loc[("pytorch", "caffe"), "carries_over"] and c.loc[("pytorch", "caffe"), "to_best_preset"] == "caffe"
-    whole = tables.carry_over(matrix({"caffe": {"caffe": 0.99, "torch": 0.9}, "pytorch": {"torch": 0.9, "caffe": 0.95}},
-                                     reading="preset"))
+    whole = tables.carry_over(preset_matrix({"caffe": {"caffe": 0.99, "torch": 0.9},
+                                             "pytorch": {"torch": 0.9, "caffe": 0.95}}, reading="preset"))
     assert set(whole["reading"]) == {"preset"} and len(whole) == 2
-    assert tables.carry_over(matrix({"caffe": {"caffe": 0.99}, "pytorch": {"torch": 0.9}})).empty
+    assert tables.carry_over(preset_matrix({"caffe": {"caffe": 0.99}, "pytorch": {"torch": 0.9}})).empty
 
 
 def test_a_study_of_own_defaults_does_not_vary_whose_defaults():

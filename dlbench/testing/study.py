@@ -13,9 +13,25 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from dlbench.frameworks import registry
+
 # The study's four frameworks with a base training time each (Caffe fastest, Theano slowest, as published).
 BASE_TIME = {"pytorch": 2.0, "tensorflow": 3.0, "caffe": 1.0, "theano": 5.0}
 FRAMEWORKS = list(BASE_TIME)
+
+
+def preset_matrix(accs: dict, reading: str = "settings") -> pd.DataFrame:
+    """Points on MNIST, CPU: framework -> {whose preset: accuracy}, a framework's own preset being its own
+    defaults and every other one cross-applied in `reading`; run ids `<framework>-<whose>-<reading>`."""
+    rows = []
+    for fw, per in accs.items():
+        for whose, acc in per.items():
+            own = registry.get(fw).own_preset == whose
+            rows.append({"run_id": f"{fw}-{whose}-{reading}", "framework": fw, "dataset": "mnist", "device": "cpu",
+                         "preset": "own" if own else whose, "cross_apply": None if own else reading,
+                         "batch_size": 64, "learning_rate": 0.01, "iterations": 100, "status": "ok",
+                         "train_time_s": 1.0, "accuracy": acc})
+    return pd.DataFrame(rows)
 
 
 def make_runs() -> pd.DataFrame:
