@@ -42,6 +42,13 @@ def is_own(preset: str, framework: str) -> bool:
     return preset in ("own", own_name(framework))
 
 
+def reading(point: dict) -> str | None:
+    """How the point's preset was applied: None for the framework's own defaults, else `settings` or `preset`."""
+    if is_own(point["preset"], point["framework"]):
+        return None
+    return point.get("cross_apply", "preset")
+
+
 def missing(preset: str, framework: str, dataset: str, custom: dict, cross_apply: str = "preset") -> str | None:
     """Why (preset, framework, dataset) has no settings (one line), or None where it has them."""
     if preset in custom:

@@ -73,13 +73,6 @@ def sub_studies(cfg: dict) -> dict[str, dict]:
     return out
 
 
-def reading(point: dict) -> str | None:
-    """How the point's preset was applied: None for the framework's own defaults, else `settings` or `preset`."""
-    if presets.is_own(point["preset"], point["framework"]):
-        return None
-    return point.get("cross_apply", "preset")
-
-
 class Plan(NamedTuple):
     """A study expanded once: its points, the sub-studies of each, and the place of each in a tuning grid."""
 

@@ -138,7 +138,7 @@ def test_own_defaults_are_one_point_under_both_readings():
     # caffe's own defaults by either name, and pytorch's own: one point each; caffe's on pytorch: one per reading
     assert kinds == [("caffe", "caffe", "-"), ("caffe", "own", "-"), ("pytorch", "caffe", "-"),
                      ("pytorch", "caffe", "settings"), ("pytorch", "own", "-")]
-    assert [sweep.reading(p) for p in points if p["framework"] == "pytorch" and p["preset"] == "caffe"] == \
+    assert [presets.reading(p) for p in points if p["framework"] == "pytorch" and p["preset"] == "caffe"] == \
         ["settings", "preset"]
 
 
@@ -187,7 +187,7 @@ def test_the_papers_cross_study_applies_settings_and_tunes_around_own_defaults()
     cfg = config.load(PAPER)
     members = sweep.membership(cfg)
     cross = [p for p in sweep.expand(cfg) if "cross" in members[p["id"]]]
-    foreign = [p for p in cross if sweep.reading(p) is not None]
+    foreign = [p for p in cross if presets.reading(p) is not None]
     assert foreign and all(p["cross_apply"] == "settings" for p in foreign)
     own_network = {(p["framework"], p["dataset"]): p["network"] for p in sweep.expand(cfg) if p["preset"] == "own"}
     assert all(p["network"] == own_network[(p["framework"], p["dataset"])] for p in foreign)
