@@ -17,9 +17,11 @@ import sys
 
 def prepare(dataset: str, out: str, local: str | None = None, downloads: str = "resources/downloads") -> int:
     from dlbench.datasets import prepare as datasets
+    from dlbench.locks import heavy_work, node_lock
 
     try:
-        meta = datasets.prepare(dataset, out, local=local or None, downloads=downloads)
+        with heavy_work(node_lock(), f"preparing {dataset}"):  # never beside a measurement on this node
+            meta = datasets.prepare(dataset, out, local=local or None, downloads=downloads)
     except datasets.DatasetError as exc:
         print(f"dlbench: dataset {dataset}: {exc}", file=sys.stderr)
         return 2

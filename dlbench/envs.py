@@ -33,7 +33,7 @@ from pathlib import Path
 
 from dlbench.atomic import write_json
 from dlbench.frameworks import registry
-from dlbench.locks import flocked
+from dlbench.locks import flocked, heavy_work, node_lock
 from dlbench.paths import ENVS, ROOT, cache_root
 from dlbench.procs import owner_tag, remove_dead_leftovers
 
@@ -125,13 +125,18 @@ def probe(framework: str, python: str | os.PathLike, timeout_s: float = 600) -> 
 
 
 def build(env: str) -> Path:
-    """The environment's folder, building it first if this machine has none for its key."""
+    """The environment's folder, building it first if this machine has none for its key.
+
+    A build is heavy work: no point measures on this node while it runs (dlbench.locks.heavy_work); builds of
+    other environments run beside it.
+    """
     if env not in registry.env_names():
         raise EnvError(f"unknown environment {env!r}; known: {', '.join(registry.env_names())}")
     final = env_dir(env)
     if (final / "READY").exists():
         return final
-    with flocked(final.with_name(final.name + ".lock")):
+    # The heavy side first, then the build lock: a builder waiting for another one holds no lock a point needs.
+    with heavy_work(node_lock(), f"building {env}"), flocked(final.with_name(final.name + ".lock")):
         if (final / "READY").exists():
             return final
         # A failed or killed build leaves its multi-GB folder: remove those of dead builders of this host.

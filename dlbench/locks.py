@@ -4,8 +4,36 @@
 Caffe's data preparation). The kernel drops an flock when its holder dies, so a lock is never
 left behind by a killed process.
 
-`measuring` is the node's measurement lock built on it: a CPU point measures alone; a GPU point
-holds one GPU of its own and shares the node with GPU points on the other GPUs.
+**Measurements and heavy work.** On one node, two kinds of job must never overlap: a point being
+measured (`measuring`: the runner, and the GEMM peak) and dlbench's own heavy work (`heavy_work`:
+environment builds with Caffe's compile, dataset and Caffe-data preparation, aggregation, charts,
+findings). Within each kind, jobs may run together: two builds side by side, or GPU points on GPUs
+of their own; a CPU point measures alone. Three flocked files beside the node's lock file
+(`measurement.lock_file`, node-local) carry it:
+
+- `<lock_file>` (the node lock): a CPU point holds it exclusively, a GPU point measuring per device
+  shared, for the whole measurement.
+- `<lock_file>.heavy`: every heavy job holds it shared for its whole run.
+- `<lock_file>.gate`: held exclusively only while entering, never while working.
+
+A measurement enters through the gate: it takes the gate, waits until it can take `.heavy`
+exclusively (no heavy job runs) and lets it go at once, takes the node lock, and then leaves the
+gate. A heavy job enters the same way the other way round: the gate, `.heavy` shared, then the node
+lock exclusively for an instant (no measurement runs), then it leaves the gate and works. An entrant
+takes its own side before it looks at the other, and looks while holding the gate, so no job of the
+other kind can slip in between: the two kinds never overlap.
+
+Deadlock-free: every process takes the locks in one order (a GPU's lock, the gate, `.heavy`, the
+node lock) and, once inside, takes nothing more. A heavy job takes `.heavy` before any lock of its
+own work (an environment's build lock), and a process already inside heavy work does not enter again
+(nor do its children: DLBENCH_HEAVY_HELD); a measurement asked for there is refused, as it would
+wait for itself. Starvation: whoever holds the gate is next of its kind, and no newcomer of either
+kind gets in until it is through, so a stream of builds cannot keep a point out, nor a stream of GPU
+points a build: the running jobs of the other kind finish and no new ones start.
+
+`measurement.lock_timeout_s` bounds the wait for other measurements (the node lock); the wait for
+heavy work, which always ends, is not bounded, so a point queued behind a long build is not lost as
+a timeout. Both waits are in the record's `lock_wait_s`.
 
 Snakemake locks its working directory with plain files, which a SIGKILL or a power loss leaves
 behind; the next run then refuses to start until `--unlock`. Every dlbench run also holds an
@@ -24,6 +52,7 @@ import os
 import re
 import socket
 import subprocess
+import sys
 import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
@@ -33,6 +62,11 @@ from dlbench import procs
 
 _held = None  # this run's open lock file, kept for the life of the process
 POLL_S = 0.2  # how often a GPU point waiting for a free GPU tries them all again
+NODE_LOCK = "/tmp/dlbench-measure.lock"  # measurement.lock_file's default (config/schema.yaml)
+NODE_LOCK_ENV = "DLBENCH_NODE_LOCK"  # the workflow's measurement.lock_file for its jobs; empty: not kept apart
+HEAVY_HELD = "DLBENCH_HEAVY_HELD"  # set while a process does heavy work: its children are inside it too
+MEASURING = "DLBENCH_MEASURING"  # set while a process measures: its trainer's own preparation is part of it
+WAIT_NOTE_S = 1.0  # a heavy job that waited longer for a measurement says so in its log
 
 
 class LockTimeout(TimeoutError):
@@ -103,19 +137,74 @@ def device_lock(node_lock: str | os.PathLike, device: str) -> Path:
     return Path(f"{node_lock}.gpu-{re.sub(r'[^A-Za-z0-9._-]', '_', device)}")
 
 
+def gate_lock(node_lock: str | os.PathLike) -> Path:
+    """The lock a job holds only while it enters, measurement or heavy work (see the module's docstring)."""
+    return Path(f"{node_lock}.gate")
+
+
+def heavy_lock(node_lock: str | os.PathLike) -> Path:
+    """The lock every heavy job holds shared while it works."""
+    return Path(f"{node_lock}.heavy")
+
+
+def node_lock() -> str | None:
+    """The node lock heavy work keeps apart from: the workflow's (set for its jobs), else the default.
+
+    None where the workflow measures without keeping points apart (measurement.exclusive: false).
+    """
+    return os.environ.get(NODE_LOCK_ENV, NODE_LOCK) or None
+
+
+def _heavy_inside(node_lock: str | os.PathLike) -> bool:
+    """Whether this process (or the process that started it) is inside heavy work on this node lock."""
+    return os.environ.get(HEAVY_HELD) == str(node_lock)
+
+
+@contextlib.contextmanager
+def _marked(name: str, value: str):
+    """os.environ[name] = value for the block (the processes started in it inherit it), then as it was."""
+    before = os.environ.get(name)
+    os.environ[name] = value
+    try:
+        yield
+    finally:
+        if before is None:
+            os.environ.pop(name, None)
+        else:
+            os.environ[name] = before
+
+
+@contextlib.contextmanager
+def _measurement_entry(node_lock: str | os.PathLike, *, shared: bool, timeout_s: float | None):
+    """Through the gate: no heavy work runs, then the node lock (shared for a GPU point); yields the node lock held.
+
+    Only the wait for the node lock, which other measurements hold, is bounded by timeout_s.
+    """
+    if _heavy_inside(node_lock):
+        raise RuntimeError(f"a measurement was asked for inside heavy work on {node_lock}: it would wait for itself")
+    with contextlib.ExitStack() as held:
+        with flocked(gate_lock(node_lock)):
+            with flocked(heavy_lock(node_lock)):
+                pass  # no heavy job runs now, and none gets in while this process holds the gate
+            held.enter_context(flocked(node_lock, shared=shared, timeout_s=timeout_s))
+        with _marked(MEASURING, str(node_lock)):
+            yield
+
+
 @contextlib.contextmanager
 def measuring(node_lock: str | os.PathLike, devices: Sequence[str] | None, *, per_device: bool,
               timeout_s: float | None = None) -> Iterator[Slot]:
-    """Hold the node's measurement lock for one point.
+    """Hold the node's measurement lock for one point, with no heavy work running (see the module's docstring).
 
     A CPU point (devices None), or any point when per_device is False: the node lock exclusively, so it
     measures alone; a GPU point then takes the first device. A GPU point with per_device: the lock of
     the first free device (tried every POLL_S), then the node lock shared, so GPU points on other devices
-    measure beside it and a CPU point waits for all of them. Past timeout_s of waiting: LockTimeout.
+    measure beside it and a CPU point waits for all of them. Past timeout_s of waiting for a GPU or for
+    other measurements: LockTimeout.
     """
     t0 = time.monotonic()
     if not devices or not per_device:
-        with flocked(node_lock, timeout_s=timeout_s):
+        with _measurement_entry(node_lock, shared=False, timeout_s=timeout_s):
             yield Slot("exclusive", devices[0] if devices else None, time.monotonic() - t0)
         return
     while True:
@@ -124,12 +213,37 @@ def measuring(node_lock: str | os.PathLike, devices: Sequence[str] | None, *, pe
                 if got is None:
                     continue
                 left = None if timeout_s is None else max(0.0, timeout_s - (time.monotonic() - t0))
-                with flocked(node_lock, shared=True, timeout_s=left):
+                with _measurement_entry(node_lock, shared=True, timeout_s=left):
                     yield Slot("per_device", device, time.monotonic() - t0)
                 return
         if timeout_s is not None and time.monotonic() - t0 >= timeout_s:
             raise LockTimeout(f"no GPU of {', '.join(devices)} came free within {timeout_s:g} s")
         time.sleep(POLL_S)
+
+
+@contextlib.contextmanager
+def heavy_work(node_lock: str | os.PathLike | None, what: str = "heavy work") -> Iterator[float]:
+    """Hold the heavy-work side of the node for the block: no measurement runs beside it (see the module's
+    docstring); other heavy jobs may. Yields the seconds waited for measurements to end.
+
+    node_lock None: measurements are not kept apart (measurement.exclusive: false), nothing is taken.
+    Inside heavy work already (this process or its parent): nothing more is taken. Inside a measurement
+    (a point's trainer preparing its own input): nothing is taken, the work is part of that point.
+    """
+    if node_lock is None or _heavy_inside(node_lock) or os.environ.get(MEASURING) == str(node_lock):
+        yield 0.0
+        return
+    t0 = time.monotonic()
+    with contextlib.ExitStack() as held:
+        with flocked(gate_lock(node_lock)):
+            held.enter_context(flocked(heavy_lock(node_lock), shared=True))
+            with flocked(node_lock):
+                pass  # no measurement runs now, and none gets in while this process holds the gate
+        waited = time.monotonic() - t0
+        if waited > WAIT_NOTE_S:
+            print(f"dlbench: {what} waited {waited:.1f} s for the measurement on this node to end", file=sys.stderr)
+        with _marked(HEAVY_HELD, str(node_lock)):
+            yield waited
 
 
 LIVE_JOBS = "dlbench-jobs"  # under .snakemake/: one file per running training job of this working directory

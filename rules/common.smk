@@ -26,7 +26,7 @@ def _use_own_package():
 
 _use_own_package()
 
-from dlbench import chartlist, cluster, config as dlconfig, envs, sweep  # noqa: E402
+from dlbench import chartlist, cluster, config as dlconfig, envs, locks, sweep  # noqa: E402
 from dlbench.codedigest import adapter_digest, caffe_data_digest  # noqa: E402
 from dlbench.datasets.catalog import INFO as DATASETS  # noqa: E402
 from dlbench.frameworks import caffe_data, registry  # noqa: E402
@@ -48,8 +48,6 @@ if (
     and not workflow.remote_exec
     and not workflow.subprocess_exec
 ):
-    from dlbench import locks
-
     _removed, _alive = locks.hold_and_clear_stale()
     if _removed:
         print(
@@ -113,6 +111,9 @@ MEASURE_LOCK = (
     CFG["measurement"]["lock_file"] if CFG["measurement"]["exclusive"] else None
 )
 MEASURE_SLOTS = 1 if CFG["measurement"]["exclusive"] else 0
+# The same lock for the heavy jobs (builds, data preparation, aggregation, charts), which read it from their
+# environment (dlbench.locks.node_lock), so that they keep out of any measurement on their node.
+os.environ[locks.NODE_LOCK_ENV] = MEASURE_LOCK or ""
 # How every training job measures (dlbench.cli.train's keyword arguments): the same for every point.
 RUNNER_OPTIONS = {
     "interval_s": CFG["monitor"]["interval_s"],

@@ -139,3 +139,184 @@ def test_a_point_that_waits_too_long_for_the_lock_is_a_recorded_timeout(tmp_path
     assert record["status"] == "timeout" and "(lock)" in record["reason"]
     assert record["lock_wait_s"] == 2 and 2 <= took < 15
     assert json.loads((tmp_path / "out" / "metrics.json").read_text())["status"] == "timeout"
+
+
+# ---- heavy work (builds, data preparation, aggregation, charts) against measurements
+
+HEAVY_S = 3.0
+# One heavy job's process, like an environment build: the heavy side of the node held, then a compiler
+# run again and again for HEAVY_S seconds (real CPU load), then when it held it, on the monotonic clock.
+HEAVY = """
+import json, os, subprocess, sys, tempfile, time
+from dlbench.locks import heavy_work
+name, lock, start, hold_s = sys.argv[1:]
+time.sleep(max(0.0, float(start) - time.time()))
+src = os.path.join(tempfile.mkdtemp(), "unit.c")
+with open(src, "w") as fh:
+    fh.writelines(f"double f{i}(double x) {{ return x * {i}.5 + {i}; }}\\n" for i in range(400))
+asked = time.monotonic()
+with heavy_work(lock, name) as waited:
+    got = time.monotonic()
+    compiles = 0
+    while time.monotonic() - got < float(hold_s):
+        subprocess.run(["cc", "-O2", "-c", src, "-o", src + ".o"], check=True)
+        compiles += 1
+    done = time.monotonic()
+print(json.dumps(dict(name=name, asked=asked, got=got, done=done, waited=waited, compiles=compiles)))
+"""
+
+
+def start_heavy(tmp_path, name: str, lock: Path, delay_s: float = 0.0) -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, "-c", HEAVY, name, str(lock), str(time.time() + delay_s), str(HEAVY_S)],
+                            cwd=ROOT,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def heavy_report(proc: subprocess.Popen) -> dict:
+    out, err = proc.communicate(timeout=300)
+    assert proc.returncode == 0, err[-2000:]
+    return json.loads(out)
+
+
+def train_span(out: Path) -> tuple[float, float]:
+    """The point's train phase, on the monotonic clock, from its events."""
+    from dlbench import runner
+
+    (span,) = [(start, end) for name, start, end in runner.phases(runner.read_events(out / "events.jsonl"))
+               if name == "train"]
+    return span
+
+
+def apart(span: tuple[float, float], job: dict) -> bool:
+    return span[1] <= job["got"] or job["done"] <= span[0]
+
+
+@pytest.mark.slow
+def test_a_point_started_with_two_builds_trains_after_both_and_the_builds_run_together(tmp_path, env_python,
+                                                                                      digits_dir):
+    """Two build-like heavy jobs (a compiler, again and again) and a real point, started together: the builds
+    overlap each other, the point's training overlaps neither, and its record says it waited for them."""
+    from dlbench import runner
+    from dlbench.sweep import one_point
+
+    lock = tmp_path / "measure.lock"
+    python = env_python("pytorch")
+    builds = [start_heavy(tmp_path, f"build{i}", lock) for i in (1, 2)]
+    time.sleep(0.8)  # both are inside (the compilers run) before the point asks
+    record = runner.run_point(one_point("pytorch", iterations=150, threads=1), digits_dir, tmp_path / "point",
+                              python=python, measure_lock=str(lock))
+    b1, b2 = (heavy_report(p) for p in builds)
+    span = train_span(tmp_path / "point")
+    assert record["status"] == "ok", record["reason"]
+    assert b1["got"] < b2["done"] and b2["got"] < b1["done"], (b1, b2)  # two heavy jobs side by side
+    assert b1["compiles"] > 0 and b2["compiles"] > 0
+    assert apart(span, b1) and apart(span, b2), (span, b1, b2)
+    assert span[0] >= max(b1["done"], b2["done"])  # it came after them, having waited
+    assert record["lock_wait_s"] > HEAVY_S - 1.5, record["lock_wait_s"]
+
+
+@pytest.mark.slow
+def test_a_build_started_while_a_point_trains_waits_until_the_point_is_done(tmp_path, env_python, digits_dir):
+    """The point runs as a training job does (python -m dlbench.cli train); a build asked for mid-training waits."""
+    from dlbench.sweep import one_point
+
+    lock = tmp_path / "measure.lock"
+    env_json = tmp_path / "env.json"
+    env_json.write_text(json.dumps({"python": env_python("pytorch")}))
+    out = tmp_path / "point"
+    point = subprocess.Popen([sys.executable, "-m", "dlbench.cli", "train", "--point",
+                              json.dumps(one_point("pytorch", iterations=200, threads=1)), "--dataset-dir",
+                              str(digits_dir), "--env", str(env_json), "--out", str(out), "--measure-lock", str(lock)],
+                             cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 240
+    while time.monotonic() < deadline and point.poll() is None:  # its events, in its unfinished folder: it trains
+        events = list(tmp_path.glob(".point.partial-*/events.jsonl"))
+        if events and '"name": "train"' in events[0].read_text():
+            break
+        time.sleep(0.05)
+    build = start_heavy(tmp_path, "build", lock)
+    report = heavy_report(build)
+    stdout, stderr = point.communicate(timeout=300)
+    span = train_span(out)
+    assert json.loads(stdout.splitlines()[-1])["status"] == "ok", stderr[-2000:]
+    assert apart(span, report) and report["got"] >= span[1], (span, report)
+    assert report["waited"] > 0.2  # it asked while the point trained
+
+
+def test_heavy_work_inside_heavy_work_takes_nothing_more_and_a_measurement_there_is_refused(tmp_path):
+    """Nested heavy work would wait behind a point queued at the gate for its own outer hold: it must pass."""
+    from dlbench.locks import heavy_work, measuring
+
+    lock = tmp_path / "measure.lock"
+    with heavy_work(lock) as outer:
+        with heavy_work(lock) as inner:
+            assert outer < 1 and inner == 0.0
+        with pytest.raises(RuntimeError, match="inside heavy work"):
+            with measuring(str(lock), None, per_device=False):
+                pass
+    with measuring(str(lock), None, per_device=False) as slot:  # once out of it, a measurement goes ahead
+        assert slot.mode == "exclusive"
+
+
+def test_no_lock_file_means_heavy_work_waits_for_nothing(tmp_path):
+    from dlbench.locks import heavy_work, node_lock
+
+    with heavy_work(None) as waited:
+        assert waited == 0.0
+    os.environ["DLBENCH_NODE_LOCK"] = ""
+    try:
+        assert node_lock() is None  # the workflow with measurement.exclusive: false
+    finally:
+        del os.environ["DLBENCH_NODE_LOCK"]
+    assert node_lock() == "/tmp/dlbench-measure.lock"
+
+
+def test_the_default_node_lock_is_the_schemas():
+    import yaml
+
+    from dlbench.locks import NODE_LOCK
+    from dlbench.paths import SCHEMA
+
+    schema = yaml.safe_load(SCHEMA.read_text())
+    assert schema["properties"]["measurement"]["properties"]["lock_file"]["default"] == NODE_LOCK
+
+
+HOLDER = """
+import sys, time
+from dlbench.locks import measuring
+with measuring(sys.argv[1], None, per_device=False):
+    print(time.monotonic(), flush=True)
+    time.sleep(float(sys.argv[2]))
+    print(time.monotonic(), flush=True)
+"""
+
+
+@pytest.mark.parametrize("job", ["dataset", "caffe_data"])
+def test_data_preparation_waits_for_a_measurement_on_its_node(tmp_path, digits_dir, job, monkeypatch):
+    """The workflow's data jobs call these functions: each keeps out of a measurement that holds the node,
+    and starts at once inside a measurement (a point's trainer preparing its own input)."""
+    from dlbench import cli
+    from dlbench.frameworks import caffe_data
+
+    lock = tmp_path / "measure.lock"
+    monkeypatch.setenv("DLBENCH_NODE_LOCK", str(lock))
+    prepare = {"dataset": lambda out: cli.prepare("digits", str(out)),
+               "caffe_data": lambda out: caffe_data.prepare(digits_dir, {}, out)}[job]
+    holder = subprocess.Popen([sys.executable, "-c", HOLDER, str(lock), "2.5"], cwd=ROOT, stdout=subprocess.PIPE,
+                              text=True)
+    began = float(holder.stdout.readline())
+    prepare(tmp_path / "waited")
+    after = time.monotonic()
+    ended = float(holder.stdout.readline())
+    holder.wait()
+    assert after > ended > began, (began, ended, after)
+    holder = subprocess.Popen([sys.executable, "-c", HOLDER, str(lock), "5"], cwd=ROOT, stdout=subprocess.PIPE,
+                              text=True)
+    holder.stdout.readline()
+    monkeypatch.setenv("DLBENCH_MEASURING", str(lock))  # as the point's trainer inherits it
+    t0 = time.monotonic()
+    prepare(tmp_path / "inside")
+    took = time.monotonic() - t0
+    holder.kill()
+    holder.wait()
+    assert took < 4.5, took

@@ -34,7 +34,7 @@ import os
 import sys
 from pathlib import Path
 
-from dlbench.locks import flocked
+from dlbench.locks import flocked, heavy_work, node_lock
 
 FORMAT = 2  # bump when the files change meaning: every input key changes with it
 AUGMENT_SEED = 1
@@ -92,7 +92,9 @@ def prepare(dataset_dir: str | os.PathLike, input_cfg: dict | None, out: str | o
 
     dataset_dir, out = Path(dataset_dir), Path(out)
     cfg = dict(input_cfg or {})
-    with flocked(out.parent / f".{out.name}.lock"):  # points preparing the same folder at once: one writes
+    # Heavy work, never beside a measurement (a point's trainer preparing its own input is part of that point);
+    # the heavy side first, then the folder's lock (dlbench/locks.py: the order that cannot deadlock).
+    with heavy_work(node_lock(), "preparing Caffe's input"), flocked(out.parent / f".{out.name}.lock"):
         if is_current(out, dataset_dir, cfg):
             return json.loads((out / "meta.json").read_text())
         inputs = load_inputs(dataset_dir, {"input": cfg, "seed": AUGMENT_SEED})

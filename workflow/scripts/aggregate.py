@@ -1,9 +1,16 @@
 """Rule aggregate: every run record into runs/curves/samples.parquet (dlbench.results)."""
 
 from dlbench import joblog, results
+from dlbench.locks import heavy_work, node_lock
 
 sm = snakemake  # noqa: F821 - the object Snakemake gives a script
 
-joblog.run(sm.log[0], lambda: results.aggregate(sm.input.metrics, sm.output.runs, sm.output.curves, sm.output.samples,
-                                                membership=sm.params.membership, peak_path=sm.input.peak,
-                                                tuning=sm.params.tuning, cache=sm.params.cache))
+
+def main() -> None:
+    with heavy_work(node_lock(), "the aggregation"):  # never beside a measurement
+        results.aggregate(sm.input.metrics, sm.output.runs, sm.output.curves, sm.output.samples,
+                          membership=sm.params.membership, peak_path=sm.input.peak, tuning=sm.params.tuning,
+                          cache=sm.params.cache)
+
+
+joblog.run(sm.log[0], main)

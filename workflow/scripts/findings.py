@@ -1,8 +1,14 @@
 """Rule findings: what the results say, in words (dlbench.findings)."""
 
 from dlbench import findings, joblog
+from dlbench.locks import heavy_work, node_lock
 
 sm = snakemake  # noqa: F821 - the object Snakemake gives a script
 
-joblog.run(sm.log[0], lambda: findings.write_findings(sm.input.runs, sm.input.curves, sm.output[0],
-                                                      sm.input.published))
+
+def main() -> None:
+    with heavy_work(node_lock(), "the findings"):  # never beside a measurement
+        findings.write_findings(sm.input.runs, sm.input.curves, sm.output[0], sm.input.published)
+
+
+joblog.run(sm.log[0], main)

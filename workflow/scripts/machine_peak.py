@@ -5,14 +5,15 @@ import contextlib
 import json
 
 from dlbench import joblog, peak
-from dlbench.locks import flocked
+from dlbench.locks import measuring
 
 sm = snakemake  # noqa: F821 - the object Snakemake gives a script
 
 
 def main() -> int:
     bf16_python = json.loads(open(sm.input.bf16_env[0]).read())["python"] if sm.input.bf16_env else None
-    with flocked(sm.params.lock) if sm.params.lock else contextlib.nullcontext():  # no GPU point beside it
+    # A measurement like a CPU point: alone on the node, no heavy work and no GPU point beside it.
+    with measuring(sm.params.lock, None, per_device=False) if sm.params.lock else contextlib.nullcontext():
         return peak.write(sm.output[0], sm.params.threads, bf16_python=bf16_python)
 
 
