@@ -33,7 +33,8 @@ def prepare(dataset: str, out: str, local: str | None = None, downloads: str = "
 def train(point: dict, dataset_dir: str, out: str, env_json: str | None = None, *, env: dict | None = None,
           interval_s: float = 0.2, monitor: bool = True, time_limit_s: float | None = None,
           memory_limit_mb: float | None = None, hang_s: float | None = None, measure_lock: str | None = None,
-          gpu_per_device: bool = True, lock_timeout_s: float | None = None) -> int:
+          gpu_per_device: bool = True, lock_timeout_s: float | None = None, contended_pct: float | None = None,
+          quiet_wait_s: float = 0.0) -> int:
     """Run one point (dlbench.runner) in its framework's environment.
 
     env_json: a built environment's description (dlbench.envs.provide); else env: the environment the
@@ -52,7 +53,9 @@ def train(point: dict, dataset_dir: str, out: str, env_json: str | None = None, 
                               interval_s=interval_s, monitor_enabled=monitor, time_limit_s=time_limit_s,
                               memory_limit_mb=memory_limit_mb, measure_lock=measure_lock or None,
                               gpu_per_device=gpu_per_device, **({} if hang_s is None else {"hang_s": hang_s}),
-                              **({} if lock_timeout_s is None else {"lock_timeout_s": lock_timeout_s}))
+                              **({} if lock_timeout_s is None else {"lock_timeout_s": lock_timeout_s}),
+                              **({} if contended_pct is None else {"contended_pct": contended_pct}),
+                              quiet_wait_s=quiet_wait_s)
     print(json.dumps({k: record.get(k) for k in ("status", "reason", "train_time_s", "accuracy", "rss_peak_mb")}))
     return 0
 

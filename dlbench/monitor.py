@@ -15,10 +15,12 @@ from dataclasses import dataclass, field
 
 import psutil
 
+from dlbench import hostload
 from dlbench.procs import kill_tree
 
 SAMPLE_FIELDS = ("t", "cpu_pct", "rss_mb", "threads", "processes",
-                 "gpu_util_pct", "gpu_mem_mb", "gpu_power_w", "gpu_energy_j")
+                 "gpu_util_pct", "gpu_mem_mb", "gpu_power_w", "gpu_energy_j",
+                 "host_cpu_other_pct", "host_load_1m")  # outside load (dlbench.hostload)
 
 
 class _Gpu:
@@ -183,8 +185,9 @@ class Monitor:
         if self.pid not in self._tree:
             return None
         # The middle of the read: a thread descheduled during it skews the CPU window least.
+        # tree_cpu_s: all the tree's CPU, what it used before it was found too (the machine's count has it).
         return {"t": (started + time.monotonic()) / 2, "cpu_s": cpu_s - self._unseen_cpu_s, "rss_mb": rss / 2**20,
-                "threads": threads, "processes": alive}
+                "threads": threads, "processes": alive, "tree_cpu_s": cpu_s, **hostload.reading()}
 
     def _loop(self) -> None:
         t0 = time.thread_time()
@@ -200,6 +203,8 @@ class Monitor:
             if last is not None:
                 row = {k: now[k] for k in ("t", "rss_mb", "threads", "processes")}
                 row["cpu_pct"] = max(0.0, 100.0 * (now["cpu_s"] - last["cpu_s"]) / (now["t"] - last["t"]))
+                row["host_cpu_other_pct"] = hostload.others_pct(last, now, now["t"] - last["t"])
+                row["host_load_1m"] = now.get("host_load_1m")
                 if self._gpu is not None:
                     try:
                         row.update(self._gpu.read())

@@ -22,7 +22,7 @@ import sys
 import time
 from pathlib import Path
 
-from dlbench import initialisers, inputs, machine, memcap, models, records, sweep
+from dlbench import hostload, initialisers, inputs, machine, memcap, models, presets, records
 from dlbench.atomic import write_json
 from dlbench.frameworks import base, registry
 from dlbench.locks import LockTimeout, measuring
@@ -92,12 +92,15 @@ def _run_point(point: dict, dataset_dir: str | Path, out_dir: str | Path, *, pyt
                env: dict | None = None, interval_s: float = 0.2, monitor_enabled: bool = True,
                time_limit_s: float | None = None, memory_limit_mb: float | None = None,
                hang_s: float | None = HANG_S, device: str | None = None, lock_mode: str | None = None,
-               lock_wait_s: float = 0.0, refused: tuple[str, str] | None = None) -> dict:
+               lock_wait_s: float = 0.0, refused: tuple[str, str] | None = None,
+               contended_pct: float = hostload.CONTENDED_PCT, quiet_wait_s: float = 0.0) -> dict:
     """Train one point and write metrics.json, curve.csv, samples.csv and trainer.log into out_dir.
 
     python: the framework environment's interpreter (None: this one); env: its description for the record
     (name, kind, key); device: the GPU a GPU point is pinned to (None: whatever the job sees); refused:
-    (status, reason) of a point that ends without starting its trainer.
+    (status, reason) of a point that ends without starting its trainer. contended_pct: others' share of a
+    core over which a point counts as contended; quiet_wait_s: wait up to that long for others to use less
+    before the trainer starts (0: do not wait; dlbench.hostload).
     Every finished attempt (any status) is also kept under out_dir/attempts/ (dlbench.records).
     """
     # Absolute: the trainer runs in the repository, the workflow's working directory may be elsewhere.
@@ -113,6 +116,8 @@ def _run_point(point: dict, dataset_dir: str | Path, out_dir: str | Path, *, pyt
     environ = trainer_env(point, device)
     # The monitor reads the GPU the trainer sees as its device 0.
     gpu_index = nvml_index(environ.get("CUDA_VISIBLE_DEVICES")) if point["device"] == "gpu" else None
+    # Opt-in: wait (bounded) for others to quieten, before the clocks of the point start.
+    quiet_waited = hostload.wait_quiet(contended_pct, quiet_wait_s) if quiet_wait_s and refused is None else 0.0
     started_wall = time.time()
     t_launch = time.monotonic()
     mon = Monitor(os.getpid(), interval_s, None, None)  # replaced by the trainer's monitor once it runs
@@ -150,7 +155,7 @@ def _run_point(point: dict, dataset_dir: str | Path, out_dir: str | Path, *, pyt
                 record = build_record(point, read_events(events_path), mon, proc.returncode, ended="cancelled",
                                       time_limit_s=time_limit_s, memory_limit_mb=memory_limit_mb,
                                       t_launch=t_launch, t_end=time.monotonic(), log_tail=_tail(log_path),
-                                      hang_s=hang_s)
+                                      hang_s=hang_s, contended_pct=contended_pct)
                 records.keep_attempt(out_dir, record, work, records.attempt_name(started_wall))
                 shutil.rmtree(work, ignore_errors=True)
                 raise
@@ -161,11 +166,12 @@ def _run_point(point: dict, dataset_dir: str | Path, out_dir: str | Path, *, pyt
     events = read_events(events_path)
     record = build_record(point, events, mon, returncode, ended=ended, time_limit_s=time_limit_s,
                           memory_limit_mb=memory_limit_mb, t_launch=t_launch, t_end=t_end,
-                          log_tail=_tail(log_path), hang_s=hang_s)
+                          log_tail=_tail(log_path), hang_s=hang_s, contended_pct=contended_pct)
     record["started_at"] = time.strftime("%Y-%m-%dT%H:%M:%S%z", time.localtime(started_wall))
     record["monitor_interval_s"] = interval_s if monitor_enabled else None
     record["lock_mode"] = lock_mode
     record["lock_wait_s"] = lock_wait_s
+    record["quiet_wait_s"] = quiet_waited
     record["gpu_device"] = device if point["device"] == "gpu" else None
     env = env or {}
     record["env_name"] = env.get("env", point["framework"])
@@ -335,7 +341,7 @@ def _describe_event(e: dict) -> str:
 
 def build_record(point: dict, events: list[dict], mon: Monitor, returncode: int, *, ended: str | None,
                  time_limit_s, memory_limit_mb, t_launch: float, t_end: float, log_tail: str,
-                 hang_s: float | None = None) -> dict:
+                 hang_s: float | None = None, contended_pct: float = hostload.CONTENDED_PCT) -> dict:
     capped = bool(memory_limit_mb) and not mon.over_memory and memcap.ended_by_cap(mon.pid, returncode, log_tail)
     status, reason = status_of(events, returncode, ended=ended, over_memory=mon.over_memory, hang_s=hang_s,
                                capped=capped)
@@ -345,7 +351,7 @@ def build_record(point: dict, events: list[dict], mon: Monitor, returncode: int,
     spans = phases(events)
     shape = tuple(point.get("input_shape") or _input_shape(point))
     record = {k: point.get(k) for k in POINT_FIELDS}
-    record["cross_apply"] = sweep.reading(point)  # None: the framework's own defaults
+    record["cross_apply"] = presets.reading(point)  # None: the framework's own defaults
     record["lr_policy"] = point.get("lr_policy", {}).get("name")
     record["lr_policy_json"] = json.dumps(point.get("lr_policy", {}), sort_keys=True)
     record["input_json"] = json.dumps(point.get("input", {}), sort_keys=True)
@@ -381,6 +387,11 @@ def build_record(point: dict, events: list[dict], mon: Monitor, returncode: int,
     record["wall_time_s"] = t_end - t_launch
     record.update(resource_summary(mon.samples, spans))
     record["monitor_cpu_s"] = mon.own_cpu_s
+    # ---- Outside load (dlbench.hostload): others' CPU over the train phase, the load average when it began,
+    # and whether others used more than contended_pct of a core. The monitor's and the runner's own are not others'.
+    record.update(hostload.summary(mon.samples, [phase_of(s["t"], spans) == "train" for s in mon.samples],
+                                   contended_pct))
+    # ---- end of outside load
     record["framework_version"] = info.get("framework_version")
     record["framework_numpy_version"] = info.get("numpy_version")
     record["framework_python_version"] = info.get("python_version")

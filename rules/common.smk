@@ -124,6 +124,8 @@ RUNNER_OPTIONS = {
     "measure_lock": MEASURE_LOCK,
     "gpu_per_device": CFG["measurement"]["gpu"] == "per_device",
     "lock_timeout_s": CFG["measurement"]["lock_timeout_s"],
+    "contended_pct": CFG["measurement"]["contended_pct"],
+    "quiet_wait_s": CFG["measurement"]["quiet_wait_s"],
 }
 
 
