@@ -146,8 +146,13 @@ def adapter_digest(framework: str, package: Path = PACKAGE) -> str:
     return files_digest(framework_files(framework, package), package)
 
 
+def caffe_data_files(package: Path = PACKAGE) -> list[Path]:
+    """The files Caffe's data preparation depends on: the modules dlbench.frameworks.caffe_data imports, their data."""
+    modules = closure((CAFFE_DATA,), package)
+    return sorted({module_file(m, package) for m in modules} | data_files(modules, package))
+
+
 @functools.cache
 def caffe_data_digest(package: Path = PACKAGE) -> str:
     """The digest of the code that writes Caffe's HDF5 input (rules/data.smk, rule caffe_data)."""
-    modules = closure((CAFFE_DATA,), package)
-    return files_digest({module_file(m, package) for m in modules} | data_files(modules, package), package)
+    return files_digest(caffe_data_files(package), package)

@@ -116,6 +116,25 @@ def test_changing_one_adapter_reruns_that_frameworks_points_only(workflow_copy):
 
 
 @pytest.mark.slow
+def test_a_change_in_shared_trainer_code_reruns_the_points_that_import_it_and_charts_code_none(workflow_copy):
+    """initialisers.py draws every framework's initial weights: a change there reruns every point (the old hand
+    list of trainer files missed it). charts.py is no training job's code: a change there reruns none."""
+    def trains_after_editing(rel: str) -> list[dict]:
+        path = workflow_copy / "dlbench" / rel
+        original = path.read_text()
+        path.write_text(original + "\n# a changed line\n")
+        try:
+            return [wc for rule, wc in planned_jobs(workflow_copy) if rule == "train"]
+        finally:
+            path.write_text(original)
+
+    assert trains_after_editing("charts.py") == []
+    trains = trains_after_editing("initialisers.py")
+    assert len(trains) == 4 and {wc["framework"] for wc in trains} == {"pytorch", "tensorflow"}
+    assert planned_jobs(workflow_copy) == []  # the original file back: nothing to do again
+
+
+@pytest.mark.slow
 def test_a_bad_config_stops_before_any_job_with_one_line(workflow_copy):
     write_config(workflow_copy, {**TINY, "sweep": {**TINY["sweep"], "batchsize": [3]}})
     try:
