@@ -26,7 +26,8 @@ def _use_own_package():
 
 _use_own_package()
 
-from dlbench import chartlist, cluster, config as dlconfig, envs, locks, sweep  # noqa: E402
+from dlbench import chartlist, cluster, config as dlconfig, envs, sweep  # noqa: E402
+from dlbench import locks  # noqa: E402
 from dlbench.codedigest import adapter_digest, caffe_data_digest  # noqa: E402
 from dlbench.datasets.catalog import INFO as DATASETS  # noqa: E402
 from dlbench.frameworks import caffe_data, registry  # noqa: E402
