@@ -16,7 +16,7 @@ from pathlib import Path
 
 import psutil
 
-from dlbench import envs, machine
+from dlbench import envs, hostload, machine
 from dlbench.datasets import prepare
 from dlbench.frameworks import registry
 from dlbench.paths import ROOT
@@ -72,9 +72,8 @@ def wait_quiet(timeout_s: float = 900.0) -> float:
 
 
 def _busy_cpu_s() -> float:
-    """CPU seconds the whole machine has spent busy (everything but idle and iowait)."""
-    t = psutil.cpu_times()
-    return sum(t) - t.idle - getattr(t, "iowait", 0.0) - getattr(t, "guest", 0.0) - getattr(t, "guest_nice", 0.0)
+    """CPU seconds the whole machine has spent busy (everything but idle and iowait; dlbench.hostload)."""
+    return hostload.read_busy_s() or 0.0
 
 
 def _own_cpu_s() -> float:
