@@ -134,6 +134,58 @@ def test_a_change_in_shared_trainer_code_reruns_the_points_that_import_it_and_ch
     assert planned_jobs(workflow_copy) == []  # the original file back: nothing to do again
 
 
+# A point's measurement on the node, as the runner holds it, until its stdin closes; prints when it let go.
+HOLD_MEASUREMENT = """
+import sys, time
+from dlbench.locks import measuring
+with measuring(sys.argv[1], None, per_device=False):
+    print("held", flush=True)
+    sys.stdin.readline()
+    released = time.time()
+print(released, flush=True)
+"""
+
+
+@pytest.mark.slow
+def test_the_aggregation_waits_for_a_measurement_on_its_node(workflow_copy, tmp_path):
+    """Through Snakemake: with a measurement holding the config's lock file, the aggregation job (heavy work) starts
+    only once the measurement ends, and its log says how long it waited."""
+    import time
+
+    lock = tmp_path / "node.lock"
+    write_config(workflow_copy, {**TINY, "measurement": {"lock_file": str(lock)}})
+    holder = subprocess.Popen([sys.executable, "-c", HOLD_MEASUREMENT, str(lock)], cwd=ROOT, stdin=subprocess.PIPE,
+                              stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        # mtime only: the new lock file is a runner option, which would rerun the points as a changed parameter.
+        run = subprocess.Popen([sys.executable, "-m", "snakemake", "--cores", "2", "--configfile", "tiny.yaml",
+                                "--rerun-triggers", "mtime", "--forcerun", "aggregate"], cwd=workflow_copy,
+                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        # The kernel lists a process blocked on an flock in /proc/locks ("->"): the aggregation waits on the lock.
+        inode = f":{lock.stat().st_ino} "
+        deadline = time.monotonic() + 300
+        while time.monotonic() < deadline and run.poll() is None:
+            if any(line.split()[1] == "->" and inode in line for line in open("/proc/locks") if len(line.split()) > 1):
+                break
+            time.sleep(0.2)
+        time.sleep(2.0)  # it stays waiting while the measurement goes on
+        assert run.poll() is None
+        holder.stdin.close()
+        released = float(holder.stdout.readline())
+        out = run.communicate(timeout=600)[0]
+    finally:
+        holder.kill()
+        holder.wait()
+        write_config(workflow_copy, TINY)
+    assert run.returncode == 0, out[-3000:]
+    assert "rule train" not in out and "rule aggregate" in out
+    assert (workflow_copy / "results/runs.parquet").stat().st_mtime >= released
+    log = (workflow_copy / "logs/aggregate.log").read_text()
+    waited = re.findall(r"dlbench: the aggregation waited ([0-9.]+) s", log)
+    assert waited and float(waited[-1]) >= 2.0, (log, out[-3000:])
+
+
 @pytest.mark.slow
 def test_a_bad_config_stops_before_any_job_with_one_line(workflow_copy):
     write_config(workflow_copy, {**TINY, "sweep": {**TINY["sweep"], "batchsize": [3]}})
