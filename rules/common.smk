@@ -245,8 +245,11 @@ def caffe_input_settings(wildcards):
 
 
 def peak_bf16_env(wildcards):
-    """The PyTorch environment, where the study has bf16 points: it measures the bfloat16 peak (numpy has none)."""
-    if USE_CONDA or not any(p.get("precision") == "bf16" for p in POINTS.values()):
+    """The PyTorch environment, where the study has bf16 CPU points: it measures the bfloat16 peak (numpy has
+    none). The peaks are CPU yardsticks: GPU points are not taken against them."""
+    if USE_CONDA or not any(
+        p.get("precision") == "bf16" and p["device"] == "cpu" for p in POINTS.values()
+    ):
         return []
     return ["resources/envs/pytorch.json"]
 

@@ -13,9 +13,11 @@ and Adam of a zero with a zero gradient are zero), and even if one moved it coul
 
 `compile: compiled`: the training step's forward pass and loss go through torch.compile (the default
 inductor back end: C++ kernels compiled with the machine's g++), and so does their backward pass
-(AOTAutograd); the optimizer's update runs as in eager mode. The `compile` phase runs that function
-once, forward and backward, on the first batch without updating anything (the random state put back),
-so that the compilation is timed apart from the training. Testing runs the same module eagerly.
+(AOTAutograd); the optimizer's update runs as in eager mode. The `compile` phase runs one step on the
+first batch, forward, backward and the optimizer at learning rate 0, then puts back the optimizer's
+state and the random state, so that nothing is updated and the compilation is timed apart from the
+training. A GPU point takes that step in eager mode too (base.warms_up). Testing runs the same module
+eagerly.
 `precision: bf16`: the forward passes run under torch.autocast with bfloat16 (convolutions and
 matrix products in bfloat16, oneDNN's native kernels where the CPU has AVX-512 BF16 or AMX); the
 parameters, gradients and optimizer stay float32, and the loss is taken on float32 logits.
@@ -31,7 +33,14 @@ import torch.nn.functional as F
 from torch import nn
 
 from dlbench import initialisers, models
-from dlbench.frameworks.base import SteppedAdapter, Unavailable, ema_rate, initial_weights, parameter_groups
+from dlbench.frameworks.base import (
+    SteppedAdapter,
+    Unavailable,
+    ema_rate,
+    initial_weights,
+    parameter_groups,
+    warms_up,
+)
 
 
 class MaskedConv2d(nn.Conv2d):
@@ -210,18 +219,30 @@ class TorchAdapter(SteppedAdapter):
         self.loss_fn = self._loss
 
     def compile(self) -> None:
-        if not self.compiled:
-            return
-        self.loss_fn = torch.compile(self._loss)
-        # One forward and backward pass compiles both; nothing is updated and the random state is put back.
-        rng = torch.get_rng_state()
-        idx = torch.arange(self.point["batch_size"], device=self.device) % len(self.train_y)
-        with self._autocast():
-            loss = self.loss_fn(self.train_x[idx], self.train_y[idx])
-        loss.backward()
-        self.opt.zero_grad(set_to_none=True)
-        self.sync()
-        torch.set_rng_state(rng)
+        if self.compiled:
+            self.loss_fn = torch.compile(self._loss)
+        if self.compiled or warms_up(self.point):
+            self._untimed_step()
+
+    def _untimed_step(self) -> None:
+        """One step that changes nothing: it compiles the step of a compiled point and pays a GPU's one-time
+        costs. At learning rate 0 the optimizer leaves every weight as it is (its update is scaled by it);
+        its state (momentum, Adam's moments), the gradients and the random state are then put back."""
+        cuda = [self.device.index or 0] if self.device.type == "cuda" else []
+        with torch.random.fork_rng(devices=cuda):
+            idx = torch.arange(self.point["batch_size"], device=self.device) % len(self.train_y)
+            with self._autocast():
+                loss = self.loss_fn(self.train_x[idx], self.train_y[idx])
+            loss.backward()
+            rates = [group["lr"] for group in self.opt.param_groups]
+            for group in self.opt.param_groups:
+                group["lr"] = 0.0
+            self.opt.step()
+            for group, rate in zip(self.opt.param_groups, rates):
+                group["lr"] = rate
+            self.opt.zero_grad(set_to_none=True)
+            self.opt.state.clear()
+            self.sync()
 
     def train_step(self, batch: np.ndarray, lr: float) -> None:
         idx = torch.from_numpy(batch).to(self.device, non_blocking=True)

@@ -27,7 +27,7 @@ import numpy as np
 import tensorflow as tf
 
 from dlbench import initialisers, models
-from dlbench.frameworks.base import SteppedAdapter, Unavailable, initial_weights, parameter_groups
+from dlbench.frameworks.base import SteppedAdapter, Unavailable, initial_weights, parameter_groups, warms_up
 
 keras = tf.keras
 
@@ -265,7 +265,9 @@ class TFAdapter(SteppedAdapter):
         # Trace both functions now, so tracing is reported as compile time, not training time.
         self.step.get_concrete_function()
         self.eval_batch.get_concrete_function()
-        if self.xla:  # XLA compiles at the first call: make it, then put back every variable the step moved
+        # XLA compiles at the first call, and a GPU's first step pays one-time costs (cuDNN handles, kernel
+        # loading): take it now, then put back every variable the step moved.
+        if self.xla or warms_up(self.point):
             variables = [*self.model.variables, *(v for opt in self.opts.values() for v in opt.variables),
                          *(self.ema or []), *([self.ema_updates] if self.ema is not None else [])]
             kept = [v.numpy() for v in variables]
