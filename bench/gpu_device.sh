@@ -81,7 +81,7 @@ fi
 export PYTHONPATH="$REPO:$SITE${PYTHONPATH:+:$PYTHONPATH}"
 if ! failures="$("$PYTHON" "$REPO/bench/gpu_wheels.py" imports 2>&1)"; then
     echo "gpu_device.sh: $PYTHON cannot import what the workflow needs (fill $WHEELS as this script's header says, then --preflight):" >&2
-    printf '  %s\n' "$failures" >&2
+    sed 's/^/  /' <<<"$failures" >&2
     exit 2
 fi
 
