@@ -135,11 +135,12 @@ def verdicts(points: list[dict], found: list[tuple[dict | None, str]], snakemake
                + "; ".join([f"{_name(r)} {r.get('status')}" for r in bad]
                            + [f"{_name(p)} never ran" for p in missing]))
     ran = [r for r, _ in found if r is not None and r.get("status") == "ok"]
-    asked = [r for r in ran if r.get("compile") == "compiled" and r["framework"] == "pytorch"]
-    wrong = [r for r in asked if "torch.compile" not in str(r.get("compile_in_effect"))]
-    wrong += [r for r in ran if r.get("precision") == "bf16" and not str(r.get("precision_in_effect")).startswith(
-        ("bfloat16", "torch.bfloat16"))]
-    out.append(("ok: " if not wrong else "FAILED: ") + "compile and precision ran as asked"
+    compiled = [r for r in ran if r.get("compile") == "compiled" and r["framework"] == "pytorch"]
+    bf16 = [r for r in ran if r.get("precision") == "bf16"]
+    wrong = [r for r in compiled if "torch.compile" not in str(r.get("compile_in_effect"))]
+    wrong += [r for r in bf16 if not str(r.get("precision_in_effect")).startswith("bfloat16")]
+    out.append(("ok: " if not wrong else "FAILED: ") + f"compile and precision ran as asked ({len(compiled)} "
+               f"PyTorch compiled, {len(bf16)} bf16 points)"
                + "".join(f"; {_name(r)}: {r.get('compile_in_effect')}, {r.get('precision_in_effect')}" for r in wrong))
     if gpu:
         gpu_ran = [r for r in ran if r.get("device") == "gpu"]
