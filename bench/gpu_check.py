@@ -61,7 +61,7 @@ def study(device: str, sites: dict[str, str], threads: int) -> dict:
     """The check's study: each framework on the digits at batch sizes 64 and 512 on `device`, one CPU point each,
     and the paths no GPU point had taken: PyTorch compiled in bf16, JAX in bf16."""
     env = os.environ
-    gpu_iterations, cpu_iterations = int(env.get("GPU_CHECK_ITERATIONS", 30000)), int(
+    gpu_iterations, cpu_iterations = int(env.get("GPU_CHECK_ITERATIONS", 20000)), int(
         env.get("GPU_CHECK_CPU_ITERATIONS", 2000))
     studies = {"accelerator": {"sweep": {"device": [device], "batch_size": [64, 512]}},
                "cpu": {"sweep": {"device": ["cpu"], "batch_size": [64], "iterations": [cpu_iterations]}}}
@@ -79,10 +79,10 @@ def study(device: str, sites: dict[str, str], threads: int) -> dict:
         "monitor": {"interval_s": 0.1},
         # Bounded: a point that hangs or runs on is ended and recorded, and the others still run.
         "limits": {"time_s": float(env.get("GPU_CHECK_POINT_S", 150)),
-                   "hang_s": float(env.get("GPU_CHECK_HANG_S", 120))},
+                   "hang_s": float(env.get("GPU_CHECK_HANG_S", 100))},
         # GPU points hold the one GPU's lock with the node lock shared; the CPU points wait for the node lock alone.
         "measurement": {"gpu": "per_device", "lock_file": env.get("GPU_CHECK_LOCK_FILE", "/tmp/dlbench-measure.lock"),
-                        "lock_timeout_s": float(env.get("GPU_CHECK_LOCK_S", 300))},
+                        "lock_timeout_s": float(env.get("GPU_CHECK_LOCK_S", 240))},
         "envs": {"site": sites},
     }
 

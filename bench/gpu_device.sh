@@ -7,17 +7,17 @@
 #   bash bench/gpu_device.sh --rehearse    anywhere else: the same steps with CPU points, to check the script
 #
 # What travels: the checkout (tracked and untracked-not-ignored files) and bench/gpu_wheels/, which is
-# git-ignored and so is copied only when the call names it (carry ["bench/gpu_wheels"]). Fill it where pip
-# reaches the package index, from the repository root (about 12 MiB: Snakemake and jsonschema with what
-# they need that the GPU machine lacks, for CPython 3.12 on x86-64), then check it:
+# git-ignored and so is copied only when the copy names it. Fill it where pip reaches the package index,
+# from the repository root (about 12 MiB: Snakemake and jsonschema with what they need that the GPU
+# machine lacks, for CPython 3.12 on x86-64), then check it:
 #   python3 -m pip download --no-deps --only-binary=:all: --python-version 3.12 --implementation cp \
 #     --platform manylinux_2_28_x86_64 --platform manylinux_2_27_x86_64 --platform manylinux_2_17_x86_64 \
 #     --platform manylinux2014_x86_64 --platform manylinux1_x86_64 -d bench/gpu_wheels -r bench/gpu_wheels.txt
 #   python3 -m pip wheel --no-deps -w bench/gpu_wheels connection-pool==0.0.3
-#   PYTHON=.venv/bin/python bash bench/gpu_device.sh --preflight
-# The one call on the GPU machine: command `bash bench/gpu_device.sh`, carry ["bench/gpu_wheels"], timeout_s
-# 330 (the script ends itself by GPU_CHECK_TIME_S=300 s, its summary written); a second try, should the first
-# fail, fits the rest of a 15-minute lease with GPU_CHECK_TIME_S=240 and timeout_s 270.
+#   bash bench/gpu_device.sh --preflight
+# On the GPU machine, one command: copy the checkout with bench/gpu_wheels/ named besides it, run
+# `bash bench/gpu_device.sh` from its root, and bound the command at 270 s. The script ends itself within
+# GPU_CHECK_TIME_S (240 s), its summary written, so two tries and two machine starts fit 15 minutes.
 #
 # 1. Where no NVIDIA GPU is visible it stops at once with one line (exit 2), unless --rehearse.
 # 2. It unpacks each wheel of bench/gpu_wheels/ whose package $PYTHON lacks at that version into a
@@ -36,9 +36,10 @@
 #    finished and every verdict holds; 1 otherwise.
 #
 # Variables: PYTHON (default python3) runs the workflow; SITE_PYTHON (default $PYTHON) the frameworks;
-# GPU_WHEELS (default bench/gpu_wheels) the wheel folder; GPU_CHECK_TIME_S (default 300) the whole run;
-# GPU_CHECK_ITERATIONS (default 30000) the GPU points' length, GPU_CHECK_CPU_ITERATIONS (2000) the CPU
-# points'; GPU_CHECK_POINT_S (150) and GPU_CHECK_HANG_S (120) each point's limits.
+# GPU_WHEELS (default bench/gpu_wheels) the wheel folder; GPU_CHECK_TIME_S (default 240) the whole run;
+# GPU_CHECK_ITERATIONS (default 20000) the GPU points' length, GPU_CHECK_CPU_ITERATIONS (2000) the CPU
+# points'; GPU_CHECK_POINT_S (150) and GPU_CHECK_HANG_S (100) each point's limits; GPU_CHECK_NEW_PATHS=0
+# leaves out the compiled and bf16 points (a rehearsal on a CPU without bfloat16 instructions).
 set -euo pipefail
 
 mode=check
@@ -61,7 +62,7 @@ if [[ $mode == check ]] && ! compgen -G "/dev/nvidia[0-9]*" >/dev/null &&
 fi
 
 T0=$(date +%s)
-BUDGET_S="${GPU_CHECK_TIME_S:-300}"
+BUDGET_S="${GPU_CHECK_TIME_S:-240}"
 RESERVE_S=20 # kept for Snakemake's jobs to record their cancelled points, and for the summary
 command -v "$PYTHON" >/dev/null ||
     { echo "gpu_device.sh: no Python '$PYTHON' here; set PYTHON (and SITE_PYTHON) to the machine's own" >&2; exit 2; }

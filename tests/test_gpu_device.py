@@ -217,9 +217,9 @@ def test_the_study_takes_the_paths_no_gpu_point_has_taken(tmp_path, monkeypatch)
     assert {(fw, "cpu", 64) for fw in ("pytorch", "jax")} <= {k[:3] for k in kinds}
     assert {(fw, "gpu", bs) for fw in ("pytorch", "jax") for bs in (64, 512)} <= {k[:3] for k in kinds}
     gpu_points = [p for p in points if p["device"] == "gpu"]
-    assert len(points) == 8 and all(p["iterations"] == 30000 for p in gpu_points)
+    assert len(points) == 8 and all(p["iterations"] == 20000 for p in gpu_points)
     cfg = json.loads(path.read_text())
-    assert cfg["limits"] == {"time_s": 150.0, "hang_s": 120.0}
+    assert cfg["limits"] == {"time_s": 150.0, "hang_s": 100.0}
     assert cfg["measurement"]["gpu"] == "per_device" and cfg["measurement"]["lock_timeout_s"] > 0
 
 
