@@ -266,7 +266,7 @@ def test_the_rehearsal_runs_the_workflow_on_cpu_points_and_writes_every_file(env
     proc = script("--rehearse", timeout=900, env={
         "SITE_PYTHON": env_python("pytorch"), "OUT": str(out), "TMPDIR": str(tmp_path),
         "GPU_WHEELS": str(tmp_path / "no-wheels"), "GPU_CHECK_NEW_PATHS": "0", "GPU_CHECK_ITERATIONS": "30",
-        "GPU_CHECK_CPU_ITERATIONS": "30", "GPU_CHECK_TIME_S": "800"})
+        "GPU_CHECK_CPU_ITERATIONS": "30", "GPU_CHECK_TIME_S": "800", "GPU_CHECK_POINT_S": "600"})
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     assert sorted(p.name for p in out.iterdir()) == ["findings.md", "records.json", "runs.parquet",
                                                       "samples.parquet", "snakemake.log", "summary.txt"]
