@@ -18,8 +18,9 @@ import psutil
 from dlbench import hostload
 from dlbench.procs import kill_tree
 
-SAMPLE_FIELDS = ("t", "cpu_pct", "rss_mb", "threads", "processes",
-                 "gpu_util_pct", "gpu_mem_mb", "gpu_power_w", "gpu_energy_j",
+# gpu_energy_j: the device's energy since the monitor opened it (NVML's counter)
+GPU_SAMPLE_FIELDS = ("gpu_util_pct", "gpu_mem_mb", "gpu_power_w", "gpu_energy_j")
+SAMPLE_FIELDS = ("t", "cpu_pct", "rss_mb", "threads", "processes", *GPU_SAMPLE_FIELDS,
                  "host_cpu_other_pct", "host_load_1m")  # outside load (dlbench.hostload)
 
 

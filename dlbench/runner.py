@@ -26,7 +26,7 @@ from dlbench import hostload, initialisers, inputs, machine, memcap, models, pre
 from dlbench.atomic import write_json
 from dlbench.frameworks import base, registry
 from dlbench.locks import LockTimeout, measuring
-from dlbench.monitor import SAMPLE_FIELDS, Monitor, idle_gpu, nvml_index
+from dlbench.monitor import GPU_SAMPLE_FIELDS, SAMPLE_FIELDS, Monitor, idle_gpu, nvml_index
 from dlbench.procs import die_with_parent, kill_tree, owner_tag, remove_dead_leftovers
 
 REPO = Path(__file__).resolve().parent.parent
@@ -306,9 +306,6 @@ def resource_summary(samples: list[dict], spans: list[tuple[str, float, float]],
     if gpu_idle or any(key in s for s in samples for key in GPU_SAMPLE_FIELDS):
         out.update(gpu_summary(samples, train, spans, gpu_idle or {}))
     return out
-
-
-GPU_SAMPLE_FIELDS = ("gpu_util_pct", "gpu_mem_mb", "gpu_power_w", "gpu_energy_j")
 
 
 def gpu_summary(samples: list[dict], train: list[dict], spans: list[tuple[str, float, float]], idle: dict) -> dict:
