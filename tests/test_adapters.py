@@ -197,3 +197,34 @@ def test_compile_and_precision_run_as_asked_and_are_recorded(train, framework):
     # the first training step of a compiled point is no slower than its later ones: the compilation came before
     first = [e for e in _events(compiled) if e["e"] == "step"][:3]
     assert first[0]["train_time_s"] < 0.25 * compiled["train_time_s"] + 0.1
+
+
+@pytest.mark.slow
+def test_adam_steps_alike_in_pytorch_and_tensorflows_fused_kernel(train):
+    """TensorFlow's update is its fused ResourceApplyAdam (the kernel tf.compat.v1's AdamOptimizer runs), PyTorch's
+    its own Adam: from the same weights and batches, 30 steps of Caffe's LeNet with Adam at 1e-3 end at the same
+    test loss to float32 rounding, and the loss moved from the first steps' (the update ran)."""
+    adam = {"optimizer": "adam", "learning_rate": 1e-3, "momentum": 0.0, "weight_decay": 5e-4}
+    runs = {fw: train(fw, "caffe", update=adam, iterations=30, batch_size=32, threads=1)
+            for fw in ("pytorch", "tensorflow")}
+    for r in runs.values():
+        assert r["status"] == "ok", r.get("log_tail")
+    losses = [r["test_loss"] for r in runs.values()]
+    assert _spread(losses) < 2e-3, losses
+    first = [e["loss"] for e in _events(runs["tensorflow"]) if e["e"] == "step"][0]
+    assert runs["tensorflow"]["final_loss"] < 0.7 * first
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("framework", ["pytorch", "tensorflow", "theano"])
+def test_fp64_trains_in_float64_and_says_so(train, framework):
+    """`precision: fp64` (Theano's own floatX default, Torch7's default tensor type): the record says float64, and
+    the same point's test loss is within float32 rounding of its fp32 run's but not equal to it (it did run)."""
+    sweep = dict(iterations=30, batch_size=32, threads=1)
+    fp32, fp64 = train(framework, "caffe", **sweep), train(framework, "caffe", precision="fp64", **sweep)
+    for r in (fp32, fp64):
+        assert r["status"] == "ok", r.get("log_tail")
+    assert fp64["precision"] == "fp64" and fp64["precision_in_effect"].startswith("float64")
+    assert fp32["precision_in_effect"].startswith("float32")
+    assert fp64["test_loss"] != fp32["test_loss"]
+    assert abs(fp64["test_loss"] - fp32["test_loss"]) < 1e-2 * fp32["test_loss"]
