@@ -173,10 +173,10 @@ class TorchAdapter(SteppedAdapter):
         return contextlib.nullcontext()
 
     def _precision_in_effect(self) -> str:
-        """What a matrix product computes in under this point's autocast, on float32 parameters."""
+        """What a matrix product computes in under this point's autocast, on parameters of its dtype."""
         weight = torch.ones(2, 2, device=self.device, dtype=self.dtype)
         with self._autocast():
-            computed = F.linear(torch.ones(1, 2, device=self.device), weight).dtype
+            computed = F.linear(torch.ones(1, 2, device=self.device, dtype=self.dtype), weight).dtype
         return f"{str(computed).removeprefix('torch.')} compute, {str(weight.dtype).removeprefix('torch.')} weights"
 
     def _loss(self, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
