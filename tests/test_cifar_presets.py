@@ -34,7 +34,7 @@ pytestmark = pytest.mark.slow
 TRAIN_PER_BATCH, TEST_IMAGES = 200, 200
 LABEL = "Fashion-MNIST padded to 32x32 and coloured by class (tests/test_cifar_presets.py)"
 # Iterations per framework: enough for the loss to fall at its preset's batch size, a few minutes in all on 2 cores.
-ITERATIONS = {"tensorflow": 40, "caffe": 100, "pytorch": 400, "theano": 100}
+ITERATIONS = {"tensorflow": 40, "caffe": 40, "pytorch": 150, "theano": 100}
 
 
 def coloured_fashion_mnist(images: np.ndarray, labels: np.ndarray) -> np.ndarray:
