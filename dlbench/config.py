@@ -198,6 +198,10 @@ def validate(raw: dict[str, Any], *, local_cores: int | None = None,
         if not os.path.exists(os.path.expanduser(where)):
             raise ConfigError(f"data.{name}: {where} does not exist; give the folder or archive "
                               f"holding the {name} files, or remove the key to download them")
+    for name in cfg["data_test_copy"]:
+        if name not in cfg["data"]:
+            raise ConfigError(f"data_test_copy.{name}: no data.{name} to take the test copy from; give its folder "
+                              f"as data.{name}, or remove the key")
     return cfg
 
 

@@ -182,6 +182,7 @@ def _run_point(point: dict, dataset_dir: str | Path, out_dir: str | Path, *, pyt
     record["env_key"] = env.get("key")
     record["env_python"] = python or sys.executable
     record["dataset_dir"] = str(dataset_dir)
+    record.update(dataset_provenance(dataset_dir))
     _write_table(work / "curve.csv", CURVE_FIELDS, curve_rows(events, t_launch))
     _write_table(work / "samples.csv", ("phase",) + SAMPLE_FIELDS, sample_rows(mon.samples, events, t_launch))
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -470,6 +471,16 @@ def build_record(point: dict, events: list[dict], mon: Monitor, returncode: int,
         tb = next((e["text"] for e in events if e["e"] == "traceback"), "")
         record["log_tail"] = (tb + "\n" + log_tail)[-3000:]
     return record
+
+
+def dataset_provenance(dataset_dir: Path) -> dict:
+    """Where the prepared dataset came from (its meta.json): `dataset_source`, and `dataset_test_copy`, what a test
+    copy is (config `data_test_copy`), None for the published data."""
+    try:
+        meta = json.loads((Path(dataset_dir) / "meta.json").read_text())
+    except (OSError, ValueError):
+        return {"dataset_source": None, "dataset_test_copy": None}
+    return {"dataset_source": meta.get("source"), "dataset_test_copy": meta.get("test_copy")}
 
 
 def merged_info(events: list[dict]) -> dict:

@@ -181,6 +181,11 @@ def local_copy(wildcards):
     return CFG["data"].get(wildcards.dataset, "")
 
 
+def test_copy(wildcards):
+    """What a test copy of a dataset is (config `data_test_copy:`), or nothing: a copy checked by its digest."""
+    return CFG["data_test_copy"].get(wildcards.dataset, "")
+
+
 def per_point(value_of):
     """What the train rule gets for value_of(point). A plain value when every point has the same one
     (Snakemake then applies no function per job: at 20,000 points each function costs seconds), else a

@@ -13,6 +13,7 @@ rule prepare_dataset:
     params:
         folder="resources/datasets/{dataset}",
         local=local_copy,
+        test_copy=test_copy,
     script:
         "../workflow/scripts/prepare_dataset.py"
 
