@@ -22,7 +22,7 @@ import sys
 import time
 from pathlib import Path
 
-from dlbench import hostload, initialisers, inputs, machine, memcap, models, presets, records
+from dlbench import hostload, identity, initialisers, inputs, machine, memcap, models, presets, provenance, records
 from dlbench.atomic import write_json
 from dlbench.frameworks import base, registry
 from dlbench.locks import LockTimeout, measuring
@@ -398,6 +398,7 @@ def build_record(point: dict, events: list[dict], mon: Monitor, returncode: int,
     shape = tuple(point.get("input_shape") or _input_shape(point))
     record = {k: point.get(k) for k in POINT_FIELDS}
     record["cross_apply"] = presets.reading(point)  # None: the framework's own defaults
+    record["setting_id"] = identity.setting_id(point)  # shared by the point's repeats, on any machine (compare)
     record["lr_policy"] = point.get("lr_policy", {}).get("name")
     record["lr_policy_json"] = json.dumps(point.get("lr_policy", {}), sort_keys=True)
     record["input_json"] = json.dumps(point.get("input", {}), sort_keys=True)
@@ -467,6 +468,7 @@ def build_record(point: dict, events: list[dict], mon: Monitor, returncode: int,
     record["oom_by"] = "monitor" if mon.over_memory else "cap" if capped else None
     record["hang_limit_s"] = hang_s
     record.update(machine.host())
+    record.update(provenance.dlbench_build())
     if status != "ok":
         tb = next((e["text"] for e in events if e["e"] == "traceback"), "")
         record["log_tail"] = (tb + "\n" + log_tail)[-3000:]

@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import hashlib
 import itertools
-import json
 import math
 import re
 from typing import NamedTuple
@@ -12,6 +10,7 @@ from typing import NamedTuple
 from dlbench import initialisers, models, presets
 from dlbench.datasets import catalog
 from dlbench.frameworks import registry
+from dlbench.identity import digest, setting_id
 
 # Sweep axes that override a preset's value, in the order they appear in ids.
 OVERRIDABLE = ("optimizer", "momentum", "weight_decay", "learning_rate", "batch_size", "epochs", "iterations")
@@ -31,10 +30,6 @@ def _scaled(value: float, scale: float, *, whole: bool) -> float | int:
         return value
     scaled = value * scale
     return max(1, round(scaled)) if whole else max(scaled, 1e-3)
-
-
-def digest(obj) -> str:
-    return hashlib.sha256(json.dumps(obj, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
 
 
 def point_id(p: dict) -> str:
@@ -98,7 +93,7 @@ def plan(cfg: dict) -> Plan:
             points.setdefault(p["id"], p)
             membership.setdefault(p["id"], []).append(name)
             if sub.get("tune"):
-                grid = f"{name}:" + digest({k: v for k, v in base.items() if k not in ("id", "repeat", "seed")})[:10]
+                grid = f"{name}:" + setting_id(base)
                 tuning.setdefault(p["id"], {"tuning_grid": grid, "tuning_is_default": p["id"] == base["id"]})
     return Plan(list(points.values()), membership, tuning)
 
