@@ -25,6 +25,7 @@ include: "rules/envs.smk"
 include: "rules/train.smk"
 include: "rules/aggregate.smk"
 include: "rules/report.smk"
+include: "rules/compare.smk"
 
 
 rule all:
@@ -35,3 +36,4 @@ rule all:
         "results/samples.parquet",
         CHART_FILES,
         "results/findings.md",
+        COMPARE_FILES,

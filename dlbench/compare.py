@@ -45,6 +45,8 @@ MACHINE_FACTS = ["host", "cpu_model", "cpu_cores_logical", "cpu_cores_usable", "
                  "dlbench_dirty"]
 FRAMEWORK_FACTS = ["env_name", "env_kind", "env_key", "framework_version", "framework_numpy_version",
                    "framework_python_version", "cuda_version", "cudnn_version", "blas"]
+# What a comparison writes into its folder.
+OUTPUTS = ("comparison.parquet", "comparison.md", "comparison_ratios.html", "comparison_ratios.svg")
 # Settings listed in comparison.md at most; the parquet holds every one.
 MD_ROWS = 200
 
@@ -54,6 +56,19 @@ class CompareError(ValueError):
 
 
 # ---------------------------------------------------------------------------------------------- reading
+
+
+def baseline_runs(path: str | Path, own: str | Path = "results/runs.parquet") -> str:
+    """The runs.parquet of a config's `compare.baseline` (the file, or in the folder or its results/)."""
+    path = Path(path).expanduser()
+    found = next((c for c in (path, path / "runs.parquet", path / "results" / "runs.parquet")
+                  if c.is_file() and c.suffix == ".parquet"), None)
+    if found is None:
+        raise CompareError(f"{path} holds no runs.parquet; give a results folder of another run (its aggregation "
+                           "wrote runs.parquet there) or the file itself")
+    if found.resolve() == Path(own).resolve():
+        raise CompareError(f"{path} is this study's own results; give another run's")
+    return str(found)
 
 
 def read_set(path: str | Path) -> pd.DataFrame:
@@ -270,14 +285,15 @@ def write(table: pd.DataFrame, text: str, out_dir: str | Path) -> list[Path]:
     with atomic_path(out / "comparison.md", suffix=".md") as tmp:
         Path(tmp).write_text(text)
     charts.save(chart(table), out / "comparison_ratios")
-    return [out / "comparison.parquet", out / "comparison.md", out / "comparison_ratios.html",
-            out / "comparison_ratios.svg"]
+    return [out / name for name in OUTPUTS]
 
 
-def run(path_a: str | Path, path_b: str | Path, out_dir: str | Path, alpha: float = ALPHA) -> pd.DataFrame:
+def run(path_a: str | Path, path_b: str | Path, out_dir: str | Path, alpha: float = ALPHA,
+        name_b: str | None = None) -> pd.DataFrame:
+    """Compare the result sets at path_a (A) and path_b (B) into out_dir (OUTPUTS)."""
     a, b = read_set(path_a), read_set(path_b)
     table = compare(a, b, alpha)
-    text = markdown(table, differences(a, b), str(path_a), str(path_b), len(a), len(b), alpha)
+    text = markdown(table, differences(a, b), str(path_a), name_b or str(path_b), len(a), len(b), alpha)
     write(table, text, out_dir)
     return table
 

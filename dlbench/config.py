@@ -30,6 +30,8 @@ def load_schema(path: str | os.PathLike = SCHEMA) -> dict:
     # Every compute-library value some framework honours; which framework takes which: check_axes.
     props["sweep"]["properties"]["library"]["items"]["enum"] = list(dict.fromkeys(
         v for f in registry.FRAMEWORKS.values() for v in f.values("library")))
+    for key, values in (("framework", registry.names()), ("dataset", list(catalog.INFO))):
+        schema["$defs"]["point_filter"]["properties"][key]["items"]["enum"] = values
     envs = props["envs"]["properties"]
     envs["site"]["propertyNames"]["enum"] = registry.names()
     envs["site"]["additionalProperties"]["oneOf"][1]["propertyNames"]["enum"] = [

@@ -5,9 +5,10 @@ from __future__ import annotations
 import itertools
 import math
 import re
+from collections.abc import Callable
 from typing import NamedTuple
 
-from dlbench import initialisers, models, presets
+from dlbench import initialisers, models, presets, selection
 from dlbench.datasets import catalog
 from dlbench.frameworks import registry
 from dlbench.identity import digest, setting_id
@@ -69,14 +70,17 @@ def sub_studies(cfg: dict) -> dict[str, dict]:
 
 
 class Plan(NamedTuple):
-    """A study expanded once: its points, the sub-studies of each, and the place of each in a tuning grid."""
+    """A study expanded once: its points, the sub-studies of each, and the place of each in a tuning grid;
+    what its `select` and `exclude` removed (key -> points) of how many points it expanded to."""
 
     points: list[dict]
     membership: dict[str, list[str]]
     tuning: dict[str, dict]
+    removed: dict[str, int] = {}
+    expanded: int = 0
 
 
-def plan(cfg: dict) -> Plan:
+def plan(cfg: dict, status_of: Callable[[dict], str | None] | None = None) -> Plan:
     """Every point of every sub-study (each once, in a stable order), from one expansion of each sub-study.
 
     `membership`: point id -> the sub-studies it belongs to (a point shared by two studies runs once).
@@ -84,6 +88,8 @@ def plan(cfg: dict) -> Plan:
     `tuning_grid`, one grid (its sub-study, and the settings it is tuned around, repeats together);
     `tuning_is_default`, the grid's point with every factor 1, the defaults it is tuned against.
     A point in two grids keeps the first.
+    Then the config's `select` and `exclude` cut the points down (dlbench.selection); status_of gives a point's
+    record status where they name `status` (None: no record).
     """
     points: dict[str, dict] = {}
     membership: dict[str, list[str]] = {}
@@ -95,7 +101,10 @@ def plan(cfg: dict) -> Plan:
             if sub.get("tune"):
                 grid = f"{name}:" + setting_id(base)
                 tuning.setdefault(p["id"], {"tuning_grid": grid, "tuning_is_default": p["id"] == base["id"]})
-    return Plan(list(points.values()), membership, tuning)
+    kept, membership, removed = selection.apply(list(points.values()), membership, cfg, status_of)
+    if removed:  # a grid whose sub-study was left out is no grid
+        tuning = {i: t for i, t in tuning.items() if t["tuning_grid"].split(":")[0] in membership.get(i, [])}
+    return Plan(kept, membership, tuning, removed, len(points))
 
 
 def expand(cfg: dict) -> list[dict]:

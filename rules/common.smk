@@ -28,6 +28,7 @@ _use_own_package()
 
 from dlbench import chartlist, cluster, config as dlconfig, envs, sweep  # noqa: E402
 from dlbench import locks  # noqa: E402
+from dlbench import records, selection  # noqa: E402
 from dlbench.codedigest import adapter_digest, caffe_data_digest  # noqa: E402
 from dlbench.datasets.catalog import INFO as DATASETS  # noqa: E402
 from dlbench.frameworks import caffe_data, registry  # noqa: E402
@@ -63,8 +64,29 @@ if (
             file=sys.stderr,
         )
 
-# The sweep, expanded once: the points, and each one's sub-studies and place in a tuning grid.
-PLAN = sweep.plan(CFG)
+
+def run_dir(p):
+    return f"results/runs/{p['framework']}/{p['dataset']}/{p['id']}"
+
+
+def record_status(p):
+    """The status of a point's existing record (None: none yet), for `select`/`exclude` by status."""
+    return records.status_in(run_dir(p))
+
+
+# The sweep, expanded once (cut down by the config's select and exclude): the points, and each one's
+# sub-studies and place in a tuning grid.
+PLAN = sweep.plan(CFG, record_status)
+if PLAN.removed and workflow.is_main_process:
+    print(
+        selection.describe(PLAN.removed, PLAN.expanded, len(PLAN.points)),
+        file=sys.stderr,
+    )
+# Points chosen by the status of their record have one, which Snakemake takes as done: run them again.
+if "status" in CFG.get("select", {}) and workflow.is_main_process:
+    workflow.dag_settings.forcerun = frozenset(workflow.dag_settings.forcerun) | {
+        f"{run_dir(p)}/metrics.json" for p in PLAN.points if record_status(p)
+    }
 POINTS = {(p["framework"], p["dataset"], p["id"]): p for p in PLAN.points}
 MEMBERSHIP = PLAN.membership
 TUNING = PLAN.tuning
@@ -98,10 +120,6 @@ wildcard_constraints:
     dataset="|".join(DATASETS),
     point=r"[A-Za-z0-9][A-Za-z0-9._-]*",
     input_key="[0-9a-f]{12}",
-
-
-def run_dir(p):
-    return f"results/runs/{p['framework']}/{p['dataset']}/{p['id']}"
 
 
 METRICS = [f"{run_dir(p)}/metrics.json" for p in POINTS.values()]
