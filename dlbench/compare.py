@@ -298,6 +298,43 @@ def run(path_a: str | Path, path_b: str | Path, out_dir: str | Path, alpha: floa
     return table
 
 
+# ---------------------------------------------------------------------------------------------- versions
+
+
+def _version_order(version: str):
+    from packaging.version import InvalidVersion, Version
+
+    try:
+        return (0, Version(version), "")
+    except InvalidVersion:
+        return (1, None, version)
+
+
+def version_section(runs: pd.DataFrame, alpha: float = ALPHA) -> list[str]:
+    """findings.md's lines on what each framework version changed (a study listing several: `versions:`),
+    each version against the one before it, over the settings both ran; none where no study did."""
+    if "version" not in runs or runs["version"].isna().all():
+        return []
+    lines = ["## What the framework version changed", "",
+             f"Each version against the one before it, on the settings both ran ({compare_stats.TEST}, "
+             f"Holm-adjusted per pair of versions, alpha {alpha:g}). A ratio is the newer version's mean over the "
+             "older one's.", ""]
+    versioned = runs[runs["version"].notna()]
+    for framework, group in versioned.groupby("framework"):
+        order = sorted(group["version"].unique(), key=_version_order)
+        for old, new in zip(order, order[1:]):
+            a, b = (group[group["version"] == v].drop(columns=["setting_id", "version"], errors="ignore")
+                    for v in (old, new))
+            table = compare(a, b, alpha)
+            for metric, rows in table.groupby("metric", sort=False):
+                both = rows[rows["ratio"].notna()]
+                counts = ", ".join(f"{n} {verdict}" for verdict, n in rows["verdict"].value_counts().items())
+                median = f"median ratio {both['ratio'].median():.3f}" if len(both) else "no setting ran in both"
+                lines.append(f"- {framework} {new} against {old}, {metric}: {median} over {len(both)} settings; "
+                             f"{counts}")
+    return lines + [""]
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m dlbench.compare", description=__doc__.split("\n")[0])
     parser.add_argument("a", help="result set A (the baseline): a results folder or a runs.parquet")

@@ -50,13 +50,27 @@ class EnvError(RuntimeError):
     """An environment that cannot be built or used; the message says what to do."""
 
 
+# The pins and locks of environments at another framework version (`pytorch@2.12.0`, dlbench.versions).
+VERSIONS = ENVS / "versions"
+
+
+def _folder(env: str) -> Path:
+    return VERSIONS if registry.VERSION_SEP in env else ENVS
+
+
 def pins_file(env: str) -> Path:
-    return ENVS / f"{env}.txt"
+    return _folder(env) / f"{env}.txt"
 
 
 def lock_file(env: str) -> Path:
     """Every package the environment installs, transitive ones included, each with its hashes (`lock`)."""
-    return ENVS / f"{env}.lock"
+    return _folder(env) / f"{env}.lock"
+
+
+def split_version(env: str) -> tuple[str, str | None]:
+    """(`pytorch-cuda`, `2.12.0`) for `pytorch-cuda@2.12.0`; (env, None) for an environment at its pins' version."""
+    base, _, version = env.partition(registry.VERSION_SEP)
+    return base, version or None
 
 
 def recipe_files(env: str) -> list[Path]:
@@ -69,9 +83,9 @@ def recipe_files(env: str) -> list[Path]:
 
 
 def variant_of(env: str) -> str | None:
-    """`cuda` for `pytorch-cuda`; None for a framework's CPU environment."""
+    """`cuda` for `pytorch-cuda` (and `pytorch-cuda@2.12.0`); None for a framework's CPU environment."""
     name = registry.framework_of_env(env).name
-    return env[len(name) + 1:] or None
+    return split_version(env)[0][len(name) + 1:] or None
 
 
 def env_key(env: str) -> str:
@@ -130,7 +144,7 @@ def build(env: str) -> Path:
     A build is heavy work: no point measures on this node while it runs (dlbench.locks.heavy_work); builds of
     other environments run beside it.
     """
-    if env not in registry.env_names():
+    if split_version(env)[0] not in registry.env_names():
         raise EnvError(f"unknown environment {env!r}; known: {', '.join(registry.env_names())}")
     final = env_dir(env)
     if (final / "READY").exists():
@@ -271,7 +285,11 @@ def point_env(cfg: dict, point: dict) -> tuple[str, str | None]:
     opted = {env.split("-", 1)[1] for env in cfg.get("envs", {}).get("opt_in", []) if env.startswith(fw.name + "-")}
     env = fw.env_name(point, tuple(opted | (set(sites) - {registry.PLAIN_VARIANT})))
     variant = env[len(fw.name) + 1:] or registry.PLAIN_VARIANT
-    return env, sites.get(variant)
+    if variant in sites:
+        return env, sites[variant]
+    from dlbench import versions  # (it reads pins with this module's helpers)
+
+    return versions.env_of(env, versions.version_of(cfg, point)), None
 
 
 def site_env(framework: str, env: str, python: str) -> dict:

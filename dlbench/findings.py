@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from dlbench import atomic
+from dlbench import atomic, compare
 from dlbench.datasets import catalog
 from dlbench.frameworks import registry
 from dlbench.tables import (
@@ -755,6 +755,7 @@ def render(runs: pd.DataFrame, curves: pd.DataFrame | None = None, published: pd
             if not carry.empty else "Not tested: no two frameworks each ran two or more frameworks' presets.", ""]
 
     out += modern_section(runs, curves)
+    out += compare.version_section(runs)
 
     out += ["## Failed points", ""]
     fails = failures(runs)

@@ -37,7 +37,7 @@ CURVE_FIELDS = ("kind", "iteration", "epoch", "loss", "accuracy", "lr", "train_t
 # Record fields taken from the point itself (the rest of the point, the layer list, is summarised).
 POINT_FIELDS = ("id", "framework", "dataset", "preset", "network", "optimizer", "momentum", "weight_decay",
                 "learning_rate", "batch_size", "test_batch_size", "iterations", "epochs", "test_interval",
-                "shuffle", "ema_decay", "device", "threads", "interop_threads", "library", "repeat", "seed")
+                "shuffle", "ema_decay", "device", "threads", "interop_threads", "library", "version", "repeat", "seed")
 
 
 def read_events(path: Path) -> list[dict]:

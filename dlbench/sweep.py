@@ -46,6 +46,8 @@ def point_id(p: dict) -> str:
     if p["library"] != "default":
         parts.append(p["library"])
     parts += [p[axis] for axis in ("compile", "precision") if p.get(axis)]
+    if p.get("version"):  # only where the study lists several versions of the framework (dlbench.versions)
+        parts.append(f"v{p['version']}")
     parts.append(f"r{p['repeat']}")
     body = {k: v for k, v in p.items() if k != "id"}
     slug = _UNSAFE.sub("_", "-".join(str(x) for x in parts))
@@ -151,14 +153,21 @@ def _expand_one(cfg: dict) -> list[tuple[dict, dict, dict]]:
             for factor_values in itertools.product(*(tune[k] for k in tune_keys)):
                 factors = dict(zip(tune_keys, factor_values))
                 tuned = tuned_settings(settings, factors)
-                for run in itertools.product(*axes.values()):
-                    run_axes = dict(zip(axes, run))
+                for run in itertools.product(*axes.values(), _versions(cfg, framework)):
+                    run_axes = dict(zip([*axes, "version"], run))
                     for repeat in range(cfg.get("repeats", 1)):
                         p = _point(dataset, framework, preset_name, how, tuned, run_axes, repeat, cfg, scale)
                         around = p if tuned == settings else _point(dataset, framework, preset_name, how,
                                                                     settings, run_axes, repeat, cfg, scale)
                         out.setdefault(p["id"], (p, factors, around))
     return list(out.values())
+
+
+def _versions(cfg: dict, framework: str) -> list[str | None]:
+    """The framework versions a point takes into its id: those the study lists where it lists several, else
+    none (one listed version is the study's, and only picks the environment: dlbench.versions)."""
+    listed = (cfg.get("versions") or {}).get(framework, [])
+    return list(listed) if len(listed) > 1 else [None]
 
 
 def tuned_settings(settings: dict, factors: dict[str, float]) -> dict:
@@ -225,6 +234,8 @@ def _point(dataset, framework, preset_name, how, s, run_axes, repeat, cfg, scale
     # these keys existed.
     if how == "settings":
         point["cross_apply"] = how
+    if run_axes.get("version"):
+        point["version"] = run_axes["version"]
     natural = registry.get(framework).natural
     for axis, default in RUN_AXES.items():
         value = run_axes[axis]

@@ -1,6 +1,7 @@
 # The points table and the functions the rules call: the validated config expanded into one
 # row per training job, the wildcard constraints, and every input, params and resource function.
 import os
+import re
 import sys
 
 from snakemake_interface_executor_plugins.settings import DeploymentMethod
@@ -28,7 +29,7 @@ _use_own_package()
 
 from dlbench import chartlist, cluster, config as dlconfig, envs, sweep  # noqa: E402
 from dlbench import locks  # noqa: E402
-from dlbench import records, selection  # noqa: E402
+from dlbench import records, selection, versions  # noqa: E402
 from dlbench.codedigest import adapter_digest, caffe_data_digest  # noqa: E402
 from dlbench.datasets.catalog import INFO as DATASETS  # noqa: E402
 from dlbench.frameworks import caffe_data, registry  # noqa: E402
@@ -92,9 +93,32 @@ MEMBERSHIP = PLAN.membership
 TUNING = PLAN.tuning
 # The environment of each point (dlbench.envs.point_env: a built one by its device, or a site's Python).
 POINT_ENVS = {key: envs.point_env(CFG, p) for key, p in POINTS.items()}
+# An environment of a framework version the study lists (dlbench.versions): its pins written and, the first
+# time, locked (the package index answers), before any job; a version that does not resolve stops the run here.
+# A dry run asks no index: it names the versions the run will lock.
+VERSION_ENVS = sorted(
+    {
+        env
+        for env, site in POINT_ENVS.values()
+        if not site and envs.split_version(env)[1]
+    }
+)
+_UNLOCKED = []
+for _env in VERSION_ENVS:
+    try:
+        if not versions.prepare(_env, lock=not workflow.output_settings.dryrun):
+            _UNLOCKED.append(_env)
+    except envs.EnvError as exc:
+        raise SystemExit(f"dlbench: {exc}")
+if _UNLOCKED and workflow.is_main_process:
+    print(
+        "dlbench: not locked yet, locked by the run before any job (it asks the package index): "
+        + ", ".join(_UNLOCKED),
+        file=sys.stderr,
+    )
 # The digest of each built environment's pins and recipe, read once (not once per point).
 ENV_KEYS = {
-    env_name: envs.env_key(env_name)
+    env_name: "not locked yet" if env_name in _UNLOCKED else envs.env_key(env_name)
     for env_name, site in set(POINT_ENVS.values())
     if not site
 }
@@ -116,7 +140,7 @@ CAFFE_INPUTS = {
 
 wildcard_constraints:
     framework="|".join(registry.names()),
-    env="|".join(registry.env_names()),
+    env="|".join(re.escape(env) for env in [*registry.env_names(), *VERSION_ENVS]),
     dataset="|".join(DATASETS),
     point=r"[A-Za-z0-9][A-Za-z0-9._-]*",
     input_key="[0-9a-f]{12}",
@@ -245,8 +269,9 @@ def env_pins(wildcards):
 
 
 def env_recipe_key(wildcards):
-    """A digest of the pins and build recipe: a changed recipe is a new environment."""
-    return envs.env_key(wildcards.env)
+    """A digest of the pins and build recipe: a changed recipe is a new environment (one a dry run has not
+    locked yet has no key)."""
+    return ENV_KEYS.get(wildcards.env) or envs.env_key(wildcards.env)
 
 
 def point_conda_file(p):

@@ -1,12 +1,18 @@
 """Two result sets compared: hand-made ones whose verdicts are worked out by hand, and the statistics under them."""
 
 import math
+import re
+import subprocess
+import sys
 
 import numpy as np
 import pandas as pd
 import pytest
+import yaml
 
+import dlbench
 from dlbench import compare, compare_stats
+from dlbench.testing.sandbox import copy_workflow, snakemake, tiny_study
 
 T_975_DF8 = 2.306004  # Student's t, 97.5% quantile, 8 degrees of freedom (a printed table's value)
 
@@ -122,3 +128,72 @@ def test_ratio_without_spread_is_exact():
     got = compare_stats.ratio_of_means([0.9, 0.9], [0.0, 0.0], [3, 3], [0.9, 0.8], [0.0, 0.0], [3, 3])
     assert list(got["p_value"]) == [1.0, 0.0]
     assert got["ratio_ci_low"][1] == pytest.approx(0.8 / 0.9) == got["ratio_ci_high"][1]
+
+
+# ---------------------------------------------------------------------------------------------- two real runs
+
+
+@pytest.fixture(scope="module")
+def two_runs(tmp_path_factory):
+    """The tiny study (one learning rate, 3 repeats) run twice, in two copies of the workflow started together:
+    their points take turns on the machine's measurement lock, so that both sets are timed under the same load.
+    Then B's config names A as its baseline, which adds the compare rule (no point runs again)."""
+    study = {**tiny_study(), "repeats": 3}
+    study["sweep"] = {**study["sweep"], "learning_rate": [0.01]}
+    root = tmp_path_factory.mktemp("two")
+    copies = [copy_workflow(root / name, study, "tiny.yaml") for name in ("a", "b")]
+    procs = [subprocess.Popen([sys.executable, "-m", "snakemake", "--cores", "1", "--configfile", "tiny.yaml"],
+                              cwd=c, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True) for c in copies]
+    for proc in procs:
+        out = proc.communicate(timeout=1800)[0]
+        assert proc.returncode == 0, out[-3000:]
+    a, b = copies
+    (b / "tiny.yaml").write_text(yaml.safe_dump({**study, "compare": {"baseline": str(a / "results")}}))
+    proc = snakemake(b, "--configfile", "tiny.yaml")
+    return a, b, proc.stdout + proc.stderr
+
+
+@pytest.mark.slow
+def test_two_real_runs_of_one_config_differ_in_nothing_beyond_the_noise(two_runs):
+    a, b, _ = two_runs
+    runs = pd.read_parquet(b / "results/runs.parquet")
+    assert (runs.status == "ok").all() and len(runs) == 6
+    for column in ("setting_id", "dlbench_version", "dlbench_commit", "dlbench_dirty", "cpu_governor", "cpu_boost"):
+        assert column in runs.columns, column
+    assert runs.groupby("framework").setting_id.nunique().eq(1).all()  # the repeats share their setting
+    assert runs.dlbench_version.eq(dlbench.__version__).all()
+    table = pd.read_parquet(b / "results/compare/comparison.parquet")
+    assert len(table) == 2 * len(compare.METRICS)
+    assert (table.a_n == 3).all() and (table.b_n == 3).all()
+    assert table.verdict.isin([compare.SAME, compare.SAME + compare.CONTENDED]).all(), table[
+        ["framework", "metric", "ratio", "ratio_ci_low", "ratio_ci_high", "p_holm", "verdict"]]
+    # the same seeds train to the same accuracy on the same machine
+    acc = table[table.metric == "accuracy"]
+    assert np.allclose(acc.ratio, 1.0, atol=0.02), acc
+    text = (b / "results/compare/comparison.md").read_text()
+    assert "# this study (B) against" in text and "## Changed beyond the noise: 0" in text
+
+
+@pytest.mark.slow
+def test_the_compare_rule_runs_when_the_config_names_a_baseline_and_nothing_else_reruns(two_runs):
+    a, b, jobs = two_runs
+    assert "rule compare:" in jobs or "localrule compare:" in jobs
+    assert "rule train:" not in jobs and "localrule train:" not in jobs
+    for name in compare.OUTPUTS:
+        assert (b / "results/compare" / name).stat().st_size > 0
+    (b / "bad.yaml").write_text(yaml.safe_dump({**yaml.safe_load((b / "tiny.yaml").read_text()),
+                                                 "compare": {"baseline": str(a / "nothing-here")}}))
+    proc = snakemake(b, "-n", "--configfile", "bad.yaml", check=False)
+    lines = [ln for ln in (proc.stdout + proc.stderr).splitlines() if "dlbench: config error" in ln]
+    assert proc.returncode != 0 and len(lines) == 1 and "nothing-here holds no runs.parquet" in lines[0]
+
+
+@pytest.mark.slow
+def test_selecting_finished_points_by_status_runs_them_again(two_runs):
+    _, b, _ = two_runs
+    out = snakemake(b, "-n", "--configfile", "tiny.yaml", "--config", 'select={"status": ["ok"]}')
+    assert re.search(r"^train\s+6$", out.stdout, re.M), out.stdout[-2000:]
+    assert "dlbench: select.status removed 0; 6 of 6 points remain" in out.stderr
+    out = snakemake(b, "-n", "--configfile", "tiny.yaml", "--config", 'select={"status": ["error", "timeout"]}')
+    assert not re.search(r"^train\s", out.stdout, re.M)
+    assert "select.status removed 6; 0 of 6 points remain" in out.stderr

@@ -85,6 +85,8 @@ class Framework:
     stepped: bool = True
     # The estimate's defaults for it; None: its points wait for a measured one (or a probe).
     cost: Cost | None = None
+    # Its own packages in its pins files, whose version `versions:` replaces; none: it cannot be run by version.
+    packages: tuple[str, ...] = ()
 
     def values(self, axis: str) -> tuple[str, ...]:
         """Every value of a run axis of named values this framework accepts (the default, or its natural one, first)."""
@@ -147,7 +149,8 @@ FRAMEWORKS: dict[str, Framework] = {f.name: f for f in (
               natural={"compile": "eager", "precision": "fp32"},
               env={"TF_CPP_MIN_LOG_LEVEL": "1", "TF_ENABLE_ONEDNN_OPTS": "1"},
               axis_env={("library", "no_onednn"): {"TF_ENABLE_ONEDNN_OPTS": "0"}}, variants=("cuda",),
-              cost=Cost(efficiency=1.62, thread_exponent=0.12, step_overhead_s=0.0028, fixed_s=2.2)),
+              cost=Cost(efficiency=1.62, thread_exponent=0.12, step_overhead_s=0.0028, fixed_s=2.2),
+              packages=("tensorflow-cpu", "tensorflow")),
     # Caffe's CUDA build (envs/caffe/build.sh --cuda) needs nvcc and has not run on a GPU: opt-in.
     # `library: mkl` is a build linked to Intel's MKL (build.sh --mkl), the default one OpenBLAS.
     Framework("caffe", "Caffe", own_preset="caffe", published_as="caffe", color="#2ca02c",
@@ -161,7 +164,8 @@ FRAMEWORKS: dict[str, Framework] = {f.name: f for f in (
               natural={"compile": "eager", "precision": "fp32"}, threads_env=("TORCHINDUCTOR_COMPILE_THREADS",),
               # torch.compile starts cold every time, as XLA does (no on-disk cache), so its compile time repeats.
               axis_env={("compile", "compiled"): {"TORCHINDUCTOR_FORCE_DISABLE_CACHES": "1"}}, variants=("cuda",),
-              cost=Cost(efficiency=1.46, thread_exponent=0.75, step_overhead_s=0.0011, fixed_s=2.0)),
+              cost=Cost(efficiency=1.46, thread_exponent=0.75, step_overhead_s=0.0011, fixed_s=2.0),
+              packages=("torch",)),
     # No CUDA variant: Theano's GPU back end (libgpuarray/pygpu) has no PyPI build. Its C code links
     # OpenBLAS, or with `library: mkl` Intel's MKL from its -mkl environment (PyPI's `mkl`). A fixed hash
     # seed: the compile cache's key of DimShuffle's C code holds a string hash, which Python salts per
@@ -171,14 +175,16 @@ FRAMEWORKS: dict[str, Framework] = {f.name: f for f in (
               natural={"precision": "fp32"}, variants=("mkl",), env={"PYTHONHASHSEED": "0"},
               axis_env={("library", "mkl"): {"DLBENCH_BLAS": "mkl"},
                         ("precision", "fp64"): {"DLBENCH_FLOATX": "float64"}},
-              cost=Cost(efficiency=0.69, thread_exponent=0.0, step_overhead_s=0.0, fixed_s=4.1)),
+              cost=Cost(efficiency=0.69, thread_exponent=0.0, step_overhead_s=0.0, fixed_s=4.1),
+              packages=("theano-pymc",)),
     # Not in the study. XLA's CPU thread pool takes its size from PJRT_NPROC; on a GPU, JAX would take 75 % of
     # its memory at start unless told to allocate as it goes (so that the monitor sees what it uses).
     Framework("jax", "JAX", own_preset="flax", published_as=None, color="#8e44ad",
               accepts={"device": ("cpu", "gpu"), "compile": ("compiled", "eager"), "precision": ("fp32", "bf16")},
               natural={"compile": "compiled", "precision": "fp32"}, threads_env=("PJRT_NPROC",),
               axis_env={("device", "gpu"): {"XLA_PYTHON_CLIENT_PREALLOCATE": "false"}}, variants=("cuda",),
-              cost=Cost(efficiency=0.42, thread_exponent=0.5, step_overhead_s=0.0, fixed_s=3.0)),
+              cost=Cost(efficiency=0.42, thread_exponent=0.5, step_overhead_s=0.0, fixed_s=3.0),
+              packages=("jax", "jaxlib")),
 )}
 
 
@@ -195,8 +201,13 @@ def env_names() -> list[str]:
     return [env for f in FRAMEWORKS.values() for env in f.env_names()]
 
 
+# An environment of a framework at another version than its pins': `<env>@<version>` (pytorch-cuda@2.12.0).
+VERSION_SEP = "@"
+
+
 def framework_of_env(env: str) -> Framework:
-    """The framework an environment name belongs to (`pytorch-cuda` -> PyTorch)."""
+    """The framework an environment name belongs to (`pytorch-cuda` -> PyTorch, `pytorch@2.12.0` too)."""
+    env = env.split(VERSION_SEP, 1)[0]
     for f in FRAMEWORKS.values():
         if env in f.env_names():
             return f
