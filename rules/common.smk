@@ -83,11 +83,16 @@ if PLAN.removed and workflow.is_main_process:
         selection.describe(PLAN.removed, PLAN.expanded, len(PLAN.points)),
         file=sys.stderr,
     )
-# Points chosen by the status of their record have one, which Snakemake takes as done: run them again.
+# Points chosen by the status of their record have one, which Snakemake takes as done: Snakemake's own
+# --forcerun runs them again (the records they replace stay in their attempts/).
 if "status" in CFG.get("select", {}) and workflow.is_main_process:
-    workflow.dag_settings.forcerun = frozenset(workflow.dag_settings.forcerun) | {
-        f"{run_dir(p)}/metrics.json" for p in PLAN.points if record_status(p)
-    }
+    _RECORDED = sum(1 for p in PLAN.points if record_status(p))
+    if _RECORDED and not {"--forcerun", "-R"} & set(sys.argv):
+        print(
+            f"dlbench: select.status: {_RECORDED} of the points kept have a record; add --forcerun train "
+            "to run them again (the records stay in their attempts/)",
+            file=sys.stderr,
+        )
 POINTS = {(p["framework"], p["dataset"], p["id"]): p for p in PLAN.points}
 MEMBERSHIP = PLAN.membership
 TUNING = PLAN.tuning

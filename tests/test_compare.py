@@ -191,9 +191,15 @@ def test_the_compare_rule_runs_when_the_config_names_a_baseline_and_nothing_else
 @pytest.mark.slow
 def test_selecting_finished_points_by_status_runs_them_again(two_runs):
     _, b, _ = two_runs
-    out = snakemake(b, "-n", "--configfile", "tiny.yaml", "--config", 'select={"status": ["ok"]}')
-    assert re.search(r"^train\s+6$", out.stdout, re.M), out.stdout[-2000:]
-    assert "dlbench: select.status removed 0; 6 of 6 points remain" in out.stderr
-    out = snakemake(b, "-n", "--configfile", "tiny.yaml", "--config", 'select={"status": ["error", "timeout"]}')
-    assert not re.search(r"^train\s", out.stdout, re.M)
-    assert "select.status removed 6; 0 of 6 points remain" in out.stderr
+    plain = snakemake(b, "-n", "--configfile", "tiny.yaml", "--config", 'select={"status": ["ok"]}')
+    assert "dlbench: select.status removed 0; 6 of 6 points remain" in plain.stderr
+    assert "dlbench: select.status: 6 of the points kept have a record; add --forcerun train" in plain.stderr
+    assert not re.search(r"^train\s", plain.stdout, re.M)
+    forced = snakemake(b, "-n", "--configfile", "tiny.yaml", "--config", 'select={"status": ["ok"]}',
+                       "--forcerun", "train")
+    assert re.search(r"^train\s+6$", forced.stdout, re.M), forced.stdout[-2000:]
+    assert "add --forcerun" not in forced.stderr
+    none = snakemake(b, "-n", "--configfile", "tiny.yaml", "--config", 'select={"status": ["error", "timeout"]}',
+                     "--forcerun", "train")
+    assert "select.status removed 6; 0 of 6 points remain" in none.stderr
+    assert not re.search(r"^train\s", none.stdout, re.M)
