@@ -24,6 +24,7 @@ import _common as c
 import numpy as np
 import pandas as pd
 
+from dlbench import compare
 from dlbench.testing import study
 
 SLOWDOWN = 1.10  # B's PyTorch, training time
@@ -78,6 +79,10 @@ def main() -> int:
           f"{(tested.verdict == 'slower').sum()} of {len(tested)} tested settings slower, median ratio "
           f"{tested.ratio.median():.3f}; the other frameworks: {(others.verdict.isin(['slower', 'faster'])).sum()} "
           f"of {others.p_holm.notna().sum()} tested settings flagged")
+    per = compare.per_framework(table)
+    for _, r in per[per.metric == "train_time_s"].iterrows():
+        print(f"per framework, training time: {r.framework} {r.ratio:.3f} [{r.ratio_ci_low:.3f}, "
+              f"{r.ratio_ci_high:.3f}] over {r.settings} settings: {r.verdict}")
     return 0
 
 

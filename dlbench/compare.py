@@ -118,7 +118,7 @@ def differences(a: pd.DataFrame, b: pd.DataFrame) -> list[tuple[str, str, str]]:
         rows = df if framework is None else df[df["framework"] == framework]
         if column not in rows:
             return "not recorded"
-        found = sorted({str(v) for v in rows[column].dropna()})
+        found = sorted(set(rows[column].dropna().unique().astype(str)))
         return ", ".join(found) if found else "not recorded"
 
     out = [(c, values(a, c), values(b, c)) for c in MACHINE_FACTS]
@@ -134,8 +134,8 @@ def _summary(df: pd.DataFrame, metric: str) -> pd.DataFrame:
     """Per setting: finished runs of the metric (n, mean, variance), failed runs, contended runs."""
     ok = df["status"].eq("ok") & df[metric].notna()
     finished = df[ok].groupby("setting")[metric].agg(n="count", mean="mean", var="var")
-    every = df.groupby("setting").agg(failed=("status", lambda s: int((s != "ok").sum())),
-                                      contended=("contended", "sum"))
+    every = df.assign(failed=df["status"].ne("ok")).groupby("setting").agg(failed=("failed", "sum"),
+                                                                          contended=("contended", "sum"))
     return every.join(finished, how="left").fillna({"n": 0}).astype({"n": int, "contended": int})
 
 
@@ -176,6 +176,28 @@ def compare(a: pd.DataFrame, b: pd.DataFrame, alpha: float = ALPHA) -> pd.DataFr
             "ratio_ci_low", "ratio_ci_high", "p_value", "p_holm", "test", "contended", "verdict"]
     return out[keep].sort_values(["metric", "framework", "dataset", "device", "label"], kind="stable",
                                  ignore_index=True)
+
+
+def per_framework(table: pd.DataFrame, alpha: float = ALPHA) -> pd.DataFrame:
+    """Per framework and metric, over its settings with a ratio: the geometric mean ratio B / A with its t
+    interval (the settings its sample), the one-sample t of "no change" on the log ratios (Holm-adjusted over
+    these rows) and a verdict. A shift too small to tell in one setting of a few repeats shows here."""
+    rows = []
+    usable = table[table["ratio"].notna() & (table["ratio"] > 0)]
+    for (framework, metric), group in usable.groupby(["framework", "metric"], sort=False):
+        logs = np.log(group["ratio"].to_numpy())
+        mean, low, high = stats.t_interval(logs)
+        test = stats.paired(logs, np.zeros(len(logs)))  # one-sample t: the log ratios against 0
+        rows.append({"framework": framework, "metric": metric, "settings": len(logs), "ratio": np.exp(mean),
+                     "ratio_ci_low": np.exp(low), "ratio_ci_high": np.exp(high), "p_value": test.p})
+    out = pd.DataFrame(rows, columns=["framework", "metric", "settings", "ratio", "ratio_ci_low", "ratio_ci_high",
+                                      "p_value"])
+    out["p_holm"] = stats.holm(out["p_value"])
+    more, less = out["metric"].map(lambda m: METRICS[m][0]), out["metric"].map(lambda m: METRICS[m][1])
+    out["verdict"] = np.select([out["p_holm"].isna(), (out["p_holm"] < alpha) & (out["ratio"] > 1),
+                                out["p_holm"] < alpha], [TOO_FEW.replace("runs", "settings"), more, less],
+                               default=SAME)
+    return out
 
 
 def _verdicts(out: pd.DataFrame, alpha: float) -> pd.Series:
@@ -236,6 +258,15 @@ def markdown(table: pd.DataFrame, diff: list[tuple[str, str, str]], name_a: str,
             lines.append(f"\n{len(changed) - MD_ROWS} more in comparison.parquet.")
     else:
         lines.append("None.")
+    lines += ["", "## Per framework", "",
+              "Over each framework's settings with a ratio: the geometric mean of their ratios B / A with its 95% "
+              "interval (the settings as the sample) and the one-sample t of its logarithm against 0, Holm-adjusted "
+              "over these rows. A shift too small to tell in a setting of a few repeats shows here.", "",
+              "| framework | metric | settings | B / A | verdict |", "| --- | --- | --- | --- | --- |"]
+    for _, r in per_framework(table, alpha).iterrows():
+        interval = "" if pd.isna(r["ratio_ci_low"]) else f" [{r['ratio_ci_low']:.3f}, {r['ratio_ci_high']:.3f}]"
+        lines.append(f"| {r['framework']} | {r['metric']} | {r['settings']} | {r['ratio']:.3f}{interval} | "
+                     f"{r['verdict']} |")
     lines += ["", "## Counted", "", "| metric | verdict | settings |", "| --- | --- | --- |"]
     for (metric, verdict), n in table.groupby(["metric", "verdict"]).size().items():
         lines.append(f"| {metric} | {verdict} | {n} |")

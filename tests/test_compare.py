@@ -89,6 +89,8 @@ def test_a_known_slowdown_a_tie_and_points_in_one_set_only(tmp_path):
     assert changed.startswith("2\n") and changed.count("| pytorch | digits | cpu |") == 2
     assert ("| train_time_s | 10 s [9.8 s, 10.2 s] (n=5) | 15 s [14.7 s, 15.3 s] (n=5) | 1.500 [1.466, 1.535] "
             "| slower |") in changed
+    # per framework: PyTorch's one compared setting is 1.5 x slower, but one setting is no sample
+    assert "| pytorch | train_time_s | 1 | 1.500 | too few settings (fewer than 2 on a side) |" in text
     assert "In A only: 1 settings (pytorch 1), not compared." in text
     assert "In B only: 0 settings" in text
     assert "Settings with contended runs (timed while other work took the machine's CPUs): 1" in text
@@ -106,6 +108,25 @@ def test_records_with_a_setting_id_join_on_it_whatever_else_differs():
     table = compare.compare(a, b)
     assert row_of(table, "pytorch", 0.01, "train_time_s").verdict == "slower"
     assert set(table.setting) == {"pytorch0.01", "tensorflow0.01", "pytorch0.1", "tensorflow0.1"}
+
+
+def test_a_small_shift_in_every_setting_shows_per_framework():
+    """Ten settings of 3 repeats, B about 3% slower in each (+-2% noise within a setting): no setting alone
+    tells, the framework's ten settings do."""
+    a, b = [], []
+    for k in range(10):
+        shift = (0.99, 1.0, 1.01)[k % 3]  # B's slowdown varies a little between settings: 1.03 x this
+        for repeat, noise in enumerate((0.98, 1.0, 1.02)):
+            a.append(run({"learning_rate": k + 1.0}, repeat, 10.0 * noise))
+            b.append(run({"learning_rate": k + 1.0}, repeat, 10.3 * shift * noise))
+    table = compare.compare(pd.DataFrame(a), pd.DataFrame(b))
+    train = table[table.metric == "train_time_s"]
+    assert (train.verdict == compare.SAME).all()
+    row = compare.per_framework(table).set_index("metric").loc["train_time_s"]
+    # the geometric mean of the settings' ratios: four at 1.03 x 0.99, three at 1.03, three at 1.03 x 1.01
+    assert row.settings == 10
+    assert row.ratio == pytest.approx(1.03 * math.exp((4 * math.log(0.99) + 3 * math.log(1.01)) / 10))
+    assert row.ratio_ci_low > 1 and row.verdict == "slower"
 
 
 def test_one_run_a_side_is_not_tested():
