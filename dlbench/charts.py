@@ -22,6 +22,7 @@ from dlbench import chartlist
 from dlbench.atomic import atomic_path
 from dlbench.chartlist import category, chart_files, chart_name  # noqa: F401 - the rules' names, here too
 from dlbench.frameworks import registry
+from dlbench.published import PUBLISHED_CSV, published_ratios, read_published
 from dlbench.tables import (
     AXIS_PAIRS,
     FRAMEWORKS,
@@ -29,20 +30,16 @@ from dlbench.tables import (
     NEAR_BEST_PP,
     PHASES,
     PRESET_ORDER,
-    PUBLISHED_CSV,
     READING_TEXT,
     READINGS,
     RESOURCES,
     STATUSES,
-    TUNED,
     axis_speedups,
     defaults_table,
     ok_points,
     pareto_front,
     phase_spans,
     points,
-    published_ratios,
-    read_published,
     representative_runs,
     resource_correlations,
     settings_label,
@@ -50,9 +47,8 @@ from dlbench.tables import (
     status_counts,
     sweep_table,
     time_to_accuracy_table,
-    tuning_cells,
-    tuning_table,
 )
+from dlbench.tuning import TUNED, tuning_cells, tuning_table
 
 FORMATS = chartlist.FORMATS
 NO_DATA = "no data for this chart in this study"
