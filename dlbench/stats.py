@@ -159,6 +159,8 @@ def friedman(blocks: Sequence[Sequence[float]]) -> Test:
     name = "Friedman (seed as block)"
     if m.ndim != 2 or m.shape[1] < 3 or m.shape[0] < 2 or not np.isfinite(m).all():
         return Test(name, why="needs three or more frameworks that ran the same two or more seeds")
+    if (m.max(axis=1) == m.min(axis=1)).all():
+        return Test(name, why="every seed ties the frameworks")
     stat, p = sps.friedmanchisquare(*m.T)
     return Test(name, float(stat), float(p), float(m.shape[1] - 1))
 

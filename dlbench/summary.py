@@ -79,6 +79,15 @@ def summary_table(runs: pd.DataFrame) -> pd.DataFrame:
                                               ignore_index=True)
 
 
+def framework_means(points_df: pd.DataFrame, metric: str) -> pd.DataFrame:
+    """Per framework, dataset and device: the mean of `metric` over the given (counted) points, its 95 % interval
+    (ci_low, ci_high; two or more points) and n_ok: the per-framework bars of the charts."""
+    agg = points_df.groupby(["framework", "dataset", "device"], as_index=False).agg(
+        **{metric: (metric, "mean"), "sd": (metric, "std"), "n_ok": (metric, "size")})
+    half = stats.half_width(agg["sd"].to_numpy(), agg["n_ok"].to_numpy()) if len(agg) else np.array([])
+    return agg.assign(ci_low=agg[metric] - half, ci_high=agg[metric] + half).drop(columns="sd")
+
+
 # ---------------------------------------------------------------------------------------------
 # Frameworks compared: who leads, and can the data tell?
 # ---------------------------------------------------------------------------------------------

@@ -15,6 +15,7 @@ import math
 import numpy as np
 import pandas as pd
 
+from dlbench import stats
 from dlbench.frameworks import registry
 
 FRAMEWORKS = registry.names()  # the order every chart and table lists frameworks in
@@ -229,16 +230,18 @@ def speedups(runs: pd.DataFrame) -> pd.DataFrame:
 
     Speed-up = mean train time at the group's smallest thread count / mean train time at
     this thread count (repeats averaged; ok points only). `ideal` is threads / smallest
-    threads. Only groups with at least two thread counts are returned.
+    threads; speedup_low/high: its approximate 95 % interval where both counts ran twice or more. Only groups
+    with at least two thread counts are returned.
     """
     df = ok_points(points(runs), "train_time_s", "threads", positive=True)
     cols = ["framework", "dataset", "device", "group", "settings", "threads", "train_time_s", "base_threads",
-            "base_time_s", "speedup", "ideal", "n"]
+            "base_time_s", "speedup", "speedup_low", "speedup_high", "ideal", "n"]
     if df.empty:
         return pd.DataFrame(columns=cols)
     df = df.assign(group=group_key(df, {"threads"}), settings=settings_label(df, {"threads"}))
     agg = df.groupby(["framework", "dataset", "device", "group", "settings", "threads"], as_index=False).agg(
-        train_time_s=("train_time_s", "mean"), n=("train_time_s", "size"))
+        train_time_s=("train_time_s", "mean"), sd=("train_time_s", "std"), n=("train_time_s", "size"))
+    agg["rel_half"] = stats.half_width(agg["sd"].to_numpy(), agg["n"].to_numpy()) / agg["train_time_s"]
     # every group at once (a large sweep has thousands): sorted by group, then threads; the fewest threads first
     agg = agg[agg.groupby("group")["threads"].transform("nunique") >= 2]
     if agg.empty:
@@ -246,9 +249,14 @@ def speedups(runs: pd.DataFrame) -> pd.DataFrame:
     agg = agg.sort_values(["group", "threads"], kind="stable")
     by_group = agg.groupby("group", sort=False)
     agg = agg.assign(base_threads=by_group["threads"].transform("first"),
-                     base_time_s=by_group["train_time_s"].transform("first"))
+                     base_time_s=by_group["train_time_s"].transform("first"),
+                     base_rel_half=by_group["rel_half"].transform("first"))
     agg["speedup"] = agg["base_time_s"] / agg["train_time_s"]
     agg["ideal"] = agg["threads"] / agg["base_threads"]
+    # The ratio's interval from both means' (first order: relative half-widths add in quadrature); NaN where
+    # either side ran once. The base point's own speed-up (1) has none.
+    rel = np.sqrt(agg["rel_half"] ** 2 + agg["base_rel_half"] ** 2).where(agg["threads"] != agg["base_threads"])
+    agg["speedup_low"], agg["speedup_high"] = agg["speedup"] * (1 - rel), agg["speedup"] * (1 + rel)
     return agg.reset_index(drop=True)[cols]
 
 
@@ -324,26 +332,50 @@ def defaults_table(runs: pd.DataFrame) -> pd.DataFrame:
 def sweep_table(runs: pd.DataFrame, param: str, metric: str) -> pd.DataFrame:
     """Mean `metric` of ok points per (settings group, `param` value), groups where `param` takes 2+ values.
 
-    Failed points are kept as rows with `failed` > 0 (and a missing mean when all failed).
+    Failed points are kept as rows with `failed` > 0 (and a missing mean when all failed); ok points timed under
+    outside load are counted in `contended`, not averaged in. ci_low/ci_high: the mean's 95 % interval (n_ok >= 2).
     """
     df = points(runs)
     if param == "length" and df["length_unit"].nunique() > 1:  # mixed units: compare in iterations
         df = df.assign(length=df["iterations_configured"], length_unit="iterations")
     df = in_studies_varying(df, param)
-    cols = ["framework", "dataset", "device", "group", "settings", param, "length_unit", metric, "n_ok", "failed",
-            "statuses"]
+    cols = ["framework", "dataset", "device", "group", "settings", param, "length_unit", metric, "ci_low", "ci_high",
+            "n_ok", "failed", "contended", "statuses"]
     df = df[df[param].notna()]
     if df.empty:
         return pd.DataFrame(columns=cols)
     df = df.assign(group=group_key(df, {param}), settings=settings_label(df, {param}),
-                   ok=(df["status"] == "ok") & df[metric].notna())
+                   ok=(df["status"] == "ok") & df[metric].notna() & ~df["contended"],
+                   busy=(df["status"] == "ok") & df["contended"])
     df = df.assign(val=df[metric].where(df["ok"]))
     agg = df.groupby(["framework", "dataset", "device", "group", "settings", param, "length_unit"],
-                     as_index=False).agg(**{metric: ("val", "mean"), "n_ok": ("ok", "sum"), "n": ("ok", "size"),
+                     as_index=False).agg(**{metric: ("val", "mean"), "sd": ("val", "std"), "n_ok": ("ok", "sum"),
+                                            "n": ("ok", "size"), "contended": ("busy", "sum"),
                                             "statuses": ("status", lambda s: ",".join(sorted(set(s) - {"ok"})))})
-    agg["failed"] = agg["n"] - agg["n_ok"]
+    agg["failed"] = agg["n"] - agg["n_ok"] - agg["contended"]
+    half = stats.half_width(agg["sd"].to_numpy(), agg["n_ok"].to_numpy())
+    agg["ci_low"], agg["ci_high"] = agg[metric] - half, agg[metric] + half
     sizes = agg.groupby("group")[param].transform("nunique")
     return agg[sizes > 1][cols].reset_index(drop=True)
+
+
+def thin(samples: pd.DataFrame, column: str, limit: int) -> pd.DataFrame:
+    """At most about `limit` readings per run of a long series: the series cut into limit / 2 buckets in time
+    order, each keeping its lowest and its highest reading of `column` (the peak a chart exists to show is never
+    dropped), and each run's first and last reading. Shorter runs are kept whole."""
+    s = samples.sort_values(["run_id", "t"], kind="stable")
+    size = s.groupby("run_id")["t"].transform("size")
+    long = size > limit
+    if not long.any():
+        return s
+    part = s[long]
+    bucket = part.groupby("run_id").cumcount() * (limit // 2) // size[long]
+    keys = [part["run_id"], bucket]
+    lowest = part[column].fillna(np.inf).groupby(keys).idxmin()  # a missing reading is never an extreme
+    highest = part[column].fillna(-np.inf).groupby(keys).idxmax()
+    ends = part.groupby("run_id").head(1).index.union(part.groupby("run_id").tail(1).index)
+    keep = set(lowest) | set(highest) | set(ends)
+    return pd.concat([s[~long], part[part.index.isin(keep)]]).sort_values(["run_id", "t"], kind="stable")
 
 
 def representative_runs(runs: pd.DataFrame, samples: pd.DataFrame) -> pd.DataFrame:
