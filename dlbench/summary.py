@@ -170,8 +170,9 @@ def framework_effect(runs: pd.DataFrame, min_seeds: int = 3) -> pd.DataFrame:
     # A framework that runs as it always does (its natural compile mode; fp32, or no precision switch at all)
     # runs the same settings as another that does: Caffe has no compile switch, TensorFlow's natural one is eager.
     as_always = df["natural_compile"] | df["compile"].isna()
+    df = df.assign(settings=settings_label(df, {"reading"}))
     df = df.assign(compile=df["compile"].where(~as_always, "natural"), precision=df["precision"].fillna("fp32"))
-    df = df.assign(key=group_key(df, {"framework", "reading"}), settings=settings_label(df, {"reading"}))
+    df = df.assign(key=group_key(df, {"framework", "reading"}))
     rows = []
     for _, g in df.groupby("key"):
         per = {fw: f for fw, f in g.groupby("framework")}
