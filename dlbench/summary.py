@@ -47,12 +47,12 @@ def summary_table(runs: pd.DataFrame) -> pd.DataFrame:
     df = points(runs)
     if df.empty:
         return pd.DataFrame(columns=SUMMARY_COLUMNS)
-    df = df.assign(key=group_key(df, set()), settings=settings_label(df, set()))
+    df = df.assign(key=group_key(df, set()), settings=settings_label(df, set()), failed=df["status"] != "ok",
+                   busy=(df["status"] == "ok") & df["contended"])
     counted = ok_points(df)
     per = df.groupby("key", sort=False)
     first = per[[c for c in SETTINGS] + ["settings"]].first()
-    failed = per["status"].agg(lambda s: int((s != "ok").sum()))
-    contended = per.apply(lambda g: int(((g["status"] == "ok") & g["contended"]).sum()), include_groups=False)
+    failed, contended = per["failed"].sum(), per["busy"].sum()
     rows = []
     for metric in METRICS:
         if metric not in counted.columns:
@@ -114,10 +114,17 @@ def comparisons(runs: pd.DataFrame) -> list[tuple[str, str, str, pd.DataFrame]]:
             out.append((dataset, device, "own defaults", own))
         for whose, w in g.groupby("whose"):
             for reading in ("settings", "preset"):
-                under = w[w["reading"].isin(["own", reading])]
+                under = _shared(w[w["reading"].isin(["own", reading])])
                 if (under["reading"] == reading).any() and under["framework"].nunique() >= 2:
                     out.append((dataset, device, f"{whose}'s {READINGS[reading]}", under))
     return out
+
+
+def _shared(g: pd.DataFrame) -> pd.DataFrame:
+    """The points of the settings every framework of `g` ran (one preset swept on some frameworks only is
+    compared where all ran it), or all of them where the frameworks share none."""
+    common = set.intersection(*(set(f["pair_label"]) for _, f in g.groupby("framework"))) if len(g) else set()
+    return g[g["pair_label"].isin(common)] if common else g
 
 
 def framework_leaders(runs: pd.DataFrame, metric: str) -> pd.DataFrame:

@@ -33,7 +33,7 @@ def leader_text(result: stats.Leader, metric: str) -> str:
     """Every group's mean and interval, best first, and the leader against the runner-up: the named test, and
     the Holm-corrected p where more than one pair was tested."""
     unit = UNITS.get(metric, "")
-    values = "; ".join(f"{g} {value(result.intervals[g], unit)}"
+    values = "; ".join(f"{_name(g)} {value(result.intervals[g], unit)}"
                        for g in [result.name, *(r.name for r in result.rivals)])
     if result.state == "alone":
         return values
@@ -41,13 +41,18 @@ def leader_text(result: stats.Leader, metric: str) -> str:
         return f"{values}: {SINGLE} on a side, so no test tells them apart"
     r = result.runner_up
     holm = f"; Holm over {len(result.rivals)} pairs: {stats.format_p(r.p_holm)}" if len(result.rivals) > 1 else ""
-    verdict = (f"{result.name} is told apart from the runner-up {r.name}" if r.distinct
-               else f"{result.name} and {r.name}: {TIED}")
+    verdict = (f"{_name(result.name)} is told apart from the runner-up {_name(r.name)}" if r.distinct
+               else f"{_name(result.name)} and {_name(r.name)}: {TIED}")
     text = f"{values}. {verdict} ({r.test.text()}{holm}, alpha {stats.ALPHA:g})"
     others = [t for t in result.tied_with if t != r.name]
     if others:
-        text += f"; also {TIED} with the leader: {', '.join(others)}"
+        text += f"; also {TIED} with the leader: {', '.join(_name(o) for o in others)}"
     return text
+
+
+def _name(group) -> str:
+    """A group's name: a framework, or a swept value (a batch size of 64, a learning rate of 0.01)."""
+    return f"{group:g}" if isinstance(group, (int, float)) and not isinstance(group, bool) else str(group)
 
 
 def claim(result: stats.Leader, claimed: str) -> str:
