@@ -69,7 +69,8 @@ def summary_table(runs: pd.DataFrame) -> pd.DataFrame:
                                   "min": agg["min"].to_numpy(), "max": agg["max"].to_numpy()}))
     # A setting whose every run failed (or was contended) still has its rows: n 0, the counts apart.
     keys = pd.DataFrame({"key": first.index})
-    table = pd.concat(rows, ignore_index=True) if rows else pd.DataFrame(columns=["key", "metric"])
+    table = (pd.concat(rows, ignore_index=True) if rows else  # every run failed, or ran under outside load
+             pd.DataFrame(columns=["key", "metric", "n", "mean", "sd", "ci_low", "ci_high", "min", "max"]))
     missing = keys[~keys["key"].isin(set(table["key"]))].assign(metric="train_time_s", n=0)
     table = pd.concat([table, missing], ignore_index=True)
     table = table.join(first, on="key").assign(n_failed=table["key"].map(failed).astype(int),

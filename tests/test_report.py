@@ -259,7 +259,8 @@ def test_the_summary_of_the_tiny_study_has_a_row_per_setting_and_metric(study):
     times = table[table["metric"] == "train_time_s"]
     assert len(times) == len(runs)  # the tiny study runs each setting once
     assert times["n_failed"].sum() == (runs["status"] != "ok").sum()
-    ok = runs.loc[runs["status"] == "ok", "train_time_s"]
+    assert times["n_contended"].sum() == tables.contended_count(runs)  # timed under outside load: apart
+    ok = runs.loc[(runs["status"] == "ok") & ~runs["contended"], "train_time_s"]
     assert sorted(times.loc[times["n"] == 1, "mean"]) == pytest.approx(sorted(ok))
     assert times["ci_low"].isna().all()  # one run each: no interval
     assert "results/summary.parquet" in (study / "report.html").read_text()

@@ -393,6 +393,9 @@ def test_the_summary_has_each_settings_interval_with_failed_and_contended_runs_a
     old = summary.summary_table(summary_runs().drop(columns=["contended"])).set_index(["batch_size", "metric"])
     assert old.loc[(32, "train_time_s"), "n"] == 4 and old.loc[(32, "train_time_s"), "n_contended"] == 0
     assert tables.contended_count(tables.points(summary_runs())) == 1
+    # every ok run (4 + 1) under outside load: the settings are still listed, with nothing averaged in
+    busy = summary.summary_table(summary_runs().assign(contended=True))
+    assert set(busy["n"]) == {0} and busy["n_contended"].sum() == 5 and busy["mean"].isna().all()
 
 
 def test_repeats_needed_for_a_target_half_width():
