@@ -246,8 +246,10 @@ def test_findings_of_the_tiny_study(study):
     assert "## The study's observations" in text and text.count("- (") >= 6
     if (runs.status == "ok").all():
         assert "None: every point finished ok." in text
-    # one run per point: the leaders say so rather than name a winner
-    assert "single run: no interval" in text and "## Does the framework matter?" in text
+    # one run per point: the leaders say so rather than name a winner, unless outside load left them out
+    assert "## Does the framework matter?" in text
+    busy = tables.contended_count(tables.points(runs))
+    assert ("single run: no interval" in text) if not busy else (f"{busy} ok point(s) trained while others" in text)
 
 
 @pytest.mark.slow
