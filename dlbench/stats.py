@@ -25,6 +25,15 @@ def _clean(values) -> np.ndarray:
     return a[np.isfinite(a)]
 
 
+def half_width(sd, n, confidence: float = CONFIDENCE):
+    """The Student-t interval's half-width for a spread `sd` (n - 1) over `n` values; NaN where n < 2.
+    Element-wise on arrays, so a table of many settings takes one call."""
+    sd, n = np.asarray(sd, dtype=float), np.asarray(n, dtype=float)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        out = np.where(n >= 2, sps.t.ppf(0.5 + confidence / 2, np.maximum(n - 1, 1)) * sd / np.sqrt(n), np.nan)
+    return float(out) if out.ndim == 0 else out
+
+
 def t_interval(values, confidence: float = CONFIDENCE) -> tuple[float, float, float]:
     """(mean, low, high): the Student-t interval of the mean; low and high are NaN for fewer than two values."""
     a = _clean(values)
@@ -33,7 +42,7 @@ def t_interval(values, confidence: float = CONFIDENCE) -> tuple[float, float, fl
     mean = float(a.mean())
     if len(a) < 2:
         return mean, math.nan, math.nan
-    half = float(sps.t.ppf(0.5 + confidence / 2, len(a) - 1) * a.std(ddof=1) / math.sqrt(len(a)))
+    half = half_width(a.std(ddof=1), len(a), confidence)
     return mean, mean - half, mean + half
 
 
@@ -150,23 +159,28 @@ def friedman(blocks: Sequence[Sequence[float]]) -> Test:
     name = "Friedman (seed as block)"
     if m.ndim != 2 or m.shape[1] < 3 or m.shape[0] < 2 or not np.isfinite(m).all():
         return Test(name, why="needs three or more frameworks that ran the same two or more seeds")
+    if (m.max(axis=1) == m.min(axis=1)).all():
+        return Test(name, why="every seed ties the frameworks")
     stat, p = sps.friedmanchisquare(*m.T)
     return Test(name, float(stat), float(p), float(m.shape[1] - 1))
 
 
-def repeats_for(sd: float, target: float, confidence: float = CONFIDENCE, most: int = 10_000) -> int | None:
+def repeats_for(sd: float, target: float, confidence: float = CONFIDENCE, most: int = 1_000_000) -> int | None:
     """The fewest runs whose t interval has a half-width at most `target`, for a spread of `sd` (None: more
-    than `most`, or the spread is unknown)."""
+    than `most`, or the spread is unknown). Starts from the normal approximation and steps to the exact n."""
     if not (np.isfinite(sd) and np.isfinite(target)) or target <= 0:
         return None
     if sd == 0:
         return 2
-    n = 2
-    while n <= most:
-        if sps.t.ppf(0.5 + confidence / 2, n - 1) * sd / math.sqrt(n) <= target:
-            return n
-        n = n + 1 if n < 100 else int(n * 1.1)
-    return None
+    z = sps.norm.ppf(0.5 + confidence / 2)
+    n = max(2, math.ceil((z * sd / target) ** 2))
+    if n > most:
+        return None
+    while half_width(sd, n, confidence) > target:
+        n += 1
+    while n > 2 and half_width(sd, n - 1, confidence) <= target:
+        n -= 1
+    return n
 
 
 @dataclass(frozen=True)

@@ -1,4 +1,5 @@
-# Every run record into tidy Parquet tables.
+# Every run record into tidy Parquet tables, and the study's summary: one row per setting and
+# metric with its 95 % interval (failed and contended runs counted apart).
 
 
 rule aggregate:
@@ -9,6 +10,11 @@ rule aggregate:
         runs="results/runs.parquet",
         curves="results/curves.parquet",
         samples="results/samples.parquet",
+        summary=report(
+            "results/summary.parquet",
+            category="Findings",
+            caption="../report/summary.rst",
+        ),
     log:
         "logs/aggregate.log",
     localrule: True

@@ -16,7 +16,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from dlbench import chartlist, charts, findings, tables
+from dlbench import chartlist, charts, findings, summary, tables
 from dlbench.testing import study as hand_made
 from dlbench.testing.sandbox import copy_workflow, tiny_study
 
@@ -183,6 +183,7 @@ def large_study(tmp_path_factory):
         frame.to_parquet(out / f"{name}.parquet", index=False)
     charts.draw_all(out / "runs.parquet", out / "curves.parquet", out / "samples.parquet", out / "charts")
     findings.write_findings(out / "runs.parquet", out / "curves.parquet", out / "findings.md")
+    summary.summary_table(pd.read_parquet(out / "runs.parquet")).to_parquet(out / "summary.parquet", index=False)
     svgs = [f for f in chartlist.chart_files("results/charts") if f.endswith(".svg")]
     proc = subprocess.run([sys.executable, "-m", "snakemake", "--cores", "1", "--configfile", "tiny.yaml", "--report",
                            "report.html", "results/findings.md", *svgs], cwd=root, capture_output=True, text=True)
@@ -245,6 +246,26 @@ def test_findings_of_the_tiny_study(study):
     assert "## The study's observations" in text and text.count("- (") >= 6
     if (runs.status == "ok").all():
         assert "None: every point finished ok." in text
+    # one run per point: the leaders say so rather than name a winner, unless outside load left them out
+    assert "## Does the framework matter?" in text
+    busy = tables.contended_count(tables.points(runs))
+    assert ("single run: no interval" in text) if not busy else (f"{busy} ok point(s) trained while others" in text)
+
+
+@pytest.mark.slow
+def test_the_summary_of_the_tiny_study_has_a_row_per_setting_and_metric(study):
+    table = pd.read_parquet(study / "results/summary.parquet")
+    runs = tables.points(pd.read_parquet(study / "results/runs.parquet"))
+    assert {"framework", "dataset", "device", "metric", "n", "mean", "sd", "ci_low", "ci_high", "min", "max",
+            "n_failed", "n_contended"} <= set(table.columns)
+    times = table[table["metric"] == "train_time_s"]
+    assert len(times) == len(runs)  # the tiny study runs each setting once
+    assert times["n_failed"].sum() == (runs["status"] != "ok").sum()
+    assert times["n_contended"].sum() == tables.contended_count(runs)  # timed under outside load: apart
+    ok = runs.loc[(runs["status"] == "ok") & ~runs["contended"], "train_time_s"]
+    assert sorted(times.loc[times["n"] == 1, "mean"]) == pytest.approx(sorted(ok))
+    assert times["ci_low"].isna().all()  # one run each: no interval
+    assert "results/summary.parquet" in (study / "report.html").read_text()
 
 
 @needs_chromium
