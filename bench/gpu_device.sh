@@ -124,7 +124,7 @@ targets=(results/runs.parquet results/findings.md)
 "$PYTHON" -c "import vl_convert, vegafusion" 2>/dev/null && targets=(all)
 log "running the workflow in $WORK (targets: ${targets[*]})"
 status=0
-(cd "$REPO" && "$PYTHON" -m snakemake --snakefile "$REPO/Snakefile" --directory "$WORK" --configfile "$WORK/study.yaml" \
+(cd "$REPO" && "$PYTHON" -m snakemake --snakefile "$REPO/workflow/Snakefile" --directory "$WORK" --configfile "$WORK/study.yaml" \
     --cores "$(nproc)" --resources dlbench_measure=1 --scheduler greedy --keep-going --rerun-incomplete \
     "${targets[@]}") >"$OUT_DIR/snakemake.log" 2>&1 || status=$?
 ((status == 0)) || log "snakemake exited $status: see $OUT_DIR/snakemake.log"

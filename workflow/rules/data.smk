@@ -14,7 +14,7 @@ rule prepare_dataset:
         folder="resources/datasets/{dataset}",
         local=local_copy,
     script:
-        "../workflow/scripts/prepare_dataset.py"
+        "../scripts/prepare_dataset.py"
 
 
 # Caffe's input, prepared once per (dataset, input handling): HDF5 files written already
@@ -41,4 +41,4 @@ rule caffe_data:
         # A changed preparation (its code) writes the data again.
         code=caffe_data_digest(),
     script:
-        "../workflow/scripts/caffe_data.py"
+        "../scripts/caffe_data.py"

@@ -1,6 +1,6 @@
 # The study's charts (self-contained HTML + SVG) and its findings in words; the SVGs and
 # the findings are the Snakemake report (`snakemake --report report.html`), each chart
-# with its own caption in report/<chart>.rst.
+# with its own caption in workflow/report/<chart>.rst.
 
 
 rule charts:
@@ -28,7 +28,7 @@ rule charts:
     conda:
         "../envs/base.yaml"
     script:
-        "../workflow/scripts/charts.py"
+        "../scripts/charts.py"
 
 
 rule findings:
@@ -48,4 +48,4 @@ rule findings:
     conda:
         "../envs/base.yaml"
     script:
-        "../workflow/scripts/findings.py"
+        "../scripts/findings.py"
