@@ -15,6 +15,8 @@ rule charts:
                 report(
                     path,
                     category=chartlist.category(path),
+                    subcategory=chartlist.subcategory(path),
+                    labels=chartlist.labels(path),
                     caption=f"../report/{chartlist.chart_name(path)}.rst",
                 )
                 if path.endswith(".svg")
