@@ -70,8 +70,3 @@ def category(path: str) -> str:
 def subcategory(path: str) -> str | None:
     """The Snakemake report subcategory of a chart file (None: the category's top level)."""
     return SUBCATEGORIES.get(chart_name(path))
-
-
-def labels(path: str) -> dict[str, str]:
-    """The labels the report shows a chart file under (its title)."""
-    return {"chart": CHARTS[chart_name(path)][1]}

@@ -16,7 +16,6 @@ rule charts:
                     path,
                     category=chartlist.category(path),
                     subcategory=chartlist.subcategory(path),
-                    labels=chartlist.labels(path),
                     caption=f"../report/{chartlist.chart_name(path)}.rst",
                 )
                 if path.endswith(".svg")
