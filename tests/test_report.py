@@ -5,7 +5,6 @@ from __future__ import annotations
 import html
 import json
 import re
-import shutil
 import struct
 import subprocess
 import sys
@@ -18,22 +17,13 @@ import pytest
 
 from dlbench import chartlist, charts, findings, tables
 from dlbench.testing import study as hand_made
+from dlbench.testing.browser import CHROMIUM, MISSING, chromium
 from dlbench.testing.sandbox import copy_workflow, tiny_study
 
 TINY = tiny_study()  # .test/config/config.yaml
 # Until `rule all` lists results/findings.md, the tests ask for it by name.
 TARGETS = ["all", "results/findings.md"]
-CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
-needs_chromium = pytest.mark.skipif(CHROMIUM is None, reason="headless Chromium is not installed "
-                                                           "(Debian: apt-get install -y chromium)")
-
-
-def chromium(profile: Path, *args: str, timeout: int = 120) -> subprocess.CompletedProcess:
-    """Headless Chromium with a fresh profile, no network, nothing in the background."""
-    cmd = [CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-           "--disable-component-update", "--disable-sync", "--no-first-run", "--disable-extensions",
-           f"--user-data-dir={profile}", "--host-resolver-rules=MAP * ~NOTFOUND", *args]
-    return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+needs_chromium = pytest.mark.skipif(CHROMIUM is None, reason=MISSING)
 
 
 def snakemake(workdir: Path, *args: str) -> subprocess.CompletedProcess:
@@ -57,7 +47,7 @@ def report_sections() -> list[list[str | None]]:
     """Every (category, subcategory) of the report's results: the charts' (dlbench.chartlist) and the findings'."""
     svgs = [f for f in chartlist.chart_files("c") if f.endswith(".svg")]
     sections = {(chartlist.category(f), chartlist.subcategory(f)) for f in svgs}
-    return sorted([list(s) for s in sections | {("Findings", None)}], key=lambda s: (s[0], s[1] or ""))
+    return sorted([list(s) for s in sections | {("Findings", None), ("Runs", None)}], key=lambda s: (s[0], s[1] or ""))
 
 
 # A page that opens the report in a frame, walks every category and subcategory, opens every file in it and
@@ -124,10 +114,25 @@ def test_the_report_lists_every_chart_and_draws_it(study, tmp_path):
         svg = image["svg"]
         assert svg.lstrip().startswith("<svg") and 'class="mark-' in svg, name
         assert "could not be drawn" not in svg, name
-    assert "results/findings.md" in listed
+    assert "results/findings.md" in listed and seen["files"]["Runs"] == ["results/runs.html"]
     # The tiny study has no GPU, no threads sweep and one preset: those charts say so instead of drawing.
     assert charts.NO_DATA in seen["images"]["results/charts/gpu_timeline.svg"]["svg"]
     assert charts.NO_DATA not in seen["images"]["results/charts/train_time_by_framework.svg"]["svg"]
+
+
+@pytest.mark.slow
+def test_the_table_of_runs_lists_every_run_of_the_study(study):
+    runs = pd.read_parquet(study / "results/runs.parquet")
+    page = (study / "results/runs.html").read_text()
+    body = page[page.index("<tbody>"):page.index("</tbody>")]
+    ids = re.findall(r"<tr(?: class=\"failed\")?><td>([^<]*)</td>", body)
+    assert sorted(ids) == sorted(runs.run_id) and len(ids) == len(TINY["frameworks"]) * 2
+    for run in runs.itertuples():
+        row = next(r for r in body.split("</tr>") if f"<td>{run.run_id}</td>" in r)
+        assert f"<td>{run.framework}</td>" in row and f"<td>{run.status}</td>" in row
+        assert f'data-v="{float(run.accuracy)!r}"' in row and f'data-v="{float(run.train_time_s)!r}"' in row
+    # in the report too, under its own category
+    assert "results/runs.html" in (study / "report.html").read_text()
 
 
 def png_pixels(path: Path) -> np.ndarray:
