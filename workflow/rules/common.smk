@@ -146,6 +146,18 @@ def finished():
     return _FINISHED[0]
 
 
+# While the study runs: a line per finished point, with the time left (dlbench/progress.py).
+if (
+    not workflow.output_settings.dryrun
+    and workflow.is_main_process
+    and not workflow.remote_exec
+    and not workflow.subprocess_exec
+):
+    from dlbench import progress
+
+    progress.attach(POINTS, run_dir, finished())
+
+
 # The time estimate of a dry run: how long the points without a result will take.
 if workflow.output_settings.dryrun and workflow.is_main_process:
     from dlbench import estimate
