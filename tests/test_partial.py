@@ -36,10 +36,10 @@ def two_points(tmp_path_factory):
 def test_partial_with_one_point_missing_trains_nothing_and_says_1_of_2(two_points):
     root = two_points
     first, second = planned(TWO)
-    snakemake(root, "--configfile", "two.yaml", f"{run_dir(first)}/metrics.json")  # one point trained, for real
-    dry = snakemake(root, "--configfile", "two.yaml", "-n", "partial").stdout
+    snakemake(root, f"{run_dir(first)}/metrics.json", "--configfile", "two.yaml")  # one point trained, for real
+    dry = snakemake(root, "partial", "-n", "--configfile", "two.yaml").stdout
     assert re.search(r"^partial\s+1$", dry, re.M) and not re.search(r"^(train|aggregate)\s", dry, re.M), dry[-2000:]
-    snakemake(root, "--configfile", "two.yaml", "partial")
+    snakemake(root, "partial", "--configfile", "two.yaml")
     assert not (root / run_dir(second) / "metrics.json").exists()  # nothing trained
     assert not (root / "results/runs.parquet").exists()  # nor the study's own tables written
     out = root / "results/partial"
@@ -51,7 +51,7 @@ def test_partial_with_one_point_missing_trains_nothing_and_says_1_of_2(two_point
         assert "1 of 2 points" in Path(path).read_text(), path
     assert (out / "runs.html").read_text().count("<tr") == 2  # the heading and the one finished run
     # nothing new has finished: nothing to do
-    again = snakemake(root, "--configfile", "two.yaml", "-n", "partial").stdout
+    again = snakemake(root, "partial", "-n", "--configfile", "two.yaml").stdout
     assert "Nothing to be done" in again, again[-1500:]
 
 
@@ -68,7 +68,7 @@ def test_partial_beside_a_running_study_and_the_progress_lines(two_points):
         while not list((root / ".snakemake/locks").glob("*")) and time.monotonic() < deadline:
             time.sleep(0.5)
         assert study.poll() is None, (root / "study.out").read_text()[-2000:]  # the study is still running
-        snakemake(root, "--configfile", "two.yaml", "partial")  # no lock conflict: they share no file
+        snakemake(root, "partial", "--configfile", "two.yaml")  # no lock conflict: they share no file
         assert re.search(r"\*\*Partial: drawn from [12] of 2 points\*\*", (root / "results/partial/findings.md")
                          .read_text())
         assert study.wait(timeout=900) == 0, (root / "study.out").read_text()[-3000:]

@@ -34,14 +34,16 @@ from dlbench import locks  # noqa: E402
 from dlbench.codedigest import adapter_digest, caffe_data_digest  # noqa: E402
 from dlbench.datasets.catalog import INFO as DATASETS  # noqa: E402
 from dlbench.frameworks import caffe_data, registry  # noqa: E402
-from dlbench.paths import PUBLISHED_CSV, SCHEMA  # noqa: E402
+from dlbench.paths import PUBLISHED_CSV  # noqa: E402
 
 # Under --sdm conda a job runs in its rule's conda environment (workflow/envs/*.yaml); otherwise the base
 # environment runs every job and a training job's runner starts the framework's own Python.
 USE_CONDA = DeploymentMethod.CONDA in workflow.deployment_settings.deployment_method
 
+# The schema beside these rules (a local copy of it where the workflow is fetched from a remote, github(...)).
+CONFIG_SCHEMA = workflow.source_path("../schemas/config.schema.yaml")
 try:
-    CFG = dlconfig.validate(config, schema_path=SCHEMA)
+    CFG = dlconfig.validate(config, schema_path=CONFIG_SCHEMA)
 except dlconfig.ConfigError as exc:
     raise SystemExit(f"dlbench: config error: {exc}")
 
@@ -178,7 +180,7 @@ onstart:
 
         try:
             dlconfig.validate(
-                config, local_cores=usable_cores(), schema_path=SCHEMA
+                config, local_cores=usable_cores(), schema_path=CONFIG_SCHEMA
             )
         except dlconfig.ConfigError as exc:
             raise SystemExit(f"dlbench: config error: {exc}")
