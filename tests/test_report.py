@@ -64,7 +64,8 @@ async function open(d, cat, sub) {
   const c = link(d, cat);
   if (!c) return false;
   c.click(); await sleep(600);
-  if (sub) { const s = link(d, sub); if (!s) return false; s.click(); await sleep(600); }
+  // a category of one subcategory opens its files at once
+  if (sub) { const s = link(d, sub); if (s) { s.click(); await sleep(600); } }
   return true;
 }
 async function walk() {
