@@ -107,7 +107,7 @@ if ((left < 10)); then
     : >"$OUT_DIR/snakemake.log"
 else
     log "running the workflow in $WORK for at most $left s (targets: ${targets[*]})"
-    (cd "$REPO" && timeout --kill-after=10 "$left" "$PYTHON" -m snakemake --snakefile "$REPO/Snakefile" \
+    (cd "$REPO" && timeout --kill-after=10 "$left" "$PYTHON" -m snakemake --snakefile "$REPO/workflow/Snakefile" \
         --directory "$WORK" --configfile "$WORK/study.yaml" --cores "$(nproc)" --resources dlbench_measure=1 \
         --scheduler greedy --keep-going --rerun-incomplete "${targets[@]}") >"$OUT_DIR/snakemake.log" 2>&1 || status=$?
 fi

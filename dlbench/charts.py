@@ -695,8 +695,20 @@ def draw(name: str, runs: pd.DataFrame, curves: pd.DataFrame, samples: pd.DataFr
             width=520, height=60, title=_title(spec.title))
 
 
-def draw_all(runs, curves, samples, out_dir, cfg: dict | None = None, published=None) -> list[Path]:
-    """Draw every chart of CHARTS into out_dir as <name>.html and <name>.svg; runs/curves/samples: frames or paths."""
+def with_subtitle(chart, line: str):
+    """The chart with one more subtitle line under its title (a partial study's "k of N points")."""
+    title = chart.title
+    if isinstance(title, alt.TitleParams):
+        old = title.subtitle
+        subtitle = [] if old is alt.Undefined else [old] if isinstance(old, str) else list(old)
+        return chart.properties(title=alt.TitleParams(**{**title.to_dict(), "subtitle": [*subtitle, line]}))
+    return chart.properties(title=_title("" if title is alt.Undefined else str(title), line))
+
+
+def draw_all(runs, curves, samples, out_dir, cfg: dict | None = None, published=None,
+             subtitle: str | None = None) -> list[Path]:
+    """Draw every chart of CHARTS into out_dir as <name>.html and <name>.svg; runs/curves/samples: frames or paths.
+    subtitle: a line added under every chart's title."""
     runs, curves, samples = _frame(runs), _frame(curves), _frame(samples)
     if published is None:
         published = read_published() if PUBLISHED_CSV.exists() else pd.DataFrame()
@@ -706,6 +718,7 @@ def draw_all(runs, curves, samples, out_dir, cfg: dict | None = None, published=
     out.mkdir(parents=True, exist_ok=True)
     written = []
     for name in CHARTS:
-        save(draw(name, runs, curves, samples, published), out / name)
+        chart = draw(name, runs, curves, samples, published)
+        save(with_subtitle(chart, subtitle) if subtitle else chart, out / name)
         written.append(out / name)
     return written

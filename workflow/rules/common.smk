@@ -8,14 +8,17 @@ from snakemake_interface_executor_plugins.settings import DeploymentMethod
 
 
 def _use_own_package():
-    """This workflow's own dlbench package (beside rules/), for this process and for every job it starts.
+    """This workflow's own dlbench package (beside workflow/), for this process and for every job it starts.
 
     A copy of the workflow used as a module, or run with --directory elsewhere, still runs its own
     code; a workflow fetched from a remote (github(...)) uses the dlbench installed beside Snakemake.
     """
+    # workflow/rules: a path, or a local or remote source file
     here = workflow.current_basedir
-    if isinstance(here, str) and os.path.isdir(os.path.join(here, "..", "dlbench")):
-        root = os.path.dirname(os.path.abspath(here))
+    if not isinstance(here, str):
+        here = here.get_path_or_uri(secret_free=True)
+    if os.path.isdir(os.path.join(here, "..", "..", "dlbench")):
+        root = os.path.dirname(os.path.dirname(os.path.abspath(here)))
         sys.path.insert(0, root)
         # set for the jobs (they inherit this process's environment), not required of the user
         os.environ.update(
@@ -33,14 +36,16 @@ from dlbench import records, selection, versions  # noqa: E402
 from dlbench.codedigest import adapter_digest, caffe_data_digest  # noqa: E402
 from dlbench.datasets.catalog import INFO as DATASETS  # noqa: E402
 from dlbench.frameworks import caffe_data, registry  # noqa: E402
-from dlbench.paths import PUBLISHED_CSV, SCHEMA  # noqa: E402
+from dlbench.paths import PUBLISHED_CSV  # noqa: E402
 
-# Under --sdm conda a job runs in its rule's conda environment (envs/*.yaml); otherwise the base
+# Under --sdm conda a job runs in its rule's conda environment (workflow/envs/*.yaml); otherwise the base
 # environment runs every job and a training job's runner starts the framework's own Python.
 USE_CONDA = DeploymentMethod.CONDA in workflow.deployment_settings.deployment_method
 
+# The schema beside these rules (a local copy of it where the workflow is fetched from a remote, github(...)).
+CONFIG_SCHEMA = workflow.source_path("../schemas/config.schema.yaml")
 try:
-    CFG = dlconfig.validate(config, schema_path=SCHEMA)
+    CFG = dlconfig.validate(config, schema_path=CONFIG_SCHEMA)
 except dlconfig.ConfigError as exc:
     raise SystemExit(f"dlbench: config error: {exc}")
 
@@ -190,6 +195,18 @@ def finished():
     return _FINISHED[0]
 
 
+# While the study runs: a line per finished point, with the time left (dlbench/progress.py).
+if (
+    not workflow.output_settings.dryrun
+    and workflow.is_main_process
+    and not workflow.remote_exec
+    and not workflow.subprocess_exec
+):
+    from dlbench import progress
+
+    progress.attach(POINTS, run_dir, finished())
+
+
 # The time estimate of a dry run: how long the points without a result will take.
 if workflow.output_settings.dryrun and workflow.is_main_process:
     from dlbench import estimate
@@ -210,7 +227,7 @@ onstart:
 
         try:
             dlconfig.validate(
-                config, local_cores=usable_cores(), schema_path=SCHEMA
+                config, local_cores=usable_cores(), schema_path=CONFIG_SCHEMA
             )
         except dlconfig.ConfigError as exc:
             raise SystemExit(f"dlbench: config error: {exc}")

@@ -39,7 +39,7 @@ rule train:
         env=TRAIN_ENV,
         runner=RUNNER_OPTIONS,
     script:
-        "../workflow/scripts/train.py"
+        "../scripts/train.py"
 
 
 rule machine_peak:
@@ -59,4 +59,4 @@ rule machine_peak:
         threads=THREAD_COUNTS,
         lock=MEASURE_LOCK,
     script:
-        "../workflow/scripts/machine_peak.py"
+        "../scripts/machine_peak.py"

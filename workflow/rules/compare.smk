@@ -34,4 +34,4 @@ if CFG.get("compare"):
         conda:
             "../envs/base.yaml"
         script:
-            "../workflow/scripts/compare.py"
+            "../scripts/compare.py"

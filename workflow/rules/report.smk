@@ -1,6 +1,6 @@
 # The study's charts (self-contained HTML + SVG) and its findings in words; the SVGs and
 # the findings are the Snakemake report (`snakemake --report report.html`), each chart
-# with its own caption in report/<chart>.rst.
+# with its own caption in workflow/report/<chart>.rst.
 
 
 rule charts:
@@ -15,6 +15,7 @@ rule charts:
                 report(
                     path,
                     category=chartlist.category(path),
+                    subcategory=chartlist.subcategory(path),
                     caption=f"../report/{chartlist.chart_name(path)}.rst",
                 )
                 if path.endswith(".svg")
@@ -28,7 +29,7 @@ rule charts:
     conda:
         "../envs/base.yaml"
     script:
-        "../workflow/scripts/charts.py"
+        "../scripts/charts.py"
 
 
 rule findings:
@@ -48,4 +49,4 @@ rule findings:
     conda:
         "../envs/base.yaml"
     script:
-        "../workflow/scripts/findings.py"
+        "../scripts/findings.py"

@@ -26,4 +26,4 @@ rule aggregate:
         # The parsed CSVs of every record, kept between aggregations: only new or changed records are read.
         cache="results/.aggregate-cache",
     script:
-        "../workflow/scripts/aggregate.py"
+        "../scripts/aggregate.py"

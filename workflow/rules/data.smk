@@ -15,7 +15,7 @@ rule prepare_dataset:
         local=local_copy,
         test_copy=test_copy,
     script:
-        "../workflow/scripts/prepare_dataset.py"
+        "../scripts/prepare_dataset.py"
 
 
 # Caffe's input, prepared once per (dataset, input handling): HDF5 files written already
@@ -42,4 +42,4 @@ rule caffe_data:
         # A changed preparation (its code) writes the data again.
         code=caffe_data_digest(),
     script:
-        "../workflow/scripts/caffe_data.py"
+        "../scripts/caffe_data.py"
