@@ -11,6 +11,7 @@ The numbers come from dlbench.tables; this module words them.
 
 from __future__ import annotations
 
+import html
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -587,7 +588,8 @@ def _cell(v) -> str:
         return "yes" if v else "no"
     if isinstance(v, float):
         return f"{v:.4g}"
-    return str(v).replace("|", "\\|").replace("\n", " ")
+    # Escaped: a cell may hold text from the data (a failure reason) that Markdown would pass on as HTML.
+    return html.escape(str(v), quote=False).replace("|", "\\|").replace("\n", " ")
 
 
 def md_table(df: pd.DataFrame, columns: dict[str, str]) -> str:

@@ -38,6 +38,8 @@ from dlbench.paths import PUBLISHED_CSV, SCHEMA  # noqa: E402
 USE_CONDA = DeploymentMethod.CONDA in workflow.deployment_settings.deployment_method
 
 try:
+    for _file in workflow.configfiles:  # keys given twice, alias bombs: Snakemake's own reading lets them by
+        dlconfig.read_file(_file)
     CFG = dlconfig.validate(config, schema_path=SCHEMA)
 except dlconfig.ConfigError as exc:
     raise SystemExit(f"dlbench: config error: {exc}")

@@ -17,6 +17,8 @@ rule train:
     conda:
         TRAIN_CONDA
     threads: TRAIN_THREADS
+    # A failure of the machine (dlbench/outcomes.py) fails the job, which runs again this many times.
+    retries: CFG["measurement"]["retries"]
     resources:
         # One CPU measurement per machine at a time (the default profile caps it at 1); GPU points
         # and cluster jobs sharing a node are kept apart by the runner's node-local lock, one
@@ -31,6 +33,9 @@ rule train:
         slurm_partition=TRAIN_RESOURCES["slurm_partition"],
         slurm_account=cluster.setting(CFG, "account") or "",
         slurm_extra=cluster.slurm_extra(CFG),
+        # Which attempt this is, and how many there may be: resources, so that neither reruns a point.
+        dlbench_attempt=lambda wildcards, attempt: attempt,
+        dlbench_retries=CFG["measurement"]["retries"],
     params:
         # The point itself: a changed point is a new id (and path) anyway; its params keep the record's input.
         point=point_params,
