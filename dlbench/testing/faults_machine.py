@@ -81,7 +81,8 @@ def lock_timeout_retried(lab: Lab) -> dict:
     holder = threading.Thread(target=hold)
     holder.start()
     held.wait()
-    run = subprocess.Popen(cmd + [target], cwd=wf, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    run = subprocess.Popen(cmd[:3] + [target] + cmd[3:], cwd=wf, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                           text=True)
     deadline = time.monotonic() + 300
     while time.monotonic() < deadline and _statuses(out).count("lock_timeout") < 2 and run.poll() is None:
         time.sleep(0.2)
