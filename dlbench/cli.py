@@ -44,7 +44,7 @@ def train(point: dict, dataset_dir: str, out: str, env_json: str | None = None, 
     attempt, retries: Snakemake's count of this job's attempts and how many reruns it allows; a failure of
     the machine (dlbench.outcomes) before the last attempt keeps the attempt only and exits EXIT_RETRY.
     """
-    from dlbench import outcomes, runner
+    from dlbench import outcomes, runner, slurmjob
 
     env = dict(env or {})
     if env_json:
@@ -66,6 +66,12 @@ def train(point: dict, dataset_dir: str, out: str, env_json: str | None = None, 
     except outcomes.MachineFailure as exc:
         print(f"dlbench: {exc.status}: {exc}; the job fails so that it runs again", file=sys.stderr)
         return outcomes.EXIT_RETRY
+    except SystemExit:
+        # SIGTERM: a user's scancel stays a cancel; SLURM's preemption (PreemptMode=CANCEL, which Snakemake's
+        # plugin would wait on for ever) is answered by requeueing the job, so that SLURM runs it again.
+        if slurmjob.preempted():
+            print(f"dlbench: preempted: SLURM preempted the job; requeued: {slurmjob.requeue()}", file=sys.stderr)
+        raise
     print(json.dumps({k: record.get(k) for k in ("status", "reason", "train_time_s", "accuracy", "rss_peak_mb")}))
     if outcomes.retried(record["status"]) and not final:
         print(f"dlbench: {record['status']}: {record['reason']}; a failure of the machine, not a result: the "

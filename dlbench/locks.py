@@ -52,7 +52,6 @@ import os
 import re
 import socket
 import stat
-import subprocess
 import sys
 import time
 from collections.abc import Iterator, Sequence
@@ -60,6 +59,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from dlbench import procs
+from dlbench.slurmjob import running as _slurm_job_running
 
 _held = None  # this run's open lock file, kept for the life of the process
 POLL_S = 0.2  # how often a GPU point waiting for a free GPU tries them all again
@@ -313,15 +313,6 @@ def live_job(meta: str | os.PathLike = ".snakemake"):
         yield mark
     finally:
         mark.unlink(missing_ok=True)
-
-
-def _slurm_job_running(job_id: str) -> bool | None:
-    """Whether SLURM still runs the job (None: no SLURM to ask)."""
-    try:
-        proc = subprocess.run(["squeue", "-h", "-j", job_id, "-o", "%T"], capture_output=True, text=True, timeout=30)
-    except (OSError, subprocess.SubprocessError):
-        return None
-    return proc.returncode == 0 and bool(proc.stdout.strip())
 
 
 def live_jobs(meta: str | os.PathLike = ".snakemake") -> list[str]:

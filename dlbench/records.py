@@ -170,6 +170,63 @@ def set_aside(out_dir: str | os.PathLike, folder: str | os.PathLike, why: str = 
     return True
 
 
+def finished_in_job(out_dir: str | os.PathLike, job: str | None, retried=()) -> Path | None:
+    """An attempt of this point that this same SLURM job finished (a result, its files intact), newest first:
+    what a requeued job group publishes again instead of measuring the point a second time."""
+    if job is None:
+        return None
+    for path in reversed(attempts(out_dir)):
+        try:
+            record = read(path)
+        except (OSError, BadRecord):
+            continue
+        if (str(record.get("slurm_job_id")) == str(job) and record["status"] not in (*retried, "cancelled")
+                and record.get("files") and disagreement(path, record) is None):
+            return path
+    return None
+
+
+def republish(attempt: str | os.PathLike, out_dir: str | os.PathLike, **extra) -> dict:
+    """Make a kept attempt the point's result again (its files, then its record with `extra`, last)."""
+    attempt, out_dir = Path(attempt), Path(out_dir)
+    record = {**read(attempt), **extra}
+    (out_dir / RESULT).unlink(missing_ok=True)
+    for file in record.get("files", {}):
+        _link_or_copy(attempt.parent / file, out_dir / file)
+    fsync_dir(out_dir)
+    write_json(out_dir / RESULT, record)
+    return record
+
+
+STARTED = ".started-"  # attempts/.started-<host>-<pid>.json: an attempt under way, removed when it is kept
+
+
+def mark_started(out_dir: str | os.PathLike, **facts) -> Path:
+    """Note that an attempt of this point is under way (host, pid, SLURM job, and `facts`): an attempt that
+    dies with its node leaves this mark and nothing else."""
+    folder = Path(out_dir) / ATTEMPTS
+    folder.mkdir(parents=True, exist_ok=True)
+    mark = folder / f"{STARTED}{socket.gethostname()}-{os.getpid()}.json"
+    write_json(mark, {"host": socket.gethostname(), "pid": os.getpid(), "slurm_job_id": os.environ.get("SLURM_JOB_ID"),
+                      "started": time.time(), **facts})
+    return mark
+
+
+def lost_attempts(out_dir: str | os.PathLike, alive) -> list[dict]:
+    """The marks of attempts that ended without a word (their job is gone); alive(mark) -> bool | None says
+    whether a mark's job still lives (None: cannot tell, not counted as lost)."""
+    folder = Path(out_dir) / ATTEMPTS
+    lost = []
+    for mark in sorted(folder.glob(f"{STARTED}*.json")) if folder.is_dir() else []:
+        try:
+            facts = json.loads(mark.read_text())
+        except (OSError, ValueError):
+            continue
+        if alive(facts) is False:
+            lost.append(facts)
+    return lost
+
+
 def _event(line: str) -> str | None:
     try:
         return json.loads(line).get("e")

@@ -83,6 +83,7 @@ def collect(metrics_paths, cache: str | Path | None = None) -> tuple[pd.DataFram
             print(f"dlbench: {path}: its files disagree with it ({problem}); the point counts as unfinished and "
                   f"runs again (the record is kept in {aside})", file=sys.stderr)
             continue
+        record.pop("files", None)  # the record's own integrity, checked above: no column of the tables
         # How many finished attempts the point has had (this one included): a rerun that failed is visible.
         record["attempts"] = max(1, len(records.attempts(path.parent)))
         runs.append(record)

@@ -16,12 +16,13 @@ import json
 import os
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import time
 from pathlib import Path
 
-from dlbench import hostload, initialisers, inputs, machine, memcap, models, outcomes, presets, records
+from dlbench import hostload, initialisers, inputs, machine, memcap, models, outcomes, presets, procs, records, slurmjob
 from dlbench.frameworks import base, registry
 from dlbench.locks import LockTimeout, LockUnusable, measuring
 from dlbench.monitor import SAMPLE_FIELDS, Monitor, nvml_index
@@ -74,7 +75,51 @@ def run_point(point: dict, dataset_dir: str | Path, out_dir: str | Path, *, meas
     other's measurement. gpu_per_device: GPU points measure side by side, one per GPU (else one at a time).
     A lock that stays taken, or cannot be used, is a failure of the machine (dlbench.outcomes): the
     attempt is kept and, unless it is the last one allowed, nothing is published.
+
+    In a job SLURM requeued, a point this job already finished is published again, not measured twice. An
+    attempt that died with its node leaves only a mark (records.mark_started); where every earlier attempt
+    of the job did, the last one publishes `node_lost` rather than try a third time, so that the study's
+    tables are drawn from what finished.
     """
+    out = Path(out_dir)
+    if slurmjob.restart_count():
+        done = records.finished_in_job(out, slurmjob.job_id(), outcomes.RETRIED)
+        if done is not None:
+            return records.republish(done, out, republished_after_requeue=slurmjob.restart_count())
+    lost = records.lost_attempts(out, _job_alive)
+    attempt = kw.get("attempt", 1)
+    try:
+        mark = records.mark_started(out, attempt=attempt)
+    except OSError as exc:
+        if outcomes.disk_full(exc):
+            raise MachineFailure("disk_full", f"no space left to start the point in {out}: {exc}") from exc
+        raise
+    try:
+        if kw.get("final_attempt", True) and attempt > 1 and len(lost) >= attempt - 1:
+            reason = (f"the {len(lost)} attempts before this one ended without a word (their job or node died: "
+                      "no record, no status); the point is given up here, so that the study's tables are drawn")
+            return _run_point(point, dataset_dir, out_dir, refused=("node_lost", reason), lost_attempts=len(lost),
+                              **kw)
+        return _measure(point, dataset_dir, out_dir, measure_lock=measure_lock, gpu_per_device=gpu_per_device,
+                        lock_timeout_s=lock_timeout_s, lost_attempts=len(lost), **kw)
+    finally:
+        mark.unlink(missing_ok=True)
+        if (out / records.RESULT).exists():  # a record stands: the marks of lost attempts are history now
+            for facts in lost:
+                (out / records.ATTEMPTS / f"{records.STARTED}{facts['host']}-{facts['pid']}.json").unlink(
+                    missing_ok=True)
+
+
+def _job_alive(facts: dict) -> bool | None:
+    """Whether the job of an attempt's mark still lives: its pid on this host, else SLURM's word."""
+    if facts.get("host") == socket.gethostname():
+        return procs.alive(int(facts["pid"]))
+    return slurmjob.running(str(facts["slurm_job_id"])) if facts.get("slurm_job_id") else None
+
+
+def _measure(point: dict, dataset_dir: str | Path, out_dir: str | Path, *, measure_lock: str | None,
+             gpu_per_device: bool, lock_timeout_s: float | None, **kw) -> dict:
+    """run_point's measurement: the node's lock, then the trainer (see run_point)."""
     gpu = point["device"] == "gpu"
     if gpu and not gpu_visible():  # nothing to wait for: the point is recorded as unavailable at once
         return _run_point(point, dataset_dir, out_dir, **kw)
@@ -100,7 +145,7 @@ def _run_point(point: dict, dataset_dir: str | Path, out_dir: str | Path, *, pyt
                hang_s: float | None = HANG_S, device: str | None = None, lock_mode: str | None = None,
                lock_wait_s: float = 0.0, refused: tuple[str, str] | None = None,
                contended_pct: float = hostload.CONTENDED_PCT, quiet_wait_s: float = 0.0, attempt: int = 1,
-               final_attempt: bool = True, lock_intact=None) -> dict:
+               final_attempt: bool = True, lock_intact=None, lost_attempts: int = 0) -> dict:
     """Train one point and write metrics.json, curve.csv, samples.csv and trainer.log into out_dir.
 
     python: the framework environment's interpreter (None: this one); env: its description for the record
@@ -173,7 +218,8 @@ def _run_point(point: dict, dataset_dir: str | Path, out_dir: str | Path, *, pyt
         except BaseException:  # the job itself is cancelled: take the trainer with it, keep the attempt
             _kill_and_reap(proc, watch)
             mon.stop()
-            record = build_record(point, read_events(events_path), mon, proc.returncode, ended="cancelled",
+            ended = "preempted" if slurmjob.preempted() else "cancelled"
+            record = build_record(point, read_events(events_path), mon, proc.returncode, ended=ended,
                                   time_limit_s=time_limit_s, memory_limit_mb=memory_limit_mb,
                                   t_launch=t_launch, t_end=time.monotonic(), log_tail=_tail(log_path),
                                   hang_s=hang_s, contended_pct=contended_pct)
@@ -188,7 +234,7 @@ def _run_point(point: dict, dataset_dir: str | Path, out_dir: str | Path, *, pyt
     record = build_record(point, events, mon, returncode, ended=ended, time_limit_s=time_limit_s,
                           memory_limit_mb=memory_limit_mb, t_launch=t_launch, t_end=t_end,
                           log_tail=_tail(log_path), hang_s=hang_s, contended_pct=contended_pct, watch=watch)
-    if lock_intact is not None and not lock_intact() and record["status"] != "cancelled":
+    if lock_intact is not None and not lock_intact() and record["status"] not in ("cancelled", "preempted"):
         record["status"], record["reason"] = "lock_lost", (
             "the node's measurement lock file was removed while this point held it, so another point may have "
             "measured beside it; its times are not trusted")
@@ -205,9 +251,9 @@ def _run_point(point: dict, dataset_dir: str | Path, out_dir: str | Path, *, pyt
     record["env_key"] = env.get("key")
     record["env_python"] = python or sys.executable
     record["dataset_dir"] = str(dataset_dir)
-    record.update(attempt=attempt, machine_failure=outcomes.retried(record["status"]),
-                  slurm_job_id=os.environ.get("SLURM_JOB_ID"),
-                  slurm_restart_count=int(os.environ.get("SLURM_RESTART_COUNT") or 0))
+    # How many times SLURM requeued this job (a preemption, `scontrol requeue`, a node failure): 0 where none.
+    record.update(attempt=attempt, machine_failure=outcomes.retried(record["status"]), lost_attempts=lost_attempts,
+                  slurm_restart_count=slurmjob.restart_count())
     publish = final_attempt or not record["machine_failure"]
     try:
         records.publish(out_dir, work, record, [("curve.csv", CURVE_FIELDS, curve_rows(events, t_launch)),
@@ -382,6 +428,8 @@ def status_of(events: list[dict], returncode: int | None, *, ended: str | None, 
     if ended == "cancelled":
         return "cancelled", ("the job was cancelled (SIGTERM or SIGINT) before the point finished; "
                              "it runs again next time")
+    if ended == "preempted":
+        return "preempted", "SLURM preempted the job before the point finished; the job requeued itself"
     if watch is not None and watch.pauses:
         return "suspended", (f"the job was stopped for {sum(watch.pauses):.0f} s while the point measured "
                              f"(SIGSTOP and SIGCONT, as a suspended SLURM job is): its times include the pause")

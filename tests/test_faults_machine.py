@@ -106,6 +106,13 @@ def test_a_finished_but_unpublished_training_is_kept_by_the_next_run(lab):
 
 
 @pytest.mark.slow
+def test_a_job_that_dies_with_its_node_past_the_retries_ends_as_node_lost(lab):
+    row = machine.job_died(lab)
+    assert row["marks_before"] == 2 and row["status"] == "node_lost" and row["lost_attempts"] == 2, row
+    assert row["marks_after"] == 0
+
+
+@pytest.mark.slow
 def test_a_damaged_environment_is_a_machine_failure(lab):
     row = machine.env_damaged(lab)
     assert row["statuses"] == ["env_damaged", "env_damaged"], row

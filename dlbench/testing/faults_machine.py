@@ -403,6 +403,26 @@ def env_damaged(lab: Lab) -> dict:
                 statuses=[gone["status"], bare["status"]], reasons=[gone["reason"][:80], bare["reason"][:80]])
 
 
+def job_died(lab: Lab) -> dict:
+    """The whole job SIGKILLed twice under a point (its node dying: no record, no status, only the attempt's
+    mark): the last allowed attempt publishes `node_lost` without training, so that the tables are drawn."""
+    out = lab.out("jobdied")
+    for attempt in (1, 2):
+        job = _job(lab, point(iterations=100000), out, "--attempt", str(attempt), "--retries", "2")
+        _wait_for_training(out)
+        job.kill()  # the runner; its trainer dies with it (PR_SET_PDEATHSIG)
+        job.communicate()
+    marks = len(list((out / records.ATTEMPTS).glob(f"{records.STARTED}*")))
+    last = _job(lab, point(iterations=100000), out, "--attempt", "3", "--retries", "2")
+    last.communicate(timeout=120)
+    record = records.read(out / records.RESULT) if (out / records.RESULT).exists() else {}
+    left = len(list((out / records.ATTEMPTS).glob(f"{records.STARTED}*")))
+    return _row("job dies with its node past the retries", "SIGKILL to the job under attempts 1 and 2 of 3",
+                last.returncode == 0 and record.get("status") == "node_lost" and record.get("lost_attempts") == 2
+                and left == 0, not record, marks_before=marks, status=record.get("status"),
+                lost_attempts=record.get("lost_attempts"), marks_after=left)
+
+
 BOMB = "\n".join([f"l0: &l0 [{', '.join(['x'] * 10)}]"] +
                  [f"l{i}: &l{i} [{', '.join([f'*l{i - 1}'] * 10)}]" for i in range(1, 9)])
 
@@ -460,4 +480,4 @@ def markup_in_reason(lab: Lab) -> dict:
 
 SCENARIOS = [lock_timeout_retried, job_suspended, mtime_stepped, realtime_signal, harmless_oom_line,
              trainer_unkillable, disk_full, lock_squatted, lock_deleted, dataset_changed, files_disagree,
-             unpublished_kept, env_damaged, config_hazards, markup_in_reason]
+             unpublished_kept, job_died, env_damaged, config_hazards, markup_in_reason]
