@@ -50,8 +50,13 @@ def train(point: dict, dataset_dir: str, out: str, env_json: str | None = None, 
     if env_json:
         with open(env_json) as fh:
             env.update(json.load(fh))
-    # A cancelled job (SIGTERM from Snakemake or scancel) still stops its trainer.
-    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
+    # A cancelled job (SIGTERM from Snakemake or scancel) still stops its trainer. Once: SLURM, srun and
+    # Snakemake may each pass the signal on, and a second one must not cut short the keeping of the attempt.
+    def on_term(*_):
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        sys.exit(143)
+
+    signal.signal(signal.SIGTERM, on_term)
     runner.note_continue_signals()  # a suspended job, resumed: its point's times include the pause
     final = attempt > retries
     try:
@@ -69,8 +74,8 @@ def train(point: dict, dataset_dir: str, out: str, env_json: str | None = None, 
     except SystemExit:
         # SIGTERM: a user's scancel stays a cancel; SLURM's preemption (PreemptMode=CANCEL, which Snakemake's
         # plugin would wait on for ever) is answered by requeueing the job, so that SLURM runs it again.
-        if slurmjob.preempted():
-            print(f"dlbench: preempted: SLURM preempted the job; requeued: {slurmjob.requeue()}", file=sys.stderr)
+        if slurmjob.requeue_if_preempted():
+            print("dlbench: preempted: SLURM preempted the job, which is requeued to run again", file=sys.stderr)
         raise
     print(json.dumps({k: record.get(k) for k in ("status", "reason", "train_time_s", "accuracy", "rss_peak_mb")}))
     if outcomes.retried(record["status"]) and not final:

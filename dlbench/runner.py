@@ -216,9 +216,9 @@ def _run_point(point: dict, dataset_dir: str | Path, out_dir: str | Path, *, pyt
                     pass
                 _kill_and_reap(proc, watch)  # whatever of its group is left, also if the leader exited
         except BaseException:  # the job itself is cancelled: take the trainer with it, keep the attempt
+            ended = "preempted" if slurmjob.requeue_if_preempted() else "cancelled"  # first: KillWait is short
             _kill_and_reap(proc, watch)
             mon.stop()
-            ended = "preempted" if slurmjob.preempted() else "cancelled"
             record = build_record(point, read_events(events_path), mon, proc.returncode, ended=ended,
                                   time_limit_s=time_limit_s, memory_limit_mb=memory_limit_mb,
                                   t_launch=t_launch, t_end=time.monotonic(), log_tail=_tail(log_path),

@@ -22,9 +22,14 @@ def job_id() -> str | None:
 
 
 def restart_count() -> int:
-    """How many times SLURM has requeued this job (0: its first run, or no SLURM)."""
+    """How many times SLURM has requeued this job (0: its first run, or no SLURM). The batch script's
+    SLURM_RESTART_COUNT does not reach the steps that srun starts, so the controller is asked where it is
+    missing."""
+    value = os.environ.get("SLURM_RESTART_COUNT")
+    if value is None and job_id() is not None:
+        value = _show().get("Restarts")
     try:
-        return int(os.environ.get("SLURM_RESTART_COUNT") or 0)
+        return int(value or 0)
     except ValueError:
         return 0
 
@@ -65,3 +70,16 @@ def requeue() -> bool:
         return subprocess.run(["scontrol", "requeue", job], capture_output=True, timeout=TIMEOUT_S).returncode == 0
     except (OSError, subprocess.SubprocessError):
         return False
+
+
+_answered: list[bool] = []  # this process's answer to a preemption, once given
+
+
+def requeue_if_preempted() -> bool:
+    """Whether this job is being preempted; if so, requeue it (once per process, however often it is asked:
+    SLURM's KillWait leaves seconds between its SIGTERM and its SIGKILL)."""
+    if not _answered:
+        _answered.append(preempted())
+        if _answered[0]:
+            _answered.append(requeue())
+    return _answered[0]

@@ -38,7 +38,10 @@ def slurm_snakemake(workdir: Path, *extra: str) -> subprocess.Popen:
 
 
 def _study(lab: Lab, name: str, **over) -> tuple[Path, list[dict]]:
-    study = {**STUDY, **over, "sweep": {**STUDY["sweep"], **over.get("sweep", {})}}
+    """A workflow copy for one scenario; its measurement lock its own, so that nobody else's measurement on this
+    machine (the default lock is node-wide) delays the fault's timing."""
+    study = {**STUDY, **over, "sweep": {**STUDY["sweep"], **over.get("sweep", {})},
+             "measurement": {"lock_file": str(lab.root / f"{name}.lock"), **over.get("measurement", {})}}
     wf = lab.root / name
     shutil.rmtree(wf, ignore_errors=True)
     copy_workflow(wf, study)
