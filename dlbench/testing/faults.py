@@ -92,7 +92,7 @@ def trainer_killed(lab: Lab) -> dict:
                 not _record_is_whole(out), status=result["status"], reason=result["reason"], record=result)
 
 
-def _wait_for_training(out: Path, timeout: float = 120) -> int:
+def _wait_for_training(out: Path, timeout: float = 300) -> int:
     """The trainer's pid, once it has started its training phase."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
