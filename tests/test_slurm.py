@@ -129,7 +129,8 @@ GROUPED = ("--groups", "train=measure", "--group-components", "measure=2")
 MEASURED = ("_time_s", "_pct", "_mb", "_img_s", "_gflops", "_w", "_j")
 DIFFERS = {"slurm_job_id", "started_at", "lock_wait_s", "wall_time_s", "samples", "threads_peak", "monitor_cpu_s",
            "achieved_gflops", "peak_fraction", "peak_fraction_fp32", "peak_gflops_fp32", "peak_gflops_bf16",
-           "dataset_dir", "log_tail", "attempts", "attempt_id",  # the peaks: each run's machine_peak rule measures its own
+           "dataset_dir", "log_tail", "attempts",  # the peaks: each run's machine_peak rule measures its own
+           "attempt_id",  # each attempt's own
            "host_cpu_other_pct_mean", "host_load_start", "contended"}  # the machine's outside load, then
 
 
