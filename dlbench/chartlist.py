@@ -36,6 +36,22 @@ CHARTS: dict[str, tuple[str, str]] = {
     "bf16_speedup": ("Compile and precision", "Speed-up of bfloat16"),
 }
 
+# name -> the report's subcategory within its category, so that a category's charts are not one list
+SUBCATEGORIES: dict[str, str] = {
+    "train_time_by_framework": "Per framework", "test_time_by_framework": "Per framework",
+    "accuracy_by_framework": "Per framework", "status_by_framework": "Per framework",
+    "time_to_accuracy": "Trade-offs", "pareto_front": "Trade-offs",
+    "train_time_vs_batch_size": "Batch size", "accuracy_vs_batch_size": "Batch size",
+    "train_time_vs_learning_rate": "Learning rate", "accuracy_vs_learning_rate": "Learning rate",
+    "train_time_vs_length": "Length", "accuracy_vs_length": "Length", "tuning_grid": "Tuning",
+    "defaults_matrix_accuracy": "Own and cross-applied", "defaults_matrix_train_time": "Own and cross-applied",
+    "speedup_vs_threads": "Threads",
+    "cpu_timeline": "Timelines", "memory_timeline": "Timelines", "gpu_timeline": "Timelines",
+    "resource_correlation": "Against hyper-parameters",
+    "published_comparison": "Published figures",
+    "compile_speedup": "Speed-ups", "bf16_speedup": "Speed-ups",
+}
+
 
 def chart_files(root: str, cfg: dict | None = None) -> list[str]:
     """Every file the charts rule writes: one HTML and one SVG per chart (a chart without data says so)."""
@@ -49,3 +65,8 @@ def chart_name(path: str) -> str:
 def category(path: str) -> str:
     """The Snakemake report category of a chart file."""
     return CHARTS[chart_name(path)][0]
+
+
+def subcategory(path: str) -> str | None:
+    """The Snakemake report subcategory of a chart file (None: the category's top level)."""
+    return SUBCATEGORIES.get(chart_name(path))

@@ -23,6 +23,8 @@ from dlbench import chartlist
 from dlbench.atomic import atomic_path
 from dlbench.chartlist import category, chart_files, chart_name  # noqa: F401 - the rules' names, here too
 from dlbench.frameworks import registry
+from dlbench.published import PUBLISHED_CSV, published_ratios, read_published
+from dlbench.summary import framework_means
 from dlbench.tables import (
     AXIS_PAIRS,
     FRAMEWORKS,
@@ -30,30 +32,26 @@ from dlbench.tables import (
     NEAR_BEST_PP,
     PHASES,
     PRESET_ORDER,
-    PUBLISHED_CSV,
     READING_TEXT,
     READINGS,
     RESOURCES,
     STATUSES,
-    TUNED,
     axis_speedups,
     defaults_table,
     ok_points,
     pareto_front,
     phase_spans,
     points,
-    published_ratios,
-    read_published,
     representative_runs,
     resource_correlations,
     settings_label,
     speedups,
     status_counts,
     sweep_table,
+    thin,
     time_to_accuracy_table,
-    tuning_cells,
-    tuning_table,
 )
+from dlbench.tuning import TUNED, tuning_cells, tuning_table
 
 FORMATS = chartlist.FORMATS
 NO_DATA = "no data for this chart in this study"
@@ -75,6 +73,7 @@ FAILED_SHAPES = alt.Scale(domain=STATUSES[1:], range=["cross", "triangle-down", 
                                                      "triangle-up", "triangle-down"])
 STATUS_COLORS = alt.Scale(domain=STATUSES, range=["#4c9f38", "#d62728", "#8c1a1a", "#e377c2", "#ff7f0e", "#9467bd",
                                                   "#7f7f7f", "#bcbd22"])
+CONTENDED_COLOR = "#ff7f0e"  # points timed while others loaded the machine
 PHASE_COLORS = alt.Scale(domain=PHASES, range=["#d9d9d9", "#c6dbef", "#fdd0a2", "#dadaeb", "#fcbba1", "#c7e9c0",
                                                "#fee391", "#f2f2f2"])
 
@@ -183,17 +182,18 @@ def _per_framework(metric: str, label: str, log: bool):
         df = points(runs)
         if df.empty:
             return no_data(title)
-        good = (df["status"] == "ok") & df[metric].notna() & ((df[metric] > 0) if log else True)
+        shown = (df["status"] == "ok") & df[metric].notna() & ((df[metric] > 0) if log else True)
+        good = shown & ~df["contended"]  # what the means count; contended points are drawn, marked, apart
         failed = df["status"] != "ok"
-        if not good.any() and not failed.any():
+        if not shown.any() and not failed.any():
             return no_data(title, f"no point has a {label}")
-        bottom = (df.loc[good, metric].min() / 2 if good.any() else 1.0) if log else 0.0
-        # The bars: means over every ok point; the dots and failed marks: every point, or a sample of them.
-        means = (df[good].groupby(["framework", "dataset", "device"], as_index=False)
-                 .agg(**{metric: (metric, "mean"), "n_ok": (metric, "size")}).assign(layer="mean"))
-        dots = df[good & drawn(df[good], MAX_MARKS)]
+        bottom = (df.loc[shown, metric].min() / 2 if shown.any() else 1.0) if log else 0.0
+        # The bars: means over every ok, uncontended point with their 95 % interval (n >= 2); the dots and failed
+        # marks: every point, or a sample of them.
+        means = framework_means(df[good], metric).assign(layer="mean")
+        dots = df[shown & drawn(df[shown], MAX_MARKS)]
         bad_rows = df[failed & drawn(df[failed], MAX_MARKS // 4)]
-        data = pd.concat([_slim(dots, [metric, "peak_fraction"]).assign(layer="point"),
+        data = pd.concat([_slim(dots, [metric, "peak_fraction", "contended"]).assign(layer="point"),
                           _slim(bad_rows, [metric, "peak_fraction"]).assign(layer="failed"), means],
                          ignore_index=True).assign(failed_at=bottom)
         scale = alt.Scale(type="log") if log else alt.Scale(zero=True, domain=[0, 100])
@@ -201,16 +201,26 @@ def _per_framework(metric: str, label: str, log: bool):
         bars = base.transform_filter("datum.layer == 'mean'").mark_bar(opacity=0.4, width={"band": 0.7}).encode(
             y=alt.Y(f"{metric}:Q", title=label, scale=scale), color=_color(),
             tooltip=[alt.Tooltip("framework:N"), alt.Tooltip(f"{metric}:Q", format=".4g", title="mean"),
-                     alt.Tooltip("n_ok:Q", title="ok points")])
-        points_ = base.transform_filter("datum.layer == 'point'").mark_circle(size=45, opacity=0.9).encode(
-            y=alt.Y(f"{metric}:Q", scale=scale), color=_color(), tooltip=_tooltip(dots, metric, "peak_fraction"))
+                     alt.Tooltip("ci_low:Q", format=".4g", title="95 % interval from"),
+                     alt.Tooltip("ci_high:Q", format=".4g", title="to"), alt.Tooltip("n_ok:Q", title="ok points")])
+        whiskers = base.transform_filter("datum.layer == 'mean' && datum.n_ok >= 2").mark_rule(
+            color="black", strokeWidth=1.5).encode(y=alt.Y("ci_low:Q", scale=scale), y2="ci_high:Q")
+        points_ = base.transform_filter("datum.layer == 'point' && !datum.contended").mark_circle(
+            size=45, opacity=0.9).encode(y=alt.Y(f"{metric}:Q", scale=scale), color=_color(),
+                                         tooltip=_tooltip(dots, metric, "peak_fraction"))
+        busy = base.transform_filter("datum.layer == 'point' && datum.contended").mark_point(
+            size=70, shape="diamond", filled=False, strokeWidth=2, color=CONTENDED_COLOR).encode(
+            y=alt.Y(f"{metric}:Q", scale=scale), tooltip=_tooltip(dots, metric, "contended"))
         bad = base.transform_filter("datum.layer == 'failed'").mark_point(
             color="red", size=110, filled=False, strokeWidth=2).encode(
             y=alt.Y("failed_at:Q", scale=scale), shape=_failed_shape(bad_rows), tooltip=_tooltip(bad_rows))
-        chart = alt.layer(bars, points_, bad, data=data).properties(width=200, height=200)
+        chart = alt.layer(bars, whiskers, points_, busy, bad, data=data).properties(width=200, height=200)
+        n_busy = int((shown & df["contended"]).sum())
         return _facet(chart, data).properties(title=_title(
-            title, f"bar: mean of ok points; dots: each ok point; {'log scale; ' if log else ''}"
-                   "red hollow marks at the bottom: failed points (shape = status)",
+            title, "bar: mean of ok points, black line: its 95 % Student-t interval (two or more points); dots: each "
+                   f"ok point; {'log scale; ' if log else ''}red hollow marks at the bottom: failed points (shape = "
+                   "status)", *([f"orange diamonds: {n_busy} point(s) timed under outside load, left out of the "
+                                 "means"] if n_busy else []),
             *sample_note(len(dots), int(good.sum()), "ok points (dots)", "the bars are means of all"),
             *sample_note(len(bad_rows), int(failed.sum()), "failed points (red marks)")))
     return make
@@ -248,14 +258,22 @@ def _against(param: str, metric: str, label: str, log_x: bool, log_y: bool):
                "statuses"]
         line = alt.Chart().transform_filter("datum.good").mark_line(point=True).encode(
             x=x, y=alt.Y(f"{metric}:Q", title=label, scale=y_scale), color=_color(), detail="group:N",
-            tooltip=tip)
+            tooltip=tip + [alt.Tooltip("ci_low:Q", format=".4g"), alt.Tooltip("ci_high:Q", format=".4g"),
+                           "contended"])
+        bars = alt.Chart().transform_filter("datum.good && datum.n_ok >= 2").mark_rule(strokeWidth=1.5).encode(
+            x=x, y=alt.Y("ci_low:Q", scale=y_scale), y2="ci_high:Q", color=_color(), detail="group:N")
+        busy = alt.Chart().transform_filter("datum.contended > 0").mark_point(
+            shape="diamond", size=90, filled=False, strokeWidth=2, color=CONTENDED_COLOR).encode(
+            x=x, y=alt.Y(f"{metric}:Q", scale=y_scale), tooltip=tip + ["contended"])
         bad = alt.Chart().transform_filter("datum.failed > 0").mark_point(
             color="red", size=110, filled=False, strokeWidth=2, shape="cross").encode(
             x=x, y=alt.Y("failed_at:Q", scale=y_scale), tooltip=tip)
-        chart = alt.layer(line, bad, data=data).properties(width=260, height=200)
+        chart = alt.layer(line, bars, busy, bad, data=data).properties(width=260, height=200)
         return _facet(chart, data).properties(title=_title(
-            title, "one line per framework and fixed other settings (hover: which); mean over repeats of ok points",
-            "red crosses at the bottom: settings with failed points", *note))
+            title, "one line per framework and fixed other settings (hover: which); mean over repeats of ok points, "
+                   "with its 95 % interval where two or more ran",
+            "red crosses at the bottom: settings with failed points; orange diamonds: settings with points timed "
+            "under outside load (left out of the means)", *note))
     return make
 
 
@@ -376,10 +394,13 @@ def _speedup_chart(runs, curves=None, samples=None, published=None):
         x=x, y=alt.Y("speedup:Q", title="speed-up over the fewest threads"), color=_color(), detail="group:N",
         tooltip=tip)
     ideal = alt.Chart().mark_line(strokeDash=[4, 4], color="gray").encode(x=x, y="ideal:Q", detail="group:N")
-    chart = alt.layer(ideal, lines, data=table).properties(width=260, height=220)
+    bars = alt.Chart().transform_filter("isValid(datum.speedup_low)").mark_rule(strokeWidth=1.5).encode(
+        x=x, y="speedup_low:Q", y2="speedup_high:Q", color=_color(), detail="group:N")
+    chart = alt.layer(ideal, lines, bars, data=table).properties(width=260, height=220)
     return _facet(chart, table).properties(title=_title(
         title, "speed-up = training time at the group's fewest threads / time at this many (same other settings)",
-        "dashed grey: linear (ideal) speed-up", *note))
+        "dashed grey: linear (ideal) speed-up; vertical lines: approximate 95 % interval of the ratio where both "
+        "thread counts ran twice or more", *note))
 
 
 def _timeline(column: str, label: str, what: str):
@@ -396,10 +417,9 @@ def _timeline(column: str, label: str, what: str):
         panel = dict(zip(chosen["run_id"], chosen["panel"]))
         s = samples[samples["run_id"].isin(panel)][["run_id", "t", "phase", column]].copy()
         spans = phase_spans(s)
-        # Long runs: at most MAX_SAMPLES readings per run drawn (the phase spans keep every boundary).
-        s = s.sort_values(["run_id", "t"])
-        step = (s.groupby("run_id")["t"].transform("size") // MAX_SAMPLES + 1).astype(int)
-        s = s[s.groupby("run_id").cumcount() % step == 0].copy()
+        # Long runs: about MAX_SAMPLES readings per run drawn, each bucket's lowest and highest (tables.thin: the
+        # peak is kept); the phase spans keep every boundary.
+        s = thin(s, column, MAX_SAMPLES).copy()
         s["layer"], spans["layer"] = "sample", "phase"
         data = pd.concat([s, spans], ignore_index=True)
         data["panel"] = data["run_id"].map(panel)
@@ -686,8 +706,20 @@ def draw(name: str, runs: pd.DataFrame, curves: pd.DataFrame, samples: pd.DataFr
             width=520, height=60, title=_title(spec.title))
 
 
-def draw_all(runs, curves, samples, out_dir, cfg: dict | None = None, published=None) -> list[Path]:
-    """Draw every chart of CHARTS into out_dir as <name>.html and <name>.svg; runs/curves/samples: frames or paths."""
+def with_subtitle(chart, line: str):
+    """The chart with one more subtitle line under its title (a partial study's "k of N points")."""
+    title = chart.title
+    if isinstance(title, alt.TitleParams):
+        old = title.subtitle
+        subtitle = [] if old is alt.Undefined else [old] if isinstance(old, str) else list(old)
+        return chart.properties(title=alt.TitleParams(**{**title.to_dict(), "subtitle": [*subtitle, line]}))
+    return chart.properties(title=_title("" if title is alt.Undefined else str(title), line))
+
+
+def draw_all(runs, curves, samples, out_dir, cfg: dict | None = None, published=None,
+             subtitle: str | None = None) -> list[Path]:
+    """Draw every chart of CHARTS into out_dir as <name>.html and <name>.svg; runs/curves/samples: frames or paths.
+    subtitle: a line added under every chart's title."""
     runs, curves, samples = _frame(runs), _frame(curves), _frame(samples)
     if published is None:
         published = read_published() if PUBLISHED_CSV.exists() else pd.DataFrame()
@@ -697,6 +729,7 @@ def draw_all(runs, curves, samples, out_dir, cfg: dict | None = None, published=
     out.mkdir(parents=True, exist_ok=True)
     written = []
     for name in CHARTS:
-        save(draw(name, runs, curves, samples, published), out / name)
+        chart = draw(name, runs, curves, samples, published)
+        save(with_subtitle(chart, subtitle) if subtitle else chart, out / name)
         written.append(out / name)
     return written

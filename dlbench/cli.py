@@ -16,13 +16,15 @@ import signal
 import sys
 
 
-def prepare(dataset: str, out: str, local: str | None = None, downloads: str = "resources/downloads") -> int:
+def prepare(dataset: str, out: str, local: str | None = None, downloads: str = "resources/downloads",
+            test_copy: str | None = None) -> int:
     from dlbench.datasets import prepare as datasets
     from dlbench.locks import heavy_work, node_lock
 
     try:
         with heavy_work(node_lock(), f"preparing {dataset}"):  # never beside a measurement on this node
-            meta = datasets.prepare(dataset, out, local=local or None, downloads=downloads)
+            meta = datasets.prepare(dataset, out, local=local or None, downloads=downloads,
+                                    test_copy=test_copy or None)
     except datasets.DatasetError as exc:
         print(f"dlbench: dataset {dataset}: {exc}", file=sys.stderr)
         return 2
@@ -106,6 +108,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--out", required=True)
     p.add_argument("--local", default="")
     p.add_argument("--downloads", default="resources/downloads")
+    p.add_argument("--test-copy", default="", help="for tests: the local copy is a test data set (say what it is); "
+                   "its digest is not checked, and its records say so")
     t = sub.add_parser("train", help="run one point")
     t.add_argument("--point", required=True, help="the point, as JSON")
     t.add_argument("--dataset-dir", required=True)
@@ -127,7 +131,7 @@ def main(argv: list[str] | None = None) -> int:
     v.add_argument("config")
     args = parser.parse_args(argv)
     if args.cmd == "prepare":
-        return prepare(args.dataset, args.out, args.local, args.downloads)
+        return prepare(args.dataset, args.out, args.local, args.downloads, args.test_copy)
     if args.cmd == "train":
         return train(json.loads(args.point), args.dataset_dir, args.out, args.env or None, interval_s=args.interval,
                      monitor=args.monitor, time_limit_s=args.time_limit, memory_limit_mb=args.memory_limit,

@@ -154,5 +154,5 @@ def caffe_data_files(package: Path = PACKAGE) -> list[Path]:
 
 @functools.cache
 def caffe_data_digest(package: Path = PACKAGE) -> str:
-    """The digest of the code that writes Caffe's HDF5 input (rules/data.smk, rule caffe_data)."""
+    """The digest of the code that writes Caffe's HDF5 input (workflow/rules/data.smk, rule caffe_data)."""
     return files_digest(caffe_data_files(package), package)

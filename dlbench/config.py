@@ -31,6 +31,9 @@ def load_schema(path: str | os.PathLike = SCHEMA) -> dict:
     # Every compute-library value some framework honours; which framework takes which: check_axes.
     props["sweep"]["properties"]["library"]["items"]["enum"] = list(dict.fromkeys(
         v for f in registry.FRAMEWORKS.values() for v in f.values("library")))
+    for key, values in (("framework", registry.names()), ("dataset", list(catalog.INFO))):
+        schema["$defs"]["point_filter"]["properties"][key]["items"]["enum"] = values
+    props["versions"]["propertyNames"]["enum"] = [f.name for f in registry.FRAMEWORKS.values() if f.packages]
     envs = props["envs"]["properties"]
     envs["site"]["propertyNames"]["enum"] = registry.names()
     envs["site"]["additionalProperties"]["oneOf"][1]["propertyNames"]["enum"] = [
@@ -134,6 +137,17 @@ def check_tune(where: str, study: dict) -> None:
                               f"swept (sweep.{swept[0]}); give it in one of them")
 
 
+def check_versions(cfg: dict) -> None:
+    """Versions only of the study's frameworks, and not of one that runs in a site's own build."""
+    studied = set(cfg["frameworks"]).union(*(s.get("frameworks", []) for s in cfg.get("studies", {}).values()))
+    for name in cfg["versions"]:
+        if name not in studied:
+            raise ConfigError(f"versions.{name}: {name} is not among the study's frameworks; add it or remove the key")
+        if name in cfg["envs"]["site"]:
+            raise ConfigError(f"versions.{name}: {name} runs in a site's own build (envs.site.{name}), which has "
+                              "one version; remove one of the two")
+
+
 def validate(raw: dict[str, Any], *, local_cores: int | None = None,
              schema_path: str | os.PathLike = SCHEMA) -> dict[str, Any]:
     """The validated config with defaults filled in, or ConfigError with one line.
@@ -194,6 +208,7 @@ def validate(raw: dict[str, Any], *, local_cores: int | None = None,
             raise ConfigError(f"{where}sweep.threads: {too_many[0]} is more than this machine's {local_cores} "
                               f"cores; use at most {local_cores} here, or run on a cluster "
                               "(--profile profiles/slurm)")
+    check_versions(cfg)
     model = cfg["cluster"].get("gpu_model")
     if model:
         problem = gpu_model_problem(model)
@@ -203,6 +218,10 @@ def validate(raw: dict[str, Any], *, local_cores: int | None = None,
         if not os.path.exists(os.path.expanduser(where)):
             raise ConfigError(f"data.{name}: {where} does not exist; give the folder or archive "
                               f"holding the {name} files, or remove the key to download them")
+    for name in cfg["data_test_copy"]:
+        if name not in cfg["data"]:
+            raise ConfigError(f"data_test_copy.{name}: no data.{name} to take the test copy from; give its folder "
+                              f"as data.{name}, or remove the key")
     return cfg
 
 

@@ -11,7 +11,7 @@ finished. pip needs no GPU: a CUDA environment builds on a login node.
 A site environment is an existing interpreter the config names instead (`envs.site`): it is
 checked, not built (site_env).
 
-The conda files envs/<env>.yaml (for `snakemake --sdm conda`) are generated from the same
+The conda files workflow/envs/<env>.yaml (for `snakemake --sdm conda`) are generated from the same
 pins (conda_yaml), so both ways install the same versions:
 
     python -m dlbench.envs build ENV --out resources/envs/ENV.json
@@ -34,7 +34,7 @@ from pathlib import Path
 from dlbench.atomic import write_json
 from dlbench.frameworks import registry
 from dlbench.locks import flocked, heavy_work, node_lock
-from dlbench.paths import ENVS, ROOT, cache_root
+from dlbench.paths import CONDA_ENVS, ENVS, ROOT, cache_root
 from dlbench.procs import owner_tag, remove_dead_leftovers
 
 # The conda files' Python: the version dlbench is developed and tested on (pyproject's requires-python).
@@ -50,13 +50,27 @@ class EnvError(RuntimeError):
     """An environment that cannot be built or used; the message says what to do."""
 
 
+# The pins and locks of environments at another framework version (`pytorch@2.12.0`, dlbench.versions).
+VERSIONS = ENVS / "versions"
+
+
+def _folder(env: str) -> Path:
+    return VERSIONS if registry.VERSION_SEP in env else ENVS
+
+
 def pins_file(env: str) -> Path:
-    return ENVS / f"{env}.txt"
+    return _folder(env) / f"{env}.txt"
 
 
 def lock_file(env: str) -> Path:
     """Every package the environment installs, transitive ones included, each with its hashes (`lock`)."""
-    return ENVS / f"{env}.lock"
+    return _folder(env) / f"{env}.lock"
+
+
+def split_version(env: str) -> tuple[str, str | None]:
+    """(`pytorch-cuda`, `2.12.0`) for `pytorch-cuda@2.12.0`; (env, None) for an environment at its pins' version."""
+    base, _, version = env.partition(registry.VERSION_SEP)
+    return base, version or None
 
 
 def recipe_files(env: str) -> list[Path]:
@@ -69,9 +83,9 @@ def recipe_files(env: str) -> list[Path]:
 
 
 def variant_of(env: str) -> str | None:
-    """`cuda` for `pytorch-cuda`; None for a framework's CPU environment."""
+    """`cuda` for `pytorch-cuda` (and `pytorch-cuda@2.12.0`); None for a framework's CPU environment."""
     name = registry.framework_of_env(env).name
-    return env[len(name) + 1:] or None
+    return split_version(env)[0][len(name) + 1:] or None
 
 
 def env_key(env: str) -> str:
@@ -130,7 +144,7 @@ def build(env: str) -> Path:
     A build is heavy work: no point measures on this node while it runs (dlbench.locks.heavy_work); builds of
     other environments run beside it.
     """
-    if env not in registry.env_names():
+    if split_version(env)[0] not in registry.env_names():
         raise EnvError(f"unknown environment {env!r}; known: {', '.join(registry.env_names())}")
     final = env_dir(env)
     if (final / "READY").exists():
@@ -271,7 +285,11 @@ def point_env(cfg: dict, point: dict) -> tuple[str, str | None]:
     opted = {env.split("-", 1)[1] for env in cfg.get("envs", {}).get("opt_in", []) if env.startswith(fw.name + "-")}
     env = fw.env_name(point, tuple(opted | (set(sites) - {registry.PLAIN_VARIANT})))
     variant = env[len(fw.name) + 1:] or registry.PLAIN_VARIANT
-    return env, sites.get(variant)
+    if variant in sites:
+        return env, sites[variant]
+    from dlbench import versions  # (it reads pins with this module's helpers)
+
+    return versions.env_of(env, versions.version_of(cfg, point)), None
 
 
 def site_env(framework: str, env: str, python: str) -> dict:
@@ -310,7 +328,7 @@ def _runner_pins() -> list[str]:
 
 
 def conda_yaml(env: str) -> str:
-    """envs/<env>.yaml as generated from envs/<env>.txt: Python and the `# conda:` packages from conda-forge,
+    """workflow/envs/<env>.yaml as generated from envs/<env>.txt: Python and the `# conda:` packages from conda-forge,
     every pin through pip (one version everywhere), and for a framework environment the runner's packages."""
     comments, conda, pip = _pins(pins_file(env))
     if env != "base":
@@ -327,10 +345,10 @@ def conda_envs() -> list[str]:
 
 
 def write_conda(check: bool = False) -> list[str]:
-    """Write every envs/<env>.yaml from its pins (check: only compare); the names of those that differed."""
+    """Write every workflow/envs/<env>.yaml from its pins (check: only compare); the names of those that differed."""
     stale = []
     for env in conda_envs():
-        path = ENVS / f"{env}.yaml"
+        path = CONDA_ENVS / f"{env}.yaml"
         text = conda_yaml(env)
         if not path.exists() or path.read_text() != text:
             stale.append(env)
@@ -350,7 +368,7 @@ def main(argv: list[str] | None = None) -> int:
     lst.add_argument("--all", action="store_true", help="every environment, the variants too")
     lk = sub.add_parser("lock", help="write envs/<env>.lock (every package, hashed) from envs/<env>.txt; needs PyPI")
     lk.add_argument("envs", nargs="*", help="environments to lock (default: every one, and base)")
-    c = sub.add_parser("conda", help="write envs/*.yaml from the pins")
+    c = sub.add_parser("conda", help="write workflow/envs/*.yaml from the pins")
     c.add_argument("--check", action="store_true", help="only say which differ from the pins (exit 1 if any)")
     args = parser.parse_args(argv)
     if args.cmd == "list":
@@ -366,7 +384,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.cmd == "conda":
         stale = write_conda(check=args.check)
         for env in stale:
-            print(f"envs/{env}.yaml {'differs from' if args.check else 'written from'} envs/{env}.txt")
+            print(f"workflow/envs/{env}.yaml {'differs from' if args.check else 'written from'} envs/{env}.txt")
         return 1 if args.check and stale else 0
     return provide(args.env, args.out)
 

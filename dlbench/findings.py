@@ -1,506 +1,61 @@
 """The study's findings in words, computed from the results: results/findings.md.
 
-Which framework is fastest and most accurate, which batch size and learning rate
-served each framework best, whether a framework's own defaults are best for it, what
-cross-applying settings did (and under which reading), whether one framework's best
-settings carry over to another, what tuning around the defaults gained, what failed,
-for each of the published study's observations whether this run agrees, disagrees or
-did not test it (and why), and guidance for a service provider and a consumer.
-The numbers come from dlbench.tables; this module words them.
+Which framework is fastest and most accurate and whether the data can tell, whether the framework matters at
+all (ANOVA, Friedman), how many repeats a tighter interval needs, which batch size and learning rate served
+each framework best, whether a framework's own defaults are best for it, what cross-applying settings did (and
+under which reading), whether one framework's best settings carry over to another, what tuning around the
+defaults gained, what failed, the published study's observations (dlbench.observations), and guidance for a
+service provider and a consumer. Every comparison states its interval and test (dlbench.verdicts); the
+numbers come from dlbench.tables, dlbench.summary and dlbench.published; this module words them.
 """
 
 from __future__ import annotations
 
 import html
 import math
-from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 
 import pandas as pd
 
-from dlbench import atomic
-from dlbench.datasets import catalog
+from dlbench import atomic, compare, stats
 from dlbench.frameworks import registry
+from dlbench.observations import OBSERVATIONS, Verdict, observations  # noqa: F401 - Verdict: the findings' type
+from dlbench.published import PUBLISHED_CSV, leaders_vs_published, published_ratios, speedups_vs_published
+from dlbench.summary import (
+    TARGETS,
+    best_values,
+    carry_over,
+    cross_effects,
+    failures,
+    framework_effect,
+    framework_leaders,
+    own_vs_cross,
+    readings_ran,
+    repeats_needed,
+)
 from dlbench.tables import (
     AXIS_PAIRS,
     NEAR_BEST_PP,
-    PUBLISHED_CSV,
     READING_TEXT,
     READINGS,
-    TIE,
     axis_speedups,
-    carry_over,
-    defaults_table,
-    device_pairs,
+    contended_count,
     efficiency,
     fastest_configurations,
-    group_key,
-    in_studies_varying,
-    leaders_vs_published,
     ok_points,
     points,
-    published_device_ratios,
-    published_ratios,
-    read_published,
-    settings_label,
-    speedups_vs_published,
     time_to_target,
-    tuning_table,
 )
+from dlbench.tuning import tuning_table
+from dlbench.verdicts import UNITS, answered, leader_text, state, value
 
-AGREES, DISAGREES = "agrees", "disagrees"
-MNIST_LIKE = catalog.members("mnist")  # the published MNIST figures stand for these
-CIFAR_LIKE = catalog.members("cifar10")
-
-
-def not_tested(why: str) -> str:
-    return f"not tested in this run ({why})"
-
-
-@dataclass(frozen=True)
-class Verdict:
-    verdict: str  # "agrees", "disagrees" or "not tested in this run (why)"
-    evidence: str = ""
+LISTED = 20  # sweeps worded one by one in a section (the rest counted)
 
 
 def _frame(obj) -> pd.DataFrame:
     if obj is None:
         return pd.DataFrame()
     return obj if isinstance(obj, pd.DataFrame) else pd.read_parquet(obj)
-
-
-def _stand_in(dataset: str) -> str:
-    return dataset if dataset == "mnist" else f"{dataset} (standing in for MNIST)"
-
-
-# ---------------------------------------------------------------------------------------------
-# The tables
-# ---------------------------------------------------------------------------------------------
-
-def leaders(runs: pd.DataFrame) -> pd.DataFrame:
-    """Per dataset and device: the fastest framework (lowest mean train time of its ok points) and the most accurate."""
-    cols = ["dataset", "device", "fastest", "fastest_train_time_s", "most_accurate", "most_accurate_pct",
-            "frameworks"]
-    df = ok_points(points(runs))
-    rows = []
-    for (dataset, device), g in df.groupby(["dataset", "device"]):
-        t = g[g["train_time_s"].notna()].groupby("framework")["train_time_s"].mean()
-        a = g[g["accuracy"].notna()].groupby("framework").agg(acc=("accuracy", "mean"), t=("train_time_s", "mean"))
-        row = {"dataset": dataset, "device": device, "frameworks": ", ".join(sorted(set(g["framework"])))}
-        if len(t):
-            row.update(fastest=t.idxmin(), fastest_train_time_s=t.min())
-        if len(a):
-            best = a.sort_values(["acc", "t"], ascending=[False, True])
-            best = best[best["acc"] >= best["acc"].iloc[0] - TIE].sort_values("t")
-            row.update(most_accurate=best.index[0], most_accurate_pct=best["acc"].iloc[0] * 100)
-        rows.append(row)
-    return pd.DataFrame(rows, columns=cols)
-
-
-def best_values(runs: pd.DataFrame, param: str) -> pd.DataFrame:
-    """Per framework, dataset and device: the value of `param` with the best mean accuracy (ties: faster).
-
-    Only where `param` took at least two values among ok points (in the sub-studies that vary it).
-    """
-    cols = ["framework", "dataset", "device", param, "accuracy_pct", "train_time_s", "tried"]
-    df = ok_points(in_studies_varying(points(runs), param), "accuracy")
-    rows = []
-    for (framework, dataset, device), g in df.groupby(["framework", "dataset", "device"]):
-        per = g.groupby(param).agg(acc=("accuracy", "mean"), t=("train_time_s", "mean"))
-        if len(per) < 2:
-            continue
-        top = per[per["acc"] >= per["acc"].max() - TIE].sort_values("t", na_position="last")
-        rows.append({"framework": framework, "dataset": dataset, "device": device, param: top.index[0],
-                     "accuracy_pct": top["acc"].iloc[0] * 100, "train_time_s": top["t"].iloc[0],
-                     "tried": ", ".join(f"{v:g}" for v in per.index)})
-    return pd.DataFrame(rows, columns=cols)
-
-
-def own_vs_cross(runs: pd.DataFrame) -> pd.DataFrame:
-    """Per framework, dataset, device and reading with both: own-defaults accuracy vs the best cross-applied preset.
-
-    Cross-applied: another framework's own defaults (registry.own_presets()), under the reading in
-    `reading` (settings only, or the whole preset); custom presets are left out.
-    """
-    cols = ["framework", "dataset", "device", "reading", "own_accuracy_pct", "best_cross", "best_cross_accuracy_pct",
-            "own_is_best"]
-    table = defaults_table(runs)
-    table = table[table["accuracy_pct"].notna()]
-    rows = []
-    for (framework, dataset, device), g in table.groupby(["framework", "dataset", "device"]):
-        own = g[g["is_own"]]
-        for reading, cross in g[~g["is_own"] & g["whose"].isin(registry.own_presets())].groupby("reading"):
-            if own.empty:
-                continue
-            best = cross.sort_values("accuracy_pct", ascending=False).iloc[0]
-            own_acc = own["accuracy_pct"].mean()
-            rows.append({"framework": framework, "dataset": dataset, "device": device, "reading": READINGS[reading],
-                         "own_accuracy_pct": own_acc, "best_cross": best["whose"],
-                         "best_cross_accuracy_pct": best["accuracy_pct"],
-                         "own_is_best": own_acc >= best["accuracy_pct"] - TIE * 100})
-    return pd.DataFrame(rows, columns=cols)
-
-
-def cross_effects(runs: pd.DataFrame) -> pd.DataFrame:
-    """Each framework under each preset: accuracy and time, and their change against its own defaults."""
-    table = defaults_table(runs)
-    if table.empty or table["whose"].nunique() < 2:
-        return pd.DataFrame()
-    own = table[table["is_own"]].groupby(["framework", "dataset", "device"]).agg(
-        own_acc=("accuracy_pct", "mean"), own_t=("train_time_s", "mean")).reset_index()
-    out = table.merge(own, on=["framework", "dataset", "device"], how="left")
-    out["accuracy_change_pp"] = out["accuracy_pct"] - out["own_acc"]
-    out["time_ratio_to_own"] = out["train_time_s"] / out["own_t"]
-    out["reading"] = out["reading"].map(READINGS)
-    return out.drop(columns=["own_acc", "own_t"]).sort_values(["dataset", "device", "framework", "whose", "reading"],
-                                                              ignore_index=True)
-
-
-def readings_ran(runs: pd.DataFrame) -> list[str]:
-    """The readings under which other frameworks' presets were applied in this run (settings, preset)."""
-    present = set(points(runs)["reading"])
-    return [r for r in ("settings", "preset") if r in present]
-
-
-def failures(runs: pd.DataFrame) -> pd.DataFrame:
-    """Failed points (status other than ok) counted by framework and status."""
-    df = points(runs)
-    bad = df[df["status"] != "ok"]
-    if bad.empty:
-        return pd.DataFrame(columns=["framework", "status", "n", "example_reason"])
-    return bad.groupby(["framework", "status"], as_index=False).agg(
-        n=("status", "size"), example_reason=("reason", lambda r: next((str(x) for x in r if pd.notna(x)), "")))
-
-
-# ---------------------------------------------------------------------------------------------
-# The published observations
-# ---------------------------------------------------------------------------------------------
-
-def _fmt_means(means: pd.Series, unit: str, scale: float = 1.0) -> str:
-    return ", ".join(f"{fw} {v * scale:.4g}{unit}" for fw, v in means.sort_values().items())
-
-
-def observe_caffe_fastest_on_cpu(runs: pd.DataFrame) -> Verdict:
-    df = ok_points(points(runs), "train_time_s")
-    df = df[df["is_own"] & (df["device"] == "cpu") & df["dataset"].isin(MNIST_LIKE)]
-    if df.empty:
-        return Verdict(not_tested("no ok CPU point with the frameworks' own defaults on an MNIST-like dataset"))
-    for dataset in MNIST_LIKE:
-        means = df[df["dataset"] == dataset].groupby("framework")["train_time_s"].mean()
-        if "caffe" in means.index and len(means) >= 2:
-            fastest = means.idxmin()
-            return Verdict(AGREES if fastest == "caffe" else DISAGREES,
-                           f"{_stand_in(dataset)}, own defaults, CPU, mean training time: {_fmt_means(means, ' s')}")
-    if "caffe" not in set(df["framework"]):
-        return Verdict(not_tested("Caffe has no ok own-defaults CPU point on an MNIST-like dataset"))
-    return Verdict(not_tested("no other framework ran with its own defaults on CPU beside Caffe"))
-
-
-def observe_tensorflow_most_accurate(runs: pd.DataFrame) -> Verdict:
-    df = ok_points(points(runs), "accuracy")
-    df = df[df["is_own"] & df["dataset"].isin(MNIST_LIKE)]
-    if df.empty:
-        return Verdict(not_tested("no ok point with the frameworks' own defaults on an MNIST-like dataset"))
-    for dataset in MNIST_LIKE:
-        means = df[df["dataset"] == dataset].groupby("framework")["accuracy"].mean()
-        if "tensorflow" in means.index and len(means) >= 2:
-            top = means.max()
-            agrees = means["tensorflow"] >= top - TIE
-            return Verdict(AGREES if agrees else DISAGREES,
-                           f"{_stand_in(dataset)}, own defaults, mean test accuracy: "
-                           + ", ".join(f"{fw} {v * 100:.2f}%" for fw, v in means.sort_values(ascending=False).items()))
-    if "tensorflow" not in set(df["framework"]):
-        return Verdict(not_tested("TensorFlow has no ok own-defaults point on an MNIST-like dataset"))
-    return Verdict(not_tested("no other framework ran with its own defaults beside TensorFlow"))
-
-
-def observe_gpu_faster(runs: pd.DataFrame) -> Verdict:
-    df = ok_points(points(runs), "train_time_s", positive=True)
-    if not (df["device"] == "gpu").any():
-        return Verdict(not_tested("no ok GPU point"))
-    df = df.assign(key=group_key(df, {"device", "threads", "library"}))
-    faster, slower = {}, {}
-    for framework, g in df.groupby("framework"):
-        means = g.groupby(["key", "device"])["train_time_s"].mean().unstack()
-        if not {"cpu", "gpu"} <= set(means.columns):
-            continue
-        pairs = means[["cpu", "gpu"]].dropna()
-        if pairs.empty:
-            continue
-        ratio = float((pairs["cpu"] / pairs["gpu"]).median())
-        (faster if ratio > 1 else slower)[framework] = ratio
-    if not faster and not slower:
-        return Verdict(not_tested("no framework has ok CPU and GPU points with the same settings"))
-    evidence = "median CPU time / GPU time over matched settings: " + ", ".join(
-        f"{fw} {r:.3g}x" for fw, r in sorted({**faster, **slower}.items()))
-    untested = sorted(set(df["framework"]) - set(faster) - set(slower))
-    if untested:
-        evidence += f"; not compared (no matched CPU and GPU points): {', '.join(untested)}"
-    return Verdict(DISAGREES if slower else AGREES, evidence)
-
-
-def observe_best_does_not_carry_over(runs: pd.DataFrame) -> Verdict:
-    """The study's claim: the best settings of one framework often do not work as well for another.
-
-    Tested per pair: the preset that served A best, applied to B, against B's best (tables.carry_over);
-    it does not carry over when B loses more than NEAR_BEST_PP points with it. Agrees when that happens in
-    more than half of the pairs, under the study's reading (settings only) where it ran, else the whole preset.
-    """
-    table = carry_over(runs)
-    if table.empty:
-        return Verdict(not_tested("no two frameworks each ran at least two frameworks' presets, among them "
-                                  "the one that served the other best"))
-    reading = "settings" if (table["reading"] == "settings").any() else "preset"
-    pairs = table[table["reading"] == reading]
-    misses = pairs[~pairs["carries_over"]]
-    what = (f"under the {READINGS[reading]} reading" + (" (the study's)" if reading == "settings" else
-                                                         " (not the study's reading: settings only did not run)"))
-    evidence = (f"{what}, the preset that served framework A best, applied to framework B, fell more than "
-                f"{NEAR_BEST_PP:g} points short of B's best in {len(misses)} of {len(pairs)} pairs: " + "; ".join(
-                    f"{r.from_framework}'s best ({r.best_preset}'s) on {r.to_framework} ({r.dataset}/{r.device}): "
-                    f"{r.accuracy_with_pct:.2f}% vs its best ({r.to_best_preset}'s) {r.to_best_pct:.2f}%"
-                    for r in pairs.itertuples()))
-    other = table[table["reading"] != reading]
-    if not other.empty:
-        evidence += (f". Under the {READINGS[other['reading'].iloc[0]]} reading: {int((~other['carries_over']).sum())}"
-                     f" of {len(other)} pairs fell short")
-    return Verdict(AGREES if len(misses) * 2 > len(pairs) else DISAGREES, evidence)
-
-
-def _published_leaders_text(column: str, largest: bool) -> str:
-    """The published leader per dataset and device, in words, from the published table."""
-    if not PUBLISHED_CSV.exists():
-        return "as published"
-    pub = read_published()
-    parts = []
-    for dataset in ("mnist", "cifar10"):
-        per = []
-        for device in ("cpu", "gpu"):
-            g = pub[(pub["dataset"] == dataset) & (pub["device"] == device)].set_index("framework")[column]
-            if g.empty:
-                continue
-            best = g.max() if largest else g.min()
-            top = sorted(g[(g - best).abs() < 0.005].index)
-            per.append(f"{device.upper()} {' and '.join(top)}" + (" (tied)" if len(top) > 1 else ""))
-        parts.append(f"{dataset}: {', '.join(per)}")
-    return "; ".join(parts)
-
-
-def _leaders_verdict(runs: pd.DataFrame, published: pd.DataFrame | None, what: str) -> Verdict:
-    if published is None or published.empty:
-        return Verdict(not_tested("the published table is missing"))
-    table = leaders_vs_published(runs, published)
-    if table.empty:
-        return Verdict(not_tested("no dataset and device with ok own-defaults points of two or more frameworks of "
-                                  "the published table"))
-    agrees = table[f"{what}_agrees"]
-    if what == "fastest":
-        rows = [f"{r.dataset}/{r.device} among {r.frameworks}: {r.fastest} ({r.fastest_train_time_s:.4g} s); "
-                f"published {r.published_fastest} ({r.published_fastest_train_time_s:.4g} s on "
-                f"{r.published_dataset})" for r in table.itertuples()]
-    else:
-        rows = [f"{r.dataset}/{r.device} among {r.frameworks}: {r.most_accurate} ({r.most_accurate_pct:.2f}%); "
-                f"published {r.published_most_accurate} ({r.published_most_accurate_pct:.2f}% on "
-                f"{r.published_dataset})" for r in table.itertuples()]
-    summary = f"own defaults, mean of ok points; same as published in {int(agrees.sum())} of {len(table)}: "
-    return Verdict(AGREES if agrees.all() else DISAGREES, summary + "; ".join(rows))
-
-
-def observe_fastest_per_dataset_device(runs: pd.DataFrame, published: pd.DataFrame | None = None) -> Verdict:
-    return _leaders_verdict(runs, published, "fastest")
-
-
-def observe_most_accurate_per_dataset_device(runs: pd.DataFrame, published: pd.DataFrame | None = None) -> Verdict:
-    return _leaders_verdict(runs, published, "most_accurate")
-
-
-def _published_speedups_text() -> str:
-    if not PUBLISHED_CSV.exists():
-        return "as published"
-    ratios = published_device_ratios(read_published())
-    return "; ".join(f"{dataset}: " + ", ".join(f"{r.framework} {r.published_cpu_over_gpu:.3g}x" for r in
-                                                g.itertuples())
-                     for dataset, g in ratios.groupby("dataset", sort=False))
-
-
-def observe_gpu_speedup_order(runs: pd.DataFrame, published: pd.DataFrame | None = None) -> Verdict:
-    """The frameworks rank by GPU speed-up of training (CPU time / GPU time, own defaults) as published.
-
-    The ratios themselves depend on the CPU and the GPU (the study's: a 4-core Xeon E5-1620 and a GTX 1080
-    Ti), so the order is what is compared, per dataset, among the frameworks with both devices here.
-    """
-    if published is None or published.empty:
-        return Verdict(not_tested("the published table is missing"))
-    table = speedups_vs_published(runs, published).dropna(subset=["published_cpu_over_gpu"])
-    if table.empty:
-        return Verdict(not_tested("no framework has ok own-defaults points on CPU and GPU with the same settings"))
-    tested, same, words = 0, 0, []
-    for dataset, g in table.groupby("dataset"):
-        mine = list(g.sort_values("cpu_over_gpu", ascending=False)["framework"])
-        theirs = list(g.sort_values("published_cpu_over_gpu", ascending=False)["framework"])
-        ratios = ", ".join(f"{r.framework} {r.cpu_over_gpu:.3g}x (published {r.published_cpu_over_gpu:.3g}x)"
-                           for r in g.itertuples())
-        if len(g) < 2:
-            words.append(f"{dataset}: only {ratios}, nothing to rank")
-            continue
-        tested += 1
-        same += mine == theirs
-        words.append(f"{dataset}: {ratios}; order here {' > '.join(mine)}, published {' > '.join(theirs)}")
-    if not tested:
-        return Verdict(not_tested("one framework per dataset has CPU and GPU points: " + "; ".join(words)))
-    return Verdict(AGREES if same == tested else DISAGREES,
-                   f"own defaults, CPU time / GPU time of training; same order as published on {same} of {tested} "
-                   "datasets: " + "; ".join(words))
-
-
-def observe_tensorflow_cifar_testing(runs: pd.DataFrame, published: pd.DataFrame | None = None) -> Verdict:
-    """TensorFlow tests CIFAR-10 more slowly on GPU than on CPU (published: 5.76 s against 2.69 s)."""
-    pairs = device_pairs(runs, "test_time_s")
-    pairs = pairs[(pairs["framework"] == "tensorflow") & pairs["dataset"].isin(CIFAR_LIKE)]
-    if pairs.empty:
-        return Verdict(not_tested("no ok TensorFlow own-defaults points on a CIFAR-10 dataset on both CPU and GPU"))
-    pub = ""
-    if published is not None and not published.empty:
-        tf = published[(published["framework"] == "tensorflow") & (published["dataset"] == "cifar10")]
-        t = tf.set_index("device")["test_time_s"]
-        if {"cpu", "gpu"} <= set(t.index):
-            pub = f" (published: CPU {t['cpu']:.3g} s, GPU {t['gpu']:.3g} s)"
-    slower = pairs["gpu_s"] > pairs["cpu_s"]
-    evidence = "; ".join(f"{r.dataset}, own defaults, mean test time: CPU {r.cpu_s:.3g} s, GPU {r.gpu_s:.3g} s"
-                         for r in pairs.itertuples()) + pub
-    return Verdict(AGREES if slower.all() else DISAGREES, evidence)
-
-
-def _sweep_groups(runs: pd.DataFrame, param: str, metric_cols=("train_time_s", "accuracy")):
-    """Groups of ok points with the same other settings where `param` takes 2+ values; means per value."""
-    df = ok_points(in_studies_varying(points(runs), param), *metric_cols)
-    df = df[df[param].notna()]
-    if df.empty:
-        return []
-    df = df.assign(key=group_key(df, {param}), settings=settings_label(df, {param}))
-    # one groupby for every group (a large sweep has thousands), then each group's rows
-    means = df.groupby(["key", "framework", param]).agg(t=("train_time_s", "mean"), acc=("accuracy", "mean"))
-    first = df.groupby(["key", "framework"]).agg(settings=("settings", "first"), dataset=("dataset", "first"))
-    groups = []
-    for (key, framework), per in means.groupby(level=["key", "framework"], sort=True):
-        if len(per) >= 2:
-            groups.append((framework, first.at[(key, framework), "settings"], first.at[(key, framework), "dataset"],
-                           per.droplevel(["key", "framework"])))
-    return groups
-
-
-def observe_batch_size(runs: pd.DataFrame) -> Verdict:
-    df = points(runs)
-    epoch_based = df[df["length_unit"] == "epochs"]
-    groups = _sweep_groups(epoch_based, "batch_size")
-    if not groups:
-        if _sweep_groups(df, "batch_size"):
-            return Verdict(not_tested("batch sizes were swept at a fixed number of iterations, not epochs"))
-        return Verdict(not_tested("no batch-size sweep at a fixed number of epochs with ok points"))
-    shorter = sum(per["t"].iloc[-1] < per["t"].iloc[0] for *_, per in groups)
-    lower = [(fw, s, d, per) for fw, s, d, per in groups if per["acc"].iloc[-1] < per["acc"].iloc[0] - TIE]
-    evidence = "; ".join(
-        f"{fw} on {d} ({s}): batch {per.index[0]:g} -> {per.index[-1]:g}: time {per['t'].iloc[0]:.3g} -> "
-        f"{per['t'].iloc[-1]:.3g} s, accuracy {per['acc'].iloc[0] * 100:.2f} -> {per['acc'].iloc[-1] * 100:.2f}%"
-        for fw, s, d, per in groups)
-    time_holds = shorter * 2 > len(groups)
-    summary = (f"largest batch trained faster in {shorter} of {len(groups)} sweeps; it lowered accuracy in "
-               f"{len(lower)} of them. ")
-    return Verdict(AGREES if time_holds and lower else DISAGREES, summary + evidence)
-
-
-def _saturates(lengths, acc) -> bool:
-    """Accuracy gains less per unit of length in the last step than in the first."""
-    first = (acc[1] - acc[0]) / (lengths[1] - lengths[0])
-    last = (acc[-1] - acc[-2]) / (lengths[-1] - lengths[-2])
-    return last <= first + TIE
-
-
-def observe_length(runs: pd.DataFrame, curves: pd.DataFrame | None = None) -> Verdict:
-    groups = _sweep_groups(points(runs), "length")
-    if groups:
-        grows = sum(per["t"].iloc[-1] > per["t"].iloc[0] for *_, per in groups)
-        long_groups = [g for g in groups if len(g[3]) >= 3]
-        if not long_groups:
-            return Verdict(not_tested(f"lengths swept with only two values (time grew in {grows} of {len(groups)} "
-                                      "sweeps), and saturation needs at least three"))
-        sat = sum(_saturates(per.index.to_numpy(float), per["acc"].to_numpy(float)) for *_, per in long_groups)
-        evidence = (f"training time grew with length in {grows} of {len(groups)} sweeps; accuracy gained less per "
-                    f"unit of length at the end than at the start in {sat} of {len(long_groups)}. " + "; ".join(
-                        f"{fw} on {d} ({s}): " + ", ".join(f"{i:g}: {r.t:.3g} s {r.acc * 100:.2f}%"
-                                                          for i, r in per.iterrows())
-                        for fw, s, d, per in long_groups))
-        holds = grows * 2 > len(groups) and sat * 2 > len(long_groups)
-        return Verdict(AGREES if holds else DISAGREES, evidence)
-    # No length sweep: the learning curves show accuracy against iterations within each run.
-    if curves is None or curves.empty or "kind" not in curves.columns:
-        return Verdict(not_tested("no sweep over iterations/epochs and no learning curves"))
-    ok_ids = set(points(runs).query("status == 'ok'")["run_id"])
-    tests = curves[(curves["kind"] == "test") & curves["accuracy"].notna() & curves["run_id"].isin(ok_ids)]
-    runs_sat, tested = 0, 0
-    for _, g in tests.sort_values("iteration").groupby("run_id"):
-        g = g.drop_duplicates("iteration")
-        if len(g) < 3:
-            continue
-        tested += 1
-        runs_sat += _saturates(g["iteration"].to_numpy(float), g["accuracy"].to_numpy(float))
-    if not tested:
-        return Verdict(not_tested("no sweep over iterations/epochs, and no run was tested 3+ times during training"))
-    return Verdict(AGREES if runs_sat * 2 > tested else DISAGREES,
-                   f"no length sweep; from the learning curves: accuracy gained less per iteration at the end than "
-                   f"at the start in {runs_sat} of {tested} runs (training time grows with iterations within a run)")
-
-
-@dataclass(frozen=True)
-class Observation:
-    key: str
-    text: str
-    check: Callable[..., Verdict]
-
-
-OBSERVATIONS = [
-    Observation("a", "On CPU, Caffe trains fastest on MNIST (each framework with its own defaults).",
-                observe_caffe_fastest_on_cpu),
-    Observation("b", "TensorFlow reaches the highest MNIST accuracy with its own defaults.",
-                observe_tensorflow_most_accurate),
-    Observation("c", "GPU training is faster than CPU training for every framework.", observe_gpu_faster),
-    Observation("d", "The best settings of one framework often do not work as well for another: the preset that "
-                     f"serves framework A best, applied to framework B, falls more than {NEAR_BEST_PP:g} points "
-                     "short of B's best.", observe_best_does_not_carry_over),
-    Observation("e", "Larger batch sizes shorten training time but can lower accuracy at a fixed number of epochs.",
-                observe_batch_size),
-    Observation("f", "Training time grows with more iterations/epochs while accuracy saturates.", observe_length),
-    Observation("g", "The fastest framework with its own defaults, per dataset and device, is the published one ("
-                + _published_leaders_text("train_time_s", largest=False) + ").",
-                observe_fastest_per_dataset_device),
-    Observation("h", "The most accurate framework with its own defaults, per dataset and device, is the published "
-                     "one (" + _published_leaders_text("accuracy_pct", largest=True) + ").",
-                observe_most_accurate_per_dataset_device),
-    Observation("i", "The frameworks gain from the GPU in the published order (CPU / GPU training time: "
-                + _published_speedups_text() + ").", observe_gpu_speedup_order),
-    Observation("j", "TensorFlow tests CIFAR-10 more slowly on GPU than on CPU (published: 5.76 s against 2.69 s).",
-                observe_tensorflow_cifar_testing),
-]
-# What each check reads beside the runs table.
-_NEEDS_CURVES = {"f"}
-_NEEDS_PUBLISHED = {"g", "h", "i", "j"}
-
-
-def observations(runs: pd.DataFrame, curves: pd.DataFrame | None = None,
-                 published: pd.DataFrame | None = None) -> dict[str, Verdict]:
-    """Every observation's verdict; `published`: the published table (read from the package when None)."""
-    if published is None and PUBLISHED_CSV.exists():
-        published = read_published()
-    out = {}
-    for obs in OBSERVATIONS:
-        if obs.key in _NEEDS_CURVES:
-            out[obs.key] = obs.check(runs, curves)
-        elif obs.key in _NEEDS_PUBLISHED:
-            out[obs.key] = obs.check(runs, published)
-        else:
-            out[obs.key] = obs.check(runs)
-    return out
 
 
 # ---------------------------------------------------------------------------------------------
@@ -685,6 +240,90 @@ def modern_section(runs: pd.DataFrame, curves: pd.DataFrame | None) -> list[str]
     return out
 
 
+def _contended_line(df: pd.DataFrame, contended: int) -> str:
+    if not contended:
+        measured = "host_cpu_other_pct_mean" in df.columns and df["host_cpu_other_pct_mean"].notna().any()
+        return ("No ok point was timed under outside load." if measured else
+                "No record says whether others loaded the machine while it trained (records made before that was "
+                "measured count as uncontended).")
+    return (f"{contended} ok point(s) trained while others loaded the machine (`contended` in the record) and are "
+            "left out of every mean, interval, test and verdict below; the charts mark them.")
+
+
+def _leaders_section(runs: pd.DataFrame, published: pd.DataFrame | None) -> list[str]:
+    out = ["## Fastest and most accurate framework", "",
+           "Per dataset and device, among each framework's own defaults and among the frameworks that ran one "
+           "preset: the leader, its mean [95 % interval], and whether a named test tells it from the runner-up "
+           "(paired by setting and seed where both ran the same ones, else Welch's t; Holm over the rivals).", ""]
+    for metric, what in (("train_time_s", "fastest"), ("accuracy_pct", "most accurate")):
+        table = framework_leaders(runs, metric)
+        for r in table.itertuples():
+            out.append(f"- **{r.dataset}/{r.device}, {r.comparison}: {what} {r.leader}** ({state(r.result)}). "
+                       + leader_text(r.result, metric))
+    if len(out) == 4:
+        out.append("No dataset and device where two frameworks ran ok with the same defaults.")
+    vs = leaders_vs_published(runs, published)
+    out += ["", "With their own defaults, next to the published table (among the same frameworks; by means: the "
+            "study's observations (g) and (h) below say whether the data can tell):", "",
+            md_table(vs, {"dataset": "dataset", "device": "device", "frameworks": "frameworks compared",
+                          "fastest": "fastest here", "published_fastest": "published fastest",
+                          "fastest_agrees": "same", "most_accurate": "most accurate here",
+                          "published_most_accurate": "published most accurate", "most_accurate_agrees": "same"})
+            if not vs.empty else "Not compared: no dataset and device with own-defaults points of two frameworks "
+                                 "of the published table.", ""]
+    return out
+
+
+def _framework_effect_section(runs: pd.DataFrame) -> list[str]:
+    out = ["## Does the framework matter? (the same network, data and settings)", ""]
+    effect = framework_effect(runs)
+    if effect.empty:
+        return out + ["Not tested in this run: no whole preset ran on two or more frameworks with three or more "
+                      "seeds each (cross_apply: preset, repeats: 3).", ""]
+    out += ["Where several frameworks trained the same network on the same data with the same settings, three "
+            "or more seeds each: the one-way ANOVA of the frameworks' means, and Friedman's test with the seed as "
+            "block where every framework ran the same seeds.", ""]
+    for r in effect.itertuples():
+        unit = UNITS[r.metric]
+        means = "; ".join(f"{fw} {value(d, unit)}" for fw, d in r.means.items())
+        if not math.isfinite(r.anova_p):
+            verdict = "not testable"
+        else:
+            verdict = ("the frameworks differ" if r.anova_p < stats.ALPHA
+                       else "no difference between the frameworks that the data can tell")
+        what = "test accuracy" if r.metric == "accuracy_pct" else "training time"
+        out.append(f"- {r.dataset}/{r.device}, {r.settings}, {what}: {means}. {r.anova.text()}; "
+                   f"{r.friedman.text()}: {verdict}.")
+    return out + [""]
+
+
+def _repeats_section(runs: pd.DataFrame) -> list[str]:
+    out = ["## How many repeats", ""]
+    table = repeats_needed(runs)
+    if table.empty:
+        return out + ["No ok points.", ""]
+    targets = ", ".join(f"{m.replace('_pct', '').replace('_s', '').replace('_', ' ')} {t:g} "
+                        f"{'points' if u == 'points' else '% of its mean'}" for m, (u, t) in TARGETS.items())
+    out += [f"The half-width of each setting's 95 % interval, against a target ({targets}), and about how many "
+            "runs would bring it under the target (from the spread seen; a setting of one run has no spread).", ""]
+    for metric, g in table.groupby("metric", sort=False):
+        unit = UNITS[metric]
+        spread = g[g["n"] >= 2]
+        if spread.empty:
+            out.append(f"- {metric}: every setting ran once: no interval, and no spread to size the repeats from.")
+            continue
+        worst = spread.sort_values("half_width", ascending=False).iloc[0]
+        needed = spread["runs_needed"].dropna()
+        median_n = int(spread["n"].median())
+        out.append(f"- {metric}: {int(spread['reached'].sum())} of {len(spread)} settings with two or more runs reach "
+                   f"the target; median half-width {spread['half_width'].median():.3g}{unit} (n {median_n}); "
+                   f"the widest {worst.half_width:.3g}{unit} ({worst.framework}, {worst.settings}, n {worst.n})"
+                   + (f"; about {int(needed.max())} runs would bring every setting under the target" if len(needed)
+                      else "") + (f"; {int((g['n'] < 2).sum())} setting(s) ran once" if (g["n"] < 2).any() else "")
+                   + ".")
+    return out + [""]
+
+
 def render(runs: pd.DataFrame, curves: pd.DataFrame | None = None, published: pd.DataFrame | None = None) -> str:
     df = points(runs)
     n_ok = int((df["status"] == "ok").sum())
@@ -692,45 +331,46 @@ def render(runs: pd.DataFrame, curves: pd.DataFrame | None = None, published: pd
     if df.empty:
         return "\n".join(out + ["No points in results/runs.parquet: nothing to report.", ""])
     readings = readings_ran(runs)
+    contended = contended_count(df)
     out += [f"{len(df)} points ({n_ok} ok, {len(df) - n_ok} failed); frameworks: "
             f"{', '.join(sorted(set(df['framework'])))}; datasets: {', '.join(sorted(set(df['dataset'])))}; "
             f"devices: {', '.join(sorted(set(df['device'])))}; whose defaults: {', '.join(sorted(set(df['whose'])))}"
             + (f"; other frameworks' presets applied as: {', '.join(READINGS[r] for r in readings)}" if readings
-               else "") + ". Means are over ok points; times are this machine's.", ""]
-
-    out += ["## Fastest and most accurate framework", ""]
-    lead = leaders(runs)
-    out += [md_table(lead, {"dataset": "dataset", "device": "device", "fastest": "fastest",
-                            "fastest_train_time_s": "its mean train time (s)", "most_accurate": "most accurate",
-                            "most_accurate_pct": "its mean accuracy (%)", "frameworks": "frameworks compared"})
-            if not lead.empty else "No ok points.", ""]
-    vs = leaders_vs_published(runs, published)
-    out += ["With their own defaults, next to the published table (among the same frameworks):", "",
-            md_table(vs, {"dataset": "dataset", "device": "device", "frameworks": "frameworks compared",
-                          "fastest": "fastest here", "published_fastest": "published fastest",
-                          "fastest_agrees": "same", "most_accurate": "most accurate here",
-                          "published_most_accurate": "published most accurate", "most_accurate_agrees": "same"})
-            if not vs.empty else "Not compared: no dataset and device with own-defaults points of two frameworks "
-                                 "of the published table.", ""]
+               else "") + ". Means are over ok points, each with its 95 % Student-t interval [low, high] and n; "
+            "failed points are counted apart; times are this machine's.", "",
+            _contended_line(df, contended), ""]
+    out += _leaders_section(runs, published)
+    out += _framework_effect_section(runs)
+    out += _repeats_section(runs)
 
     out += ["## Best batch size and learning rate per framework", "",
-            "By mean accuracy of ok points, ties broken by training time; only where two or more values ran.", ""]
+            "By mean test accuracy of ok points, per framework and fixed other settings, where two or more values "
+            "ran; the best against the runner-up by a named test (Holm over the values tried).", ""]
     for param, name in (("batch_size", "batch size"), ("learning_rate", "learning rate")):
         best = best_values(runs, param)
         out += [f"Best {name}:", ""]
-        out += [md_table(best, {"framework": "framework", "dataset": "dataset", "device": "device",
-                                param: f"best {name}", "accuracy_pct": "accuracy (%)",
-                                "train_time_s": "train time (s)", "tried": "values tried"})
-                if not best.empty else f"Not swept in this run (one {name} per framework).", ""]
+        if best.empty:
+            out += [f"Not swept in this run (one {name} per framework).", ""]
+            continue
+        counts = best["state"].value_counts()
+        out += [f"{len(best)} sweeps: the best told apart from the runner-up in {int(counts.get('distinct', 0))}, "
+                f"tied (within noise) in {int(counts.get('tied', 0))}, single runs in {int(counts.get('single', 0))}"
+                + (f"; the first {LISTED} of them:" if len(best) > LISTED else ":"), ""]
+        out += [f"- {r.framework} on {r.dataset}/{r.device} ({r.settings}; tried {r.tried}): best {name} "
+                f"{getattr(r, param):g}, {state(r.result)}. {leader_text(r.result, 'accuracy_pct')}"
+                for r in best.head(LISTED).itertuples()]
+        out.append("")
 
     out += _tuning_section(runs)
 
     out += ["## Are a framework's own defaults best for it?", ""]
     ovc = own_vs_cross(runs)
+    ovc = ovc.assign(test_text=[t.text() for t in ovc["test"]])
     out += [md_table(ovc, {"framework": "framework", "dataset": "dataset", "device": "device",
                            "reading": "applied as", "own_accuracy_pct": "own defaults: accuracy (%)",
                            "best_cross": "best other defaults", "best_cross_accuracy_pct": "their accuracy (%)",
-                           "own_is_best": "own is best"})
+                           "own_is_best": "own is best (means)", "told": "as far as the data can tell",
+                           "test_text": "test"})
             if not ovc.empty else "Not tested: no framework ran both with its own defaults and another's.", ""]
 
     out += ["## What cross-applying settings did", ""]
@@ -747,16 +387,19 @@ def render(runs: pd.DataFrame, curves: pd.DataFrame | None = None, published: pd
     out += ["## Do one framework's best settings carry over to another?", ""]
     carry = carry_over(runs)
     out += [f"The preset that served framework A best, applied to framework B, against B's best; it carries over "
-            f"when B loses at most {NEAR_BEST_PP:g} points with it.", "",
-            md_table(carry.assign(reading=carry["reading"].map(READINGS)),
+            f"when B loses at most {NEAR_BEST_PP:g} points with it, and falls short when it loses more and B's two "
+            "presets are told apart by the test (else tied, or a single run).", "",
+            md_table(carry.assign(reading=carry["reading"].map(READINGS),
+                                  test_text=[t.text() for t in carry["test"]]),
                      {"dataset": "dataset", "device": "device", "reading": "applied as",
                       "from_framework": "A", "best_preset": "A's best preset", "to_framework": "B",
                       "accuracy_with_pct": "B with it (%)", "to_best_preset": "B's best preset",
                       "to_best_pct": "B's best (%)", "shortfall_pp": "shortfall (points)",
-                      "carries_over": "carries over"})
+                      "told": "as far as the data can tell", "test_text": "test"})
             if not carry.empty else "Not tested: no two frameworks each ran two or more frameworks' presets.", ""]
 
     out += modern_section(runs, curves)
+    out += compare.version_section(runs)
 
     out += ["## Failed points", ""]
     fails = failures(runs)
@@ -771,10 +414,11 @@ def render(runs: pd.DataFrame, curves: pd.DataFrame | None = None, published: pd
     ratios = published_ratios(runs, published) if published is not None else pd.DataFrame()
     out += ["## This machine next to the published figures", ""]
     if ratios.empty:
-        out += ["Not compared: no ok point with the frameworks' own defaults on a dataset and device of the "
-                "published table.", ""]
+        out += ["Not compared: no ok point with the frameworks' own defaults on a dataset of the published "
+                "table's shape and size (MNIST, or Fashion-MNIST standing in for it; CIFAR-10) and device.", ""]
     else:
-        out += ["Own-defaults points only; digits and fashion_mnist are compared with the published MNIST row.", "",
+        out += ["Own-defaults points only, like with like: fashion_mnist stands in for MNIST (its shape and size) "
+                "beside the published MNIST row; the embedded digits are never set beside published figures.", "",
                 md_table(ratios, {"dataset": "dataset", "published_dataset": "published", "framework": "framework",
                                   "device": "device", "train_time_s": "train time (s)",
                                   "published_train_time_s": "published (s)", "train_time_ratio": "ratio",
@@ -788,6 +432,9 @@ def render(runs: pd.DataFrame, curves: pd.DataFrame | None = None, published: pd
 
     out += ["## The study's observations", ""]
     verdicts = observations(runs, curves, published)
+    told = sum(answered(v.verdict) for v in verdicts.values())
+    out += [f"Answered (agrees, disagrees or tied within noise) for {told} of {len(OBSERVATIONS)} observations; an "
+            "observation agrees or disagrees only where a named test tells the frameworks or settings apart.", ""]
     for obs in OBSERVATIONS:
         v = verdicts[obs.key]
         out.append(f"- ({obs.key}) {obs.text} **{v.verdict}**" + (f". {v.evidence}" if v.evidence else ""))
@@ -816,3 +463,4 @@ def write_findings(runs_df, curves_df, path, published_csv=None) -> str:
         tmp.chmod(0o644)
         tmp.write_text(text)
     return text
+

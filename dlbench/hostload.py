@@ -15,7 +15,7 @@ import os
 import time
 
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
-CONTENDED_PCT = 25.0  # measurement.contended_pct's default (config/schema.yaml)
+CONTENDED_PCT = 25.0  # measurement.contended_pct's default (workflow/schemas/config.schema.yaml)
 QUIET_WINDOW_S = 1.0  # the window over which the opt-in quiet wait measures others' use
 
 

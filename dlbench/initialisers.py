@@ -14,8 +14,8 @@ what each example script does:
                     b constant `bias`
   torch             Torch7's reset(): W and b uniform in +-1/sqrt(fan_in)
   theano            the Theano tutorial's LeNet: W uniform in +-sqrt(6 / (fan_in + fan_out)) (x4 before
-                    a sigmoid), a conv's fan_out = filters * kernel area / the area of the pooling after
-                    it; b 0; the output layer (the logistic regression) W = 0
+                    a sigmoid), a conv's fan_out = filters * kernel area // the area of the pooling after
+                    it (integer division); b 0; the output layer (the logistic regression) W = 0
 `std` and `bias` are one number for every layer or a list with one per conv and dense layer.
 fan_in of a conv = its connected input planes x kernel area (a sparse conv counts its connections).
 
@@ -141,7 +141,8 @@ def draw(layers: list[dict], input_shape: tuple[int, int, int], init: str | dict
                 w = np.zeros(w_shape)
             else:
                 if layer["type"] == "conv":
-                    fan_out = layer["filters"] * layer["kernel"] ** 2 / _pool_area_after(layers, i)
+                    # integer division, as the tutorial's `// numpy.prod(poolsize)`
+                    fan_out = layer["filters"] * layer["kernel"] ** 2 // _pool_area_after(layers, i)
                 else:
                     fan_out = layer["units"]
                 limit = math.sqrt(6.0 / (fan_in + fan_out))

@@ -50,13 +50,21 @@ def rgb_to_yuv(x: np.ndarray) -> np.ndarray:
     return np.stack([y, u, v], axis=1).astype(np.float32)
 
 
-def _gaussian_kernel(size: int = 7, sigma: float = 1.591) -> np.ndarray:
-    k = np.exp(-0.5 * ((np.arange(size) - size // 2) / sigma) ** 2)
-    return (k / k.sum()).astype(np.float32)
+# Torch's image.gaussian1D(7): sigma 0.25 of the size (1.75 px), centred at mean 0.5 of the size, then
+# normalised to sum 1 by the normalisation module that takes it.
+LCN_SIZE, LCN_SIGMA_OF_SIZE = 7, 0.25
+# nn.SpatialDivisiveNormalization's default threshold: a local std at or below it is replaced by it.
+LCN_THRESHOLD = 1e-4
 
 
-def _blur(x: np.ndarray, kernel: np.ndarray) -> np.ndarray:
-    """Separable blur of (N, H, W) with zero padding, normalised at the borders as Torch's module does."""
+def _gaussian_kernel(size: int = LCN_SIZE, sigma_of_size: float = LCN_SIGMA_OF_SIZE) -> np.ndarray:
+    centre = 0.5 * size + 0.5  # 1-based, as image.gaussian1D counts
+    k = np.exp(-0.5 * ((np.arange(1, size + 1) - centre) / (sigma_of_size * size)) ** 2)
+    return k / k.sum()
+
+
+def _blur_sum(x: np.ndarray, kernel: np.ndarray) -> np.ndarray:
+    """Separable convolution of (N, H, W) with the kernel along both axes, zero padding (no border correction)."""
     r = len(kernel) // 2
 
     def along(a: np.ndarray, axis: int) -> np.ndarray:
@@ -67,17 +75,24 @@ def _blur(x: np.ndarray, kernel: np.ndarray) -> np.ndarray:
             out += k * (padded[:, i:i + n] if axis == 1 else padded[:, :, i:i + n])
         return out
 
-    ones = np.ones((1,) + x.shape[1:], dtype=np.float32)
-    return along(along(x, 1), 2) / along(along(ones, 1), 2)
+    return along(along(x, 1), 2)
 
 
 def local_contrast_normalise(x: np.ndarray) -> np.ndarray:
-    """Torch's SpatialContrastiveNormalization with a 7-tap Gaussian, on one channel (N, H, W)."""
+    """Torch's nn.SpatialContrastiveNormalization(1, image.gaussian1D(7)) on one channel (N, H, W), in float64.
+
+    Subtractive: x minus its local mean, the zero-padded blur divided by the blur of ones (the module's
+    border coefficient). Divisive: the square root of the blurred square, divided by the same
+    coefficient (outside the root, as the module divides), thresholded at 1e-4 (nn.Threshold: at or
+    below it becomes 1e-4). No floor at the image's mean std: that is image.lcn's, not the module's.
+    """
     k = _gaussian_kernel()
-    centred = x - _blur(x, k)
-    local_std = np.sqrt(_blur(centred**2, k))
-    floor = local_std.mean(axis=(1, 2), keepdims=True)
-    return (centred / np.maximum(np.maximum(local_std, floor), 1e-3)).astype(np.float32)
+    x = x.astype(np.float64)
+    coef = _blur_sum(np.ones((1,) + x.shape[1:]), k)
+    centred = x - _blur_sum(x, k) / coef
+    local_std = np.sqrt(_blur_sum(centred**2, k)) / coef
+    local_std = np.where(local_std > LCN_THRESHOLD, local_std, LCN_THRESHOLD)
+    return (centred / local_std).astype(np.float32)
 
 
 def per_image_standardise(x: np.ndarray) -> np.ndarray:
@@ -131,8 +146,9 @@ def splits(train_x, train_y, test_x, test_y, cfg: dict, holdout: float = 0.0) ->
             arr[:, 0] = local_contrast_normalise(arr[:, 0])
         for c in range(1, train_f.shape[1]):
             # The script subtracts the training mean and divides by MINUS the training std (its
-            # `:div(-std)`), so U and V enter with their sign flipped; kept, as the script ran.
-            mean, std = train_f[:, c].mean(), train_f[:, c].std() or 1.0
+            # `:div(-std)`), so U and V enter with their sign flipped; kept, as the script ran. Torch's
+            # std() is the unbiased one (n - 1).
+            mean, std = train_f[:, c].mean(), train_f[:, c].std(ddof=1) or 1.0
             for arr in (train_f, *xs.values()):
                 arr[:, c] = (arr[:, c] - mean) / -std
     if "pad_to" in cfg:  # before standardising: Torch's 32x32 MNIST files hold the padding as pixels

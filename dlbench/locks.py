@@ -63,7 +63,7 @@ from dlbench.slurmjob import running as _slurm_job_running
 
 _held = None  # this run's open lock file, kept for the life of the process
 POLL_S = 0.2  # how often a GPU point waiting for a free GPU tries them all again
-NODE_LOCK = "/tmp/dlbench-measure.lock"  # measurement.lock_file's default (config/schema.yaml)
+NODE_LOCK = "/tmp/dlbench-measure.lock"  # measurement.lock_file's default (workflow/schemas/config.schema.yaml)
 NODE_LOCK_ENV = "DLBENCH_NODE_LOCK"  # the workflow's measurement.lock_file for its jobs; empty: not kept apart
 HEAVY_HELD = "DLBENCH_HEAVY_HELD"  # set while a process does heavy work: its children are inside it too
 MEASURING = "DLBENCH_MEASURING"  # set while a process measures: its trainer's own preparation is part of it

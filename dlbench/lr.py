@@ -14,10 +14,15 @@ def steps_per_epoch(train_size: int, batch_size: int) -> int:
 
 
 def normalise(policy: dict, train_size: int, batch_size: int) -> dict:
-    """Turn epoch-based settings into iterations, so the policy needs no dataset size later."""
+    """Turn epoch-based settings into iterations, so the policy needs no dataset size later.
+
+    `step_epochs` counts an epoch as train_size / batch_size batches, a fraction, and rounds the
+    product down, as TensorFlow's CIFAR-10 tutorial does: int(50000 / 128 x 350) = 136,718 steps
+    (whole batches per epoch would give 391 x 350 = 136,850).
+    """
     policy = dict(policy)
     if policy.get("name") == "step" and "step_epochs" in policy:
-        policy["step_iterations"] = max(1, round(policy.pop("step_epochs") * steps_per_epoch(train_size, batch_size)))
+        policy["step_iterations"] = max(1, int(train_size / batch_size * policy.pop("step_epochs")))
     return policy
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import glob
 import os
 import platform
 import socket
@@ -85,6 +86,38 @@ def gpu_devices() -> list[str]:
     return [uuids.get(e, e) for e in entries]
 
 
+# Where Linux exposes CPU frequency policy (cpufreq): the governor of each CPU, and turbo/boost one of two ways.
+SYS_CPU = "/sys/devices/system/cpu"
+
+
+def _read_sys(path: str) -> str | None:
+    try:
+        with open(path) as fh:
+            return fh.read().strip() or None
+    except OSError:
+        return None
+
+
+def cpu_governor(root: str = SYS_CPU) -> str | None:
+    """The CPUs' frequency governor (`performance`, `powersave`, ...; several comma-separated where they differ),
+    or None where the machine exposes none (many VMs)."""
+    found = sorted({g for path in glob.glob(os.path.join(root, "cpu[0-9]*", "cpufreq", "scaling_governor"))
+                    if (g := _read_sys(path))})
+    return ", ".join(found) or None
+
+
+def cpu_boost(root: str = SYS_CPU) -> bool | None:
+    """Whether turbo/boost is on: cpufreq's `boost` (acpi-cpufreq, amd-pstate) or intel_pstate's `no_turbo`
+    (inverted); None where neither is exposed."""
+    boost = _read_sys(os.path.join(root, "cpufreq", "boost"))
+    if boost in ("0", "1"):
+        return boost == "1"
+    no_turbo = _read_sys(os.path.join(root, "intel_pstate", "no_turbo"))
+    if no_turbo in ("0", "1"):
+        return no_turbo == "0"
+    return None
+
+
 def host() -> dict:
     g = gpus()
     return {
@@ -94,6 +127,8 @@ def host() -> dict:
         "cpu_cores_logical": psutil.cpu_count(logical=True),
         "cpu_cores_physical": psutil.cpu_count(logical=False),
         "cpu_cores_usable": usable_cores(),
+        "cpu_governor": cpu_governor(),
+        "cpu_boost": cpu_boost(),
         "memory_total_mb": round(psutil.virtual_memory().total / 2**20),
         "os": f"{platform.system()} {platform.release()}",
         "python_runner": platform.python_version(),

@@ -18,13 +18,25 @@ import psutil
 from dlbench import hostload
 from dlbench.procs import kill_tree
 
-SAMPLE_FIELDS = ("t", "cpu_pct", "rss_mb", "threads", "processes",
-                 "gpu_util_pct", "gpu_mem_mb", "gpu_power_w", "gpu_energy_j",
+# gpu_energy_j: the device's energy since the monitor opened it (NVML's counter)
+GPU_SAMPLE_FIELDS = ("gpu_util_pct", "gpu_mem_mb", "gpu_power_w", "gpu_energy_j")
+SAMPLE_FIELDS = ("t", "cpu_pct", "rss_mb", "threads", "processes", *GPU_SAMPLE_FIELDS,
                  "host_cpu_other_pct", "host_load_1m")  # outside load (dlbench.hostload)
 
 
+# Each GPU quantity of a sample: its field, the NVML call that reads it, and how its answer becomes the field.
+GPU_READINGS = (("gpu_util_pct", "nvmlDeviceGetUtilizationRates", lambda r: r.gpu),
+                ("gpu_mem_mb", "nvmlDeviceGetMemoryInfo", lambda r: r.used / 2**20),
+                ("gpu_power_w", "nvmlDeviceGetPowerUsage", lambda mw: mw / 1000.0))
+ENERGY_CALL = "nvmlDeviceGetTotalEnergyConsumption"  # mJ since the driver loaded
+
+
 class _Gpu:
-    """NVML readings of one device; absent (None) where NVML or the device is not there."""
+    """NVML readings of one device, each quantity read on its own.
+
+    A call the device refuses (power or energy are NotSupported on some boards and virtual GPUs) leaves
+    out its own field only; `failures()` says which calls failed, how, and how often.
+    """
 
     def __init__(self, device: int | str):
         import pynvml
@@ -33,19 +45,33 @@ class _Gpu:
         self.nvml = pynvml
         self.handle = (pynvml.nvmlDeviceGetHandleByIndex(device) if isinstance(device, int)
                        else pynvml.nvmlDeviceGetHandleByUUID(device))
+        self.calls: dict[str, int] = {}
+        self.failed: dict[str, tuple[str, int]] = {}  # NVML call -> (its first error, how many times it failed)
+        self.energy0 = self._call(ENERGY_CALL)  # None: no energy counter, and it is not asked again
+
+    def _call(self, name: str):
+        self.calls[name] = self.calls.get(name, 0) + 1
         try:
-            self.energy0 = pynvml.nvmlDeviceGetTotalEnergyConsumption(self.handle)  # mJ
-        except pynvml.NVMLError:
-            self.energy0 = None
+            return getattr(self.nvml, name)(self.handle)
+        except Exception as exc:  # pynvml.NVMLError_*, or a call this pynvml lacks
+            error, times = self.failed.get(name, (f"{type(exc).__name__} ({exc})", 0))
+            self.failed[name] = (error, times + 1)
+            return None
 
     def read(self) -> dict:
-        n, h = self.nvml, self.handle
-        out = {"gpu_util_pct": n.nvmlDeviceGetUtilizationRates(h).gpu,
-               "gpu_mem_mb": n.nvmlDeviceGetMemoryInfo(h).used / 2**20,
-               "gpu_power_w": n.nvmlDeviceGetPowerUsage(h) / 1000.0}
-        if self.energy0 is not None:
-            out["gpu_energy_j"] = (n.nvmlDeviceGetTotalEnergyConsumption(h) - self.energy0) / 1000.0
+        out = {}
+        for key, call, convert in GPU_READINGS:
+            answer = self._call(call)
+            if answer is not None:
+                out[key] = convert(answer)
+        if self.energy0 is not None and (total := self._call(ENERGY_CALL)) is not None:
+            out["gpu_energy_j"] = (total - self.energy0) / 1000.0
         return out
+
+    def failures(self) -> str | None:
+        """The NVML calls that failed: '<call>: <error> (<failed> of <calls> calls)', '; '-joined; None if none."""
+        return "; ".join(f"{call}: {error} ({times} of {self.calls[call]} calls)"
+                         for call, (error, times) in sorted(self.failed.items())) or None
 
 
 def nvml_index(visible: str | None, ordinal: int = 0) -> int | str:
@@ -60,12 +86,22 @@ def nvml_index(visible: str | None, ordinal: int = 0) -> int | str:
     return int(entry) if entry.isdigit() else entry
 
 
-def open_gpu(device: int | str) -> _Gpu | None:
-    """NVML readings of one GPU (its NVML index or UUID: see nvml_index); None where NVML cannot open it."""
+def open_gpu(device: int | str) -> _Gpu | str:
+    """NVML readings of one GPU (its NVML index or UUID: see nvml_index); where NVML cannot open it, why not."""
     try:
         return _Gpu(device)
-    except Exception:
-        return None
+    except Exception as exc:  # no pynvml, no driver, no such device
+        return f"NVML could not open GPU {device}: {type(exc).__name__} ({exc})"
+
+
+def idle_gpu(device: int | str) -> dict:
+    """The GPU's memory in use and its power before a point's trainer starts (None where NVML cannot say).
+
+    NVML's figures are the whole device's: what a point adds to these is its own.
+    """
+    gpu = open_gpu(device)
+    reading = gpu.read() if isinstance(gpu, _Gpu) else {}
+    return {"gpu_mem_idle_mb": reading.get("gpu_mem_mb"), "gpu_power_idle_w": reading.get("gpu_power_w")}
 
 
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
@@ -137,12 +173,13 @@ class Monitor:
         self._last_scan = -float("inf")
         self._unseen_cpu_s = 0.0  # CPU the tree's processes used before they were found
         self.gpu_gave_up: str | None = None  # why the GPU readings stopped, where they did
-        self._gpu = None
+        self._gpu, self._gpu_error = None, None
         if self.gpu_index is not None:
             try:
-                self._gpu = bounded(lambda: open_gpu(self.gpu_index), NVML_TIMEOUT_S)
+                gpu = bounded(lambda: open_gpu(self.gpu_index), NVML_TIMEOUT_S)
+                self._gpu, self._gpu_error = (gpu, None) if not isinstance(gpu, str) else (None, gpu)
             except TimeoutError as exc:
-                self.gpu_gave_up = f"NVML did not open the GPU: {exc}"
+                self.gpu_gave_up = self._gpu_error = f"NVML did not open the GPU: {exc}"
         self._thread = threading.Thread(target=self._loop, name="dlbench-monitor", daemon=True)
 
     def start(self) -> Monitor:
@@ -154,6 +191,10 @@ class Monitor:
         self._stop.set()
         if self._thread.is_alive():
             self._thread.join(JOIN_S)  # bounded: a reading stuck in the kernel must not hold the node's lock
+
+    def gpu_failures(self) -> str | None:
+        """Why the GPU fields are missing, in part (the NVML calls that failed) or whole; None: none missing."""
+        return self._gpu_error or (self._gpu.failures() if self._gpu is not None else None)
 
     def _scan(self, now: float) -> None:
         """Add the descendants that appeared since the last reading.
@@ -240,6 +281,7 @@ class Monitor:
                         row.update(bounded(self._gpu.read, NVML_TIMEOUT_S))
                     except TimeoutError as exc:  # a hung driver: no more GPU readings, the CPU ones go on
                         self._gpu, self.gpu_gave_up = None, f"an NVML reading hung: {exc}"
+                        self._gpu_error = self.gpu_gave_up
                     except Exception:
                         pass
                 self.samples.append(row)

@@ -72,6 +72,12 @@ def read_or_skip(path: str | os.PathLike) -> dict | None:
         return None
 
 
+def status_in(out_dir: str | os.PathLike) -> str | None:
+    """The status of the point's record in out_dir; None where it has none (or it is not a record)."""
+    record = read_or_skip(Path(out_dir) / RESULT)
+    return record.get("status") if record else None
+
+
 def attempt_name(started_wall: float, pid: int | None = None) -> str:
     """A finished attempt's folder name: when it started, on which host, by which process."""
     stamp = time.strftime("%Y%m%dT%H%M%S", time.localtime(started_wall))

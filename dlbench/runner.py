@@ -22,10 +22,24 @@ import sys
 import time
 from pathlib import Path
 
-from dlbench import hostload, initialisers, inputs, machine, memcap, models, outcomes, presets, procs, records, slurmjob
+from dlbench import (
+    hostload,
+    identity,
+    initialisers,
+    inputs,
+    machine,
+    memcap,
+    models,
+    outcomes,
+    presets,
+    procs,
+    provenance,
+    records,
+    slurmjob,
+)
 from dlbench.frameworks import base, registry
 from dlbench.locks import LockTimeout, LockUnusable, measuring
-from dlbench.monitor import SAMPLE_FIELDS, Monitor, nvml_index
+from dlbench.monitor import GPU_SAMPLE_FIELDS, SAMPLE_FIELDS, Monitor, idle_gpu, nvml_index
 from dlbench.outcomes import MachineFailure
 from dlbench.procs import die_with_parent, kill_tree, owner_tag, remove_dead_leftovers
 from dlbench.trainer import EXIT as TRAINER_EXIT
@@ -40,7 +54,7 @@ CURVE_FIELDS = ("kind", "iteration", "epoch", "loss", "accuracy", "lr", "train_t
 # Record fields taken from the point itself (the rest of the point, the layer list, is summarised).
 POINT_FIELDS = ("id", "framework", "dataset", "preset", "network", "optimizer", "momentum", "weight_decay",
                 "learning_rate", "batch_size", "test_batch_size", "iterations", "epochs", "test_interval",
-                "shuffle", "ema_decay", "device", "threads", "interop_threads", "library", "repeat", "seed")
+                "shuffle", "ema_decay", "device", "threads", "interop_threads", "library", "version", "repeat", "seed")
 
 
 def read_events(path: Path) -> list[dict]:
@@ -184,10 +198,12 @@ def _run_point(point: dict, dataset_dir: str | Path, out_dir: str | Path, *, pyt
     started_wall = time.time()
     t_launch = time.monotonic()
     mon = Monitor(os.getpid(), interval_s, None, None)  # replaced by the trainer's monitor once it runs
-    returncode, ended, watch = None, None, Watch(t_launch)
+    returncode, ended, watch, idle = None, None, Watch(t_launch), {}
     if refused is None and gpu_index is not None and not gpu_visible():
         # No GPU on this machine at all: say so without starting a framework to find out.
         refused = ("unavailable", "no NVIDIA GPU is visible on this machine (no /dev/nvidia*, NVML finds none)")
+    if refused is None and gpu_index is not None:  # NVML's figures are the whole GPU's: its idle ones first
+        idle = idle_gpu(gpu_index)
     if refused is None:
         try:
             with open(log_path, "wb") as log:
@@ -222,7 +238,7 @@ def _run_point(point: dict, dataset_dir: str | Path, out_dir: str | Path, *, pyt
             record = build_record(point, read_events(events_path), mon, proc.returncode, ended=ended,
                                   time_limit_s=time_limit_s, memory_limit_mb=memory_limit_mb,
                                   t_launch=t_launch, t_end=time.monotonic(), log_tail=_tail(log_path),
-                                  hang_s=hang_s, contended_pct=contended_pct)
+                                  hang_s=hang_s, contended_pct=contended_pct, gpu_idle=idle)
             records.keep_attempt(out_dir, record, work, records.attempt_name(started_wall))
             shutil.rmtree(work, ignore_errors=True)
             raise
@@ -233,7 +249,8 @@ def _run_point(point: dict, dataset_dir: str | Path, out_dir: str | Path, *, pyt
     events = read_events(events_path)
     record = build_record(point, events, mon, returncode, ended=ended, time_limit_s=time_limit_s,
                           memory_limit_mb=memory_limit_mb, t_launch=t_launch, t_end=t_end,
-                          log_tail=_tail(log_path), hang_s=hang_s, contended_pct=contended_pct, watch=watch)
+                          log_tail=_tail(log_path), hang_s=hang_s, contended_pct=contended_pct, watch=watch,
+                          gpu_idle=idle)
     if lock_intact is not None and not lock_intact() and record["status"] not in ("cancelled", "preempted"):
         record["status"], record["reason"] = "lock_lost", (
             "the node's measurement lock file was removed while this point held it, so another point may have "
@@ -251,6 +268,7 @@ def _run_point(point: dict, dataset_dir: str | Path, out_dir: str | Path, *, pyt
     record["env_key"] = env.get("key")
     record["env_python"] = python or sys.executable
     record["dataset_dir"] = str(dataset_dir)
+    record.update(dataset_provenance(dataset_dir))
     # How many times SLURM requeued this job (a preemption, `scontrol requeue`, a node failure): 0 where none.
     record.update(attempt=attempt, machine_failure=outcomes.retried(record["status"]), lost_attempts=lost_attempts,
                   slurm_restart_count=slurmjob.restart_count())
@@ -401,7 +419,7 @@ def _mean(values: list[float]) -> float | None:
     return sum(values) / len(values) if values else None
 
 
-def resource_summary(samples: list[dict], spans: list[tuple[str, float, float]]) -> dict:
+def resource_summary(samples: list[dict], spans: list[tuple[str, float, float]], gpu_idle: dict | None = None) -> dict:
     train = [s for s in samples if phase_of(s["t"], spans) == "train"] or samples
     out = {
         "cpu_util_mean_pct": _mean([s["cpu_pct"] for s in train[1:]] or [s["cpu_pct"] for s in train]),
@@ -411,13 +429,54 @@ def resource_summary(samples: list[dict], spans: list[tuple[str, float, float]])
         "threads_peak": max((s["threads"] for s in samples), default=None),
         "samples": len(samples),
     }
-    gpu = [s for s in train if "gpu_util_pct" in s]
-    if gpu:
-        out.update(gpu_util_mean_pct=_mean([s["gpu_util_pct"] for s in gpu]),
-                   gpu_mem_peak_mb=max(s["gpu_mem_mb"] for s in samples if "gpu_mem_mb" in s),
-                   gpu_power_mean_w=_mean([s["gpu_power_w"] for s in gpu]),
-                   gpu_energy_j=max((s.get("gpu_energy_j") or 0.0) for s in samples))
+    if gpu_idle or any(key in s for s in samples for key in GPU_SAMPLE_FIELDS):
+        out.update(gpu_summary(samples, train, spans, gpu_idle or {}))
     return out
+
+
+def gpu_summary(samples: list[dict], train: list[dict], spans: list[tuple[str, float, float]], idle: dict) -> dict:
+    """The GPU fields of a record. NVML reads the whole device, so memory and power come with the device's
+    idle figures read before the trainer started (`*_idle_*`) and what the point added to them (`*_above_idle_*`).
+
+    gpu_energy_train_j: the device's energy over the `train` phase (its interval tests included), from NVML's
+    energy counter interpolated at the phase's start and end; where the device has no counter, mean power
+    times the phase's length (gpu_energy_source says which).
+    """
+    def values(key: str, rows: list[dict]) -> list[float]:
+        return [s[key] for s in rows if s.get(key) is not None]
+
+    peak = max(values("gpu_mem_mb", samples), default=None)
+    power = _mean(values("gpu_power_w", train))
+    mem_idle, power_idle = idle.get("gpu_mem_idle_mb"), idle.get("gpu_power_idle_w")
+    span = next(((start, end) for name, start, end in spans if name == "train"), None)
+    energy, source = None, None
+    if span is not None:
+        counter = [(s["t"], s["gpu_energy_j"]) for s in samples if s.get("gpu_energy_j") is not None]
+        start, end = _interpolate(counter, span[0]), _interpolate(counter, span[1])
+        if start is not None and end is not None:
+            energy, source = end - start, "counter"
+        elif power is not None:
+            energy, source = power * (span[1] - span[0]), "power x time"
+    return {
+        "gpu_util_mean_pct": _mean(values("gpu_util_pct", train)),
+        "gpu_mem_peak_mb": peak,
+        "gpu_mem_idle_mb": mem_idle,
+        "gpu_mem_peak_above_idle_mb": peak - mem_idle if peak is not None and mem_idle is not None else None,
+        "gpu_power_mean_w": power,
+        "gpu_power_idle_w": power_idle,
+        "gpu_energy_train_j": energy,
+        "gpu_energy_train_above_idle_j": (energy - power_idle * (span[1] - span[0])
+                                          if energy is not None and power_idle is not None else None),
+        "gpu_energy_source": source,
+    }
+
+
+def _interpolate(points: list[tuple[float, float]], t: float) -> float | None:
+    """The value at time t, linear between the readings either side of it; None where t is not between two."""
+    for (t0, v0), (t1, v1) in zip(points, points[1:]):
+        if t0 <= t <= t1:
+            return v0 if t1 == t0 else v0 + (v1 - v0) * (t - t0) / (t1 - t0)
+    return None
 
 
 def status_of(events: list[dict], returncode: int | None, *, ended: str | None, over_memory: bool,
@@ -463,7 +522,7 @@ def _describe_event(e: dict) -> str:
 def build_record(point: dict, events: list[dict], mon: Monitor, returncode: int | None, *, ended: str | None,
                  time_limit_s, memory_limit_mb, t_launch: float, t_end: float, log_tail: str,
                  hang_s: float | None = None, contended_pct: float = hostload.CONTENDED_PCT,
-                 watch: Watch | None = None) -> dict:
+                 watch: Watch | None = None, gpu_idle: dict | None = None) -> dict:
     reported = next((e["status"] for e in reversed(events) if e["e"] == "status"), None)
     # Only a point that did not finish well can have been ended by the cap: a harmless allocator warning in
     # an ok point's log ("out of memory" in TensorFlow's) says nothing.
@@ -481,6 +540,7 @@ def build_record(point: dict, events: list[dict], mon: Monitor, returncode: int 
     shape = tuple(point.get("input_shape") or _input_shape(point))
     record = {k: point.get(k) for k in POINT_FIELDS}
     record["cross_apply"] = presets.reading(point)  # None: the framework's own defaults
+    record["setting_id"] = identity.setting_id(point)  # shared by the point's repeats, on any machine (compare)
     record["lr_policy"] = point.get("lr_policy", {}).get("name")
     record["lr_policy_json"] = json.dumps(point.get("lr_policy", {}), sort_keys=True)
     record["input_json"] = json.dumps(point.get("input", {}), sort_keys=True)
@@ -514,8 +574,9 @@ def build_record(point: dict, events: list[dict], mon: Monitor, returncode: int 
     first_t = events[0]["t"] if events else t_end
     record["startup_time_s"] = max(0.0, first_t - t_launch)  # interpreter start until the trainer's first word
     record["wall_time_s"] = t_end - t_launch
-    record.update(resource_summary(mon.samples, spans))
+    record.update(resource_summary(mon.samples, spans, gpu_idle))
     record["monitor_cpu_s"] = mon.own_cpu_s
+    record["gpu_nvml_failures"] = mon.gpu_failures()  # the NVML calls that failed, where the GPU fields lack some
     # ---- Outside load (dlbench.hostload): others' CPU over the train phase, the load average when it began,
     # and whether others used more than contended_pct of a core. The monitor's and the runner's own are not others'.
     record.update(hostload.summary(mon.samples, [phase_of(s["t"], spans) == "train" for s in mon.samples],
@@ -550,10 +611,21 @@ def build_record(point: dict, events: list[dict], mon: Monitor, returncode: int 
     record["hang_limit_s"] = hang_s
     record["paused_s"] = round(sum(watch.pauses), 3) if watch is not None else 0.0
     record.update(machine.host())
+    record.update(provenance.dlbench_build())
     if status != "ok":
         tb = next((e["text"] for e in events if e["e"] == "traceback"), "")
         record["log_tail"] = (tb + "\n" + log_tail)[-3000:]
     return record
+
+
+def dataset_provenance(dataset_dir: Path) -> dict:
+    """Where the prepared dataset came from (its meta.json): `dataset_source`, and `dataset_test_copy`, what a test
+    copy is (config `data_test_copy`), None for the published data."""
+    try:
+        meta = json.loads((Path(dataset_dir) / "meta.json").read_text())
+    except (OSError, ValueError):
+        return {"dataset_source": None, "dataset_test_copy": None}
+    return {"dataset_source": meta.get("source"), "dataset_test_copy": meta.get("test_copy")}
 
 
 def merged_info(events: list[dict]) -> dict:

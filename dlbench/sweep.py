@@ -2,16 +2,16 @@
 
 from __future__ import annotations
 
-import hashlib
 import itertools
-import json
 import math
 import re
+from collections.abc import Callable
 from typing import NamedTuple
 
-from dlbench import initialisers, models, presets
+from dlbench import initialisers, models, presets, selection
 from dlbench.datasets import catalog
 from dlbench.frameworks import registry
+from dlbench.identity import digest, setting_id
 
 # Sweep axes that override a preset's value, in the order they appear in ids.
 OVERRIDABLE = ("optimizer", "momentum", "weight_decay", "learning_rate", "batch_size", "epochs", "iterations")
@@ -33,10 +33,6 @@ def _scaled(value: float, scale: float, *, whole: bool) -> float | int:
     return max(1, round(scaled)) if whole else max(scaled, 1e-3)
 
 
-def digest(obj) -> str:
-    return hashlib.sha256(json.dumps(obj, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
-
-
 def point_id(p: dict) -> str:
     """Readable slug plus a digest of every parameter: same parameters, same id, on any machine."""
     length = f"i{p['iterations']}" if p.get("iterations") else f"e{p['epochs']:g}"
@@ -50,6 +46,8 @@ def point_id(p: dict) -> str:
     if p["library"] != "default":
         parts.append(p["library"])
     parts += [p[axis] for axis in ("compile", "precision") if p.get(axis)]
+    if p.get("version"):  # only where the study lists several versions of the framework (dlbench.versions)
+        parts.append(f"v{p['version']}")
     parts.append(f"r{p['repeat']}")
     body = {k: v for k, v in p.items() if k != "id"}
     slug = _UNSAFE.sub("_", "-".join(str(x) for x in parts))
@@ -74,14 +72,17 @@ def sub_studies(cfg: dict) -> dict[str, dict]:
 
 
 class Plan(NamedTuple):
-    """A study expanded once: its points, the sub-studies of each, and the place of each in a tuning grid."""
+    """A study expanded once: its points, the sub-studies of each, and the place of each in a tuning grid;
+    what its `select` and `exclude` removed (key -> points) of how many points it expanded to."""
 
     points: list[dict]
     membership: dict[str, list[str]]
     tuning: dict[str, dict]
+    removed: dict[str, int] = {}
+    expanded: int = 0
 
 
-def plan(cfg: dict) -> Plan:
+def plan(cfg: dict, status_of: Callable[[dict], str | None] | None = None) -> Plan:
     """Every point of every sub-study (each once, in a stable order), from one expansion of each sub-study.
 
     `membership`: point id -> the sub-studies it belongs to (a point shared by two studies runs once).
@@ -89,6 +90,8 @@ def plan(cfg: dict) -> Plan:
     `tuning_grid`, one grid (its sub-study, and the settings it is tuned around, repeats together);
     `tuning_is_default`, the grid's point with every factor 1, the defaults it is tuned against.
     A point in two grids keeps the first.
+    Then the config's `select` and `exclude` cut the points down (dlbench.selection); status_of gives a point's
+    record status where they name `status` (None: no record).
     """
     points: dict[str, dict] = {}
     membership: dict[str, list[str]] = {}
@@ -98,9 +101,12 @@ def plan(cfg: dict) -> Plan:
             points.setdefault(p["id"], p)
             membership.setdefault(p["id"], []).append(name)
             if sub.get("tune"):
-                grid = f"{name}:" + digest({k: v for k, v in base.items() if k not in ("id", "repeat", "seed")})[:10]
+                grid = f"{name}:" + setting_id(base)
                 tuning.setdefault(p["id"], {"tuning_grid": grid, "tuning_is_default": p["id"] == base["id"]})
-    return Plan(list(points.values()), membership, tuning)
+    kept, membership, removed = selection.apply(list(points.values()), membership, cfg, status_of)
+    if removed:  # a grid whose sub-study was left out is no grid
+        tuning = {i: t for i, t in tuning.items() if t["tuning_grid"].split(":")[0] in membership.get(i, [])}
+    return Plan(kept, membership, tuning, removed, len(points))
 
 
 def expand(cfg: dict) -> list[dict]:
@@ -147,14 +153,21 @@ def _expand_one(cfg: dict) -> list[tuple[dict, dict, dict]]:
             for factor_values in itertools.product(*(tune[k] for k in tune_keys)):
                 factors = dict(zip(tune_keys, factor_values))
                 tuned = tuned_settings(settings, factors)
-                for run in itertools.product(*axes.values()):
-                    run_axes = dict(zip(axes, run))
+                for run in itertools.product(*axes.values(), _versions(cfg, framework)):
+                    run_axes = dict(zip([*axes, "version"], run))
                     for repeat in range(cfg.get("repeats", 1)):
                         p = _point(dataset, framework, preset_name, how, tuned, run_axes, repeat, cfg, scale)
                         around = p if tuned == settings else _point(dataset, framework, preset_name, how,
                                                                     settings, run_axes, repeat, cfg, scale)
                         out.setdefault(p["id"], (p, factors, around))
     return list(out.values())
+
+
+def _versions(cfg: dict, framework: str) -> list[str | None]:
+    """The framework versions a point takes into its id: those the study lists where it lists several, else
+    none (one listed version is the study's, and only picks the environment: dlbench.versions)."""
+    listed = (cfg.get("versions") or {}).get(framework, [])
+    return list(listed) if len(listed) > 1 else [None]
 
 
 def tuned_settings(settings: dict, factors: dict[str, float]) -> dict:
@@ -221,6 +234,8 @@ def _point(dataset, framework, preset_name, how, s, run_axes, repeat, cfg, scale
     # these keys existed.
     if how == "settings":
         point["cross_apply"] = how
+    if run_axes.get("version"):
+        point["version"] = run_axes["version"]
     natural = registry.get(framework).natural
     for axis, default in RUN_AXES.items():
         value = run_axes[axis]

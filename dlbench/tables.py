@@ -1,30 +1,26 @@
 """The study's tables, computed from the Parquet tables: what the charts draw and the findings state.
 
 Plain functions on DataFrames (no drawing): the tidy points with derived columns, the Pareto
-front, speed-ups against threads, this run next to the published figures (times, leaders,
-GPU/CPU ratios), resource correlations, own vs cross-applied defaults, sweeps, the tuning
+front, speed-ups against threads, resource correlations, own vs cross-applied defaults, sweeps, the tuning
 grids against their defaults, throughput per core and per GB, time to accuracy, phase spans.
-`dlbench.charts` draws them; `dlbench.findings` puts them into words.
+This run next to the published figures is `dlbench.published`; intervals and tests are `dlbench.stats`,
+the study's summary and its verdicts `dlbench.summary`. `dlbench.charts` draws them; `dlbench.findings`
+puts them into words.
 """
 
 from __future__ import annotations
 
 import math
-from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
-from dlbench.datasets import catalog
+from dlbench import stats
 from dlbench.frameworks import registry
-from dlbench.paths import PUBLISHED_CSV
 
 FRAMEWORKS = registry.names()  # the order every chart and table lists frameworks in
 OWN_PRESET = {f.name: f.own_preset for f in registry.FRAMEWORKS.values()}
 PRESET_ORDER = registry.own_presets()
-# The published table names frameworks its own way (Torch for PyTorch), and datasets by family.
-PUBLISHED_FRAMEWORK = {f.name: f.published_as for f in registry.FRAMEWORKS.values() if f.published_as}
-FAMILY = {name: info["family"] for name, info in catalog.INFO.items()}
 
 TIE = 1e-6  # accuracies (fractions) closer than this are a tie, broken by training time
 NEAR_BEST_PP = 0.5  # "within 0.5 points of the best accuracy": the fastest tuned setting that is nearly as good
@@ -52,7 +48,8 @@ RUN_COLUMNS = ["run_id", "framework", "dataset", "preset", "network", "optimizer
                "test_time_s", "accuracy", "throughput_img_s", "achieved_gflops", "peak_fraction",
                "cpu_util_mean_pct", "rss_peak_mb", "rss_mean_mb", "gpu_util_mean_pct", "gpu_mem_peak_mb",
                "gpu_power_mean_w", "threads_in_effect", "interop_threads_in_effect", "library_in_effect", "studies",
-               "tuning_grid", "tuning_is_default", "compile", "precision", "compile_time_s", "peak_fraction_fp32"]
+               "tuning_grid", "tuning_is_default", "compile", "precision", "compile_time_s", "peak_fraction_fp32",
+               "seed", "contended", "host_cpu_other_pct_mean", "host_load_start"]
 # What makes two points the same settings, apart from the axis being compared (repeats are averaged).
 SETTINGS = ["framework", "dataset", "whose", "reading", "network", "optimizer", "momentum", "weight_decay",
             "learning_rate", "batch_size", "length", "length_unit", "device", "threads", "interop_threads", "library",
@@ -103,16 +100,27 @@ def points(runs: pd.DataFrame) -> pd.DataFrame:
     df["natural_compile"] = df["compile"] == df["framework"].map(
         lambda f: registry.FRAMEWORKS[f].natural.get("compile") if f in registry.FRAMEWORKS else None)
     df["compile_time_s"] = pd.to_numeric(df["compile_time_s"], errors="coerce")
+    # Outside load on the record: records made before it was measured (no column, or null) count as quiet.
+    df["contended"] = df["contended"].map(lambda v: v is True or v == 1 or v == "True").astype(bool)
+    # The seed a point ran (the config's seed + its repeat), what pairs two settings' runs; else its repeat.
+    df["seed"] = pd.to_numeric(df["seed"], errors="coerce").fillna(pd.to_numeric(df["repeat"], errors="coerce"))
     return df
 
 
 def ok_points(df: pd.DataFrame, *metrics: str, positive: bool = False) -> pd.DataFrame:
-    keep = df["status"] == "ok"
+    """The points a summary or a verdict counts: ok, timed without outside load (`contended` left out; see
+    contended_count), and with every one of `metrics` (positive ones, if asked)."""
+    keep = (df["status"] == "ok") & ~df["contended"]
     for m in metrics:
         keep &= df[m].notna()
         if positive:
             keep &= df[m] > 0
     return df[keep]
+
+
+def contended_count(df: pd.DataFrame) -> int:
+    """How many ok points a summary left out because others loaded the machine while they trained."""
+    return int(((df["status"] == "ok") & df["contended"]).sum())
 
 
 def study_names(df: pd.DataFrame) -> pd.Series:
@@ -222,16 +230,18 @@ def speedups(runs: pd.DataFrame) -> pd.DataFrame:
 
     Speed-up = mean train time at the group's smallest thread count / mean train time at
     this thread count (repeats averaged; ok points only). `ideal` is threads / smallest
-    threads. Only groups with at least two thread counts are returned.
+    threads; speedup_low/high: its approximate 95 % interval where both counts ran twice or more. Only groups
+    with at least two thread counts are returned.
     """
     df = ok_points(points(runs), "train_time_s", "threads", positive=True)
     cols = ["framework", "dataset", "device", "group", "settings", "threads", "train_time_s", "base_threads",
-            "base_time_s", "speedup", "ideal", "n"]
+            "base_time_s", "speedup", "speedup_low", "speedup_high", "ideal", "n"]
     if df.empty:
         return pd.DataFrame(columns=cols)
     df = df.assign(group=group_key(df, {"threads"}), settings=settings_label(df, {"threads"}))
     agg = df.groupby(["framework", "dataset", "device", "group", "settings", "threads"], as_index=False).agg(
-        train_time_s=("train_time_s", "mean"), n=("train_time_s", "size"))
+        train_time_s=("train_time_s", "mean"), sd=("train_time_s", "std"), n=("train_time_s", "size"))
+    agg["rel_half"] = stats.half_width(agg["sd"].to_numpy(), agg["n"].to_numpy()) / agg["train_time_s"]
     # every group at once (a large sweep has thousands): sorted by group, then threads; the fewest threads first
     agg = agg[agg.groupby("group")["threads"].transform("nunique") >= 2]
     if agg.empty:
@@ -239,45 +249,15 @@ def speedups(runs: pd.DataFrame) -> pd.DataFrame:
     agg = agg.sort_values(["group", "threads"], kind="stable")
     by_group = agg.groupby("group", sort=False)
     agg = agg.assign(base_threads=by_group["threads"].transform("first"),
-                     base_time_s=by_group["train_time_s"].transform("first"))
+                     base_time_s=by_group["train_time_s"].transform("first"),
+                     base_rel_half=by_group["rel_half"].transform("first"))
     agg["speedup"] = agg["base_time_s"] / agg["train_time_s"]
     agg["ideal"] = agg["threads"] / agg["base_threads"]
+    # The ratio's interval from both means' (first order: relative half-widths add in quadrature); NaN where
+    # either side ran once. The base point's own speed-up (1) has none.
+    rel = np.sqrt(agg["rel_half"] ** 2 + agg["base_rel_half"] ** 2).where(agg["threads"] != agg["base_threads"])
+    agg["speedup_low"], agg["speedup_high"] = agg["speedup"] * (1 - rel), agg["speedup"] * (1 + rel)
     return agg.reset_index(drop=True)[cols]
-
-
-def read_published(path: str | Path | None = None) -> pd.DataFrame:
-    return pd.read_csv(path or PUBLISHED_CSV)
-
-
-def published_ratios(runs: pd.DataFrame, published: pd.DataFrame) -> pd.DataFrame:
-    """This run's figures next to the study's published ones, per dataset x framework x device.
-
-    Own-preset ok points only (the study ran each framework with its own defaults).
-    train_time_ratio = this run's mean train time / published train time (same for test
-    time); accuracy_diff_pp = this run's mean accuracy (%) - published accuracy (%).
-    digits and fashion_mnist are compared with the published mnist row.
-    """
-    cols = ["dataset", "published_dataset", "framework", "device", "n", "train_time_s", "published_train_time_s",
-            "train_time_ratio", "test_time_s", "published_test_time_s", "test_time_ratio", "accuracy_pct",
-            "published_accuracy_pct", "accuracy_diff_pp"]
-    df = ok_points(points(runs), "train_time_s")
-    df = df[df["is_own"]]
-    if df.empty or published is None or published.empty:
-        return pd.DataFrame(columns=cols)
-    mine = df.groupby(["dataset", "framework", "device"], as_index=False).agg(
-        n=("train_time_s", "size"), train_time_s=("train_time_s", "mean"), test_time_s=("test_time_s", "mean"),
-        accuracy_pct=("accuracy_pct", "mean"))
-    mine["published_dataset"] = mine["dataset"].map(FAMILY)
-    mine["published_framework"] = mine["framework"].map(PUBLISHED_FRAMEWORK)
-    pub = published.rename(columns={"dataset": "published_dataset", "framework": "published_framework",
-                                    "train_time_s": "published_train_time_s",
-                                    "test_time_s": "published_test_time_s",
-                                    "accuracy_pct": "published_accuracy_pct"})
-    both = mine.merge(pub, on=["published_dataset", "published_framework", "device"], how="inner")
-    both["train_time_ratio"] = both["train_time_s"] / both["published_train_time_s"]
-    both["test_time_ratio"] = both["test_time_s"] / both["published_test_time_s"]
-    both["accuracy_diff_pp"] = both["accuracy_pct"] - both["published_accuracy_pct"]
-    return both[cols].sort_values(["dataset", "device", "framework"], ignore_index=True)
 
 
 def _rank(s: pd.Series) -> pd.Series:
@@ -352,26 +332,50 @@ def defaults_table(runs: pd.DataFrame) -> pd.DataFrame:
 def sweep_table(runs: pd.DataFrame, param: str, metric: str) -> pd.DataFrame:
     """Mean `metric` of ok points per (settings group, `param` value), groups where `param` takes 2+ values.
 
-    Failed points are kept as rows with `failed` > 0 (and a missing mean when all failed).
+    Failed points are kept as rows with `failed` > 0 (and a missing mean when all failed); ok points timed under
+    outside load are counted in `contended`, not averaged in. ci_low/ci_high: the mean's 95 % interval (n_ok >= 2).
     """
     df = points(runs)
     if param == "length" and df["length_unit"].nunique() > 1:  # mixed units: compare in iterations
         df = df.assign(length=df["iterations_configured"], length_unit="iterations")
     df = in_studies_varying(df, param)
-    cols = ["framework", "dataset", "device", "group", "settings", param, "length_unit", metric, "n_ok", "failed",
-            "statuses"]
+    cols = ["framework", "dataset", "device", "group", "settings", param, "length_unit", metric, "ci_low", "ci_high",
+            "n_ok", "failed", "contended", "statuses"]
     df = df[df[param].notna()]
     if df.empty:
         return pd.DataFrame(columns=cols)
     df = df.assign(group=group_key(df, {param}), settings=settings_label(df, {param}),
-                   ok=(df["status"] == "ok") & df[metric].notna())
+                   ok=(df["status"] == "ok") & df[metric].notna() & ~df["contended"],
+                   busy=(df["status"] == "ok") & df["contended"])
     df = df.assign(val=df[metric].where(df["ok"]))
     agg = df.groupby(["framework", "dataset", "device", "group", "settings", param, "length_unit"],
-                     as_index=False).agg(**{metric: ("val", "mean"), "n_ok": ("ok", "sum"), "n": ("ok", "size"),
+                     as_index=False).agg(**{metric: ("val", "mean"), "sd": ("val", "std"), "n_ok": ("ok", "sum"),
+                                            "n": ("ok", "size"), "contended": ("busy", "sum"),
                                             "statuses": ("status", lambda s: ",".join(sorted(set(s) - {"ok"})))})
-    agg["failed"] = agg["n"] - agg["n_ok"]
+    agg["failed"] = agg["n"] - agg["n_ok"] - agg["contended"]
+    half = stats.half_width(agg["sd"].to_numpy(), agg["n_ok"].to_numpy())
+    agg["ci_low"], agg["ci_high"] = agg[metric] - half, agg[metric] + half
     sizes = agg.groupby("group")[param].transform("nunique")
     return agg[sizes > 1][cols].reset_index(drop=True)
+
+
+def thin(samples: pd.DataFrame, column: str, limit: int) -> pd.DataFrame:
+    """At most about `limit` readings per run of a long series: the series cut into limit / 2 buckets in time
+    order, each keeping its lowest and its highest reading of `column` (the peak a chart exists to show is never
+    dropped), and each run's first and last reading. Shorter runs are kept whole."""
+    s = samples.sort_values(["run_id", "t"], kind="stable")
+    size = s.groupby("run_id")["t"].transform("size")
+    long = size > limit
+    if not long.any():
+        return s
+    part = s[long]
+    bucket = part.groupby("run_id").cumcount() * (limit // 2) // size[long]
+    keys = [part["run_id"], bucket]
+    lowest = part[column].fillna(np.inf).groupby(keys).idxmin()  # a missing reading is never an extreme
+    highest = part[column].fillna(-np.inf).groupby(keys).idxmax()
+    ends = part.groupby("run_id").head(1).index.union(part.groupby("run_id").tail(1).index)
+    keep = set(lowest) | set(highest) | set(ends)
+    return pd.concat([s[~long], part[part.index.isin(keep)]]).sort_values(["run_id", "t"], kind="stable")
 
 
 def representative_runs(runs: pd.DataFrame, samples: pd.DataFrame) -> pd.DataFrame:
@@ -419,182 +423,6 @@ def status_counts(runs: pd.DataFrame) -> pd.DataFrame:
         return pd.DataFrame(columns=["framework", "dataset", "device", "status", "n"])
     return df.groupby(["framework", "dataset", "device", "status"], as_index=False).size().rename(
         columns={"size": "n"})
-
-
-# ---------------------------------------------------------------------------------------------
-# Tuning: the joint grids of the `tune` sub-studies against their defaults
-# ---------------------------------------------------------------------------------------------
-
-TUNED = ["batch_size", "learning_rate", "length"]
-CHOICES = ["defaults", "best accuracy", f"fastest within {NEAR_BEST_PP:g} points"]
-
-
-def tuning_cells(runs: pd.DataFrame) -> pd.DataFrame:
-    """Each cell of each tuning grid (one batch size x learning rate x length): means over its ok repeats.
-
-    Points outside a grid (no `tuning_grid`) are left out. `is_default`: the cell the grid is tuned around.
-    """
-    cols = ["tuning_grid", "framework", "dataset", "device", "whose", "grid_settings", *TUNED, "length_unit",
-            "is_default", "accuracy_pct", "train_time_s", "n_ok", "n_failed"]
-    df = points(runs)
-    df = df[df["tuning_grid"].notna() & (df["tuning_grid"].astype(str) != "")]
-    if df.empty:
-        return pd.DataFrame(columns=cols)
-    df = df.assign(ok=(df["status"] == "ok") & df["accuracy"].notna(),
-                   is_default=df["tuning_is_default"].map(lambda v: v is True or v == 1 or v == "True"),
-                   grid_settings=settings_label(df, {"whose", *TUNED}))  # what the grid holds fixed
-    df = df.assign(acc=df["accuracy_pct"].where(df["ok"]), t=df["train_time_s"].where(df["ok"]))
-    keys = ["tuning_grid", "framework", "dataset", "device", "whose", "grid_settings", *TUNED, "length_unit"]
-    cells = df.groupby(keys, as_index=False, dropna=False).agg(
-        is_default=("is_default", "max"), accuracy_pct=("acc", "mean"), train_time_s=("t", "mean"),
-        n_ok=("ok", "sum"), n=("ok", "size"))
-    cells["n_failed"] = cells["n"] - cells["n_ok"]
-    return cells[cols]
-
-
-def tuning_table(runs: pd.DataFrame) -> pd.DataFrame:
-    """Per tuning grid: its defaults, the best-accuracy cell, and the fastest cell within NEAR_BEST_PP of it.
-
-    Three rows per grid (`choice`: CHOICES). Accuracy: mean over ok repeats (ties broken by training
-    time). accuracy_gain_pp: the cell's accuracy minus the defaults' (points); time_saved_pct: how much
-    less training time than the defaults, in % of theirs (negative: it took longer). Cells whose every
-    repeat failed are not candidates; `tried`/`failed`: cells of the grid, and cells with a failed point.
-    """
-    cols = ["framework", "dataset", "device", "whose", "choice", *TUNED, "length_unit", "accuracy_pct",
-            "train_time_s", "accuracy_gain_pp", "time_saved_pct", "tried", "failed", "tuning_grid"]
-    cells = tuning_cells(runs)
-    rows = []
-    for grid, g in cells.groupby("tuning_grid", sort=True):
-        default = g[g["is_default"]]
-        default = default.iloc[0] if len(default) else None
-        good = g[g["accuracy_pct"].notna()]
-        picks = [("defaults", default)]
-        if good.empty:
-            picks += [(CHOICES[1], None), (CHOICES[2], None)]
-        else:
-            top = good["accuracy_pct"].max()
-            best = good[good["accuracy_pct"] >= top - TIE * 100].sort_values("train_time_s").iloc[0]
-            near = good[good["accuracy_pct"] >= top - NEAR_BEST_PP].sort_values(
-                ["train_time_s", "accuracy_pct"], ascending=[True, False]).iloc[0]
-            picks += [(CHOICES[1], best), (CHOICES[2], near)]
-        first = g.iloc[0]
-        for choice, cell in picks:
-            row = {"framework": first["framework"], "dataset": first["dataset"], "device": first["device"],
-                   "whose": first["whose"], "choice": choice, "length_unit": first["length_unit"],
-                   "tried": len(g), "failed": int((g["n_failed"] > 0).sum()), "tuning_grid": grid}
-            if cell is not None:
-                row.update({k: cell[k] for k in (*TUNED, "accuracy_pct", "train_time_s")})
-                if default is not None:
-                    row["accuracy_gain_pp"] = cell["accuracy_pct"] - default["accuracy_pct"]
-                    row["time_saved_pct"] = (default["train_time_s"] - cell["train_time_s"]) / \
-                        default["train_time_s"] * 100
-            rows.append(row)
-    out = pd.DataFrame(rows, columns=cols)
-    return out.astype({"accuracy_gain_pp": float, "time_saved_pct": float, "accuracy_pct": float,
-                       "train_time_s": float})
-
-
-# ---------------------------------------------------------------------------------------------
-# This run next to the published leaders and GPU/CPU ratios
-# ---------------------------------------------------------------------------------------------
-
-def _top(values: pd.Series, *, largest: bool, tie: float) -> list[str]:
-    """The index labels at the top of `values` (all of them within `tie` of the best)."""
-    best = values.max() if largest else values.min()
-    near = values[(values >= best - tie) if largest else (values <= best + tie)]
-    return sorted(near.index)
-
-
-def leaders_vs_published(runs: pd.DataFrame, published: pd.DataFrame | None) -> pd.DataFrame:
-    """Per dataset and device: this run's fastest and most accurate framework (own defaults, ok points, means)
-    next to the published ones among the same frameworks.
-
-    Only frameworks with a published figure for the dataset's family and device are compared, and
-    only where at least two are. Ties: every framework within TIE of the most accurate (published:
-    within 0.005 points, the table's precision) is named; a tie agrees when the two sets share one.
-    """
-    cols = ["dataset", "published_dataset", "device", "frameworks", "fastest", "fastest_train_time_s",
-            "published_fastest", "published_fastest_train_time_s", "fastest_agrees", "most_accurate",
-            "most_accurate_pct", "published_most_accurate", "published_most_accurate_pct", "most_accurate_agrees"]
-    df = ok_points(points(runs), "train_time_s", "accuracy")
-    df = df[df["is_own"] & df["framework"].isin(PUBLISHED_FRAMEWORK)]
-    if df.empty or published is None or published.empty:
-        return pd.DataFrame(columns=cols)
-    rows = []
-    for (dataset, device), g in df.groupby(["dataset", "device"]):
-        family = FAMILY.get(dataset)
-        pub = published[(published["dataset"] == family) & (published["device"] == device)]
-        by_pub = {PUBLISHED_FRAMEWORK[f]: f for f in set(g["framework"])}
-        pub = pub[pub["framework"].isin(by_pub)]
-        pub = pub.assign(framework=pub["framework"].map(by_pub)).set_index("framework")
-        mine = g[g["framework"].isin(pub.index)].groupby("framework").agg(
-            t=("train_time_s", "mean"), acc=("accuracy_pct", "mean"))
-        if len(mine) < 2:
-            continue
-        pub = pub.loc[mine.index]
-        fastest, pub_fastest = mine["t"].idxmin(), pub["train_time_s"].idxmin()
-        accurate = _top(mine["acc"], largest=True, tie=TIE * 100)
-        pub_accurate = _top(pub["accuracy_pct"], largest=True, tie=0.005)
-        rows.append({"dataset": dataset, "published_dataset": family, "device": device,
-                     "frameworks": ", ".join(mine.index), "fastest": fastest,
-                     "fastest_train_time_s": mine["t"].min(), "published_fastest": pub_fastest,
-                     "published_fastest_train_time_s": pub["train_time_s"].min(),
-                     "fastest_agrees": fastest == pub_fastest, "most_accurate": " and ".join(accurate),
-                     "most_accurate_pct": mine["acc"].max(), "published_most_accurate": " and ".join(pub_accurate),
-                     "published_most_accurate_pct": pub["accuracy_pct"].max(),
-                     "most_accurate_agrees": bool(set(accurate) & set(pub_accurate))})
-    return pd.DataFrame(rows, columns=cols)
-
-
-def device_pairs(runs: pd.DataFrame, metric: str = "train_time_s", own_only: bool = True) -> pd.DataFrame:
-    """Per framework and dataset: mean `metric` on CPU and on GPU over the same settings, and their ratio.
-
-    Only settings that ran ok on both devices count (threads and library are CPU knobs, not settings
-    here); `cpu_over_gpu` is the median over those settings of CPU mean / GPU mean (> 1: the GPU is faster).
-    """
-    cols = ["framework", "dataset", "cpu_s", "gpu_s", "cpu_over_gpu", "settings_compared"]
-    df = ok_points(points(runs), metric, positive=True)
-    if own_only:
-        df = df[df["is_own"]]
-    if df.empty or not (df["device"] == "gpu").any():
-        return pd.DataFrame(columns=cols)
-    df = df.assign(key=group_key(df, {"device", "threads", "interop_threads", "library"}))
-    rows = []
-    for (framework, dataset), g in df.groupby(["framework", "dataset"]):
-        means = g.groupby(["key", "device"])[metric].mean().unstack()
-        if not {"cpu", "gpu"} <= set(means.columns):
-            continue
-        pairs = means[["cpu", "gpu"]].dropna()
-        if pairs.empty:
-            continue
-        rows.append({"framework": framework, "dataset": dataset, "cpu_s": pairs["cpu"].mean(),
-                     "gpu_s": pairs["gpu"].mean(), "cpu_over_gpu": float((pairs["cpu"] / pairs["gpu"]).median()),
-                     "settings_compared": len(pairs)})
-    return pd.DataFrame(rows, columns=cols)
-
-
-def published_device_ratios(published: pd.DataFrame, metric: str = "train_time_s") -> pd.DataFrame:
-    """The published CPU / GPU ratio of `metric` per dataset and framework (as the published table names them)."""
-    if published is None or published.empty:
-        return pd.DataFrame(columns=["dataset", "framework", "published_cpu_over_gpu"])
-    wide = published.pivot_table(index=["dataset", "framework"], columns="device", values=metric)
-    wide = wide.dropna(subset=[c for c in ("cpu", "gpu") if c in wide.columns])
-    return (wide["cpu"] / wide["gpu"]).rename("published_cpu_over_gpu").reset_index()
-
-
-def speedups_vs_published(runs: pd.DataFrame, published: pd.DataFrame | None) -> pd.DataFrame:
-    """This run's GPU speed-up of training (CPU time / GPU time, own defaults) next to the published one."""
-    cols = ["dataset", "published_dataset", "framework", "cpu_s", "gpu_s", "cpu_over_gpu", "published_cpu_over_gpu",
-            "settings_compared"]
-    mine = device_pairs(runs, "train_time_s")
-    ratios = published_device_ratios(published)
-    if mine.empty or ratios.empty:
-        return pd.DataFrame(columns=cols)
-    mine = mine.assign(published_dataset=mine["dataset"].map(FAMILY),
-                       published_framework=mine["framework"].map(PUBLISHED_FRAMEWORK))
-    both = mine.merge(ratios.rename(columns={"dataset": "published_dataset", "framework": "published_framework"}),
-                      on=["published_dataset", "published_framework"], how="left")
-    return both[cols].sort_values(["dataset", "framework"], ignore_index=True)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -730,43 +558,3 @@ def fastest_configurations(runs: pd.DataFrame, curves: pd.DataFrame | None) -> p
         curves = curves[curves["run_id"].isin(set(df["run_id"]))]
     return time_to_target(runs[runs["run_id"].isin(set(df["run_id"]))] if len(df) else runs.iloc[0:0], curves,
                           by=("framework", "compile", "precision"))
-
-
-# ---------------------------------------------------------------------------------------------
-# Cross-application: does one framework's best preset carry over to another?
-# ---------------------------------------------------------------------------------------------
-
-def carry_over(runs: pd.DataFrame) -> pd.DataFrame:
-    """For every ordered pair of frameworks (A, B), per dataset, device and reading: the preset that served A
-    best (highest mean accuracy, ties: faster), applied to B, against the preset that served B best.
-
-    Only the frameworks' own presets count (registry.own_presets(); custom ones are left out), and only
-    frameworks that ran at least two of them. A reading's pairs use its cross-applied points and the
-    frameworks' own-defaults points. `shortfall_pp`: B's best accuracy minus B's accuracy with A's best
-    (points); `carries_over`: the shortfall is at most NEAR_BEST_PP.
-    """
-    cols = ["dataset", "device", "reading", "from_framework", "best_preset", "from_accuracy_pct", "to_framework",
-            "accuracy_with_pct", "to_best_preset", "to_best_pct", "shortfall_pp", "carries_over"]
-    table = defaults_table(runs)
-    table = table[table["accuracy_pct"].notna() & table["whose"].isin(PRESET_ORDER)]
-    rows = []
-    for (dataset, device), g in table.groupby(["dataset", "device"]):
-        for reading in ("settings", "preset"):
-            r = g[g["reading"].isin(["own", reading])]
-            if not (r["reading"] == reading).any():
-                continue
-            per = {fw: f.groupby("whose").agg(acc=("accuracy_pct", "mean"), t=("train_time_s", "mean"))
-                   for fw, f in r.groupby("framework")}
-            per = {fw: f.sort_values(["acc", "t"], ascending=[False, True]) for fw, f in per.items() if len(f) >= 2}
-            for a, fa in per.items():
-                best = fa.index[0]
-                for b, fb in per.items():
-                    if b == a or best not in fb.index:
-                        continue
-                    shortfall = fb["acc"].iloc[0] - fb.loc[best, "acc"]
-                    rows.append({"dataset": dataset, "device": device, "reading": reading, "from_framework": a,
-                                 "best_preset": best, "from_accuracy_pct": fa["acc"].iloc[0], "to_framework": b,
-                                 "accuracy_with_pct": fb.loc[best, "acc"], "to_best_preset": fb.index[0],
-                                 "to_best_pct": fb["acc"].iloc[0], "shortfall_pp": shortfall,
-                                 "carries_over": bool(shortfall <= NEAR_BEST_PP)})
-    return pd.DataFrame(rows, columns=cols)

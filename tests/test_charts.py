@@ -8,7 +8,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from dlbench import charts, tables
+from dlbench import charts, tables, tuning
 from dlbench.testing.study import make_curves, make_modern_runs, make_runs, make_samples, small_runs
 
 
@@ -117,7 +117,7 @@ def test_the_tuning_chart_marks_the_defaults_the_best_and_the_fastest(study):
     assert len(panels) == runs["tuning_grid"].nunique()
     assert sum(c["is_default"] for c in cells) == len(panels)
     best = [c for c in cells if "best" in c["mark"]]
-    assert len(best) == len(panels) - sum(tables.tuning_table(runs).query("choice == 'best accuracy'")
+    assert len(best) == len(panels) - sum(tuning.tuning_table(runs).query("choice == 'best accuracy'")
                                            ["accuracy_pct"].isna())
 
 
@@ -133,3 +133,56 @@ def test_the_speed_up_charts_draw_each_frameworks_pairs_with_their_accuracy_cost
     assert sorted(r["accuracy_change_pp"] for r in rows) == pytest.approx(sorted(want["accuracy_change_pp"]))
     text = json.dumps(spec)
     assert "accuracy_change_pp" in text and ("compile_time_s" in text if axis == "compile" else "bf16" in text)
+
+
+def chart_rows(chart) -> list[dict]:
+    spec = chart.to_dict()
+    return [row for rows in spec.get("datasets", {}).values() for row in rows]
+
+
+def test_the_per_framework_bars_carry_their_interval_and_mark_contended_points():
+    rows = [{"run_id": f"{fw}{i}", "framework": fw, "dataset": "digits", "preset": "caffe", "device": "cpu",
+             "status": "ok", "seed": i, "train_time_s": t, "accuracy": 0.9, "batch_size": 32, "learning_rate": 0.01,
+             "contended": busy}
+            for fw, times in (("pytorch", (10.0, 12.0, 14.0, 40.0)), ("tensorflow", (20.0,)))
+            for i, t in enumerate(times) for busy in [i == 3]]
+    chart = charts.draw("train_time_by_framework", pd.DataFrame(rows), pd.DataFrame(), pd.DataFrame())
+    data = chart_rows(chart)
+    mean = next(r for r in data if r.get("layer") == "mean" and r["framework"] == "pytorch")
+    # the contended 40 s run is left out: mean of 10, 12, 14 s, sd 2, interval 12 -/+ 4.3027 x 2 / sqrt(3)
+    half = 4.302652729749462 * 2 / 3 ** 0.5
+    assert mean["train_time_s"] == 12.0 and mean["n_ok"] == 3
+    assert mean["ci_low"] == pytest.approx(12 - half) and mean["ci_high"] == pytest.approx(12 + half)
+    single = next(r for r in data if r.get("layer") == "mean" and r["framework"] == "tensorflow")
+    assert single["n_ok"] == 1 and single.get("ci_low") is None  # one run: no interval drawn
+    busy = [r for r in data if r.get("layer") == "point" and r.get("contended")]
+    assert [r["train_time_s"] for r in busy] == [40.0]
+    assert "1 point(s) timed under outside load" in json.dumps(chart.to_dict()["title"])
+
+
+def test_a_timeline_thinned_keeps_each_buckets_peak():
+    runs = pd.DataFrame({"run_id": ["r"], "framework": ["pytorch"], "dataset": ["digits"], "preset": ["own"],
+                         "device": ["cpu"], "status": ["ok"], "train_time_s": [1.0], "accuracy": [0.9]})
+    t = [round(0.2 * i, 3) for i in range(9000)]
+    cpu = [100.0] * 9000
+    cpu[4321] = 555.0  # one reading's peak, far from any every-k-th reading
+    samples = pd.DataFrame({"run_id": "r", "framework": "pytorch", "dataset": "digits", "t": t, "cpu_pct": cpu,
+                            "phase": "train", "rss_mb": 100.0})
+    data = chart_rows(charts.draw("cpu_timeline", runs, pd.DataFrame(), samples))
+    readings = [r for r in data if r.get("layer") == "sample"]
+    assert len(readings) <= charts.MAX_SAMPLES + 2 and max(r["cpu_pct"] for r in readings) == 555.0
+    assert min(r["t"] for r in readings) == 0.0 and max(r["t"] for r in readings) == t[-1]
+
+
+def test_the_speed_up_and_sweep_charts_draw_intervals_where_repeats_ran():
+    rows = [{"run_id": f"t{th}-{i}", "framework": "pytorch", "dataset": "digits", "preset": "caffe", "device": "cpu",
+             "status": "ok", "seed": i, "threads": th, "batch_size": 32, "learning_rate": 0.01, "epochs": 1,
+             "train_time_s": base * f, "accuracy": 0.9}
+            for th, base in ((1, 10.0), (2, 5.0)) for i, f in enumerate((0.9, 1.0, 1.1))]
+    table = tables.speedups(pd.DataFrame(rows)).set_index("threads")
+    # both means have a relative half-width of 4.3027 x 0.1 / sqrt(3) (sd 10 % of the mean): the ratio's is sqrt(2) x
+    rel = 2 ** 0.5 * 4.302652729749462 * 0.1 / 3 ** 0.5
+    assert table.loc[2, "speedup"] == pytest.approx(2.0) and table.loc[2, "speedup_low"] == pytest.approx(2 * (1 - rel))
+    assert pd.isna(table.loc[1, "speedup_low"])
+    sweep = tables.sweep_table(pd.DataFrame(rows), "threads", "train_time_s").set_index("threads")
+    assert sweep.loc[1, "ci_high"] == pytest.approx(10 + 4.302652729749462 * 1.0 / 3 ** 0.5)

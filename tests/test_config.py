@@ -191,10 +191,26 @@ def test_compile_and_precision_are_refused_in_one_line_where_a_framework_has_no_
     assert msg == ("sweep.compile: caffe cannot honour 'eager' (it accepts: none; leave the key out for it); sweep it "
                    "in a sub-study (`studies:`) of the frameworks that accept it")
     msg = error_of({**BASE, "frameworks": ["theano"], "sweep": {"precision": ["fp32", "bf16"]}})
-    assert msg.startswith("sweep.precision: theano cannot honour 'bf16' (it accepts: fp32)")
+    assert msg.startswith("sweep.precision: theano cannot honour 'bf16' (it accepts: fp32, fp64)")
     validate({**BASE, "frameworks": ["theano", "caffe"], "sweep": {"precision": ["fp32"]}})  # what they always do
     assert error_of({**BASE, "sweep": {"precision": ["fp16"]}}).startswith("sweep.precision.0: 'fp16' is not allowed")
     assert "\n" not in msg
+
+
+def test_fp64_is_an_axis_value_of_theano_pytorch_and_tensorflow_and_refused_in_one_line_elsewhere():
+    cfg = validate({**BASE, "frameworks": ["theano", "pytorch", "tensorflow"], "sweep": {"precision": ["fp64"]}})
+    assert cfg["sweep"]["precision"] == ["fp64"]
+    for name in ("caffe", "jax"):
+        msg = error_of({**BASE, "frameworks": ["pytorch", name], "sweep": {"precision": ["fp64"]}})
+        assert msg.startswith(f"sweep.precision: {name} cannot honour 'fp64'") and "\n" not in msg
+
+
+def test_a_test_copy_of_a_dataset_needs_its_folder(tmp_path):
+    ok = validate({**BASE, "data": {"cifar10": str(tmp_path)}, "data_test_copy": {"cifar10": "a test set"}})
+    assert ok["data_test_copy"] == {"cifar10": "a test set"}
+    assert validate(BASE)["data_test_copy"] == {}  # without the key every copy is checked by its digest
+    msg = error_of({**BASE, "data_test_copy": {"cifar10": "a test set"}})
+    assert msg.startswith("data_test_copy.cifar10: no data.cifar10") and "\n" not in msg
 
 
 def test_a_framework_without_own_defaults_for_a_dataset_is_refused_before_any_job():

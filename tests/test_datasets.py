@@ -222,3 +222,17 @@ def test_store_writes_metadata_with_a_content_digest(tmp_path):
     assert on_disk["digest"] == meta["digest"] == store.content_digest(store.load(tmp_path)[0])
     arrays["test_y"] = np.array([0])
     assert store.save(tmp_path / "b", arrays, {})["digest"] != meta["digest"]
+
+
+def test_a_labelled_test_copy_is_taken_unchecked_and_says_so_where_an_unlabelled_one_is_refused(tmp_path):
+    expected = _cifar_archive(tmp_path / "c.tar.gz")
+    folder = cifar.extract(tmp_path / "c.tar.gz", tmp_path / "x")
+    with pytest.raises(prepare.DatasetError, match="no cifar-10-binary.tar.gz"):  # the user's path: still checked
+        prepare.prepare("cifar10", tmp_path / "refused", local=str(folder))
+    meta = prepare.prepare("cifar10", tmp_path / "out", local=str(folder), test_copy="random pixels")
+    assert meta["test_copy"] == "random pixels" and meta["source"].startswith("TEST COPY, not the published cifar10")
+    assert len(meta["files"]) == 6 and all(len(f["sha256"]) == 64 for f in meta["files"])
+    arrays, _ = store.load(tmp_path / "out")
+    assert np.array_equal(arrays["test_y"], expected["test_batch.bin"][0])
+    with pytest.raises(prepare.DatasetError, match="needs its folder"):
+        prepare.prepare("cifar10", tmp_path / "none", test_copy="random pixels")

@@ -13,7 +13,7 @@ import yaml
 
 from dlbench import config, envs
 from dlbench.frameworks import registry
-from dlbench.paths import ENVS, ROOT
+from dlbench.paths import CONDA_ENVS, ENVS, ROOT
 from dlbench.sweep import one_point
 from dlbench.testing.sandbox import copy_workflow, snakemake
 
@@ -65,9 +65,12 @@ def test_a_site_environment_replaces_the_variants_it_names():
 
 @pytest.fixture
 def envs_copy(tmp_path, monkeypatch):
-    """A copy of envs/ that dlbench.envs reads instead of the repository's (so a test may edit it)."""
+    """A copy of envs/ (and of the conda files, workflow/envs/) that dlbench.envs reads instead of the
+    repository's (so a test may edit it)."""
     shutil.copytree(ENVS, tmp_path / "envs")
+    shutil.copytree(CONDA_ENVS, tmp_path / "workflow" / "envs")
     monkeypatch.setattr(envs, "ENVS", tmp_path / "envs")
+    monkeypatch.setattr(envs, "CONDA_ENVS", tmp_path / "workflow" / "envs")
     monkeypatch.setattr(envs, "ROOT", tmp_path)
     return tmp_path / "envs"
 
@@ -96,25 +99,27 @@ def test_the_conda_files_say_what_the_pins_say():
     for env in envs.conda_envs():
         pins = [ln.strip() for ln in envs.pins_file(env).read_text().splitlines()
                 if ln.strip() and not ln.lstrip().startswith("#")]
-        in_yaml = pip_pins(ENVS / f"{env}.yaml")
+        in_yaml = pip_pins(CONDA_ENVS / f"{env}.yaml")
         assert in_yaml[:len(pins)] == pins, env  # the same versions, through pip, in both ways
         assert not any(p.startswith("-r") for p in in_yaml)  # resolved by conda against a copy: gone
-    assert sorted(p.stem for p in ENVS.glob("*.yaml")) == sorted(envs.conda_envs())  # none without pins
-    assert not any("drop this line" in p.read_text() for p in ENVS.glob("*.yaml"))
-    runner_needs = pip_pins(ENVS / "pytorch-cuda.yaml")
+    assert sorted(p.stem for p in CONDA_ENVS.glob("*.yaml")) == sorted(envs.conda_envs())  # none without pins
+    assert not any("drop this line" in p.read_text() for p in CONDA_ENVS.glob("*.yaml"))
+    assert not list(ENVS.glob("*.yaml"))  # the pins' folder holds pins and locks, the conda files live apart
+    runner_needs = pip_pins(CONDA_ENVS / "pytorch-cuda.yaml")
     assert "psutil==7.2.2" in runner_needs and "nvidia-ml-py==13.615.71" in runner_needs
 
 
 def test_a_hand_edit_or_a_stale_conda_file_is_caught(envs_copy):
-    text = (envs_copy / "pytorch.yaml").read_text()
-    (envs_copy / "pytorch.yaml").write_text(text.replace("torch==2.13.0", "torch==2.5.0"))
+    conda_files = envs_copy.parent / "workflow" / "envs"
+    text = (conda_files / "pytorch.yaml").read_text()
+    (conda_files / "pytorch.yaml").write_text(text.replace("torch==2.13.0", "torch==2.5.0"))
     (envs_copy / "theano.txt").write_text((envs_copy / "theano.txt").read_text().replace("scipy==1.10.1",
                                                                                           "scipy==1.10.0"))
     assert envs.write_conda(check=True) == ["pytorch", "theano"]
     assert envs.main(["conda", "--check"]) == 1
     envs.write_conda()
     assert envs.write_conda(check=True) == []
-    assert "scipy==1.10.0" in pip_pins(envs_copy / "theano.yaml")
+    assert "scipy==1.10.0" in pip_pins(conda_files / "theano.yaml")
 
 
 def test_setup_builds_only_the_cpu_environments(capsys):

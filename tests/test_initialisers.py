@@ -48,10 +48,12 @@ def test_a_sparse_convs_unconnected_weights_start_at_zero():
 
 def test_theano_follows_the_tutorial():
     weights = draw("lenet5_tanh", "theano")
-    # conv: fan_out = filters * 25 / 4 (2x2 pooling); hidden: n_in + n_out; the logistic layer starts at 0
-    bounds = [math.sqrt(6 / (25 + 20 * 25 / 4)), math.sqrt(6 / (500 + 50 * 25 / 4)), math.sqrt(6 / 1300)]
+    # conv: fan_out = filters * 25 // 4 (2x2 pooling, integer division as the tutorial's `//`: 312, not
+    # 312.5, for the second conv); hidden: n_in + n_out; the logistic layer starts at 0
+    bounds = [math.sqrt(6 / (25 + 20 * 25 // 4)), math.sqrt(6 / (500 + 50 * 25 // 4)), math.sqrt(6 / 1300)]
+    rng = np.random.RandomState(1)  # the draws in layer order, from the point's seed
     for (w, bias), bound in zip(weights, bounds):
-        assert bound * 0.9 < np.abs(w).max() <= bound and not bias.any()
+        assert np.array_equal(w, rng.uniform(-bound, bound, w.shape).astype(np.float32)) and not bias.any()
     assert not weights[-1][0].any() and not weights[-1][1].any()
 
 

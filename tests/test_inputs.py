@@ -28,6 +28,59 @@ def test_local_contrast_normalisation_centres_and_scales():
     assert np.allclose(flat, 0, atol=1e-2)  # nothing to normalise in a flat image
 
 
+def test_lcn_kernel_is_torchs_gaussian1d_of_seven():
+    # image.gaussian1D(7): sigma 0.25 x 7 = 1.75 px around the middle tap, normalised by the module
+    k = inputs._gaussian_kernel()
+    assert k.sum() == pytest.approx(1.0) and np.argmax(k) == 3 and np.allclose(k, k[::-1])
+    assert k[3] / k[2] == pytest.approx(np.exp(0.5 / 1.75**2))
+    assert k[3] / k[0] == pytest.approx(np.exp(0.5 * 9 / 1.75**2))
+
+
+def _lcn_by_hand(img: np.ndarray, i: int, j: int) -> float:
+    """nn.SpatialContrastiveNormalization at one pixel, written out with the 2-D kernel (zero padding, each
+    sum divided by the sum of the kernel taps that fall inside the image)."""
+    g = np.exp(-0.5 * ((np.arange(7) - 3) / 1.75) ** 2)
+    k2 = np.outer(g, g) / np.outer(g, g).sum()
+    h, w = img.shape
+
+    def local(values: np.ndarray, a: int, b: int) -> tuple[float, float]:
+        total = inside = 0.0
+        for di in range(-3, 4):
+            for dj in range(-3, 4):
+                if 0 <= a + di < h and 0 <= b + dj < w:
+                    total += k2[di + 3, dj + 3] * values[a + di, b + dj]
+                    inside += k2[di + 3, dj + 3]
+        return total, inside
+
+    centred = np.empty_like(img, dtype=np.float64)
+    for a in range(h):
+        for b in range(w):
+            total, inside = local(img, a, b)
+            centred[a, b] = img[a, b] - total / inside
+    total, inside = local(centred**2, i, j)
+    std = np.sqrt(total) / inside  # the coefficient divides outside the root, as the module does
+    return centred[i, j] / (std if std > 1e-4 else 1e-4)
+
+
+def test_lcn_is_torchs_module_at_the_border_and_inside():
+    rng = np.random.RandomState(0)
+    img = rng.rand(12, 12) * 255  # the script's value range: Y of 0-255 pixels
+    out = inputs.local_contrast_normalise(img[None].astype(np.float32))[0]
+    for i, j in ((0, 0), (0, 5), (6, 6), (11, 3)):
+        assert out[i, j] == pytest.approx(_lcn_by_hand(img, i, j), rel=1e-4)
+
+
+def test_lcn_has_no_mean_floor_and_thresholds_at_1e_4():
+    # a faint image (std ~1e-3) is scaled up to unit contrast: no floor at a larger mean std
+    rng = np.random.RandomState(1)
+    faint = (rng.rand(1, 16, 16) * 1e-2).astype(np.float64)
+    out = inputs.local_contrast_normalise(faint)
+    assert 0.5 < out[:, 4:12, 4:12].std() < 2.0
+    # below the threshold the local std is replaced by 1e-4: the output is the centred image x 1e4
+    tiny = faint * 1e-4
+    assert np.abs(inputs.local_contrast_normalise(tiny)).max() < 1e-2
+
+
 def test_per_image_standardisation():
     x = np.random.rand(4, 3, 8, 8).astype(np.float32) * 255
     out = inputs.per_image_standardise(x)
@@ -90,7 +143,7 @@ def test_torch_cifar10_divides_u_and_v_by_minus_their_std():
     tx, *_ = inputs.static(x, np.zeros(8), x, np.zeros(8), {"yuv": True, "lcn": True})
     yuv = inputs.rgb_to_yuv(x.astype(np.float32) / 255)
     u = yuv[:, 1]
-    assert np.allclose(tx[:, 1], -(u - u.mean()) / u.std(), atol=1e-4)
+    assert np.allclose(tx[:, 1], -(u - u.mean()) / u.std(ddof=1), atol=1e-4)
 
 
 def test_augmenter_crops_flips_and_redraws_each_epoch():

@@ -17,3 +17,9 @@ def test_fixed_inv_step_multistep_decay():
 def test_epoch_based_step_becomes_iterations():
     policy = lr.normalise({"name": "step", "factor": 0.1, "step_epochs": 2}, train_size=1000, batch_size=100)
     assert policy == {"name": "step", "factor": 0.1, "step_iterations": 20}
+
+
+def test_step_epochs_counts_fractional_batches_as_tensorflows_cifar10_tutorial():
+    # cifar10.py: decay_steps = int(50000 / 128 * 350), not 391 whole batches x 350
+    policy = lr.normalise({"name": "step", "factor": 0.1, "step_epochs": 350}, train_size=50000, batch_size=128)
+    assert policy["step_iterations"] == 136718

@@ -5,7 +5,6 @@ from __future__ import annotations
 import html
 import json
 import re
-import shutil
 import struct
 import subprocess
 import sys
@@ -16,24 +15,15 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from dlbench import chartlist, charts, findings, tables
+from dlbench import chartlist, charts, findings, summary, tables
 from dlbench.testing import study as hand_made
+from dlbench.testing.browser import CHROMIUM, MISSING, chromium
 from dlbench.testing.sandbox import copy_workflow, tiny_study
 
 TINY = tiny_study()  # .test/config/config.yaml
 # Until `rule all` lists results/findings.md, the tests ask for it by name.
 TARGETS = ["all", "results/findings.md"]
-CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
-needs_chromium = pytest.mark.skipif(CHROMIUM is None, reason="headless Chromium is not installed "
-                                                           "(Debian: apt-get install -y chromium)")
-
-
-def chromium(profile: Path, *args: str, timeout: int = 120) -> subprocess.CompletedProcess:
-    """Headless Chromium with a fresh profile, no network, nothing in the background."""
-    cmd = [CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-           "--disable-component-update", "--disable-sync", "--no-first-run", "--disable-extensions",
-           f"--user-data-dir={profile}", "--host-resolver-rules=MAP * ~NOTFOUND", *args]
-    return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+needs_chromium = pytest.mark.skipif(CHROMIUM is None, reason=MISSING)
 
 
 def snakemake(workdir: Path, *args: str) -> subprocess.CompletedProcess:
@@ -53,26 +43,40 @@ def study(tmp_path_factory):
     return root
 
 
-# A page that opens the report in a frame, walks every category, opens every file in it and
+def report_sections() -> list[list[str | None]]:
+    """Every (category, subcategory) of the report's results: the charts' (dlbench.chartlist) and the findings'."""
+    svgs = [f for f in chartlist.chart_files("c") if f.endswith(".svg")]
+    sections = {(chartlist.category(f), chartlist.subcategory(f)) for f in svgs}
+    return sorted([list(s) for s in sections | {("Findings", None), ("Runs", None)}], key=lambda s: (s[0], s[1] or ""))
+
+
+# A page that opens the report in a frame, walks every category and subcategory, opens every file in it and
 # writes what it saw as JSON into the page, for --dump-dom to return.
 WALKER = """<!doctype html><html><body>
 <iframe id="r" src="report.html" style="width:1400px;height:1000px"></iframe><pre id="out">pending</pre>
 <script>
-const CATEGORIES = %s;
+const SECTIONS = %s;  // [category, subcategory or null]
 const sleep = ms => new Promise(r => setTimeout(r, ms));
 const frame = document.getElementById('r');
 function link(d, text) { return [...d.querySelectorAll('a')].find(a => a.textContent.trim() === text); }
+async function open(d, cat, sub) {
+  const home = link(d, 'Results'); if (home) { home.click(); await sleep(300); }
+  const c = link(d, cat);
+  if (!c) return false;
+  c.click(); await sleep(600);
+  // a category of one subcategory opens its files at once
+  if (sub) { const s = link(d, sub); if (s) { s.click(); await sleep(600); } }
+  return true;
+}
 async function walk() {
   await sleep(1500);
   const d = frame.contentDocument, seen = {files: {}, images: {}};
-  for (const cat of CATEGORIES) {
-    const home = link(d, 'Results'); if (home) { home.click(); await sleep(300); }
-    const c = link(d, cat);
-    if (!c) { seen.files[cat] = null; continue; }
-    c.click(); await sleep(600);
+  for (const [cat, sub] of SECTIONS) {
+    if (!(await open(d, cat, sub))) { seen.files[cat] = seen.files[cat] || null; continue; }
     const rows = [...d.querySelectorAll('tbody tr')];
-    seen.files[cat] = rows.map(r => r.querySelector('td').textContent.trim());
-    for (const name of seen.files[cat]) {
+    const names = rows.map(r => r.querySelector('td').textContent.trim());
+    seen.files[cat] = (seen.files[cat] || []).concat(names);
+    for (const name of names) {
       if (!name.endsWith('.svg')) continue;
       const row = [...d.querySelectorAll('tbody tr')].find(r => r.querySelector('td').textContent.trim() === name);
       row.querySelector('a[iconname=eye]').click();
@@ -81,7 +85,7 @@ async function walk() {
       const img = [...d.querySelectorAll('img')].find(i => i.src.includes('filename=' + file + ';'));
       seen.images[name] = img ? {width: img.naturalWidth, height: img.naturalHeight,
                                  svg: atob(img.src.split('base64,')[1])} : null;
-      const back = link(d, cat); if (back) { back.click(); await sleep(300); }
+      await open(d, cat, sub);
     }
   }
   document.getElementById('out').textContent = JSON.stringify(seen);
@@ -95,9 +99,8 @@ frame.addEventListener('load', () => walk().catch(e => {
 @pytest.mark.slow
 @needs_chromium
 def test_the_report_lists_every_chart_and_draws_it(study, tmp_path):
-    categories = sorted({spec.category for spec in charts.CHARTS.values()} | {"Findings"})
     walker = study / "walker.html"
-    walker.write_text(WALKER % json.dumps(categories))
+    walker.write_text(WALKER % json.dumps(report_sections()))
     proc = chromium(tmp_path / "profile", "--allow-file-access-from-files", "--virtual-time-budget=120000",
                     "--dump-dom", walker.as_uri())
     m = re.search(r'<pre id="out">(.*?)</pre>', proc.stdout, re.S)
@@ -112,10 +115,25 @@ def test_the_report_lists_every_chart_and_draws_it(study, tmp_path):
         svg = image["svg"]
         assert svg.lstrip().startswith("<svg") and 'class="mark-' in svg, name
         assert "could not be drawn" not in svg, name
-    assert "results/findings.md" in listed
+    assert "results/findings.md" in listed and seen["files"]["Runs"] == ["results/runs.html"]
     # The tiny study has no GPU, no threads sweep and one preset: those charts say so instead of drawing.
     assert charts.NO_DATA in seen["images"]["results/charts/gpu_timeline.svg"]["svg"]
     assert charts.NO_DATA not in seen["images"]["results/charts/train_time_by_framework.svg"]["svg"]
+
+
+@pytest.mark.slow
+def test_the_table_of_runs_lists_every_run_of_the_study(study):
+    runs = pd.read_parquet(study / "results/runs.parquet")
+    page = (study / "results/runs.html").read_text()
+    body = page[page.index("<tbody>"):page.index("</tbody>")]
+    ids = re.findall(r"<tr(?: class=\"failed\")?><td>([^<]*)</td>", body)
+    assert sorted(ids) == sorted(runs.run_id) and len(ids) == len(TINY["frameworks"]) * 2
+    for run in runs.itertuples():
+        row = next(r for r in body.split("</tr>") if f"<td>{run.run_id}</td>" in r)
+        assert f"<td>{run.framework}</td>" in row and f"<td>{run.status}</td>" in row
+        assert f'data-v="{float(run.accuracy)!r}"' in row and f'data-v="{float(run.train_time_s)!r}"' in row
+    # in the report too, under its own category
+    assert "results/runs.html" in (study / "report.html").read_text()
 
 
 def png_pixels(path: Path) -> np.ndarray:
@@ -162,9 +180,8 @@ def png_pixels(path: Path) -> np.ndarray:
 
 def walk_report(root: Path, profile: Path) -> dict:
     """What the WALKER page saw of root/report.html: the files of every category and each SVG drawn."""
-    categories = sorted({spec.category for spec in charts.CHARTS.values()} | {"Findings"})
     walker = root / "walker.html"
-    walker.write_text(WALKER % json.dumps(categories))
+    walker.write_text(WALKER % json.dumps(report_sections()))
     proc = chromium(profile, "--allow-file-access-from-files", "--virtual-time-budget=120000", "--dump-dom",
                     walker.as_uri(), timeout=600)
     m = re.search(r'<pre id="out">(.*?)</pre>', proc.stdout, re.S)
@@ -183,6 +200,7 @@ def large_study(tmp_path_factory):
         frame.to_parquet(out / f"{name}.parquet", index=False)
     charts.draw_all(out / "runs.parquet", out / "curves.parquet", out / "samples.parquet", out / "charts")
     findings.write_findings(out / "runs.parquet", out / "curves.parquet", out / "findings.md")
+    summary.summary_table(pd.read_parquet(out / "runs.parquet")).to_parquet(out / "summary.parquet", index=False)
     svgs = [f for f in chartlist.chart_files("results/charts") if f.endswith(".svg")]
     proc = subprocess.run([sys.executable, "-m", "snakemake", "--cores", "1", "--configfile", "tiny.yaml", "--report",
                            "report.html", "results/findings.md", *svgs], cwd=root, capture_output=True, text=True)
@@ -222,9 +240,8 @@ def test_the_report_of_20000_points_opens_with_every_chart_drawn(large_study, tm
 @needs_chromium
 def test_a_screenshot_of_a_chart_in_the_report_is_not_blank(study, tmp_path):
     page = study / "open_chart.html"
-    page.write_text(WALKER.replace("for (const cat of CATEGORIES)", "for (const cat of CATEGORIES.slice(0, 1))")
-                    .replace("const back = link(d, cat); if (back) { back.click(); await sleep(300); }", "break;")
-                    % json.dumps(["Time and accuracy"]))
+    page.write_text(WALKER.replace("      await open(d, cat, sub);\n", "      break;\n")
+                    % json.dumps([["Time and accuracy", chartlist.subcategory("train_time_by_framework.svg")]]))
     shot = tmp_path / "report.png"
     chromium(tmp_path / "profile", "--allow-file-access-from-files", "--virtual-time-budget=20000",
              "--window-size=1400,1000", f"--screenshot={shot}", page.as_uri())
@@ -245,6 +262,26 @@ def test_findings_of_the_tiny_study(study):
     assert "## The study's observations" in text and text.count("- (") >= 6
     if (runs.status == "ok").all():
         assert "None: every point finished ok." in text
+    # one run per point: the leaders say so rather than name a winner, unless outside load left them out
+    assert "## Does the framework matter?" in text
+    busy = tables.contended_count(tables.points(runs))
+    assert ("single run: no interval" in text) if not busy else (f"{busy} ok point(s) trained while others" in text)
+
+
+@pytest.mark.slow
+def test_the_summary_of_the_tiny_study_has_a_row_per_setting_and_metric(study):
+    table = pd.read_parquet(study / "results/summary.parquet")
+    runs = tables.points(pd.read_parquet(study / "results/runs.parquet"))
+    assert {"framework", "dataset", "device", "metric", "n", "mean", "sd", "ci_low", "ci_high", "min", "max",
+            "n_failed", "n_contended"} <= set(table.columns)
+    times = table[table["metric"] == "train_time_s"]
+    assert len(times) == len(runs)  # the tiny study runs each setting once
+    assert times["n_failed"].sum() == (runs["status"] != "ok").sum()
+    assert times["n_contended"].sum() == tables.contended_count(runs)  # timed under outside load: apart
+    ok = runs.loc[(runs["status"] == "ok") & ~runs["contended"], "train_time_s"]
+    assert sorted(times.loc[times["n"] == 1, "mean"]) == pytest.approx(sorted(ok))
+    assert times["ci_low"].isna().all()  # one run each: no interval
+    assert "results/summary.parquet" in (study / "report.html").read_text()
 
 
 @needs_chromium

@@ -22,7 +22,7 @@ def test_snakemake_lint_finds_nothing():
     assert proc.returncode == 0 and "Congratulations" in proc.stdout + proc.stderr, proc.stdout[-3000:]
 
 
-@pytest.mark.parametrize("cmd", [("snakefmt", "--check", "Snakefile", "rules"), ("ruff", "check", ".")])
+@pytest.mark.parametrize("cmd", [("snakefmt", "--check", "workflow"), ("ruff", "check", ".")])
 def test_formatters_and_linters_are_clean(cmd):
     proc = run(str(BIN / cmd[0]), *cmd[1:])
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]

@@ -8,7 +8,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from dlbench import tables
+from dlbench import published as pub
+from dlbench import summary, tables, tuning
 from dlbench.testing.study import make_runs, preset_matrix, small_runs
 
 
@@ -59,12 +60,17 @@ def test_ratio_to_published():
         "status": ["ok", "ok", "ok", "ok", "diverged", "ok"],
         "train_time_s": [100.0, 300.0, 33.846, 5.0, np.nan, 270.888],
         "test_time_s": [1.0, 1.0, 1.73, 1.0, np.nan, 1.0], "accuracy": [0.99, 0.98, 0.9522, 0.9, np.nan, 0.8]})
-    published = pd.read_csv(tables.PUBLISHED_CSV)
-    r = tables.published_ratios(runs, published).set_index(["dataset", "framework", "device"])
-    caffe = r.loc[("digits", "caffe", "cpu")]
+    published = pd.read_csv(pub.PUBLISHED_CSV)
+    r = pub.published_ratios(runs, published).set_index(["dataset", "framework", "device"])
+    # like with like: the digits (1,797 small images) are never timed or accuracy-compared against MNIST
+    assert ("digits", "caffe", "cpu") not in r.index
+    fashion = pub.published_ratios(runs.assign(dataset=runs["dataset"].replace("digits", "fashion_mnist")),
+                                   published).set_index(["dataset", "framework", "device"])
+    caffe = fashion.loc[("fashion_mnist", "caffe", "cpu")]
     assert caffe["published_dataset"] == "mnist" and caffe["n"] == 2
     assert caffe["train_time_ratio"] == pytest.approx(200.0 / 512.18)
     assert caffe["accuracy_diff_pp"] == pytest.approx(98.5 - 99.03)
+    assert pub.stand_in("fashion_mnist").startswith("fashion_mnist (a stand-in for mnist")
     torch = r.loc[("fashion_mnist", "pytorch", "gpu")]
     assert torch["train_time_ratio"] == pytest.approx(0.1) and torch["test_time_ratio"] == pytest.approx(1.0)
     assert torch["accuracy_diff_pp"] == pytest.approx(-4.0)
@@ -135,8 +141,8 @@ def grid_runs(cells: dict, framework="caffe", default=(64, 0.01), repeats=1) -> 
 def test_tuning_table_picks_the_best_and_the_fastest_near_it():
     runs = grid_runs({(64, 0.01): (0.950, 100.0), (32, 0.01): (0.970, 150.0), (128, 0.01): (0.966, 60.0),
                       (128, 0.1): (0.960, 40.0), (64, 0.1): None}, repeats=2)
-    t = tables.tuning_table(runs).set_index("choice")
-    assert list(t.index) == tables.CHOICES
+    t = tuning.tuning_table(runs).set_index("choice")
+    assert list(t.index) == tuning.CHOICES
     d, best, fast = t.loc["defaults"], t.loc["best accuracy"], t.loc["fastest within 0.5 points"]
     assert (d["batch_size"], d["accuracy_pct"], d["accuracy_gain_pp"], d["time_saved_pct"]) == (64, 95.0, 0, 0)
     assert (best["batch_size"], best["learning_rate"]) == (32, 0.01)
@@ -150,12 +156,12 @@ def test_tuning_table_picks_the_best_and_the_fastest_near_it():
 
 def test_tuning_table_with_failed_defaults_and_ties():
     runs = grid_runs({(64, 0.01): None, (32, 0.01): (0.97, 30.0), (16, 0.01): (0.97, 20.0)})
-    t = tables.tuning_table(runs).set_index("choice")
+    t = tuning.tuning_table(runs).set_index("choice")
     assert t.loc["best accuracy", "batch_size"] == 16  # a tie in accuracy goes to the faster
     assert math.isnan(t.loc["best accuracy", "accuracy_gain_pp"]) and math.isnan(t.loc["defaults", "accuracy_pct"])
-    assert tables.tuning_table(small_runs()).empty  # no grid, no table
+    assert tuning.tuning_table(small_runs()).empty  # no grid, no table
     both = pd.concat([runs, grid_runs({(64, 0.01): (0.9, 1.0), (32, 0.01): (0.8, 1.0)}, framework="pytorch")])
-    assert sorted(set(tables.tuning_table(both)["framework"])) == ["caffe", "pytorch"]
+    assert sorted(set(tuning.tuning_table(both)["framework"])) == ["caffe", "pytorch"]
 
 
 def own_runs(rows: list[tuple]) -> pd.DataFrame:
@@ -167,12 +173,12 @@ def own_runs(rows: list[tuple]) -> pd.DataFrame:
 
 
 def test_leaders_next_to_the_published_ones_among_the_same_frameworks():
-    published = tables.read_published()
+    published = pub.read_published()
     runs = own_runs([("caffe", "digits", "cpu", 5.0, 1, 0.97), ("pytorch", "digits", "cpu", 9.0, 1, 0.98),
                      ("theano", "cifar10", "cpu", 3.0, 1, 0.50), ("tensorflow", "cifar10", "cpu", 9.0, 1, 0.80),
                      ("tensorflow", "mnist", "gpu", 1.0, 1, 0.99), ("pytorch", "mnist", "gpu", 2.0, 1, 0.99),
                      ("caffe", "mnist", "gpu", 9.0, 1, 0.99)])
-    t = tables.leaders_vs_published(runs, published).set_index(["dataset", "device"])
+    t = pub.leaders_vs_published(runs, published).set_index(["dataset", "device"])
     digits = t.loc[("digits", "cpu")]
     assert digits["published_dataset"] == "mnist" and digits["frameworks"] == "caffe, pytorch"
     assert digits["published_fastest"] == "caffe" and digits["fastest_agrees"]
@@ -186,11 +192,11 @@ def test_leaders_next_to_the_published_ones_among_the_same_frameworks():
     assert gpu["published_most_accurate"] == "pytorch and tensorflow" and gpu["most_accurate_agrees"]
     assert gpu["most_accurate"] == "caffe and pytorch and tensorflow" and gpu["published_fastest"] == "tensorflow"
     lonely = own_runs([("caffe", "digits", "cpu", 5.0, 1, 0.97)])
-    assert tables.leaders_vs_published(lonely, published).empty  # one framework: nothing to rank
+    assert pub.leaders_vs_published(lonely, published).empty  # one framework: nothing to rank
 
 
 def test_published_gpu_speedups_are_the_studys():
-    ratios = tables.published_device_ratios(tables.read_published()).set_index(["dataset", "framework"])
+    ratios = pub.published_device_ratios(pub.read_published()).set_index(["dataset", "framework"])
     mnist = ratios.loc["mnist", "published_cpu_over_gpu"].round(1).to_dict()
     assert mnist == {"caffe": 5.3, "tensorflow": 16.3, "theano": 20.6, "torch": 28.5}
     cifar = ratios.loc["cifar10", "published_cpu_over_gpu"]
@@ -202,14 +208,15 @@ def test_gpu_speedups_over_matched_own_settings():
     runs = own_runs([("caffe", "digits", "cpu", 10.0, 2.0, 0.9), ("caffe", "digits", "gpu", 2.5, 4.0, 0.9),
                      ("pytorch", "digits", "cpu", 10.0, 1.0, 0.9)])
     runs = pd.concat([runs, runs.iloc[:2].assign(run_id=["x", "y"], batch_size=128, train_time_s=[30.0, 3.0])])
-    pairs = tables.device_pairs(runs).set_index("framework")
+    pairs = pub.device_pairs(runs).set_index("framework")
     assert list(pairs.index) == ["caffe"]  # pytorch ran on CPU only
     assert pairs.loc["caffe", "cpu_over_gpu"] == pytest.approx(7.0)  # median of 4x and 10x
     assert pairs.loc["caffe", "settings_compared"] == 2
-    assert tables.device_pairs(runs, "test_time_s").loc[0, "cpu_over_gpu"] == pytest.approx(0.5)
-    s = tables.speedups_vs_published(runs, tables.read_published()).iloc[0]
+    assert pub.device_pairs(runs, "test_time_s").loc[0, "cpu_over_gpu"] == pytest.approx(0.5)
+    assert pub.speedups_vs_published(runs, pub.read_published())["published_cpu_over_gpu"].isna().all()  # digits
+    s = pub.speedups_vs_published(runs.assign(dataset="fashion_mnist"), pub.read_published()).iloc[0]
     assert s["published_dataset"] == "mnist" and s["published_cpu_over_gpu"] == pytest.approx(512.18 / 97.02)
-    assert tables.device_pairs(runs.assign(preset="tensorflow")).empty  # not its own defaults
+    assert pub.device_pairs(runs.assign(preset="tensorflow")).empty  # not its own defaults
 
 
 def test_efficiency_per_core_and_per_gb():
@@ -255,7 +262,7 @@ def test_carry_over_applies_each_frameworks_best_to_the_others():
     runs = preset_matrix({"caffe": {"caffe": 0.99, "tensorflow": 0.97, "torch": 0.90},
                           "tensorflow": {"caffe": 0.985, "tensorflow": 0.99, "torch": 0.80},
                           "pytorch": {"caffe": 0.93, "tensorflow": 0.92, "torch": 0.96}})
-    c = tables.carry_over(runs).set_index(["from_framework", "to_framework"])
+    c = summary.carry_over(runs).set_index(["from_framework", "to_framework"])
     assert len(c) == 6 and set(c["reading"]) == {"settings"}
     # caffe's best (its own) on tensorflow: 98.5% against tensorflow's best 99%: within 0.5 points
     assert c.loc[("caffe", "tensorflow"), "best_preset"] == "caffe"
@@ -263,10 +270,10 @@ def test_carry_over_applies_each_frameworks_best_to_the_others():
     assert c.loc[("caffe", "tensorflow"), "carries_over"]
     assert c.loc[("tensorflow", "caffe"), "shortfall_pp"] == pytest.approx(2.0)
     assert not c.loc[("pytorch", "caffe"), "carries_over"] and c.loc[("pytorch", "caffe"), "to_best_preset"] == "caffe"
-    whole = tables.carry_over(preset_matrix({"caffe": {"caffe": 0.99, "torch": 0.9},
+    whole = summary.carry_over(preset_matrix({"caffe": {"caffe": 0.99, "torch": 0.9},
                                              "pytorch": {"torch": 0.9, "caffe": 0.95}}, reading="preset"))
     assert set(whole["reading"]) == {"preset"} and len(whole) == 2
-    assert tables.carry_over(preset_matrix({"caffe": {"caffe": 0.99}, "pytorch": {"torch": 0.9}})).empty
+    assert summary.carry_over(preset_matrix({"caffe": {"caffe": 0.99}, "pytorch": {"torch": 0.9}})).empty
 
 
 def test_a_study_of_own_defaults_does_not_vary_whose_defaults():
@@ -349,3 +356,75 @@ def test_peak_fractions_compare_like_with_like():
     old = results.add_study_context(runs.drop(columns="precision"), None, {"gflops_by_threads": {"1": 100.0}})
     assert old.set_index("run_id").loc["b", "peak_fraction"] == 0.9  # a peak.json of before: float32 only
     assert old["peak_fraction"].isna().sum() == 1  # no peak measured for 2 threads
+
+
+T975_DF2 = 4.302652729749462  # the t table: two-sided 95 %, 2 degrees of freedom
+
+
+def summary_runs() -> pd.DataFrame:
+    """One setting run five times (three ok, one diverged, one ok but timed under outside load), and a second
+    setting (another batch size) run once."""
+    base = {"framework": "pytorch", "dataset": "digits", "preset": "caffe", "device": "cpu", "batch_size": 32,
+            "learning_rate": 0.01, "iterations": 30, "threads": 1}
+    rows = [{**base, "run_id": f"a{i}", "seed": i, "status": st, "train_time_s": t, "accuracy": acc,
+             "contended": busy}
+            for i, (st, t, acc, busy) in enumerate([("ok", 10.0, 0.90, False), ("ok", 12.0, 0.92, False),
+                                                    ("ok", 14.0, 0.94, None), ("diverged", np.nan, np.nan, False),
+                                                    ("ok", 40.0, 0.50, True)], start=1)]
+    rows.append({**base, "run_id": "b1", "seed": 1, "batch_size": 128, "status": "ok", "train_time_s": 5.0,
+                 "accuracy": 0.8})
+    return pd.DataFrame(rows)
+
+
+def test_the_summary_has_each_settings_interval_with_failed_and_contended_runs_apart():
+    table = summary.summary_table(summary_runs()).set_index(["batch_size", "metric"])
+    t = table.loc[(32, "train_time_s")]
+    # the three quiet ok runs only: 10, 12, 14 s: mean 12, sd 2, interval 12 -/+ 4.3027 x 2 / sqrt(3)
+    half = T975_DF2 * 2.0 / np.sqrt(3)
+    assert (t["n"], t["mean"], t["sd"], t["min"], t["max"]) == (3, 12.0, 2.0, 10.0, 14.0)
+    assert t["ci_low"] == pytest.approx(12 - half) and t["ci_high"] == pytest.approx(12 + half)
+    assert t["n_failed"] == 1 and t["n_contended"] == 1
+    acc = table.loc[(32, "accuracy")]
+    assert acc["mean"] == pytest.approx(0.92) and acc["sd"] == pytest.approx(0.02)
+    single = table.loc[(128, "train_time_s")]
+    assert single["n"] == 1 and single["mean"] == 5.0 and np.isnan(single["ci_low"]) and np.isnan(single["sd"])
+    assert {"throughput_img_s", "gpu_util_mean_pct"}.isdisjoint(set(table.index.get_level_values("metric")))
+    # records made before outside load was measured (no column) count as quiet: the fifth run is averaged in
+    old = summary.summary_table(summary_runs().drop(columns=["contended"])).set_index(["batch_size", "metric"])
+    assert old.loc[(32, "train_time_s"), "n"] == 4 and old.loc[(32, "train_time_s"), "n_contended"] == 0
+    assert tables.contended_count(tables.points(summary_runs())) == 1
+    # every ok run (4 + 1) under outside load: the settings are still listed, with nothing averaged in
+    busy = summary.summary_table(summary_runs().assign(contended=True))
+    assert set(busy["n"]) == {0} and busy["n_contended"].sum() == 5 and busy["mean"].isna().all()
+
+
+def test_repeats_needed_for_a_target_half_width():
+    need = summary.repeats_needed(summary_runs())
+    need = need[need["metric"] == "train_time_s"].set_index("n")
+    row = need.loc[3]
+    # 3 runs, sd 2 s on a mean of 12 s: half-width 4.97 s against 3 % of 12 s = 0.36 s. n runs reach it when
+    # t(n-1) x 2 / sqrt(n) <= 0.36: n = 121 (t(120) = 1.97993: 0.35999) does, n = 120 (t(119) = 1.98010: 0.36152)
+    # does not
+    assert row["half_width"] == pytest.approx(T975_DF2 * 2 / np.sqrt(3)) and not row["reached"]
+    assert row["runs_needed"] == 121
+    assert need.loc[1, "runs_needed"] is None or np.isnan(need.loc[1, "runs_needed"])  # one run: no spread
+
+
+def test_the_framework_effect_is_tested_by_anova_and_friedman():
+    rows = []
+    accs = {"pytorch": [0.90, 0.91, 0.92], "tensorflow": [0.91, 0.92, 0.93], "caffe": [0.95, 0.96, 0.97]}
+    for fw, values in accs.items():
+        for seed, acc in enumerate(values, start=1):
+            rows.append({"run_id": f"{fw}{seed}", "framework": fw, "dataset": "fashion_mnist", "preset": "caffe",
+                         "cross_apply": None if fw == "caffe" else "preset", "network": "lenet", "device": "cpu",
+                         "batch_size": 64, "learning_rate": 0.01, "iterations": 100, "threads": 2, "seed": seed,
+                         "status": "ok", "train_time_s": 10.0 + seed, "accuracy": acc})
+    effect = summary.framework_effect(pd.DataFrame(rows)).set_index("metric")
+    acc = effect.loc["accuracy_pct"]
+    # group means 91, 92, 96 (points), grand mean 93: between 3 (4 + 1 + 9) = 42 on 2 df; within 3 x 2 = 6 on 6 df
+    f = (42 / 2) / (6 / 6)
+    assert acc["anova"].statistic == pytest.approx(f) and acc["anova_p"] == pytest.approx((1 + 2 * f / 6) ** -3)
+    # every seed ranks pytorch < tensorflow < caffe: rank sums 3, 6, 9; chi2 = 12 / (3 x 3 x 4) x 126 - 36 = 6
+    assert acc["friedman"].statistic == pytest.approx(6.0) and acc["friedman_p"] == pytest.approx(np.exp(-3.0))
+    tie = effect.loc["train_time_s", "friedman"]  # the same time for each framework on each seed
+    assert np.isnan(tie.p) and tie.why == "every seed ties the frameworks"

@@ -90,7 +90,7 @@ def test_changing_a_parameter_reruns_those_points_and_the_aggregation(workflow_c
     jobs = planned_jobs(workflow_copy)
     trains = [wc for rule, wc in jobs if rule == "train"]
     assert len(trains) == 2 and all("lr0.03" in wc["point"] for wc in trains)
-    assert {rule for rule, _ in jobs} == {"train", "aggregate", "charts", "findings", "all"}
+    assert {rule for rule, _ in jobs} == {"train", "aggregate", "charts", "findings", "runs_table", "all"}
     write_config(workflow_copy, TINY)
 
 
@@ -219,7 +219,7 @@ MODULE_USER = '''configfile: "study.yaml"
 
 module dlbench:
     snakefile:
-        "dlbench/Snakefile"
+        "dlbench/workflow/Snakefile"
     config:
         config
 
@@ -257,7 +257,7 @@ with SnakemakeApi(OutputSettings()) as api:
     workflow = api.workflow(resource_settings=ResourceSettings(cores=1), storage_settings=StorageSettings(),
                             config_settings=ConfigSettings(configfiles=[Path("two.yaml")]),
                             deployment_settings=DeploymentSettings(deployment_method=methods),
-                            workflow_settings=WorkflowSettings(), snakefile=Path("Snakefile"))._workflow
+                            workflow_settings=WorkflowSettings(), snakefile=Path("workflow/Snakefile"))._workflow
     conda = workflow.get_rule("train").conda_env
     files = {}
     for key in workflow.globals["POINTS"]:

@@ -119,7 +119,7 @@ def _find(folder: Path, base: str) -> Path | None:
     return None
 
 
-def load_idx_folder(name: str, folder: Path) -> tuple[dict[str, np.ndarray], list[dict]]:
+def load_idx_folder(name: str, folder: Path, check: bool = True) -> tuple[dict[str, np.ndarray], list[dict]]:
     files = catalog.SOURCES[name]["files"]
     arrays, checked = {}, []
     paths = {key: _find(folder, base) for key, base in catalog.IDX_FILES.items()}
@@ -129,7 +129,7 @@ def load_idx_folder(name: str, folder: Path) -> tuple[dict[str, np.ndarray], lis
             raise DatasetError(f"{folder}: {base}[.gz] is missing; the folder must hold the four IDX files of {name}")
     for key, base in catalog.IDX_FILES.items():
         path = paths[key]
-        checked.append(verify(path, files[f"{base}.gz"]))
+        checked.append(verify(path, files[f"{base}.gz"]) if check else {"file": path.name, "sha256": sha256_file(path)})
         try:
             arr = idx.load(path)
         except idx.IdxError as exc:
@@ -140,7 +140,7 @@ def load_idx_folder(name: str, folder: Path) -> tuple[dict[str, np.ndarray], lis
     return arrays, checked
 
 
-def _idx_dataset(name: str, local: str | None, downloads: Path) -> tuple[dict, dict]:
+def _idx_dataset(name: str, local: str | None, downloads: Path, check: bool = True) -> tuple[dict, dict]:
     system_dir = catalog.SOURCES[name].get("system_dir")
     if local:
         folder, source = Path(local).expanduser(), f"local folder {local}"
@@ -151,13 +151,21 @@ def _idx_dataset(name: str, local: str | None, downloads: Path) -> tuple[dict, d
         for filename in catalog.SOURCES[name]["files"]:
             download(name, filename, folder)
         source = "download"
-    arrays, files = load_idx_folder(name, folder)
+    arrays, files = load_idx_folder(name, folder, check)
     return arrays, {"source": source, "files": files}
 
 
-def _cifar10(local: str | None, downloads: Path) -> tuple[dict, dict]:
+def _cifar10(local: str | None, downloads: Path, check: bool = True) -> tuple[dict, dict]:
     filename = "cifar-10-binary.tar.gz"
     expected = catalog.SOURCES["cifar10"]["files"][filename]
+    if not check:  # a test copy: the extracted batches, read as they are (their digests could not match)
+        folder = Path(local).expanduser()
+        try:
+            arrays = cifar.load_folder(folder)
+        except cifar.CifarError as exc:
+            raise DatasetError(str(exc)) from exc
+        files = [{"file": p.name, "sha256": sha256_file(p)} for p in sorted(folder.glob("*.bin"))]
+        return arrays, {"source": f"local folder {local}", "files": files}
     if local and Path(local).expanduser().is_dir():  # a folder holding the published archive
         archive, source = Path(local).expanduser() / filename, f"local folder {local}"
         if not archive.exists():
@@ -177,22 +185,34 @@ def _cifar10(local: str | None, downloads: Path) -> tuple[dict, dict]:
 
 
 def prepare(name: str, out_folder: str | Path, *, local: str | None = None,
-            downloads: str | Path = "resources/downloads") -> dict:
-    """Prepare `name` into out_folder (data.npz + meta.json); returns the metadata."""
+            downloads: str | Path = "resources/downloads", test_copy: str | None = None) -> dict:
+    """Prepare `name` into out_folder (data.npz + meta.json); returns the metadata.
+
+    test_copy: what the local copy is, where it is a test data set in the published format rather than the
+    published files (config `data_test_copy`): its digests are taken but not checked, and its metadata's
+    `source` and `test_copy` say so, and with them every record trained on it. Without it every copy is checked.
+    """
     downloads = Path(downloads)
+    if test_copy and not local:
+        raise DatasetError(f"{name}: a test copy needs its folder (data.{name}); nothing would be downloaded for it")
+    check = not test_copy
     if name == "digits":
         import sklearn
 
         source = f"scikit-learn {sklearn.__version__} load_digits, 8x8 -> 20x20 box on 28x28"
         arrays, meta = digits.load(), {"source": source}
     elif name in ("mnist", "fashion_mnist"):
-        arrays, meta = _idx_dataset(name, local, downloads)
+        arrays, meta = _idx_dataset(name, local, downloads, check)
     elif name == "cifar10":
-        arrays, meta = _cifar10(local, downloads)
+        arrays, meta = _cifar10(local, downloads, check)
     else:
         raise DatasetError(f"unknown dataset {name!r}; known: {', '.join(catalog.INFO)}")
     expected_shape = tuple(catalog.INFO[name]["shape"])
     if tuple(arrays["train_x"].shape[1:]) != expected_shape:
         raise DatasetError(f"{name}: images of shape {arrays['train_x'].shape[1:]}, expected {expected_shape}")
     meta["name"] = name
+    if test_copy:
+        meta["source"] = (f"TEST COPY, not the published {name} (digests not checked): {test_copy}; "
+                          f"from {meta['source']}")
+        meta["test_copy"] = test_copy
     return store.save(out_folder, arrays, meta)

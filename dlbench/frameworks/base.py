@@ -477,7 +477,8 @@ class SteppedAdapter(Adapter):
         """The model, its initial weights and the optimizer; the data on the device."""
 
     def compile(self) -> None:
-        """Tracing, compiling or warm-up that is not training (reported as the `compile` phase)."""
+        """Tracing, compiling or warm-up that is not training (reported as the `compile` phase); where
+        warms_up(point), one untimed step too, eager points included."""
 
     @abstractmethod
     def train_step(self, batch: np.ndarray, lr: float) -> None:
@@ -587,6 +588,14 @@ class SteppedAdapter(Adapter):
                          accuracy_at_best=acc)
         return Outcome(train_s, test_s, acc, test_loss, last_loss, interval_test_s, augment_s,
                        iterations=stopped_at, extra=extra)
+
+
+def warms_up(point: dict) -> bool:
+    """Whether a point takes one untimed step in its `compile` phase whatever its compile mode: a GPU point,
+    whose first steps pay one-time costs (cuDNN handles, lazy kernel loading, the allocator's first blocks)
+    that would otherwise fall into the training time of an eager point. Compiled points take it anyway.
+    """
+    return point["device"] == "gpu"
 
 
 def thread_env(threads: int, interop_threads: int | None = None) -> dict[str, str]:

@@ -16,7 +16,7 @@ adapter copies that into the record (build_json: input_augmentation).
 
 The files depend on the dataset and the point's `input` settings only, not on its seed:
 `input_key` digests those settings, so all Caffe points with the same input handling share
-one folder, resources/caffe/<dataset>/<input_key>/ (rules/data.smk). `data_dir` derives
+one folder, resources/caffe/<dataset>/<input_key>/ (workflow/rules/data.smk). `data_dir` derives
 that folder from the dataset's folder (resources/datasets/<name>), which is how the adapter
 finds it without being told.
 

@@ -13,12 +13,16 @@ and Adam of a zero with a zero gradient are zero), and even if one moved it coul
 
 `compile: compiled`: the training step's forward pass and loss go through torch.compile (the default
 inductor back end: C++ kernels compiled with the machine's g++), and so does their backward pass
-(AOTAutograd); the optimizer's update runs as in eager mode. The `compile` phase runs that function
-once, forward and backward, on the first batch without updating anything (the random state put back),
-so that the compilation is timed apart from the training. Testing runs the same module eagerly.
+(AOTAutograd); the optimizer's update runs as in eager mode. The `compile` phase runs one step on the
+first batch, forward, backward and the optimizer at learning rate 0, then puts back the optimizer's
+state and the random state, so that nothing is updated and the compilation is timed apart from the
+training. A GPU point takes that step in eager mode too (base.warms_up). Testing runs the same module
+eagerly.
 `precision: bf16`: the forward passes run under torch.autocast with bfloat16 (convolutions and
 matrix products in bfloat16, oneDNN's native kernels where the CPU has AVX-512 BF16 or AMX); the
 parameters, gradients and optimizer stay float32, and the loss is taken on float32 logits.
+`precision: fp64`: the module, its data, gradients, optimizer and moving average in float64 (Torch7's
+default tensor type, in which the study's Torch scripts trained).
 """
 
 from __future__ import annotations
@@ -31,7 +35,14 @@ import torch.nn.functional as F
 from torch import nn
 
 from dlbench import initialisers, models
-from dlbench.frameworks.base import SteppedAdapter, ema_rate, initial_weights, no_gpu, parameter_groups
+from dlbench.frameworks.base import (
+    SteppedAdapter,
+    ema_rate,
+    initial_weights,
+    no_gpu,
+    parameter_groups,
+    warms_up,
+)
 
 
 class MaskedConv2d(nn.Conv2d):
@@ -123,6 +134,7 @@ class TorchAdapter(SteppedAdapter):
         point = self.point
         self.compiled = point.get("compile") == "compiled"
         self.bf16 = point.get("precision") == "bf16"
+        self.dtype = torch.float64 if point.get("precision") == "fp64" else torch.float32
         torch.manual_seed(point["seed"])
         torch.set_num_threads(point["threads"])
         if point.get("library") == "no_onednn":
@@ -170,20 +182,21 @@ class TorchAdapter(SteppedAdapter):
         return contextlib.nullcontext()
 
     def _precision_in_effect(self) -> str:
-        """What a matrix product computes in under this point's autocast, on float32 parameters."""
-        weight = torch.ones(2, 2, device=self.device)
+        """What a matrix product computes in under this point's autocast, on parameters of its dtype."""
+        weight = torch.ones(2, 2, device=self.device, dtype=self.dtype)
         with self._autocast():
-            computed = F.linear(torch.ones(1, 2, device=self.device), weight).dtype
+            computed = F.linear(torch.ones(1, 2, device=self.device, dtype=self.dtype), weight).dtype
         return f"{str(computed).removeprefix('torch.')} compute, {str(weight.dtype).removeprefix('torch.')} weights"
 
     def _loss(self, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
-        return F.cross_entropy(self.model(x).float(), y)
+        logits = self.model(x)
+        return F.cross_entropy(logits.float() if self.bf16 else logits, y)
 
     def build(self) -> None:
         p = self.point
         model = build_module(p["layers"], self.inputs.shape)
         load_weights(model, initial_weights(p, self.inputs.shape))
-        self.model = model.to(self.device)
+        self.model = model.to(self.device, self.dtype)
         if self.channels_last:
             self.model = self.model.to(memory_format=torch.channels_last)
         # One parameter group per parameter: the spec's lr and decay multipliers (W0, b0, W1, b1, ...).
@@ -201,27 +214,39 @@ class TorchAdapter(SteppedAdapter):
         splits = {"train": (inputs.train_x, inputs.train_y), "test": (inputs.test_x, inputs.test_y)}
         if inputs.val_y is not None:
             splits["validation"] = (inputs.val_x, inputs.val_y)
-        self.data = {k: (torch.from_numpy(x).to(self.device), torch.from_numpy(y).to(self.device))
+        self.data = {k: (torch.from_numpy(x).to(self.device, self.dtype), torch.from_numpy(y).to(self.device))
                      for k, (x, y) in splits.items()}
         self.train_x, self.train_y = self.data["train"]
-        self.loss_sum = torch.zeros((), device=self.device)
+        self.loss_sum = torch.zeros((), device=self.device, dtype=self.dtype)
         self.loss_n = 0
         self.model.train()
         self.loss_fn = self._loss
 
     def compile(self) -> None:
-        if not self.compiled:
-            return
-        self.loss_fn = torch.compile(self._loss)
-        # One forward and backward pass compiles both; nothing is updated and the random state is put back.
-        rng = torch.get_rng_state()
-        idx = torch.arange(self.point["batch_size"], device=self.device) % len(self.train_y)
-        with self._autocast():
-            loss = self.loss_fn(self.train_x[idx], self.train_y[idx])
-        loss.backward()
-        self.opt.zero_grad(set_to_none=True)
-        self.sync()
-        torch.set_rng_state(rng)
+        if self.compiled:
+            self.loss_fn = torch.compile(self._loss)
+        if self.compiled or warms_up(self.point):
+            self._untimed_step()
+
+    def _untimed_step(self) -> None:
+        """One step that changes nothing: it compiles the step of a compiled point and pays a GPU's one-time
+        costs. At learning rate 0 the optimizer leaves every weight as it is (its update is scaled by it);
+        its state (momentum, Adam's moments), the gradients and the random state are then put back."""
+        cuda = [self.device.index or 0] if self.device.type == "cuda" else []
+        with torch.random.fork_rng(devices=cuda):
+            idx = torch.arange(self.point["batch_size"], device=self.device) % len(self.train_y)
+            with self._autocast():
+                loss = self.loss_fn(self.train_x[idx], self.train_y[idx])
+            loss.backward()
+            rates = [group["lr"] for group in self.opt.param_groups]
+            for group in self.opt.param_groups:
+                group["lr"] = 0.0
+            self.opt.step()
+            for group, rate in zip(self.opt.param_groups, rates):
+                group["lr"] = rate
+            self.opt.zero_grad(set_to_none=True)
+            self.opt.state.clear()
+            self.sync()
 
     def train_step(self, batch: np.ndarray, lr: float) -> None:
         idx = torch.from_numpy(batch).to(self.device, non_blocking=True)
@@ -259,7 +284,7 @@ class TorchAdapter(SteppedAdapter):
             x = xs[start:start + bs]
             with self._autocast():
                 logits = self.model(x) if weights is None else torch.func.functional_call(self.model, weights, (x,))
-            logits = logits.float()
+            logits = logits.float() if self.bf16 else logits
             y = ys[start:start + bs]
             loss_sum += float(F.cross_entropy(logits, y, reduction="sum"))
             correct += int((logits.argmax(1) == y).sum())
@@ -287,7 +312,7 @@ class TorchAdapter(SteppedAdapter):
             torch.cuda.synchronize()
 
     def set_train_data(self, x: np.ndarray) -> None:
-        self.train_x = torch.from_numpy(x).to(self.device)
+        self.train_x = torch.from_numpy(x).to(self.device, self.dtype)
 
     @staticmethod
     def forward(layers, weights, x, y):

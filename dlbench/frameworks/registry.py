@@ -24,7 +24,10 @@ AXIS_DEFAULTS = {"device": "cpu", "library": "default", "interop_threads": None,
 #              by op under jax.disable_jit. compiled: torch.compile (inductor); tf.function(jit_compile=True)
 #              (XLA); jax.jit (XLA, JAX's usual mode). Caffe and Theano have no such switch: they refuse both.
 #   precision  fp32: float32 throughout; bf16: mixed precision, bfloat16 compute with float32 master weights
-#              (torch.autocast, Keras' mixed_bfloat16 policy, Flax's dtype=bfloat16). Caffe and Theano: fp32 only.
+#              (torch.autocast, Keras' mixed_bfloat16 policy, Flax's dtype=bfloat16); fp64: float64 throughout
+#              (Theano's floatX=float64, its own default; PyTorch's float64 module; Keras' float64 policy).
+#              Caffe: fp32 only (its `caffe` tool trains in float). JAX: fp32 and bf16 (float64 needs
+#              jax_enable_x64 and a float64 path through its adapter, which it does not have).
 
 
 @dataclass(frozen=True)
@@ -82,6 +85,8 @@ class Framework:
     stepped: bool = True
     # The estimate's defaults for it; None: its points wait for a measured one (or a probe).
     cost: Cost | None = None
+    # Its own packages in its pins files, whose version `versions:` replaces; none: it cannot be run by version.
+    packages: tuple[str, ...] = ()
 
     def values(self, axis: str) -> tuple[str, ...]:
         """Every value of a run axis of named values this framework accepts (the default, or its natural one, first)."""
@@ -140,11 +145,12 @@ FRAMEWORKS: dict[str, Framework] = {f.name: f for f in (
     # TensorFlow's inter-op pool (ops run side by side) is a knob apart from its intra-op threads (`threads`).
     Framework("tensorflow", "TensorFlow", own_preset="tensorflow", published_as="tensorflow", color="#ff8f00",
               accepts={"device": ("cpu", "gpu"), "library": ("default", "no_onednn"), "interop_threads": Counts(),
-                       "compile": ("eager", "compiled"), "precision": ("fp32", "bf16")},
+                       "compile": ("eager", "compiled"), "precision": ("fp32", "bf16", "fp64")},
               natural={"compile": "eager", "precision": "fp32"},
               env={"TF_CPP_MIN_LOG_LEVEL": "1", "TF_ENABLE_ONEDNN_OPTS": "1"},
               axis_env={("library", "no_onednn"): {"TF_ENABLE_ONEDNN_OPTS": "0"}}, variants=("cuda",),
-              cost=Cost(efficiency=1.62, thread_exponent=0.12, step_overhead_s=0.0028, fixed_s=2.2)),
+              cost=Cost(efficiency=1.62, thread_exponent=0.12, step_overhead_s=0.0028, fixed_s=2.2),
+              packages=("tensorflow-cpu", "tensorflow")),
     # Caffe's CUDA build (envs/caffe/build.sh --cuda) needs nvcc and has not run on a GPU: opt-in.
     # `library: mkl` is a build linked to Intel's MKL (build.sh --mkl), the default one OpenBLAS.
     Framework("caffe", "Caffe", own_preset="caffe", published_as="caffe", color="#2ca02c",
@@ -154,26 +160,31 @@ FRAMEWORKS: dict[str, Framework] = {f.name: f for f in (
     # The study ran Torch7; dlbench runs its successor with Torch's defaults.
     Framework("pytorch", "PyTorch", own_preset="torch", published_as="torch", color="#ee4c2c",
               accepts={"device": ("cpu", "gpu"), "library": ("default", "no_onednn"),
-                       "compile": ("eager", "compiled"), "precision": ("fp32", "bf16")},
+                       "compile": ("eager", "compiled"), "precision": ("fp32", "bf16", "fp64")},
               natural={"compile": "eager", "precision": "fp32"}, threads_env=("TORCHINDUCTOR_COMPILE_THREADS",),
               # torch.compile starts cold every time, as XLA does (no on-disk cache), so its compile time repeats.
               axis_env={("compile", "compiled"): {"TORCHINDUCTOR_FORCE_DISABLE_CACHES": "1"}}, variants=("cuda",),
-              cost=Cost(efficiency=1.46, thread_exponent=0.75, step_overhead_s=0.0011, fixed_s=2.0)),
+              cost=Cost(efficiency=1.46, thread_exponent=0.75, step_overhead_s=0.0011, fixed_s=2.0),
+              packages=("torch",)),
     # No CUDA variant: Theano's GPU back end (libgpuarray/pygpu) has no PyPI build. Its C code links
     # OpenBLAS, or with `library: mkl` Intel's MKL from its -mkl environment (PyPI's `mkl`). A fixed hash
     # seed: the compile cache's key of DimShuffle's C code holds a string hash, which Python salts per
     # process, so with a random seed every point compiled that module again and the cache grew a module a point.
     Framework("theano", "Theano", own_preset="theano", published_as="theano", color="#3d6ab0",
-              accepts={"device": ("cpu", "gpu"), "library": ("default", "mkl")}, natural={"precision": "fp32"},
-              variants=("mkl",), env={"PYTHONHASHSEED": "0"}, axis_env={("library", "mkl"): {"DLBENCH_BLAS": "mkl"}},
-              cost=Cost(efficiency=0.69, thread_exponent=0.0, step_overhead_s=0.0, fixed_s=4.1)),
+              accepts={"device": ("cpu", "gpu"), "library": ("default", "mkl"), "precision": ("fp32", "fp64")},
+              natural={"precision": "fp32"}, variants=("mkl",), env={"PYTHONHASHSEED": "0"},
+              axis_env={("library", "mkl"): {"DLBENCH_BLAS": "mkl"},
+                        ("precision", "fp64"): {"DLBENCH_FLOATX": "float64"}},
+              cost=Cost(efficiency=0.69, thread_exponent=0.0, step_overhead_s=0.0, fixed_s=4.1),
+              packages=("theano-pymc",)),
     # Not in the study. XLA's CPU thread pool takes its size from PJRT_NPROC; on a GPU, JAX would take 75 % of
     # its memory at start unless told to allocate as it goes (so that the monitor sees what it uses).
     Framework("jax", "JAX", own_preset="flax", published_as=None, color="#8e44ad",
               accepts={"device": ("cpu", "gpu"), "compile": ("compiled", "eager"), "precision": ("fp32", "bf16")},
               natural={"compile": "compiled", "precision": "fp32"}, threads_env=("PJRT_NPROC",),
               axis_env={("device", "gpu"): {"XLA_PYTHON_CLIENT_PREALLOCATE": "false"}}, variants=("cuda",),
-              cost=Cost(efficiency=0.42, thread_exponent=0.5, step_overhead_s=0.0, fixed_s=3.0)),
+              cost=Cost(efficiency=0.42, thread_exponent=0.5, step_overhead_s=0.0, fixed_s=3.0),
+              packages=("jax", "jaxlib")),
 )}
 
 
@@ -190,8 +201,13 @@ def env_names() -> list[str]:
     return [env for f in FRAMEWORKS.values() for env in f.env_names()]
 
 
+# An environment of a framework at another version than its pins': `<env>@<version>` (pytorch-cuda@2.12.0).
+VERSION_SEP = "@"
+
+
 def framework_of_env(env: str) -> Framework:
-    """The framework an environment name belongs to (`pytorch-cuda` -> PyTorch)."""
+    """The framework an environment name belongs to (`pytorch-cuda` -> PyTorch, `pytorch@2.12.0` too)."""
+    env = env.split(VERSION_SEP, 1)[0]
     for f in FRAMEWORKS.values():
         if env in f.env_names():
             return f

@@ -3,9 +3,9 @@
 Images are NHWC (TensorFlow's CPU convolutions and oneDNN want channels last).
 The step gathers its batch from tensors already in memory, applies the point's
 learning rate (an argument, so there is one trace) and adds L2 weight decay to the
-gradients as Caffe and PyTorch do, each variable with its layer's decay multiplier. Each
-learning-rate multiplier of the spec gets its own optimizer over its variables (for SGD a
-scaled gradient would do; Adam's step does not scale with the gradient).
+gradients as Caffe and PyTorch do, each variable with its layer's decay multiplier. The
+update is TensorFlow's own fused training kernel, one op per variable (FusedUpdate), at the
+rate times the variable's learning-rate multiplier.
 
 A sparse convolution (a conv with a connection table) is a Conv2D whose kernel is multiplied by
 the table's 0/1 mask in every pass (MaskedConv2D): the unconnected weights start at 0, their
@@ -16,7 +16,8 @@ gradient is exactly 0, so they stay 0.
 call, so the `compile` phase calls the step once on the first batch and then puts every variable
 (weights, optimizer slots and counters, moving averages, random state) back as it was. Testing
 runs the graph function without XLA either way. `precision: bf16`: Keras' mixed_bfloat16 policy
-(layers compute in bfloat16 on float32 variables); the loss is taken on float32 logits.
+(layers compute in bfloat16 on float32 variables); the loss is taken on float32 logits. `precision: fp64`:
+Keras' float64 policy (variables, data, loss and moving average in float64).
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ import numpy as np
 import tensorflow as tf
 
 from dlbench import initialisers, models
-from dlbench.frameworks.base import SteppedAdapter, initial_weights, no_gpu, parameter_groups
+from dlbench.frameworks.base import SteppedAdapter, initial_weights, no_gpu, parameter_groups, warms_up
 
 keras = tf.keras
 
@@ -43,6 +44,59 @@ class MaskedConv2D(keras.layers.Conv2D):
 
     def convolution_op(self, inputs, kernel):
         return super().convolution_op(inputs, kernel * tf.cast(self.mask, kernel.dtype))
+
+
+class FusedUpdate:
+    """The optimizer's update as TensorFlow's fused training kernels, one op per variable, with its slots.
+
+    adam: ResourceApplyAdam, the kernel tf.compat.v1.train.AdamOptimizer runs (the study's mnist_deep.py):
+    m = b1 m + (1 - b1) g, v = b2 v + (1 - b2) g^2, w -= lr sqrt(1 - b2^t) / (1 - b1^t) m / (sqrt(v) + eps),
+    with b1 0.9, b2 0.999, eps 1e-8. sgd: ResourceApplyKerasMomentum (v = m v - lr g, w += v: the rate inside
+    the velocity, as Keras' SGD and Caffe), or ResourceApplyGradientDescent without momentum. The arithmetic
+    is Keras' optimizers'; Keras spells it as several element-wise ops per variable, each a pass over the
+    weights, and on mnist_deep (3.2 M weights in its first dense layer) its Adam took about a third of the step
+    (bench/script_parity.py, docs/performance.md).
+    """
+
+    def __init__(self, variables: list, optimizer: str, momentum: float, lr_mults: list[float]):
+        self.variables, self.optimizer, self.momentum = variables, optimizer, float(momentum)
+        self.lr_mults = lr_mults
+        dtype = variables[0].dtype
+        self.steps = tf.Variable(tf.zeros((), dtype), trainable=False, name="update_steps")
+        self.slots: list[list[tf.Variable]] = []  # per variable: Adam's m and v, or the velocity
+        for i, v in enumerate(variables):
+            if optimizer == "adam":
+                self.slots.append([tf.Variable(tf.zeros_like(v), trainable=False, name=f"adam_m_{i}"),
+                                   tf.Variable(tf.zeros_like(v), trainable=False, name=f"adam_v_{i}")])
+            elif self.momentum:
+                self.slots.append([tf.Variable(tf.zeros_like(v), trainable=False, name=f"velocity_{i}")])
+            else:
+                self.slots.append([])
+
+    def state(self) -> list[tf.Variable]:
+        """Every variable the update moves besides the weights (what a compile call must put back)."""
+        return [self.steps, *(slot for slots in self.slots for slot in slots)]
+
+    def apply(self, grads: list, lr) -> None:
+        """One update at the base rate `lr` (a scalar tensor), each variable at lr x its multiplier (in the step)."""
+        dtype = self.variables[0].dtype
+        lr = tf.cast(lr, dtype)
+        t = self.steps.assign_add(tf.ones((), dtype))
+        if self.optimizer == "adam":
+            b1, b2 = tf.constant(0.9, dtype), tf.constant(0.999, dtype)
+            b1_power, b2_power = tf.pow(b1, t), tf.pow(b2, t)
+            eps = tf.constant(1e-8, dtype)
+        for v, g, slots, mult in zip(self.variables, grads, self.slots, self.lr_mults):
+            rate = lr * tf.constant(mult, dtype)
+            if self.optimizer == "adam":
+                tf.raw_ops.ResourceApplyAdam(var=v.handle, m=slots[0].handle, v=slots[1].handle,
+                                             beta1_power=b1_power, beta2_power=b2_power, lr=rate, beta1=b1,
+                                             beta2=b2, epsilon=eps, grad=g)
+            elif slots:
+                tf.raw_ops.ResourceApplyKerasMomentum(var=v.handle, accum=slots[0].handle, lr=rate, grad=g,
+                                                      momentum=tf.constant(self.momentum, dtype))
+            else:
+                tf.raw_ops.ResourceApplyGradientDescent(var=v.handle, alpha=rate, delta=g)
 
 
 def nhwc(x: np.ndarray) -> np.ndarray:
@@ -157,7 +211,9 @@ class TFAdapter(SteppedAdapter):
         point = self.point
         self.xla = point.get("compile") == "compiled"
         # The policy every layer built from now on takes (mixed: bfloat16 compute, float32 variables).
-        keras.mixed_precision.set_global_policy("mixed_bfloat16" if point.get("precision") == "bf16" else "float32")
+        policy = {"bf16": "mixed_bfloat16", "fp64": "float64"}.get(point.get("precision"), "float32")
+        keras.mixed_precision.set_global_policy(policy)
+        self.dtype = tf.float64 if policy == "float64" else tf.float32  # of the data, the loss and the variables
         tf.config.threading.set_intra_op_parallelism_threads(point["threads"])
         # One inter-op thread unless the point sweeps them (`interop_threads`).
         tf.config.threading.set_inter_op_parallelism_threads(point.get("interop_threads") or 1)
@@ -200,33 +256,25 @@ class TFAdapter(SteppedAdapter):
             load_weights(self.model, p["layers"], self.inputs.shape, initial_weights(p, self.inputs.shape))
             variables = [v for m in trainable_layers(self.model) for v in (m.kernel, m.bias)]
             mults = parameter_groups(p["layers"])
-            # One optimizer per learning-rate multiplier, each over its own variables.
-            self.groups: dict[float, list[int]] = {}
-            for i, (lr_mult, _) in enumerate(mults):
-                self.groups.setdefault(lr_mult, []).append(i)
-            self.opts = {}
-            for lr_mult, members in self.groups.items():
-                if p["optimizer"] == "adam":
-                    opt = keras.optimizers.Adam(learning_rate=p["learning_rate"] * lr_mult, epsilon=1e-8)
-                else:
-                    opt = keras.optimizers.SGD(learning_rate=p["learning_rate"] * lr_mult, momentum=p["momentum"])
-                opt.build([variables[i] for i in members])
-                self.opts[lr_mult] = opt
+            self.update = FusedUpdate(variables, p["optimizer"], p["momentum"], [lr_mult for lr_mult, _ in mults])
             self.ema = None
             if p.get("ema_decay"):
                 self.ema = [tf.Variable(v, trainable=False, name=f"ema_{i}") for i, v in enumerate(variables)]
                 self.ema_updates = tf.Variable(0.0, trainable=False, name="ema_updates")
             self.variables = variables
             # A variable, so that a new augmented view can be assigned without retracing the step.
-            self.train_x = tf.Variable(nhwc(self.inputs.train_x), trainable=False)
+            self.train_x = tf.Variable(tf.cast(nhwc(self.inputs.train_x), self.dtype), trainable=False)
             self.train_y = tf.constant(self.inputs.train_y)
-            self.eval_data = {"test": (tf.constant(nhwc(self.inputs.test_x)), tf.constant(self.inputs.test_y))}
+            self.eval_data = {"test": (tf.constant(nhwc(self.inputs.test_x), self.dtype),
+                                       tf.constant(self.inputs.test_y))}
             if self.inputs.val_y is not None:
-                self.eval_data["validation"] = (tf.constant(nhwc(self.inputs.val_x)), tf.constant(self.inputs.val_y))
+                self.eval_data["validation"] = (tf.constant(nhwc(self.inputs.val_x), self.dtype),
+                                                tf.constant(self.inputs.val_y))
         self.losses: list[tf.Tensor] = []  # each step's loss since the last take_loss
         decays = [float(p["weight_decay"]) * decay_mult for _, decay_mult in mults]
         loss_fn = keras.losses.SparseCategoricalCrossentropy(from_logits=True)
         ema_decay = float(p.get("ema_decay") or 0.0)
+        dtype = self.dtype
 
         # Every training batch has the point's size (batch_order): the step is traced for that shape.
         @tf.function(input_signature=[tf.TensorSpec([p["batch_size"]], tf.int64), tf.TensorSpec([], tf.float32)],
@@ -235,26 +283,23 @@ class TFAdapter(SteppedAdapter):
             x = tf.gather(self.train_x, idx)
             y = tf.gather(self.train_y, idx)
             with tf.GradientTape() as tape:
-                loss = loss_fn(y, tf.cast(self.model(x, training=True), tf.float32))
+                loss = loss_fn(y, tf.cast(self.model(x, training=True), dtype))
             grads = tape.gradient(loss, variables)
             grads = [g + wd * v if wd else g for g, v, wd in zip(grads, variables, decays)]
-            for lr_mult, members in self.groups.items():
-                opt = self.opts[lr_mult]
-                opt.learning_rate.assign(lr * lr_mult)
-                opt.apply_gradients([(grads[i], variables[i]) for i in members])
+            self.update.apply(grads, lr)
             if self.ema is not None:
                 n = self.ema_updates.assign_add(1.0)
-                rate = tf.minimum(ema_decay, (1.0 + n) / (10.0 + n))  # base.ema_rate
+                rate = tf.cast(tf.minimum(ema_decay, (1.0 + n) / (10.0 + n)), dtype)  # base.ema_rate
                 for shadow, v in zip(self.ema, variables):
                     shadow.assign_sub((1.0 - rate) * (shadow - v))
             return loss
 
         test_shape = self.eval_data["test"][0].shape[1:]
 
-        @tf.function(input_signature=[tf.TensorSpec([None, *test_shape], tf.float32),
+        @tf.function(input_signature=[tf.TensorSpec([None, *test_shape], dtype),
                                       tf.TensorSpec([None], tf.int64)])
         def eval_batch(x, y):
-            logits = tf.cast(self.model(x, training=False), tf.float32)
+            logits = tf.cast(self.model(x, training=False), dtype)
             correct = tf.reduce_sum(tf.cast(tf.equal(tf.argmax(logits, 1), y), tf.int64))
             loss = tf.reduce_sum(keras.losses.sparse_categorical_crossentropy(y, logits, from_logits=True))
             return correct, loss
@@ -265,8 +310,10 @@ class TFAdapter(SteppedAdapter):
         # Trace both functions now, so tracing is reported as compile time, not training time.
         self.step.get_concrete_function()
         self.eval_batch.get_concrete_function()
-        if self.xla:  # XLA compiles at the first call: make it, then put back every variable the step moved
-            variables = [*self.model.variables, *(v for opt in self.opts.values() for v in opt.variables),
+        # XLA compiles at the first call, and a GPU's first step pays one-time costs (cuDNN handles, kernel
+        # loading): take it now, then put back every variable the step moved (the fused update's state too).
+        if self.xla or warms_up(self.point):
+            variables = [*self.model.variables, *self.update.state(),
                          *(self.ema or []), *([self.ema_updates] if self.ema is not None else [])]
             kept = [v.numpy() for v in variables]
             with tf.device(self.device):
@@ -342,7 +389,7 @@ class TFAdapter(SteppedAdapter):
 
     def set_train_data(self, x: np.ndarray) -> None:
         with tf.device(self.device):
-            self.train_x.assign(nhwc(x))
+            self.train_x.assign(tf.cast(nhwc(x), self.dtype))
 
     @staticmethod
     def forward(layers, weights, x, y):

@@ -91,7 +91,8 @@ def theano_flags(compile_base: str) -> str:
     """The whole of Theano's configuration, as THEANO_FLAGS (comma-separated key=value)."""
     flags = {
         "device": "cpu",
-        "floatX": "float32",
+        # float32, or float64 for `precision: fp64` (the registry sets DLBENCH_FLOATX before the import)
+        "floatX": os.environ.get("DLBENCH_FLOATX", "float32"),
         "blas__ldflags": blas_ldflags(),
         # OpenMP stays off: theano-pymc 1.1.2's Elemwise emits a broken pragma with openmp=True
         # (`#pragma omp parallel for if(n>={int(config.openmp_elemwise_minsize)})`, not an f-string)
@@ -381,6 +382,7 @@ class TheanoAdapter(SteppedAdapter):
                                   else "openblas" if any("openblas" in lib for lib in libs)
                                   else theano.config.blas__ldflags),
             "device_name": "cpu",
+            "precision_in_effect": f"{theano.config.floatX} throughout (floatX)",
         }
 
     def build(self) -> None:

@@ -11,7 +11,9 @@ import yaml
 
 from dlbench.paths import ROOT as REPO
 
-WORKFLOW_FILES = ["Snakefile", "rules", "workflow", "dlbench", "config", "envs", "profiles", "report"]
+# What a run needs: the workflow (Snakefile, rules, scripts, conda files, schema, captions), the package, the
+# default study, the pins and the profiles.
+WORKFLOW_FILES = ["workflow", "dlbench", "config", "envs", "profiles"]
 TINY_CONFIG = REPO / ".test" / "config" / "config.yaml"  # the small study the workflow tests run
 
 

@@ -1,4 +1,4 @@
-"""Rule aggregate: every run record into runs/curves/samples.parquet (dlbench.results)."""
+"""Rule aggregate: every run record into runs/curves/samples.parquet and summary.parquet (dlbench.results)."""
 
 from dlbench import joblog, results
 from dlbench.locks import heavy_work, node_lock
@@ -10,7 +10,7 @@ def main() -> None:
     with heavy_work(node_lock(), "the aggregation"):  # never beside a measurement
         results.aggregate(sm.input.metrics, sm.output.runs, sm.output.curves, sm.output.samples,
                           membership=sm.params.membership, peak_path=sm.input.peak, tuning=sm.params.tuning,
-                          cache=sm.params.cache)
+                          cache=sm.params.cache, summary_out=sm.output.summary)
 
 
 joblog.run(sm.log[0], main)

@@ -4,4 +4,5 @@ from dlbench import cli, joblog
 
 sm = snakemake  # noqa: F821 - the object Snakemake gives a script
 
-joblog.run(sm.log[0], lambda: cli.prepare(sm.wildcards.dataset, sm.params.folder, local=sm.params.local))
+joblog.run(sm.log[0], lambda: cli.prepare(sm.wildcards.dataset, sm.params.folder, local=sm.params.local,
+                                          test_copy=sm.params.test_copy))

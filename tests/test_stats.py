@@ -1,0 +1,102 @@
+"""Intervals and tests (dlbench.stats) against values worked out by hand in each test: the t interval from
+the t table, Welch's and the paired t from their formulas and the t distribution's closed forms for 2 and 4
+degrees of freedom, Holm's steps, the ANOVA's sums of squares and Friedman's rank sums."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from dlbench import stats
+
+T975_DF2 = 4.302652729749462  # the t table: two-sided 95 %, 2 degrees of freedom
+
+
+def p_t2(t: float) -> float:
+    """Two-sided p of a t statistic with 2 degrees of freedom (closed form: F(t) = 1/2 + t / (2 sqrt(2 + t^2)))."""
+    return 1 - abs(t) / math.sqrt(2 + t * t)
+
+
+def p_t4(t: float) -> float:
+    """Two-sided p of a t statistic with 4 degrees of freedom (closed form)."""
+    t = abs(t)
+    return 1 - t * (t * t + 6) / (t * t + 4) ** 1.5
+
+
+def test_the_t_interval_of_three_runs():
+    mean, low, high = stats.t_interval([10.0, 12.0, 14.0])
+    half = T975_DF2 * 2.0 / math.sqrt(3)  # sd 2, n 3
+    assert mean == 12.0 and low == pytest.approx(12 - half) and high == pytest.approx(12 + half)
+    d = stats.describe([10.0, 12.0, 14.0, float("nan")])
+    assert (d["n"], d["sd"], d["min"], d["max"]) == (3, 2.0, 10.0, 14.0)
+    assert d["half_width"] == pytest.approx(half)
+
+
+def test_a_single_run_has_no_interval():
+    mean, low, high = stats.t_interval([7.5])
+    assert mean == 7.5 and math.isnan(low) and math.isnan(high)
+    assert math.isnan(stats.describe([7.5])["sd"])
+    assert math.isnan(stats.welch([7.5], [1.0, 2.0]).p) and "fewer than two" in stats.welch([7.5], [1, 2]).why
+
+
+def test_welch_by_its_formula():
+    t = stats.welch([10.0, 12.0, 14.0], [20.0, 22.0, 24.0])
+    # variances of the means 4/3 each: t = -10 / sqrt(8/3); Welch-Satterthwaite df = (8/3)^2 / (2 (4/3)^2 / 2) = 4
+    expected_t = -10 / math.sqrt(8 / 3)
+    assert t.statistic == pytest.approx(expected_t) and t.df == pytest.approx(4.0)
+    assert t.p == pytest.approx(p_t4(expected_t))
+    assert t.name == "Welch's t" and "t(4) = -6.12" in t.text()
+
+
+def test_paired_by_seed_by_its_formula():
+    # differences -1, -2, -2: mean -5/3, sd sqrt(1/3); t = (-5/3) / (sqrt(1/3) / sqrt(3)) = -5
+    t = stats.paired([1.0, 2.0, 3.0], [2.0, 4.0, 5.0])
+    assert t.statistic == pytest.approx(-5.0) and t.df == 2 and t.p == pytest.approx(p_t2(-5.0))
+    # compare() pairs by seed only when both ran the same seeds
+    assert stats.compare({1: 1.0, 2: 2.0, 3: 3.0}, {3: 5.0, 1: 2.0, 2: 4.0}).name == "paired t by seed"
+    assert stats.compare({1: 1.0, 2: 2.0, 3: 3.0}, {1: 2.0, 2: 4.0, 4: 5.0}).name == "Welch's t"
+
+
+def test_holm_steps_down():
+    # sorted 0.01, 0.03, 0.04: x3 = 0.03, x2 = 0.06, x1 = 0.04 -> kept at 0.06 (monotone); NaN is not counted
+    adjusted = stats.holm([0.01, 0.04, 0.03, float("nan")])
+    assert adjusted[:3] == pytest.approx([0.03, 0.06, 0.06]) and math.isnan(adjusted[3])
+
+
+def test_anova_by_its_sums_of_squares():
+    groups = [[1.0, 2.0, 3.0], [2.0, 3.0, 4.0], [5.0, 6.0, 7.0]]
+    # grand mean 11/3; between: 3 ((2-11/3)^2 + (3-11/3)^2 + (6-11/3)^2) = 26 on 2 df; within: 6 on 6 df
+    f = (26 / 2) / (6 / 6)
+    test = stats.anova(groups)
+    assert test.statistic == pytest.approx(f) and (test.df, test.df2) == (2, 6)
+    assert test.p == pytest.approx((1 + 2 * f / 6) ** (-6 / 2))  # F(2, d2) tail: (1 + 2F/d2)^(-d2/2)
+    assert "F(2, 6) = 13" in test.text()
+    assert math.isnan(stats.anova([[1.0, 2.0], [3.0]]).p)
+
+
+def test_friedman_by_its_rank_sums():
+    blocks = [[1.0, 2.0, 3.0], [1.0, 3.0, 2.0], [1.0, 2.0, 3.0]]
+    # rank sums 3, 7, 8 over n = 3 blocks, k = 3: 12 / (n k (k+1)) sum R^2 - 3 n (k+1)
+    chi2 = 12 / (3 * 3 * 4) * (9 + 49 + 64) - 3 * 3 * 4
+    test = stats.friedman(blocks)
+    assert test.statistic == pytest.approx(chi2) and test.p == pytest.approx(math.exp(-chi2 / 2))  # chi2, 2 df
+    assert math.isnan(stats.friedman([[1.0, 2.0], [2.0, 1.0]]).p)  # two frameworks: a paired test instead
+
+
+def test_repeats_for_a_target_half_width():
+    # sd 1, target 0.5: n = 18 gives t(17) / sqrt(18) = 2.1098 / 4.2426 = 0.497; n = 17: 2.1199 / 4.1231 = 0.514
+    assert stats.repeats_for(1.0, 0.5) == 18
+    assert stats.repeats_for(float("nan"), 0.5) is None
+
+
+def test_the_leader_tied_distinct_and_single():
+    tied = stats.leader({"a": {1: 1.0, 2: 1.1, 3: 0.9}, "b": {1: 1.05, 2: 1.0, 3: 1.2}}, larger_is_better=False)
+    # differences a - b by seed: -0.05, 0.1, -0.3: mean -0.0833, sd 0.2021, t = -0.714 on 2 df
+    assert tied.name == "a" and tied.state == "tied" and tied.tied_with == ["b"]
+    assert tied.rivals[0].test.p == pytest.approx(p_t2(-0.0833333 / (0.2020726 / math.sqrt(3))), rel=1e-4)
+    apart = stats.leader({"a": {1: 10.0, 2: 12.0, 3: 14.0}, "b": {1: 20.0, 2: 22.0, 4: 24.0}}, larger_is_better=True)
+    assert apart.name == "b" and apart.state == "distinct" and apart.rivals[0].test.name == "Welch's t"
+    assert apart.rivals[0].p_holm == pytest.approx(p_t4(10 / math.sqrt(8 / 3)))
+    single = stats.leader({"a": {1: 1.0}, "b": {1: 2.0, 2: 2.5}}, larger_is_better=True)
+    assert single.state == "single" and single.name == "b"

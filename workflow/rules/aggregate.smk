@@ -1,0 +1,29 @@
+# Every run record into tidy Parquet tables, and the study's summary: one row per setting and
+# metric with its 95 % interval (failed and contended runs counted apart).
+
+
+rule aggregate:
+    input:
+        metrics=METRICS,
+        peak="results/machine/peak.json",
+    output:
+        runs="results/runs.parquet",
+        curves="results/curves.parquet",
+        samples="results/samples.parquet",
+        summary=report(
+            "results/summary.parquet",
+            category="Findings",
+            caption="../report/summary.rst",
+        ),
+    log:
+        "logs/aggregate.log",
+    localrule: True
+    conda:
+        "../envs/base.yaml"
+    params:
+        membership=MEMBERSHIP,
+        tuning=TUNING,
+        # The parsed CSVs of every record, kept between aggregations: only new or changed records are read.
+        cache="results/.aggregate-cache",
+    script:
+        "../scripts/aggregate.py"
