@@ -14,11 +14,11 @@ rule train:
         samples="results/runs/{framework}/{dataset}/{point}/samples.csv",
     log:
         "results/runs/{framework}/{dataset}/{point}/job.log",
+    # A failure of the machine (dlbench/outcomes.py) fails the job, which runs again this many times.
+    retries: CFG["measurement"]["retries"]
     conda:
         TRAIN_CONDA
     threads: TRAIN_THREADS
-    # A failure of the machine (dlbench/outcomes.py) fails the job, which runs again this many times.
-    retries: CFG["measurement"]["retries"]
     resources:
         # One CPU measurement per machine at a time (the default profile caps it at 1); GPU points
         # and cluster jobs sharing a node are kept apart by the runner's node-local lock, one
