@@ -151,14 +151,28 @@ if [ -f "$ETC/slurm.conf" ]; then
     fi
 fi
 
-mkdir -p "$STATE" "$LOG" "$RUN" "$STATE/etc" "$STATE/slurmctld" "$STATE/slurmd" \
-         "$MUNGE_DIR" "$DB_DIR" "$ETC"
+# The state dir's default lies in /tmp, where any user may have made it first: chown as root in a folder
+# someone else controls (a link planted for munge/ or a log file) would hand that user whatever it names.
+# So it must be a real folder of root's, writable by root alone (links inside it are refused too).
+if [ -e "$STATE" ] || [ -L "$STATE" ]; then
+    [ ! -L "$STATE" ] && [ -d "$STATE" ] || die "$STATE is not a plain folder (a link?); remove it or set DLBENCH_SLURM_DIR"
+    [ "$(stat -c %u "$STATE")" = 0 ] || die "$STATE belongs to user $(stat -c %U "$STATE"), not root; remove it or set DLBENCH_SLURM_DIR"
+    [ $(( 0$(stat -c %a "$STATE") & 022 )) = 0 ] || die "$STATE is writable by others than root; remove it or set DLBENCH_SLURM_DIR"
+else
+    mkdir -m 755 "$STATE"
+fi
+for d in "$LOG" "$RUN" "$STATE/etc" "$STATE/slurmctld" "$STATE/slurmd" "$MUNGE_DIR" "$DB_DIR"; do
+    [ ! -L "$d" ] || die "$d is a link; remove it"
+    mkdir -p "$d"
+done
+mkdir -p "$ETC"
 chmod 755 "$STATE" "$LOG" "$RUN"
-chown munge:munge "$MUNGE_DIR"; chmod 700 "$MUNGE_DIR"
-chown mysql:mysql "$DB_DIR"; chmod 750 "$DB_DIR"
-# Daemons that do not run as root write their log files as their own user.
+chown -h munge:munge "$MUNGE_DIR"; chmod 700 "$MUNGE_DIR"
+chown -h mysql:mysql "$DB_DIR"; chmod 750 "$DB_DIR"
+# Daemons that do not run as root write their log files as their own user (-h: a link is not followed).
 for f in munged:munge mariadbd:mysql; do
-    touch "$LOG/${f%%:*}.log"; chown "${f#*:}:${f#*:}" "$LOG/${f%%:*}.log"
+    [ ! -L "$LOG/${f%%:*}.log" ] || die "$LOG/${f%%:*}.log is a link; remove it"
+    touch "$LOG/${f%%:*}.log"; chown -h "${f#*:}:${f#*:}" "$LOG/${f%%:*}.log"
 done
 
 render() {   # render TEMPLATE > output
@@ -235,7 +249,7 @@ if ! pid_alive "$DB_PID" mariadbd; then
         --socket="$DB_SOCK" --pid-file="$DB_PID" --log-error="$LOG/mariadbd.log" \
         --bind-address=127.0.0.1 --port="$DB_PORT" --skip-name-resolve \
         --innodb-lock-wait-timeout=900 </dev/null >>"$LOG/mariadbd.log" 2>&1 &
-    echo $! >"$DB_PID"; chown mysql:mysql "$DB_PID"   # mariadbd rewrites it with the same pid
+    echo $! >"$DB_PID"; chown -h mysql:mysql "$DB_PID"   # mariadbd rewrites it with the same pid
 fi
 wait_daemon mariadbd "$DB_PID" "$LOG/mariadbd.log" "mariadb-admin ping on $DB_SOCK" db_ok
 "${DB_CLIENT[@]}" -e "

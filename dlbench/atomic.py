@@ -1,4 +1,8 @@
-"""Write files so that a reader sees either the old file or the whole new one, never half."""
+"""Write files so that a reader sees either the old file or the whole new one, never half.
+
+Durable too: the data is fsynced before the rename and the folder after it, so that after a power
+loss the new name points at the whole file (a rename alone may reach the disk before the data).
+"""
 
 from __future__ import annotations
 
@@ -25,12 +29,26 @@ def atomic_path(path: str | os.PathLike, suffix: str = ""):
     os.chmod(tmp, 0o666 & ~_umask())  # mkstemp makes it private; results are for everyone who may read the folder
     try:
         yield Path(tmp)
-        with open(tmp, "rb+") as fh:
-            os.fsync(fh.fileno())
+        fsync_file(tmp)
         os.replace(tmp, path)
+        fsync_dir(path.parent)
     finally:
         if os.path.exists(tmp):
             os.unlink(tmp)
+
+
+def fsync_file(path: str | os.PathLike) -> None:
+    with open(path, "rb+") as fh:
+        os.fsync(fh.fileno())
+
+
+def fsync_dir(path: str | os.PathLike) -> None:
+    """Make a folder's entries (a rename, a new file) durable."""
+    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
 
 
 def write_text(path: str | os.PathLike, text: str) -> None:

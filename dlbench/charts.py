@@ -9,6 +9,7 @@ a failure. What the charts draw is computed in `dlbench.tables`; this module onl
 
 from __future__ import annotations
 
+import json
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -663,13 +664,23 @@ def save(chart, stem: Path) -> None:
         _save(chart, stem)
 
 
+class ScriptSafeJson(json.JSONEncoder):
+    """JSON that can stand inside an HTML <script> block: `<`, `>` and `&` as \\u escapes, the same values to a
+    JSON reader. Altair writes the chart's data there raw, and a failure reason holding `</script>` would
+    otherwise end the block and run as the page's own markup."""
+
+    def encode(self, o) -> str:
+        return super().encode(o).replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
+
+
 def _save(chart, stem: Path) -> None:
     for fmt in FORMATS:
         target = stem.with_suffix(f".{fmt}")
         with atomic_path(target, suffix=f".{fmt}") as tmp:
             tmp.chmod(0o644)  # readable like any other output (a temporary file starts private)
             if fmt == "html":  # Vega inlined (opens offline), drawn as SVG so that the page holds the marks
-                chart.save(str(tmp), format="html", inline=True, embed_options={"renderer": "svg"})
+                chart.save(str(tmp), format="html", inline=True, embed_options={"renderer": "svg"},
+                           json_kwds={"cls": ScriptSafeJson})
             else:
                 chart.save(str(tmp), format=fmt)
 

@@ -4,7 +4,8 @@
     python -m dlbench.cli train --point JSON --dataset-dir DIR --env ENV_JSON --out DIR
     python -m dlbench.cli validate CONFIG.yaml
 
-Each function returns an exit status: 0, or 2 after one line on stderr naming the problem and the fix.
+Each function returns an exit status: 0, or 2 after one line on stderr naming the problem and the fix;
+`train` also 75 (dlbench.outcomes.EXIT_RETRY) where the machine failed the point and it is to run again.
 """
 
 from __future__ import annotations
@@ -36,29 +37,54 @@ def train(point: dict, dataset_dir: str, out: str, env_json: str | None = None, 
           interval_s: float = 0.2, monitor: bool = True, time_limit_s: float | None = None,
           memory_limit_mb: float | None = None, hang_s: float | None = None, measure_lock: str | None = None,
           gpu_per_device: bool = True, lock_timeout_s: float | None = None, contended_pct: float | None = None,
-          quiet_wait_s: float = 0.0) -> int:
+          quiet_wait_s: float = 0.0, attempt: int = 1, retries: int = 0) -> int:
     """Run one point (dlbench.runner) in its framework's environment.
 
     env_json: a built environment's description (dlbench.envs.provide); else env: the environment the
     workflow chose (a site one names its interpreter); neither: this Python.
     hang_s: seconds without an event before the point ends as hung (0: never; None: the runner's default).
+    attempt, retries: Snakemake's count of this job's attempts and how many reruns it allows; a failure of
+    the machine (dlbench.outcomes) before the last attempt keeps the attempt only and exits EXIT_RETRY.
     """
-    from dlbench import runner
+    from dlbench import outcomes, runner, slurmjob
 
     env = dict(env or {})
     if env_json:
         with open(env_json) as fh:
             env.update(json.load(fh))
-    # A cancelled job (SIGTERM from Snakemake or scancel) still stops its trainer.
-    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
-    record = runner.run_point(point, dataset_dir, out, python=env.get("python"), env=env or None,
-                              interval_s=interval_s, monitor_enabled=monitor, time_limit_s=time_limit_s,
-                              memory_limit_mb=memory_limit_mb, measure_lock=measure_lock or None,
-                              gpu_per_device=gpu_per_device, **({} if hang_s is None else {"hang_s": hang_s}),
-                              **({} if lock_timeout_s is None else {"lock_timeout_s": lock_timeout_s}),
-                              **({} if contended_pct is None else {"contended_pct": contended_pct}),
-                              quiet_wait_s=quiet_wait_s)
+    # A cancelled job (SIGTERM from Snakemake or scancel) still stops its trainer. Once: SLURM, srun and
+    # Snakemake may each pass the signal on, and a second one must not cut short the keeping of the attempt.
+    def on_term(*_):
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        sys.exit(143)
+
+    signal.signal(signal.SIGTERM, on_term)
+    runner.note_continue_signals()  # a suspended job, resumed: its point's times include the pause
+    final = attempt > retries
+    try:
+        record = runner.run_point(point, dataset_dir, out, python=env.get("python"), env=env or None,
+                                  interval_s=interval_s, monitor_enabled=monitor, time_limit_s=time_limit_s,
+                                  memory_limit_mb=memory_limit_mb, measure_lock=measure_lock or None,
+                                  gpu_per_device=gpu_per_device, attempt=attempt, final_attempt=final,
+                                  **({} if hang_s is None else {"hang_s": hang_s}),
+                                  **({} if lock_timeout_s is None else {"lock_timeout_s": lock_timeout_s}),
+                                  **({} if contended_pct is None else {"contended_pct": contended_pct}),
+                                  quiet_wait_s=quiet_wait_s)
+    except outcomes.MachineFailure as exc:
+        print(f"dlbench: {exc.status}: {exc}; the job fails so that it runs again", file=sys.stderr)
+        return outcomes.EXIT_RETRY
+    except SystemExit:
+        # SIGTERM: a user's scancel stays a cancel; SLURM's preemption (PreemptMode=CANCEL, which Snakemake's
+        # plugin would wait on for ever) is answered by requeueing the job, so that SLURM runs it again.
+        if slurmjob.requeue_if_preempted():
+            print("dlbench: preempted: SLURM preempted the job, which is requeued to run again", file=sys.stderr)
+        raise
     print(json.dumps({k: record.get(k) for k in ("status", "reason", "train_time_s", "accuracy", "rss_peak_mb")}))
+    if outcomes.retried(record["status"]) and not final:
+        print(f"dlbench: {record['status']}: {record['reason']}; a failure of the machine, not a result: the "
+              f"attempt is kept and the job fails so that it runs again (attempt {attempt} of {retries + 1})",
+              file=sys.stderr)
+        return outcomes.EXIT_RETRY
     return 0
 
 
@@ -98,6 +124,9 @@ def main(argv: list[str] | None = None) -> int:
     t.add_argument("--measure-lock", default="", help="node-local file to lock while measuring")
     t.add_argument("--gpu-alone", dest="gpu_per_device", action="store_false",
                    help="GPU points measure one at a time per node (default: one per GPU)")
+    t.add_argument("--attempt", type=int, default=1, help="this job's attempt (Snakemake counts from 1)")
+    t.add_argument("--retries", type=int, default=0,
+                   help="reruns allowed: a failure of the machine before the last attempt exits 75, publishing nothing")
     v = sub.add_parser("validate", help="check a config file")
     v.add_argument("config")
     args = parser.parse_args(argv)
@@ -106,7 +135,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.cmd == "train":
         return train(json.loads(args.point), args.dataset_dir, args.out, args.env or None, interval_s=args.interval,
                      monitor=args.monitor, time_limit_s=args.time_limit, memory_limit_mb=args.memory_limit,
-                     hang_s=args.hang_limit, measure_lock=args.measure_lock, gpu_per_device=args.gpu_per_device)
+                     hang_s=args.hang_limit, measure_lock=args.measure_lock, gpu_per_device=args.gpu_per_device,
+                     attempt=args.attempt, retries=args.retries)
     return validate(args.config)
 
 

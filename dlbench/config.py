@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import copy
+import math
 import os
 from typing import Any
 
 import jsonschema
 import yaml
 
-from dlbench import initialisers, models, presets
+from dlbench import initialisers, models, presets, strictyaml
 from dlbench.datasets import catalog
 from dlbench.frameworks import registry
 from dlbench.paths import SCHEMA
@@ -198,6 +199,10 @@ def validate(raw: dict[str, Any], *, local_cores: int | None = None,
         # What the sub-study runs: its own frameworks (else the top level's), its sweep merged over the top level's.
         check_axes(where, {"frameworks": study.get("frameworks", cfg["frameworks"]),
                            "sweep": {**cfg["sweep"], **study.get("sweep", {})}})
+        bound = point_bound(cfg, study)
+        if bound > cfg["max_points"]:
+            raise ConfigError(f"{where or 'the study '}asks for up to {bound:,} points, more than max_points "
+                              f"({cfg['max_points']:,}); shorten its lists, or raise max_points if it means it")
         too_many = [t for t in study.get("sweep", {}).get("threads", []) if local_cores and t > local_cores]
         if too_many:
             raise ConfigError(f"{where}sweep.threads: {too_many[0]} is more than this machine's {local_cores} "
@@ -220,9 +225,24 @@ def validate(raw: dict[str, Any], *, local_cores: int | None = None,
     return cfg
 
 
+def point_bound(cfg: dict, study: dict) -> int:
+    """The most points a (sub-)study can expand to: the product of its lists, counted before expanding any."""
+    sweep = {**cfg["sweep"], **study.get("sweep", {})}
+    lists = [study.get(k, cfg.get(k)) or [None] for k in ("datasets", "frameworks", "preset", "cross_apply")]
+    lists += list(sweep.values()) + list((study.get("tune", cfg.get("tune")) or {}).values())
+    return math.prod(len(v) for v in lists if isinstance(v, list)) * int(study.get("repeats", cfg.get("repeats", 1)))
+
+
 def load(path: str | os.PathLike, **kw) -> dict[str, Any]:
-    with open(path) as fh:
-        return validate(yaml.safe_load(fh), **kw)
+    return validate(read_file(path), **kw)
+
+
+def read_file(path: str | os.PathLike):
+    """A config file's content, read strictly (dlbench.strictyaml), or ConfigError with its one line."""
+    try:
+        return strictyaml.load_file(path)
+    except strictyaml.YamlProblem as exc:
+        raise ConfigError(str(exc)) from None
 
 
 def gpu_model_problem(model: str) -> str | None:

@@ -11,6 +11,7 @@ numbers come from dlbench.tables, dlbench.summary and dlbench.published; this mo
 
 from __future__ import annotations
 
+import html
 import math
 from pathlib import Path
 
@@ -142,7 +143,8 @@ def _cell(v) -> str:
         return "yes" if v else "no"
     if isinstance(v, float):
         return f"{v:.4g}"
-    return str(v).replace("|", "\\|").replace("\n", " ")
+    # Escaped: a cell may hold text from the data (a failure reason) that Markdown would pass on as HTML.
+    return html.escape(str(v), quote=False).replace("|", "\\|").replace("\n", " ")
 
 
 def md_table(df: pd.DataFrame, columns: dict[str, str]) -> str:

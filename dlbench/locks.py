@@ -51,7 +51,7 @@ import json
 import os
 import re
 import socket
-import subprocess
+import stat
 import sys
 import time
 from collections.abc import Iterator, Sequence
@@ -59,6 +59,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from dlbench import procs
+from dlbench.slurmjob import running as _slurm_job_running
 
 _held = None  # this run's open lock file, kept for the life of the process
 POLL_S = 0.2  # how often a GPU point waiting for a free GPU tries them all again
@@ -73,6 +74,11 @@ class LockTimeout(TimeoutError):
     """A lock that stayed taken for longer than the caller would wait; the message says which and how long."""
 
 
+class LockUnusable(PermissionError):
+    """A lock file this user cannot open (another user made it private, or it is not a plain file); the
+    message names it and the setting that moves it."""
+
+
 def _open_for_lock(path: Path) -> int:
     """A descriptor to flock `path` with, creating it readable and writable by every user.
 
@@ -80,13 +86,28 @@ def _open_for_lock(path: Path) -> int:
     created (a node's measurement lock in /tmp, say) can still be locked by this one.
     """
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_CREAT | os.O_EXCL, 0o666)
+        fd = os.open(path, os.O_RDONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o666)
     except FileExistsError:
-        return os.open(path, os.O_RDONLY)
+        try:  # not through a link: a link planted in /tmp would have us lock, and create, whatever it names
+            fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+        except FileNotFoundError:  # removed between the two opens: make it again
+            return _open_for_lock(path)
+        except OSError as exc:
+            raise LockUnusable(f"cannot open the lock file {path} ({exc.strerror}): another user may have made it "
+                               "private or a link; give this node's jobs another one (measurement.lock_file)") from exc
+        return _plain_file(fd, path)
     try:
         os.fchmod(fd, 0o666)  # the umask took some bits: give them back, so every user's jobs can lock it
     except OSError:
         pass
+    return fd
+
+
+def _plain_file(fd: int, path: Path) -> int:
+    if not stat.S_ISREG(os.fstat(fd).st_mode):  # a FIFO or device planted there would block or misbehave
+        os.close(fd)
+        raise LockUnusable(f"the lock file {path} is not a plain file; give this node's jobs another one "
+                           "(measurement.lock_file)")
     return fd
 
 
@@ -98,9 +119,9 @@ def flocked(path: str | os.PathLike, *, shared: bool = False, wait: bool = True,
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     t0 = time.monotonic()
-    fd = _open_for_lock(path)
-    try:
-        mode = fcntl.LOCK_SH if shared else fcntl.LOCK_EX
+    mode = fcntl.LOCK_SH if shared else fcntl.LOCK_EX
+    while True:
+        fd = _open_for_lock(path)
         if wait and timeout_s is None:
             fcntl.flock(fd, mode)
         else:
@@ -109,18 +130,37 @@ def flocked(path: str | os.PathLike, *, shared: bool = False, wait: bool = True,
                     fcntl.flock(fd, mode | fcntl.LOCK_NB)
                     break
                 except BlockingIOError:
-                    if not wait:
-                        yield None
-                        return
-                    if time.monotonic() - t0 >= timeout_s:
+                    if not wait or time.monotonic() - t0 >= timeout_s:
+                        os.close(fd)
+                        if not wait:
+                            yield None
+                            return
                         raise LockTimeout(f"{path} stayed locked for {timeout_s:g} s") from None
                     time.sleep(POLL_S)
-        try:
-            yield time.monotonic() - t0
-        finally:
-            fcntl.flock(fd, fcntl.LOCK_UN)
-    finally:
+        if _same_file(fd, path):
+            break
+        # The path was removed (or replaced) while we waited: the lock held is on a file nobody else will open,
+        # and a newcomer would lock the new one beside us. Lock what the path names now.
         os.close(fd)
+    try:
+        yield time.monotonic() - t0
+    finally:
+        fcntl.flock(fd, fcntl.LOCK_UN)
+        os.close(fd)
+
+
+def _identity(path: str | os.PathLike) -> tuple[int, int] | None:
+    try:
+        st = os.stat(path, follow_symlinks=False)
+    except FileNotFoundError:
+        return None
+    return st.st_dev, st.st_ino
+
+
+def _same_file(fd: int, path: Path) -> bool:
+    """Whether the locked descriptor is still the file the path names (same device and inode)."""
+    held = os.fstat(fd)
+    return _identity(path) == (held.st_dev, held.st_ino)
 
 
 @dataclass(frozen=True)
@@ -130,6 +170,13 @@ class Slot:
     mode: str
     device: str | None
     wait_s: float
+    lock: str | None = None  # the node lock's path, and the file it named when it was taken
+    identity: tuple[int, int] | None = None
+
+    def intact(self) -> bool:
+        """Whether the node lock's path still names the file locked: if it was removed meanwhile, another
+        point may have locked a new file of that name and measured beside this one."""
+        return self.lock is None or _identity(self.lock) == self.identity
 
 
 def device_lock(node_lock: str | os.PathLike, device: str) -> Path:
@@ -205,7 +252,8 @@ def measuring(node_lock: str | os.PathLike, devices: Sequence[str] | None, *, pe
     t0 = time.monotonic()
     if not devices or not per_device:
         with _measurement_entry(node_lock, shared=False, timeout_s=timeout_s):
-            yield Slot("exclusive", devices[0] if devices else None, time.monotonic() - t0)
+            yield Slot("exclusive", devices[0] if devices else None, time.monotonic() - t0, str(node_lock),
+                       _identity(node_lock))
         return
     while True:
         for device in devices:
@@ -214,7 +262,7 @@ def measuring(node_lock: str | os.PathLike, devices: Sequence[str] | None, *, pe
                     continue
                 left = None if timeout_s is None else max(0.0, timeout_s - (time.monotonic() - t0))
                 with _measurement_entry(node_lock, shared=True, timeout_s=left):
-                    yield Slot("per_device", device, time.monotonic() - t0)
+                    yield Slot("per_device", device, time.monotonic() - t0, str(node_lock), _identity(node_lock))
                 return
         if timeout_s is not None and time.monotonic() - t0 >= timeout_s:
             raise LockTimeout(f"no GPU of {', '.join(devices)} came free within {timeout_s:g} s")
@@ -265,15 +313,6 @@ def live_job(meta: str | os.PathLike = ".snakemake"):
         yield mark
     finally:
         mark.unlink(missing_ok=True)
-
-
-def _slurm_job_running(job_id: str) -> bool | None:
-    """Whether SLURM still runs the job (None: no SLURM to ask)."""
-    try:
-        proc = subprocess.run(["squeue", "-h", "-j", job_id, "-o", "%T"], capture_output=True, text=True, timeout=30)
-    except (OSError, subprocess.SubprocessError):
-        return None
-    return proc.returncode == 0 and bool(proc.stdout.strip())
 
 
 def live_jobs(meta: str | os.PathLike = ".snakemake") -> list[str]:

@@ -107,6 +107,30 @@ def idle_gpu(device: int | str) -> dict:
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
 PAGE_BYTES = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
 RESCAN_S = 1.0  # how often the whole machine's process list is read for new descendants
+NVML_TIMEOUT_S = 5.0  # longest an NVML call may take before the GPU readings are given up (a hung driver)
+JOIN_S = 10.0  # longest stop() waits for the sampling thread
+
+
+def bounded(fn, timeout_s: float):
+    """fn() in a thread of its own, waited for at most timeout_s: its result, or TimeoutError (the thread is
+    left to finish or hang on its own; it is a daemon, so it never keeps the process alive)."""
+    box: list = []
+    thread = threading.Thread(target=lambda: box.append(_outcome(fn)), name="dlbench-bounded", daemon=True)
+    thread.start()
+    thread.join(timeout_s)
+    if not box:
+        raise TimeoutError(f"no answer within {timeout_s:g} s")
+    ok, value = box[0]
+    if not ok:
+        raise value
+    return value
+
+
+def _outcome(fn) -> tuple[bool, object]:
+    try:
+        return True, fn()
+    except BaseException as exc:  # noqa: BLE001 - handed to the caller's thread as it was
+        return False, exc
 
 
 @dataclass(frozen=True)
@@ -148,8 +172,14 @@ class Monitor:
         self._seen_pids: set[int] = set()  # every process of the machine at the last full scan
         self._last_scan = -float("inf")
         self._unseen_cpu_s = 0.0  # CPU the tree's processes used before they were found
-        gpu = open_gpu(self.gpu_index) if self.gpu_index is not None else None
-        self._gpu, self._gpu_error = (gpu, None) if not isinstance(gpu, str) else (None, gpu)
+        self.gpu_gave_up: str | None = None  # why the GPU readings stopped, where they did
+        self._gpu, self._gpu_error = None, None
+        if self.gpu_index is not None:
+            try:
+                gpu = bounded(lambda: open_gpu(self.gpu_index), NVML_TIMEOUT_S)
+                self._gpu, self._gpu_error = (gpu, None) if not isinstance(gpu, str) else (None, gpu)
+            except TimeoutError as exc:
+                self.gpu_gave_up = self._gpu_error = f"NVML did not open the GPU: {exc}"
         self._thread = threading.Thread(target=self._loop, name="dlbench-monitor", daemon=True)
 
     def start(self) -> Monitor:
@@ -160,7 +190,7 @@ class Monitor:
         """Stop sampling (a monitor that never started has nothing to stop)."""
         self._stop.set()
         if self._thread.is_alive():
-            self._thread.join()
+            self._thread.join(JOIN_S)  # bounded: a reading stuck in the kernel must not hold the node's lock
 
     def gpu_failures(self) -> str | None:
         """Why the GPU fields are missing, in part (the NVML calls that failed) or whole; None: none missing."""
@@ -248,7 +278,10 @@ class Monitor:
                 row["host_load_1m"] = now.get("host_load_1m")
                 if self._gpu is not None:
                     try:
-                        row.update(self._gpu.read())
+                        row.update(bounded(self._gpu.read, NVML_TIMEOUT_S))
+                    except TimeoutError as exc:  # a hung driver: no more GPU readings, the CPU ones go on
+                        self._gpu, self.gpu_gave_up = None, f"an NVML reading hung: {exc}"
+                        self._gpu_error = self.gpu_gave_up
                     except Exception:
                         pass
                 self.samples.append(row)

@@ -53,16 +53,19 @@ def owner_tag() -> str:
     return f"{socket.gethostname()}-{os.getpid()}"
 
 
-def remove_dead_leftovers(parent: Path, prefix: str) -> list[Path]:
+def remove_dead_leftovers(parent: Path, prefix: str, keep=None) -> list[Path]:
     """Remove the folders `<prefix><host>-<pid>` in parent whose process, of this host, is gone.
 
     A folder of another host, or of a live process, is left alone: its owner may still be working
     (a killed Snakemake leaves its jobs running; a cache may be shared by the nodes of a cluster).
+    keep(folder): called first for each dead one; True where it moved the folder somewhere to keep.
     """
     host, removed = socket.gethostname(), []
     for folder in parent.glob(f"{prefix}*"):
         name, _, pid = folder.name[len(prefix):].rpartition("-")
         if name == host and pid.isdigit() and not alive(int(pid)):
+            if keep is not None and keep(folder):
+                continue
             shutil.rmtree(folder, ignore_errors=True)
             removed.append(folder)
     return removed

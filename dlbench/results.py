@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -17,12 +19,18 @@ KEYS = ("id", "framework", "dataset")
 CSVS = ("curve.csv", "samples.csv")
 
 
-def _read_csv(path: Path) -> pa.Table | None:
-    """One run's CSV as an Arrow table (pyarrow's reader costs less per small file than pandas')."""
-    if not path.exists() or path.stat().st_size == 0:
-        return None
-    table = pa_csv.read_csv(path)
-    return table if table.num_rows else None
+def _read_csv(path: Path, facts: dict | None = None) -> tuple[pa.Table | None, str | None]:
+    """One run's CSV as an Arrow table (pyarrow's reader costs less per small file than pandas'), and why it
+    is not the file its record names (facts: the record's digest and rows of it), None where it is."""
+    if not path.exists():
+        return None, f"{path.name} is missing" if facts else None
+    data = path.read_bytes()
+    if facts and hashlib.sha256(data).hexdigest() != facts.get("sha256"):
+        return None, f"{path.name}'s digest is not the one the record names (another attempt's file?)"
+    table = pa_csv.read_csv(pa.BufferReader(data)) if data else None
+    if facts and (table.num_rows if table is not None else 0) != facts.get("rows"):
+        return None, f"{path.name} has other rows than the record names"
+    return (table if table is not None and table.num_rows else None), None
 
 
 def _stack(tables: list[pa.Table], owners: list[dict], rows: list[int]) -> pd.DataFrame:
@@ -60,16 +68,29 @@ def collect(metrics_paths, cache: str | Path | None = None) -> tuple[pd.DataFram
         record = records.read_or_skip(path)
         if record is None:
             continue
+        key = aggcache.record_key(path, CSVS) if store else None
+        problem, parsed = records.disagreement(path, record, CSVS), {}
+        for name in CSVS if problem is None else ():
+            table = store.get(key, name) if store else aggcache.MISSING
+            fresh = table is aggcache.MISSING  # (a cached table was checked when it was parsed)
+            if fresh:
+                table, problem = _read_csv(path.parent / name, (record.get("files") or {}).get(name))
+                if problem:
+                    break
+            parsed[name] = table, fresh
+        if problem:  # a record is whole or absent: this one is not a result, and its point runs again
+            aside = records.set_aside_result(path, "disagreeing")
+            print(f"dlbench: {path}: its files disagree with it ({problem}); the point counts as unfinished and "
+                  f"runs again (the record is kept in {aside})", file=sys.stderr)
+            continue
+        record.pop("files", None)  # the record's own integrity, checked above: no column of the tables
         # How many finished attempts the point has had (this one included): a rerun that failed is visible.
         record["attempts"] = max(1, len(records.attempts(path.parent)))
         runs.append(record)
-        key = aggcache.record_key(path, CSVS) if store else None
         for name, (tables, owners, rows) in found.items():
-            table = store.get(key, name) if store else aggcache.MISSING
-            if table is aggcache.MISSING:
-                table = _read_csv(path.parent / name)
-                if store:
-                    store.put(key, name, table)
+            table, fresh = parsed[name]
+            if store and fresh:
+                store.put(key, name, table)
             if table is not None:
                 tables.append(table)
                 owners.append(record)

@@ -11,28 +11,45 @@ for the monitor's NVML readings).
 
 from __future__ import annotations
 
-import csv
 import glob
 import json
 import os
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import time
 from pathlib import Path
 
-from dlbench import hostload, identity, initialisers, inputs, machine, memcap, models, presets, provenance, records
-from dlbench.atomic import write_json
+from dlbench import (
+    hostload,
+    identity,
+    initialisers,
+    inputs,
+    machine,
+    memcap,
+    models,
+    outcomes,
+    presets,
+    procs,
+    provenance,
+    records,
+    slurmjob,
+)
 from dlbench.frameworks import base, registry
-from dlbench.locks import LockTimeout, measuring
+from dlbench.locks import LockTimeout, LockUnusable, measuring
 from dlbench.monitor import GPU_SAMPLE_FIELDS, SAMPLE_FIELDS, Monitor, idle_gpu, nvml_index
+from dlbench.outcomes import MachineFailure
 from dlbench.procs import die_with_parent, kill_tree, owner_tag, remove_dead_leftovers
+from dlbench.trainer import EXIT as TRAINER_EXIT
 
 REPO = Path(__file__).resolve().parent.parent
 HANG_S = 1800.0  # a point silent this long is ended as hung (limits.hang_s)
 LOCK_TIMEOUT_S = 1800.0  # longest wait for the node's measurement lock (measurement.lock_timeout_s)
 WATCH_S = 2.0  # how often the runner looks at a running trainer
+KILL_WAIT_S = 30.0  # longest wait for a killed trainer to be reaped (one stuck in the kernel never is)
+PAUSE_S = 30.0  # a watch that wakes this late was stopped (SIGSTOP: a suspended job), not merely slow
 CURVE_FIELDS = ("kind", "iteration", "epoch", "loss", "accuracy", "lr", "train_time_s", "test_time_s", "t")
 # Record fields taken from the point itself (the rest of the point, the layer list, is summarised).
 POINT_FIELDS = ("id", "framework", "dataset", "preset", "network", "optimizer", "momentum", "weight_decay",
@@ -70,7 +87,53 @@ def run_point(point: dict, dataset_dir: str | Path, out_dir: str | Path, *, meas
 
     The lock is node-local: jobs sharing a machine (cluster jobs, grouped points) do not disturb each
     other's measurement. gpu_per_device: GPU points measure side by side, one per GPU (else one at a time).
+    A lock that stays taken, or cannot be used, is a failure of the machine (dlbench.outcomes): the
+    attempt is kept and, unless it is the last one allowed, nothing is published.
+
+    In a job SLURM requeued, a point this job already finished is published again, not measured twice. An
+    attempt that died with its node leaves only a mark (records.mark_started); where every earlier attempt
+    of the job did, the last one publishes `node_lost` rather than try a third time, so that the study's
+    tables are drawn from what finished.
     """
+    out = Path(out_dir)
+    if slurmjob.restart_count():
+        done = records.finished_in_job(out, slurmjob.job_id(), outcomes.RETRIED)
+        if done is not None:
+            return records.republish(done, out, republished_after_requeue=slurmjob.restart_count())
+    lost = records.lost_attempts(out, _job_alive)
+    attempt = kw.get("attempt", 1)
+    try:
+        mark = records.mark_started(out, attempt=attempt)
+    except OSError as exc:
+        if outcomes.disk_full(exc):
+            raise MachineFailure("disk_full", f"no space left to start the point in {out}: {exc}") from exc
+        raise
+    try:
+        if kw.get("final_attempt", True) and attempt > 1 and len(lost) >= attempt - 1:
+            reason = (f"the {len(lost)} attempts before this one ended without a word (their job or node died: "
+                      "no record, no status); the point is given up here, so that the study's tables are drawn")
+            return _run_point(point, dataset_dir, out_dir, refused=("node_lost", reason), lost_attempts=len(lost),
+                              **kw)
+        return _measure(point, dataset_dir, out_dir, measure_lock=measure_lock, gpu_per_device=gpu_per_device,
+                        lock_timeout_s=lock_timeout_s, lost_attempts=len(lost), **kw)
+    finally:
+        mark.unlink(missing_ok=True)
+        if (out / records.RESULT).exists():  # a record stands: the marks of lost attempts are history now
+            for facts in lost:
+                (out / records.ATTEMPTS / f"{records.STARTED}{facts['host']}-{facts['pid']}.json").unlink(
+                    missing_ok=True)
+
+
+def _job_alive(facts: dict) -> bool | None:
+    """Whether the job of an attempt's mark still lives: its pid on this host, else SLURM's word."""
+    if facts.get("host") == socket.gethostname():
+        return procs.alive(int(facts["pid"]))
+    return slurmjob.running(str(facts["slurm_job_id"])) if facts.get("slurm_job_id") else None
+
+
+def _measure(point: dict, dataset_dir: str | Path, out_dir: str | Path, *, measure_lock: str | None,
+             gpu_per_device: bool, lock_timeout_s: float | None, **kw) -> dict:
+    """run_point's measurement: the node's lock, then the trainer (see run_point)."""
     gpu = point["device"] == "gpu"
     if gpu and not gpu_visible():  # nothing to wait for: the point is recorded as unavailable at once
         return _run_point(point, dataset_dir, out_dir, **kw)
@@ -80,12 +143,14 @@ def run_point(point: dict, dataset_dir: str | Path, out_dir: str | Path, *, meas
     try:
         with measuring(measure_lock, devices, per_device=gpu_per_device, timeout_s=lock_timeout_s) as slot:
             return _run_point(point, dataset_dir, out_dir, device=slot.device, lock_mode=slot.mode,
-                              lock_wait_s=slot.wait_s, **kw)
-    except LockTimeout as exc:  # recorded like any failed point; the job ends, the sweep goes on
-        reason = (f"timeout (lock): waited {lock_timeout_s:g} s for the node's measurement lock "
-                  f"(measurement.lock_timeout_s) and another point held it the whole time ({exc})")
-        return _run_point(point, dataset_dir, out_dir, refused=("timeout", reason), lock_wait_s=lock_timeout_s,
+                              lock_wait_s=slot.wait_s, lock_intact=slot.intact, **kw)
+    except LockTimeout as exc:
+        reason = (f"waited {lock_timeout_s:g} s for the node's measurement lock (measurement.lock_timeout_s) "
+                  f"and another point held it the whole time ({exc})")
+        return _run_point(point, dataset_dir, out_dir, refused=("lock_timeout", reason), lock_wait_s=lock_timeout_s,
                           **kw)
+    except LockUnusable as exc:
+        return _run_point(point, dataset_dir, out_dir, refused=("lock_unusable", str(exc)), **kw)
 
 
 def _run_point(point: dict, dataset_dir: str | Path, out_dir: str | Path, *, python: str | None = None,
@@ -93,7 +158,8 @@ def _run_point(point: dict, dataset_dir: str | Path, out_dir: str | Path, *, pyt
                time_limit_s: float | None = None, memory_limit_mb: float | None = None,
                hang_s: float | None = HANG_S, device: str | None = None, lock_mode: str | None = None,
                lock_wait_s: float = 0.0, refused: tuple[str, str] | None = None,
-               contended_pct: float = hostload.CONTENDED_PCT, quiet_wait_s: float = 0.0) -> dict:
+               contended_pct: float = hostload.CONTENDED_PCT, quiet_wait_s: float = 0.0, attempt: int = 1,
+               final_attempt: bool = True, lock_intact=None, lost_attempts: int = 0) -> dict:
     """Train one point and write metrics.json, curve.csv, samples.csv and trainer.log into out_dir.
 
     python: the framework environment's interpreter (None: this one); env: its description for the record
@@ -101,16 +167,27 @@ def _run_point(point: dict, dataset_dir: str | Path, out_dir: str | Path, *, pyt
     (status, reason) of a point that ends without starting its trainer. contended_pct: others' share of a
     core over which a point counts as contended; quiet_wait_s: wait up to that long for others to use less
     before the trainer starts (0: do not wait; dlbench.hostload).
+    lock_intact: whether the node's lock was held throughout (checked before the record is written); attempt:
+    Snakemake's count of this job's attempts; final_attempt: whether a failure of the machine is published as
+    the record (else only kept as an attempt, and the job is to fail so that it runs again).
     Every finished attempt (any status) is also kept under out_dir/attempts/ (dlbench.records).
+    A full disk while the record is written raises MachineFailure("disk_full"), leaving what was there.
     """
     # Absolute: the trainer runs in the repository, the workflow's working directory may be elsewhere.
     out_dir, dataset_dir = Path(out_dir).resolve(), Path(dataset_dir).resolve()
-    out_dir.parent.mkdir(parents=True, exist_ok=True)
-    # Unfinished folders are named by host and pid: only those of dead runners of this host are removed.
-    remove_dead_leftovers(out_dir.parent, f".{out_dir.name}.partial-")
-    work = out_dir.parent / f".{out_dir.name}.partial-{owner_tag()}"
-    work.mkdir(parents=True)
-    (work / "point.json").write_text(json.dumps(point, indent=2, sort_keys=True))
+    try:
+        out_dir.parent.mkdir(parents=True, exist_ok=True)
+        # Unfinished folders are named by host and pid: only those of dead runners of this host are removed,
+        # and one whose trainer had finished is kept aside under attempts/ first (records.set_aside).
+        remove_dead_leftovers(out_dir.parent, f".{out_dir.name}.partial-",
+                              keep=lambda folder: records.set_aside(out_dir, folder))
+        work = out_dir.parent / f".{out_dir.name}.partial-{owner_tag()}"
+        work.mkdir(parents=True)
+        (work / "point.json").write_text(json.dumps(point, indent=2, sort_keys=True))
+    except OSError as exc:
+        if outcomes.disk_full(exc):
+            raise MachineFailure("disk_full", f"no space left to start the point in {out_dir.parent}: {exc}") from exc
+        raise
     events_path = work / "events.jsonl"
     log_path = work / "trainer.log"
     environ = trainer_env(point, device)
@@ -121,61 +198,70 @@ def _run_point(point: dict, dataset_dir: str | Path, out_dir: str | Path, *, pyt
     started_wall = time.time()
     t_launch = time.monotonic()
     mon = Monitor(os.getpid(), interval_s, None, None)  # replaced by the trainer's monitor once it runs
-    returncode, ended, idle = None, None, {}
+    returncode, ended, watch, idle = None, None, Watch(t_launch), {}
     if refused is None and gpu_index is not None and not gpu_visible():
         # No GPU on this machine at all: say so without starting a framework to find out.
         refused = ("unavailable", "no NVIDIA GPU is visible on this machine (no /dev/nvidia*, NVML finds none)")
+    if refused is None and gpu_index is not None:  # NVML's figures are the whole GPU's: its idle ones first
+        idle = idle_gpu(gpu_index)
+    if refused is None:
+        try:
+            with open(log_path, "wb") as log:
+                proc = subprocess.Popen([python or sys.executable, "-m", "dlbench.trainer", str(work / "point.json"),
+                                         str(dataset_dir), str(events_path)], stdout=log, stderr=subprocess.STDOUT,
+                                        env=environ, cwd=REPO, start_new_session=True,
+                                        preexec_fn=_child_setup(memory_limit_mb))
+        except OSError as exc:  # the environment's interpreter is gone or cannot run
+            refused = ("env_damaged", f"the framework's interpreter {python or sys.executable} cannot be started: "
+                                      f"{type(exc).__name__}: {exc}")
     if refused is not None:
         status_line = {"e": "status", "t": t_launch, "status": refused[0], "reason": refused[1]}
         events_path.write_text(json.dumps(status_line) + "\n")
         log_path.write_text("")
     else:
-        if gpu_index is not None:  # NVML's figures are the whole GPU's: what it uses before the point starts
-            idle = idle_gpu(gpu_index)
-        with open(log_path, "wb") as log:
-            proc = subprocess.Popen([python or sys.executable, "-m", "dlbench.trainer", str(work / "point.json"),
-                                     str(dataset_dir), str(events_path)], stdout=log, stderr=subprocess.STDOUT,
-                                    env=environ, cwd=REPO, start_new_session=True,
-                                    preexec_fn=_child_setup(memory_limit_mb))
-            mon = Monitor(proc.pid, interval_s, gpu_index, memory_limit_mb)
-            if monitor_enabled or memory_limit_mb:
-                mon.start()
-            try:
-                ended = _watch(proc, events_path, t_launch, time_limit_s, hang_s)
-                if ended:  # over its time, or silent for too long: end the whole tree
-                    kill_tree(proc.pid, signal.SIGTERM)
-                    try:
-                        proc.wait(timeout=5)
-                    except subprocess.TimeoutExpired:
-                        pass
-                    kill_tree(proc.pid, signal.SIGKILL)  # whatever of its group is left, also if the leader exited
-                    proc.wait()
-            except BaseException:  # the job itself is cancelled: take the trainer with it, keep the attempt
-                kill_tree(proc.pid, signal.SIGKILL)
-                proc.wait()
-                mon.stop()
-                record = build_record(point, read_events(events_path), mon, proc.returncode, ended="cancelled",
-                                      time_limit_s=time_limit_s, memory_limit_mb=memory_limit_mb,
-                                      t_launch=t_launch, t_end=time.monotonic(), log_tail=_tail(log_path),
-                                      hang_s=hang_s, contended_pct=contended_pct, gpu_idle=idle)
-                records.keep_attempt(out_dir, record, work, records.attempt_name(started_wall))
-                shutil.rmtree(work, ignore_errors=True)
-                raise
-            returncode = proc.returncode
+        mon = Monitor(proc.pid, interval_s, gpu_index, memory_limit_mb)
+        if monitor_enabled or memory_limit_mb:
+            mon.start()
+        try:
+            ended = watch.run(proc, events_path, time_limit_s, hang_s)
+            if ended:  # over its time, or silent for too long: end the whole tree
+                kill_tree(proc.pid, signal.SIGTERM)
+                try:
+                    proc.wait(timeout=5)
+                except subprocess.TimeoutExpired:
+                    pass
+                _kill_and_reap(proc, watch)  # whatever of its group is left, also if the leader exited
+        except BaseException:  # the job itself is cancelled: take the trainer with it, keep the attempt
+            ended = "preempted" if slurmjob.requeue_if_preempted() else "cancelled"  # first: KillWait is short
+            _kill_and_reap(proc, watch)
             mon.stop()
+            record = build_record(point, read_events(events_path), mon, proc.returncode, ended=ended,
+                                  time_limit_s=time_limit_s, memory_limit_mb=memory_limit_mb,
+                                  t_launch=t_launch, t_end=time.monotonic(), log_tail=_tail(log_path),
+                                  hang_s=hang_s, contended_pct=contended_pct, gpu_idle=idle)
+            records.keep_attempt(out_dir, record, work, records.attempt_name(started_wall))
+            shutil.rmtree(work, ignore_errors=True)
+            raise
+        returncode = proc.returncode
+        mon.stop()
     t_end = time.monotonic()
 
     events = read_events(events_path)
     record = build_record(point, events, mon, returncode, ended=ended, time_limit_s=time_limit_s,
                           memory_limit_mb=memory_limit_mb, t_launch=t_launch, t_end=t_end,
-                          log_tail=_tail(log_path), hang_s=hang_s, contended_pct=contended_pct,
+                          log_tail=_tail(log_path), hang_s=hang_s, contended_pct=contended_pct, watch=watch,
                           gpu_idle=idle)
+    if lock_intact is not None and not lock_intact() and record["status"] not in ("cancelled", "preempted"):
+        record["status"], record["reason"] = "lock_lost", (
+            "the node's measurement lock file was removed while this point held it, so another point may have "
+            "measured beside it; its times are not trusted")
     record["started_at"] = time.strftime("%Y-%m-%dT%H:%M:%S%z", time.localtime(started_wall))
     record["monitor_interval_s"] = interval_s if monitor_enabled else None
     record["lock_mode"] = lock_mode
     record["lock_wait_s"] = lock_wait_s
     record["quiet_wait_s"] = quiet_waited
     record["gpu_device"] = device if point["device"] == "gpu" else None
+    record["gpu_readings_stopped"] = mon.gpu_gave_up
     env = env or {}
     record["env_name"] = env.get("env", point["framework"])
     record["env_kind"] = env.get("kind", "current")
@@ -183,46 +269,92 @@ def _run_point(point: dict, dataset_dir: str | Path, out_dir: str | Path, *, pyt
     record["env_python"] = python or sys.executable
     record["dataset_dir"] = str(dataset_dir)
     record.update(dataset_provenance(dataset_dir))
-    _write_table(work / "curve.csv", CURVE_FIELDS, curve_rows(events, t_launch))
-    _write_table(work / "samples.csv", ("phase",) + SAMPLE_FIELDS, sample_rows(mon.samples, events, t_launch))
-    out_dir.mkdir(parents=True, exist_ok=True)
-    # Kept first, so that an attempt is never lost between here and the result; then the result, last.
-    records.keep_attempt(out_dir, record, work, records.attempt_name(started_wall))
-    for name in records.RUN_FILES:
-        if (work / name).exists():
-            os.replace(work / name, out_dir / name)
-    write_json(out_dir / records.RESULT, record)
+    # How many times SLURM requeued this job (a preemption, `scontrol requeue`, a node failure): 0 where none.
+    record.update(attempt=attempt, machine_failure=outcomes.retried(record["status"]), lost_attempts=lost_attempts,
+                  slurm_restart_count=slurmjob.restart_count())
+    publish = final_attempt or not record["machine_failure"]
+    try:
+        records.publish(out_dir, work, record, [("curve.csv", CURVE_FIELDS, curve_rows(events, t_launch)),
+                                                ("samples.csv", ("phase",) + SAMPLE_FIELDS,
+                                                 sample_rows(mon.samples, events, t_launch))],
+                        records.attempt_name(started_wall), result=publish)
+    except OSError as exc:
+        if not outcomes.disk_full(exc):
+            raise
+        shutil.rmtree(work, ignore_errors=True)
+        raise MachineFailure("disk_full", f"no space left while writing the record into {out_dir}: {exc}") from exc
     shutil.rmtree(work, ignore_errors=True)
     return record
 
 
-def _watch(proc: subprocess.Popen, events_path: Path, t_launch: float, time_limit_s: float | None,
-           hang_s: float | None) -> str | None:
-    """Wait for the trainer; "timeout" past its time budget, "hung" after hang_s without an event, else None.
-
-    Woken every few seconds only (a busy waiter would cost a measured point a share of a core).
-    """
-    while True:
-        now = time.monotonic()
-        wake = WATCH_S if time_limit_s is None else max(0.05, min(WATCH_S, t_launch + time_limit_s - now))
-        try:
-            proc.wait(timeout=wake)
-            return None
-        except subprocess.TimeoutExpired:
-            pass
-        now = time.monotonic()
-        if time_limit_s is not None and now - t_launch >= time_limit_s:
-            return "timeout"
-        if hang_s and now - t_launch >= hang_s and _silent_for(events_path) >= hang_s:
-            return "hung"
-
-
-def _silent_for(events_path: Path) -> float:
-    """Seconds since the trainer last wrote an event (since it started, if it wrote none)."""
+def _kill_and_reap(proc: subprocess.Popen, watch: Watch) -> None:
+    """SIGKILL the trainer's group and wait for it, at most KILL_WAIT_S: one stuck in the kernel (an
+    uninterruptible sleep, a frozen cgroup) is left behind, named in the record, so that the job and the
+    node's lock are not held for ever."""
+    kill_tree(proc.pid, signal.SIGKILL)
     try:
-        return time.time() - events_path.stat().st_mtime
+        proc.wait(timeout=KILL_WAIT_S)
+    except subprocess.TimeoutExpired:
+        watch.unreaped = proc.pid
+
+
+def note_continue_signals() -> None:
+    """Count SIGCONTs (a suspended job resumed) for the watch; only the main thread may set a handler."""
+    signal.signal(signal.SIGCONT, lambda *_: _CONTINUED.append(time.monotonic()))
+
+
+_CONTINUED: list[float] = []  # monotonic times of the SIGCONTs this process received
+
+
+class Watch:
+    """The runner's watch over a trainer, on the monotonic clock only: a step of the wall clock (NTP, a
+    hand-set date) neither ends nor prolongs anything. Silence is measured from the last change of the
+    events file as the runner saw it; a stop of the whole job (SIGSTOP, as SLURM's suspend sends) is
+    noted as a pause, and the silence it caused is not a hang."""
+
+    def __init__(self, t_launch: float):
+        self.t_launch = t_launch
+        self.pauses: list[float] = []  # seconds of each stop noticed
+        self.unreaped: int | None = None  # pid of a trainer that outlived SIGKILL
+        self._continued = len(_CONTINUED)
+
+    def run(self, proc: subprocess.Popen, events_path: Path, time_limit_s: float | None,
+            hang_s: float | None) -> str | None:
+        """Wait for the trainer; "timeout" past its time budget, "hung" after hang_s without an event, else None.
+
+        Woken every few seconds only (a busy waiter would cost a measured point a share of a core).
+        """
+        last_size, last_change = -1, self.t_launch
+        last_wake = time.monotonic()
+        while True:
+            wake = WATCH_S if time_limit_s is None else max(0.05, min(WATCH_S, self.t_launch + time_limit_s
+                                                                       - time.monotonic()))
+            try:
+                proc.wait(timeout=wake)
+                return None
+            except subprocess.TimeoutExpired:
+                pass
+            now = time.monotonic()
+            late = now - last_wake - wake
+            if len(_CONTINUED) > self._continued or late > PAUSE_S:
+                self._continued = len(_CONTINUED)
+                self.pauses.append(round(max(late, 0.0), 3))
+                last_change = now  # the trainer was stopped too: its silence was the pause
+            last_wake = now
+            size = _size(events_path)
+            if size != last_size:
+                last_size, last_change = size, now
+            if time_limit_s is not None and now - self.t_launch >= time_limit_s:
+                return "timeout"
+            if hang_s and now - last_change >= hang_s:
+                return "hung"
+
+
+def _size(path: Path) -> int:
+    try:
+        return path.stat().st_size
     except OSError:
-        return float("inf")
+        return -1
 
 
 def _child_setup(memory_limit_mb: float | None):
@@ -244,13 +376,6 @@ def _tail(path: Path, lines: int = 30) -> str:
         return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
     except OSError:
         return ""
-
-
-def _write_table(path: Path, fields, rows) -> None:
-    with open(path, "w", newline="") as fh:
-        writer = csv.DictWriter(fh, fieldnames=list(fields), extrasaction="ignore")
-        writer.writeheader()
-        writer.writerows(rows)
 
 
 def phases(events: list[dict]) -> list[tuple[str, float, float]]:
@@ -354,13 +479,19 @@ def _interpolate(points: list[tuple[float, float]], t: float) -> float | None:
     return None
 
 
-def status_of(events: list[dict], returncode: int, *, ended: str | None, over_memory: bool,
-              hang_s: float | None = None, capped: bool = False) -> tuple[str, str | None]:
-    """The point's status and its reason: how the runner ended it, else what the trainer said, else how it died."""
+def status_of(events: list[dict], returncode: int | None, *, ended: str | None, over_memory: bool,
+              hang_s: float | None = None, capped: bool = False, watch: Watch | None = None) -> tuple[str, str | None]:
+    """The point's status and its reason, from what happened: how the runner ended it, a stop of the job, the
+    memory guards, else what the trainer said, else how it died (its exit code or signal)."""
     last = next((e for e in reversed(events) if e["e"] == "status"), None)
     if ended == "cancelled":
         return "cancelled", ("the job was cancelled (SIGTERM or SIGINT) before the point finished; "
                              "it runs again next time")
+    if ended == "preempted":
+        return "preempted", "SLURM preempted the job before the point finished; the job requeued itself"
+    if watch is not None and watch.pauses:
+        return "suspended", (f"the job was stopped for {sum(watch.pauses):.0f} s while the point measured "
+                             f"(SIGSTOP and SIGCONT, as a suspended SLURM job is): its times include the pause")
     if ended == "timeout":
         return "timeout", "the point exceeded its time budget"
     if ended == "hung":
@@ -374,8 +505,12 @@ def status_of(events: list[dict], returncode: int, *, ended: str | None, over_me
     if last is not None:
         return last["status"], last.get("reason")
     if returncode is not None and returncode < 0:
-        name = signal.Signals(-returncode).name
-        return "killed", f"the trainer was killed by {name}"
+        return "killed", f"the trainer was killed by {outcomes.signal_name(-returncode)}"
+    if returncode == TRAINER_EXIT["disk_full"]:
+        return "disk_full", "the trainer could not write its events: no space left on the device"
+    if returncode is not None and not any(e["e"] == "process_start" for e in events):
+        return "env_damaged", (f"the trainer exited with code {returncode} before it could start (its interpreter "
+                               "or the dlbench package cannot be loaded in the framework's environment)")
     return "error", f"the trainer exited with code {returncode} before reporting a status"
 
 
@@ -384,13 +519,20 @@ def _describe_event(e: dict) -> str:
     return f"{e['e']} {detail}".strip()
 
 
-def build_record(point: dict, events: list[dict], mon: Monitor, returncode: int, *, ended: str | None,
+def build_record(point: dict, events: list[dict], mon: Monitor, returncode: int | None, *, ended: str | None,
                  time_limit_s, memory_limit_mb, t_launch: float, t_end: float, log_tail: str,
                  hang_s: float | None = None, contended_pct: float = hostload.CONTENDED_PCT,
-                 gpu_idle: dict | None = None) -> dict:
-    capped = bool(memory_limit_mb) and not mon.over_memory and memcap.ended_by_cap(mon.pid, returncode, log_tail)
+                 watch: Watch | None = None, gpu_idle: dict | None = None) -> dict:
+    reported = next((e["status"] for e in reversed(events) if e["e"] == "status"), None)
+    # Only a point that did not finish well can have been ended by the cap: a harmless allocator warning in
+    # an ok point's log ("out of memory" in TensorFlow's) says nothing.
+    capped = (bool(memory_limit_mb) and not mon.over_memory and reported not in ("ok", "diverged")
+              and memcap.ended_by_cap(mon.pid, returncode, log_tail))
     status, reason = status_of(events, returncode, ended=ended, over_memory=mon.over_memory, hang_s=hang_s,
-                               capped=capped)
+                               capped=capped, watch=watch)
+    if watch is not None and watch.unreaped:
+        reason = (f"{reason}; the trainer (pid {watch.unreaped}) did not exit within {KILL_WAIT_S:g} s of SIGKILL "
+                  "(stuck in the kernel) and was left behind")
     info = merged_info(events)
     result = next((e for e in events if e["e"] == "result"), {})
     plan = next((e for e in events if e["e"] == "plan"), {})
@@ -467,6 +609,7 @@ def build_record(point: dict, events: list[dict], mon: Monitor, returncode: int,
     # Which guard ended an oom point: the monitor's reading over the budget, or the hard cap.
     record["oom_by"] = "monitor" if mon.over_memory else "cap" if capped else None
     record["hang_limit_s"] = hang_s
+    record["paused_s"] = round(sum(watch.pauses), 3) if watch is not None else 0.0
     record.update(machine.host())
     record.update(provenance.dlbench_build())
     if status != "ok":

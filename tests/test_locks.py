@@ -121,27 +121,35 @@ def test_a_new_lock_file_is_lockable_by_every_user(tmp_path):
     assert lock.stat().st_mode & 0o777 == 0o666
 
 
-def test_a_point_that_waits_too_long_for_the_lock_is_a_recorded_timeout(tmp_path, digits_dir):
-    """Another process holds the node's lock: the point gives up after lock_timeout_s and says so."""
-    from dlbench import runner
+def test_a_point_that_waits_too_long_for_the_lock_is_retried_and_only_the_last_attempt_publishes(tmp_path,
+                                                                                                  digits_dir):
+    """Another process holds the node's lock: the point gives up after lock_timeout_s, a failure of the machine.
+    Before the last attempt only the attempt is kept (no result, so the job runs again); the last publishes it."""
+    from dlbench import records, runner
     from dlbench.sweep import one_point
 
     lock = tmp_path / "measure.lock"
     holder = subprocess.Popen([sys.executable, "-c", "import sys, time\nfrom dlbench.locks import flocked\n"
                                f"with flocked({str(lock)!r}):\n    print('held', flush=True)\n    time.sleep(60)"],
                               cwd=ROOT, stdout=subprocess.PIPE, text=True)
+    out = tmp_path / "out"
     try:
         assert holder.stdout.readline().strip() == "held"
         t0 = time.monotonic()
-        record = runner.run_point(one_point("pytorch", iterations=5), digits_dir, tmp_path / "out",
-                                  measure_lock=str(lock), lock_timeout_s=2)
+        first = runner.run_point(one_point("pytorch", iterations=5), digits_dir, out, measure_lock=str(lock),
+                                 lock_timeout_s=2, final_attempt=False)
         took = time.monotonic() - t0
+        assert not (out / "metrics.json").exists() and len(records.attempts(out)) == 1
+        last = runner.run_point(one_point("pytorch", iterations=5), digits_dir, out, measure_lock=str(lock),
+                                lock_timeout_s=2, attempt=3)
     finally:
         holder.kill()
         holder.wait()
-    assert record["status"] == "timeout" and "(lock)" in record["reason"]
-    assert record["lock_wait_s"] == 2 and 2 <= took < 15
-    assert json.loads((tmp_path / "out" / "metrics.json").read_text())["status"] == "timeout"
+    assert first["status"] == "lock_timeout" and first["machine_failure"] and "measurement lock" in first["reason"]
+    assert first["lock_wait_s"] == 2 and 2 <= took < 15
+    published = json.loads((out / "metrics.json").read_text())
+    assert published["status"] == "lock_timeout" and published["attempt"] == 3 and last["machine_failure"]
+    assert [json.loads(p.read_text())["status"] for p in records.attempts(out)] == ["lock_timeout"] * 2
 
 
 # ---- heavy work (builds, data preparation, aggregation, charts) against measurements

@@ -2,16 +2,17 @@
 
 import json
 import os
-import shutil
 import subprocess
 import sys
 import time
-from pathlib import Path
 
 import pandas as pd
 import pytest
 
 from dlbench import config, records, sweep
+from dlbench.testing import faults as faultmatrix
+from dlbench.testing import faults_slurm
+from dlbench.testing.faults_slurm import cluster_up, slurm_snakemake
 from dlbench.testing.sandbox import copy_workflow
 
 STUDY = {
@@ -23,21 +24,8 @@ STUDY = {
 }
 
 
-def cluster_up() -> bool:
-    if not shutil.which("sinfo"):
-        return False
-    proc = subprocess.run(["sinfo", "-h", "-o", "%T"], capture_output=True, text=True)
-    return proc.returncode == 0 and any(s.strip("*") in ("idle", "mixed", "allocated") for s in proc.stdout.split())
-
-
 pytestmark = [pytest.mark.slurm, pytest.mark.slow,
               pytest.mark.skipif(not cluster_up(), reason="no SLURM cluster is up (start it with cluster/slurm-up.sh)")]
-
-
-def slurm_snakemake(workdir: Path, *extra: str, **kw) -> subprocess.Popen:
-    cmd = [sys.executable, "-m", "snakemake", "--profile", "profiles/slurm", "--jobs", "4",
-           "--slurm-init-seconds-before-status-checks", "3", "--configfile", "study.yaml", *extra]
-    return subprocess.Popen(cmd, cwd=workdir, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, **kw)
 
 
 def sacct(since: str) -> pd.DataFrame:
@@ -142,6 +130,7 @@ MEASURED = ("_time_s", "_pct", "_mb", "_img_s", "_gflops", "_w", "_j")
 DIFFERS = {"slurm_job_id", "started_at", "lock_wait_s", "wall_time_s", "samples", "threads_peak", "monitor_cpu_s",
            "achieved_gflops", "peak_fraction", "peak_fraction_fp32", "peak_gflops_fp32", "peak_gflops_bf16",
            "dataset_dir", "log_tail", "attempts",  # the peaks: each run's machine_peak rule measures its own
+           "attempt_id",  # each attempt's own
            "host_cpu_other_pct_mean", "host_load_start", "contended"}  # the machine's outside load, then
 
 
@@ -181,3 +170,33 @@ def test_job_groups_pack_points_into_fewer_jobs_each_measured_alone(slurm_run, g
     pd.testing.assert_frame_equal(grouped[same], alone[same], check_like=True)
     torch_rows = alone.framework == "pytorch"  # deterministic on one thread: the same model
     assert grouped[torch_rows].accuracy.tolist() == alone[torch_rows].accuracy.tolist()
+
+
+@pytest.fixture(scope="module")
+def lab(tmp_path_factory):
+    return faultmatrix.Lab(tmp_path_factory.mktemp("slurm-faults"))
+
+
+def test_a_suspended_job_is_retried_not_hung(lab, no_jobs_left):
+    row = faults_slurm.suspended(lab)
+    assert row["attempts"] == ["suspended", "ok"] and row["paused_s"] >= 8, row
+    assert row["survived"] and not row["data_lost"]
+
+
+def test_a_preempted_job_requeues_itself_and_is_measured_on_its_next_run(lab, no_jobs_left):
+    row = faults_slurm.preempted(lab)
+    assert row["attempts"] == ["preempted", "ok"] and row["restart_count"] == 1, row
+    assert row["survived"]
+
+
+def test_a_requeued_job_group_does_not_measure_a_finished_point_twice(lab, no_jobs_left):
+    row = faults_slurm.requeued_group(lab)
+    assert not row.get("skipped"), row
+    assert row["first_point_attempts"] == ["ok"] and row["republished"] == 1, row
+    assert row["survived"]
+
+
+def test_a_node_failure_past_the_retries_ends_as_node_lost_and_the_tables_are_drawn(lab, no_jobs_left):
+    row = faults_slurm.node_died(lab)
+    assert [state for _, state in row["killed_jobs"]] == ["NODE_FAIL", "NODE_FAIL"], row
+    assert row["result_status"] == "node_lost" and row["tables_drawn"], row

@@ -49,9 +49,21 @@ def save(folder: str | Path, arrays: dict[str, np.ndarray], meta: dict) -> dict:
     return meta
 
 
+class ChangedSincePrepared(ValueError):
+    """data.npz no longer holds what meta.json's digest says was prepared."""
+
+
 def load(folder: str | Path) -> tuple[dict[str, np.ndarray], dict]:
+    """The arrays and the metadata, the arrays checked against the digest taken when they were prepared: the
+    record's digest is that of what the trainer read (a copy changed or damaged since is refused)."""
     folder = Path(folder)
     with np.load(folder / "data.npz") as npz:
         arrays = {k: npz[k] for k in ARRAYS}
     meta = json.loads((folder / "meta.json").read_text())
+    read = content_digest(arrays)
+    if read != meta.get("digest"):
+        claimed = str(meta.get("digest"))[:16]
+        raise ChangedSincePrepared(f"{folder / 'data.npz'} holds data of digest {read[:16]}, not the {claimed} "
+                                   f"prepared (meta.json): it changed since; delete {folder} and run again")
+    meta["digest"] = read
     return arrays, meta

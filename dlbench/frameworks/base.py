@@ -62,6 +62,20 @@ def check_library(point: dict, in_effect: str | None, where: str) -> None:
 class Unavailable(RuntimeError):
     """The point cannot run here (no GPU, no GPU build); the message says why."""
 
+    status = "unavailable"  # a result: this machine or build cannot run it
+
+
+class GpuNotVisible(Unavailable):
+    """A GPU build sees no GPU on a node that has one: the GPU is away for a while (a driver reset, a
+    device taken by another job), a failure of the machine that a later attempt may not meet."""
+
+    status = "gpu_lost"
+
+
+def no_gpu(built_with_cuda: bool, message: str) -> Unavailable:
+    """The exception for a GPU point that sees no GPU: a GPU build's is retried, a CPU build's is a result."""
+    return GpuNotVisible(message) if built_with_cuda else Unavailable(message)
+
 
 class Diverged(RuntimeError):
     def __init__(self, iteration: int, loss: float):

@@ -47,7 +47,7 @@ import optax
 from jax import lax
 
 from dlbench import initialisers, models
-from dlbench.frameworks.base import SteppedAdapter, Unavailable, initial_weights, parameter_groups, warms_up
+from dlbench.frameworks.base import SteppedAdapter, initial_weights, no_gpu, parameter_groups, warms_up
 
 XLA_POOL_THREAD = "tf_XLAEigen"  # how XLA's CPU intra-op pool names its threads
 
@@ -192,8 +192,9 @@ class JaxAdapter(SteppedAdapter):
             try:
                 self.device = jax.devices("gpu")[0]
             except RuntimeError:
-                raise Unavailable(f"JAX {jax.__version__} sees no GPU (backends: {jax.default_backend()}; "
-                                  f"CUDA plugin: {self.versions()['cuda_version'] or 'none'})") from None
+                cuda = self.versions()["cuda_version"]
+                raise no_gpu(bool(cuda), f"JAX {jax.__version__} sees no GPU (backends: {jax.default_backend()}; "
+                             f"CUDA plugin: {cuda or 'none'})") from None
         else:
             self.device = jax.devices("cpu")[0]
 

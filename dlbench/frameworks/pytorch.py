@@ -37,9 +37,9 @@ from torch import nn
 from dlbench import initialisers, models
 from dlbench.frameworks.base import (
     SteppedAdapter,
-    Unavailable,
     ema_rate,
     initial_weights,
+    no_gpu,
     parameter_groups,
     warms_up,
 )
@@ -141,8 +141,8 @@ class TorchAdapter(SteppedAdapter):
             torch.backends.mkldnn.enabled = False
         if point["device"] == "gpu":
             if not torch.cuda.is_available():
-                raise Unavailable("no CUDA device is visible to PyTorch "
-                                  f"(torch {torch.__version__}, CUDA build: {torch.version.cuda or 'none'})")
+                raise no_gpu(bool(torch.version.cuda), "no CUDA device is visible to PyTorch "
+                             f"(torch {torch.__version__}, CUDA build: {torch.version.cuda or 'none'})")
             self.device = torch.device("cuda", 0)
         else:
             self.device = torch.device("cpu")

@@ -28,7 +28,7 @@ import numpy as np
 import tensorflow as tf
 
 from dlbench import initialisers, models
-from dlbench.frameworks.base import SteppedAdapter, Unavailable, initial_weights, parameter_groups, warms_up
+from dlbench.frameworks.base import SteppedAdapter, initial_weights, no_gpu, parameter_groups, warms_up
 
 keras = tf.keras
 
@@ -220,8 +220,8 @@ class TFAdapter(SteppedAdapter):
         tf.random.set_seed(point["seed"])
         if point["device"] == "gpu":
             if not tf.config.list_physical_devices("GPU"):
-                raise Unavailable(f"TensorFlow {tf.__version__} sees no GPU "
-                                  f"(built with CUDA: {tf.test.is_built_with_cuda()})")
+                raise no_gpu(tf.test.is_built_with_cuda(), f"TensorFlow {tf.__version__} sees no GPU "
+                             f"(built with CUDA: {tf.test.is_built_with_cuda()})")
             self.device = "/GPU:0"
         else:
             self.device = "/CPU:0"

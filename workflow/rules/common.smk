@@ -45,6 +45,12 @@ USE_CONDA = DeploymentMethod.CONDA in workflow.deployment_settings.deployment_me
 # The schema beside these rules (a local copy of it where the workflow is fetched from a remote, github(...)).
 CONFIG_SCHEMA = workflow.source_path("../schemas/config.schema.yaml")
 try:
+    for (
+        _file
+    ) in (
+        workflow.configfiles
+    ):  # keys given twice, alias bombs: Snakemake's own reading lets them by
+        dlconfig.read_file(_file)
     CFG = dlconfig.validate(config, schema_path=CONFIG_SCHEMA)
 except dlconfig.ConfigError as exc:
     raise SystemExit(f"dlbench: config error: {exc}")

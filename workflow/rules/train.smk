@@ -14,6 +14,8 @@ rule train:
         samples="results/runs/{framework}/{dataset}/{point}/samples.csv",
     log:
         "results/runs/{framework}/{dataset}/{point}/job.log",
+    # A failure of the machine (dlbench/outcomes.py) fails the job, which runs again this many times.
+    retries: CFG["measurement"]["retries"]
     conda:
         TRAIN_CONDA
     threads: TRAIN_THREADS
@@ -31,6 +33,9 @@ rule train:
         slurm_partition=TRAIN_RESOURCES["slurm_partition"],
         slurm_account=cluster.setting(CFG, "account") or "",
         slurm_extra=cluster.slurm_extra(CFG),
+        # Which attempt this is, and how many there may be: resources, so that neither reruns a point.
+        dlbench_attempt=lambda wildcards, attempt: attempt,
+        dlbench_retries=CFG["measurement"]["retries"],
     params:
         # The point itself: a changed point is a new id (and path) anyway; its params keep the record's input.
         point=point_params,

@@ -9,8 +9,10 @@ sm = snakemake  # noqa: F821 - the object Snakemake gives a script
 
 def main() -> int:
     with locks.live_job():  # a killed Snakemake's next run sees this job is still measuring
+        # attempt and retries are resources, not params: a changed --retries must not rerun finished points.
         return cli.train(sm.params.point, Path(sm.input.data).parent, Path(sm.output.metrics).parent,
-                         sm.input.env[0] if sm.input.env else None, env=sm.params.env, **sm.params.runner)
+                         sm.input.env[0] if sm.input.env else None, env=sm.params.env, **sm.params.runner,
+                         attempt=int(sm.resources.dlbench_attempt), retries=int(sm.resources.dlbench_retries))
 
 
 joblog.run(sm.log[0], main)

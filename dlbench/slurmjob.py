@@ -1,0 +1,85 @@
+"""The SLURM job a training point runs in, as the job itself sees it: which one, whether SLURM preempted it,
+and asking SLURM to run it again.
+
+With PreemptMode=CANCEL a preempted job ends as PREEMPTED, which Snakemake's SLURM plugin counts as running
+for ever: the workflow would hang. So a job that is being preempted requeues itself (SLURM runs it again,
+SLURM_RESTART_COUNT counts the runs) and keeps its attempt as `preempted`. A job that a user cancels
+(scancel: no PreemptTime) stays cancelled.
+
+Standard library only.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+
+TIMEOUT_S = 10.0  # a controller that does not answer must not keep the job past SLURM's KillWait
+
+
+def job_id() -> str | None:
+    return os.environ.get("SLURM_JOB_ID") or None
+
+
+def restart_count() -> int:
+    """How many times SLURM has requeued this job (0: its first run, or no SLURM). The batch script's
+    SLURM_RESTART_COUNT does not reach the steps that srun starts, so the controller is asked where it is
+    missing."""
+    value = os.environ.get("SLURM_RESTART_COUNT")
+    if value is None and job_id() is not None:
+        value = _show().get("Restarts")
+    try:
+        return int(value or 0)
+    except ValueError:
+        return 0
+
+
+def running(job: str) -> bool | None:
+    """Whether SLURM still runs (or queues) the job (None: no SLURM to ask)."""
+    try:
+        proc = subprocess.run(["squeue", "-h", "-j", job, "-o", "%T"], capture_output=True, text=True, timeout=30)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return proc.returncode == 0 and bool(proc.stdout.strip())
+
+
+def _show() -> dict[str, str]:
+    job = job_id()
+    if job is None:
+        return {}
+    try:
+        out = subprocess.run(["scontrol", "show", "job", job], capture_output=True, text=True,
+                             timeout=TIMEOUT_S).stdout
+    except (OSError, subprocess.SubprocessError):
+        return {}
+    return dict(field.split("=", 1) for field in out.split() if "=" in field)
+
+
+def preempted() -> bool:
+    """Whether SLURM is preempting this job (its PreemptTime is set; a user's scancel leaves it None)."""
+    when = _show().get("PreemptTime")
+    return bool(when) and when not in ("None", "Unknown")
+
+
+def requeue() -> bool:
+    """Ask SLURM to run this job again; whether it agreed."""
+    job = job_id()
+    if job is None:
+        return False
+    try:
+        return subprocess.run(["scontrol", "requeue", job], capture_output=True, timeout=TIMEOUT_S).returncode == 0
+    except (OSError, subprocess.SubprocessError):
+        return False
+
+
+_answered: list[bool] = []  # this process's answer to a preemption, once given
+
+
+def requeue_if_preempted() -> bool:
+    """Whether this job is being preempted; if so, requeue it (once per process, however often it is asked:
+    SLURM's KillWait leaves seconds between its SIGTERM and its SIGKILL)."""
+    if not _answered:
+        _answered.append(preempted())
+        if _answered[0]:
+            _answered.append(requeue())
+    return _answered[0]

@@ -1,0 +1,133 @@
+"""Failures of the machine are retried, records are whole or absent, shared nodes and pages are safe: each fault
+injected for real (see dlbench/testing/faults_machine.py)."""
+
+import os
+
+import pytest
+
+from dlbench.outcomes import signal_name
+from dlbench.testing import faults as faultmatrix
+from dlbench.testing import faults_machine as machine
+
+ROOT_ONLY = pytest.mark.skipif(os.geteuid() != 0, reason="mounts a tmpfs, freezes a cgroup or acts as another user")
+
+
+@pytest.fixture(scope="module")
+def lab(tmp_path_factory):
+    return faultmatrix.Lab(tmp_path_factory.mktemp("faults-machine"))
+
+
+def test_realtime_signals_have_names():
+    import signal
+
+    assert signal_name(signal.SIGRTMIN) == "SIGRTMIN" and signal_name(signal.SIGRTMIN + 3) == "SIGRTMIN+3"
+    assert signal_name(9) == "SIGKILL" and signal_name(200) == "signal 200"
+
+
+@pytest.mark.slow
+def test_a_lock_held_past_its_timeout_fails_the_job_and_the_retry_measures(lab):
+    row = machine.lock_timeout_retried(lab)
+    assert row["survived"] and not row["data_lost"], row
+    assert row["attempts"][:2] == ["lock_timeout", "lock_timeout"] and row["attempts"][-1] == "ok"
+    assert row["result_attempt"] == len(row["attempts"])
+
+
+@pytest.mark.slow
+def test_a_suspended_job_is_not_hung_and_its_times_are_not_published(lab):
+    row = machine.job_suspended(lab)
+    assert row["exit_code"] == 75 and row["attempt_status"] == "suspended", row
+    assert row["paused_s"] >= 7
+
+
+@pytest.mark.slow
+def test_a_stepped_file_clock_does_not_end_a_live_point(lab):
+    row = machine.mtime_stepped(lab)
+    assert row["status"] == "timeout" and row["wall_time_s"] >= 25, row
+
+
+@pytest.mark.slow
+def test_a_realtime_signal_ends_the_point_as_killed_naming_it(lab):
+    row = machine.realtime_signal(lab)
+    assert row["status"] == "killed" and "SIGRTMIN+5" in row["reason"], row
+
+
+@pytest.mark.slow
+def test_an_allocator_warning_in_an_ok_points_log_is_not_oom(lab):
+    row = machine.harmless_oom_line(lab)
+    assert row["line_in_log"] and row["status"] == "ok", row
+
+
+@pytest.mark.slow
+@ROOT_ONLY
+def test_a_trainer_stuck_in_the_kernel_ends_hung_and_frees_the_lock(lab):
+    row = machine.trainer_unkillable(lab)
+    assert row["status"] == "hung" and row["lock_free"], row
+    assert row["ended_after_s"] < 60
+
+
+@pytest.mark.slow
+@ROOT_ONLY
+def test_a_full_disk_fails_the_job_and_loses_nothing_earlier(lab):
+    row = machine.disk_full(lab)
+    assert row["exit_code"] == 75 and row["said"], row
+    assert row["earlier_record_whole"] and row["partial_left"] == 0 and row["earlier_table_rows"] == 1
+    assert row["table_write"] is not None
+
+
+@pytest.mark.slow
+@ROOT_ONLY
+def test_a_lock_file_another_user_made_private_is_one_line_and_a_retry(lab):
+    row = machine.lock_squatted(lab)
+    assert row["exit_code"] == 75 and row["attempts"] == ["lock_unusable"] and row["said"], row
+
+
+@pytest.mark.slow
+def test_a_lock_file_deleted_while_held_marks_the_holder_lock_lost(lab):
+    row = machine.lock_deleted(lab)
+    assert row["status"] == "lock_lost" and row["attempts"] == ["lock_lost"], row
+
+
+@pytest.mark.slow
+def test_data_changed_since_preparation_is_refused(lab):
+    row = machine.dataset_changed(lab)
+    assert row["status"] == "error" and "changed since" in row["reason"], row
+
+
+@pytest.mark.slow
+def test_a_record_whose_files_disagree_is_named_and_set_aside(lab):
+    row = machine.files_disagree(lab)
+    assert row["rows"] == 1 and row["said"] and row["set_aside"], row
+
+
+@pytest.mark.slow
+def test_a_finished_but_unpublished_training_is_kept_by_the_next_run(lab):
+    row = machine.unpublished_kept(lab)
+    assert row["survived"] and len(row["kept"]) == 1, row
+
+
+@pytest.mark.slow
+def test_a_job_that_dies_with_its_node_past_the_retries_ends_as_node_lost(lab):
+    row = machine.job_died(lab)
+    assert row["marks_before"] == 2 and row["status"] == "node_lost" and row["lost_attempts"] == 2, row
+    assert row["marks_after"] == 0
+
+
+@pytest.mark.slow
+def test_a_damaged_environment_is_a_machine_failure(lab):
+    row = machine.env_damaged(lab)
+    assert row["statuses"] == ["env_damaged", "env_damaged"], row
+
+
+@pytest.mark.slow
+def test_config_hazards_are_refused_in_one_line_within_seconds(lab):
+    row = machine.config_hazards(lab)
+    for name, case in row["cases"].items():
+        assert case["exit"] != 0 and len(case["line"]) == 1, (name, case)
+        assert case["seconds"] < 60, (name, case)
+
+
+@pytest.mark.slow
+def test_markup_in_a_failure_reason_stays_data_in_the_pages(lab):
+    row = machine.markup_in_reason(lab)
+    assert row["raw_in_pages"] == [] and row["escaped_copies"] > 0, row
+    assert row["survived"]
