@@ -579,7 +579,9 @@ def _axis_speedup(axis: str):
         x = alt.X("framework:N", title=None, sort=FRAMEWORKS, axis=alt.Axis(labelAngle=0))
         offset = alt.XOffset("variant:N", title=None)
         tip = ["framework", "dataset", "device", "whose", "threads", "with", "settings",
-               alt.Tooltip("speedup:Q", format=".3g"), alt.Tooltip("base_throughput_img_s:Q", format=".4g"),
+               alt.Tooltip("speedup:Q", format=".3g"), alt.Tooltip("speedup_low:Q", format=".3g"),
+               alt.Tooltip("speedup_high:Q", format=".3g"), "speedup_told", "change_told",
+               alt.Tooltip("base_throughput_img_s:Q", format=".4g"),
                alt.Tooltip("throughput_img_s:Q", format=".4g"), alt.Tooltip("accuracy_change_pp:Q", format="+.2f"),
                alt.Tooltip("base_accuracy_pct:Q", format=".2f"), alt.Tooltip("accuracy_pct:Q", format=".2f"),
                alt.Tooltip("compile_time_s:Q", format=".3g"), "n"]
@@ -590,21 +592,28 @@ def _axis_speedup(axis: str):
         head = alt.Chart().mark_point(size=80, filled=True, opacity=1).encode(
             x=x, xOffset=offset, y=alt.Y("speedup:Q", scale=scale), color=_color(),
             shape=alt.Shape("with:N", title=rest), tooltip=tip)
+        # the 95 % interval of the speed-up where both sides ran twice or more (a thin black whisker)
+        whisker = alt.Chart().transform_filter("isValid(datum.speedup_low)").mark_rule(
+            strokeWidth=1.2, color="black").encode(x=x, xOffset=offset, y=alt.Y("speedup_low:Q", scale=scale),
+                                                    y2="speedup_high:Q")
         text = alt.Chart().mark_text(dy=-9, fontSize=8).encode(
             x=x, xOffset=offset, y=alt.Y("speedup:Q", scale=scale), text="speedup_label:N")
         one = alt.Chart().mark_rule(color="gray", strokeDash=[4, 4]).encode(y=alt.datum(1))
-        top = _facet(alt.layer(one, stick, head, text, data=table).properties(width=260, height=200), table)
+        top = _facet(alt.layer(one, stick, whisker, head, text, data=table).properties(width=260, height=200), table)
         bars = alt.Chart().mark_bar().encode(
             x=x, xOffset=offset, y=alt.Y("accuracy_change_pp:Q", title=f"accuracy: {other} - {base} (points)"),
             color=_color(), tooltip=tip)
+        change_bars = alt.Chart().transform_filter("isValid(datum.change_low)").mark_rule(
+            strokeWidth=1.2, color="black").encode(x=x, xOffset=offset, y="change_low:Q", y2="change_high:Q")
         zero = alt.Chart().mark_rule(color="gray").encode(y=alt.datum(0))
-        bottom = _facet(alt.layer(bars, zero, data=table).properties(width=260, height=140), table)
+        bottom = _facet(alt.layer(bars, change_bars, zero, data=table).properties(width=260, height=140), table)
         note = ("the compile phase is apart (hover: compile_time_s); time to accuracy counts it"
                 if axis == "compile" else "bf16: bfloat16 compute on float32 master weights")
         return alt.vconcat(top, bottom).properties(title=_title(
             title, f"top: training throughput with {other} / with {base}, other settings the same (means over ok "
                    "repeats), one mark per thread count, "
-                   f"{rest} and preset (hover); above 1: {other} is faster",
+                   f"{rest} and preset (hover); above 1: {other} is faster; black whiskers: 95 % intervals "
+                   "(paired by seed where both ran the same seeds; none for a single run)",
             f"bottom: test accuracy with {other} minus with {base}, in points; {note}"))
     return make
 

@@ -50,6 +50,7 @@ from dlbench.tuning import tuning_table
 from dlbench.verdicts import UNITS, answered, leader_text, state, value
 
 LISTED = 20  # sweeps worded one by one in a section (the rest counted)
+EXAMPLES = 3  # settings worded in full per framework (the rest are in the chart)
 
 
 def _frame(obj) -> pd.DataFrame:
@@ -155,21 +156,41 @@ def md_table(df: pd.DataFrame, columns: dict[str, str]) -> str:
     return "\n".join(lines)
 
 
+def _with_interval(estimate, low, high, told, digits: str = "+.3g", unit: str = "") -> str:
+    """"+2 [+1.1, +2.9], higher"; "+2, single run: no interval"; "-" where nothing was compared."""
+    if pd.isna(estimate):
+        return "-"
+    text = f"{estimate:{digits}}{unit}"
+    if told == "-":
+        return text
+    if pd.notna(low):
+        text += f" [{low:{digits}}, {high:{digits}}]"
+    return f"{text}, {told}"
+
+
 def _tuning_section(runs: pd.DataFrame) -> list[str]:
     table = tuning_table(runs)
     out = ["## Tuned against own defaults", ""]
     if table.empty:
         return out + ["Not tested in this run: no sub-study tunes (`tune:` in the config).", ""]
     grids = table.drop_duplicates("tuning_grid")
+    table = table.assign(
+        gain=[_with_interval(r.accuracy_gain_pp, r.gain_ci_low, r.gain_ci_high, r.gain_told)
+              for r in table.itertuples()],
+        saved=[_with_interval(r.time_saved_pct, r.saved_ci_low, r.saved_ci_high, r.time_told)
+               for r in table.itertuples()],
+        best=table["best_told"].fillna(""))
     out += [f"{len(grids)} tuning grids ({', '.join(f'{int(n)} settings' for n in sorted(set(grids['tried'])))} "
             "each; mean over ok repeats). Per grid: its defaults, the setting with the best accuracy (ties: faster), "
             f"and the fastest setting within {NEAR_BEST_PP:g} points of the best accuracy; gain: accuracy points "
-            "over the defaults, and training time saved in % of the defaults' (negative: longer).", "",
+            "over the defaults, and training time saved in % of the defaults' (negative: longer), each with its "
+            "95 % interval and what the test tells (paired t by seed where both ran the same seeds, else Welch's t; "
+            "time on the log of the ratio); the best setting against the grid's other cells (Holm over them).", "",
             md_table(table, {"framework": "framework", "dataset": "dataset", "device": "device",
                              "whose": "whose defaults", "choice": "setting", "batch_size": "batch size",
                              "learning_rate": "learning rate", "length": "length", "length_unit": "unit",
                              "accuracy_pct": "accuracy (%)", "train_time_s": "train time (s)",
-                             "accuracy_gain_pp": "gain (points)", "time_saved_pct": "time saved (%)",
+                             "gain": "gain (points)", "saved": "time saved (%)", "best": "best against the rest",
                              "failed": "cells with failures"}), ""]
     return out
 
@@ -217,15 +238,22 @@ def modern_section(runs: pd.DataFrame, curves: pd.DataFrame | None) -> list[str]
             continue
         lines = []
         for framework, f in table.groupby("framework", sort=False):
-            text = (f"{framework}: {other} trained {f['speedup'].median():.2f}x as fast as {base} (median of "
-                    f"{len(f)} pairs, {f['speedup'].min():.2f}-{f['speedup'].max():.2f}x), accuracy "
-                    f"{f['accuracy_change_pp'].median():+.2f} points (median; {f['accuracy_change_pp'].min():+.2f} "
-                    f"to {f['accuracy_change_pp'].max():+.2f})")
+            counts = f["speedup_told"].value_counts()
+            text = (f"{framework}: {other} trained {f['speedup'].min():.2f}-{f['speedup'].max():.2f}x as fast as "
+                    f"{base} over {len(f)} setting(s), told faster in {counts.get('faster', 0)}, slower in "
+                    f"{counts.get('slower', 0)}; " + "; ".join(
+                        f"{r.settings}, {r.threads:g} thread(s): "
+                        f"{_with_interval(r.speedup, r.speedup_low, r.speedup_high, r.speedup_told, '.3g', 'x')}, "
+                        f"accuracy {_with_interval(r.accuracy_change_pp, r.change_low, r.change_high, r.change_told)} "
+                        "points" for r in f.head(EXAMPLES).itertuples()))
+            if len(f) > EXAMPLES:
+                text += f"; {len(f) - EXAMPLES} more in the chart"
             if axis == "compile":
-                text += f", compiling took {f['compile_time_s'].median():.3g} s (median)"
+                text += f"; compiling took {f['compile_time_s'].median():.3g} s (median)"
             lines.append(text)
-        out += [f"{what}, against {base} with everything else the same (training time alone; the compile phase "
-                "apart):", "", *[f"- {line}." for line in lines], ""]
+        out += [f"{what}, against {base} with everything else the same (training throughput alone, the compile "
+                "phase apart; each with its 95 % interval, paired t by seed where both ran the same seeds, else "
+                "Welch's t):", "", *[f"- {line}." for line in lines], ""]
     ok = ok_points(df, "achieved_gflops", positive=True)
     ok = ok[ok["framework"].map(lambda f: f in registry.FRAMEWORKS and registry.get(f).honours("precision", "bf16"))]
     if not ok.empty and "peak_fraction_fp32" in runs.columns and ok["peak_fraction_fp32"].notna().any():

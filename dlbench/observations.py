@@ -13,16 +13,19 @@ import pandas as pd
 from dlbench import stats
 from dlbench.datasets import catalog
 from dlbench.published import (
+    CPU_FASTER,
+    GPU_FASTER,
     PUBLISHED_CSV,
     device_pairs,
     leaders_vs_published,
     published_device_ratios,
+    ratio_text,
     read_published,
     speedups_vs_published,
     stand_in,
 )
 from dlbench.summary import carry_over, framework_leaders, setting_values
-from dlbench.tables import NEAR_BEST_PP, READINGS, TIE, group_key, in_studies_varying, ok_points, points, settings_label
+from dlbench.tables import NEAR_BEST_PP, READINGS, group_key, in_studies_varying, ok_points, points, settings_label
 from dlbench.verdicts import AGREES, DISAGREES, SINGLE, TIED, claim, combine, leader_text, not_tested, value
 
 MNIST_LIKE = catalog.members("mnist")  # the datasets the MNIST observations are tested on, MNIST first
@@ -67,28 +70,22 @@ def observe_tensorflow_most_accurate(runs: pd.DataFrame) -> Verdict:
 
 
 def observe_gpu_faster(runs: pd.DataFrame) -> Verdict:
-    df = ok_points(points(runs), "train_time_s", positive=True)
-    if not (df["device"] == "gpu").any():
-        return Verdict(not_tested("no ok GPU point"))
-    df = df.assign(key=group_key(df, {"device", "threads", "library"}))
-    faster, slower = {}, {}
-    for framework, g in df.groupby("framework"):
-        means = g.groupby(["key", "device"])["train_time_s"].mean().unstack()
-        if not {"cpu", "gpu"} <= set(means.columns):
-            continue
-        pairs = means[["cpu", "gpu"]].dropna()
-        if pairs.empty:
-            continue
-        ratio = float((pairs["cpu"] / pairs["gpu"]).median())
-        (faster if ratio > 1 else slower)[framework] = ratio
-    if not faster and not slower:
+    """Per framework and dataset, CPU against GPU training time over the settings both ran (published.device_pairs:
+    the ratio's interval and test). Agrees when the GPU is told faster everywhere; disagrees where the CPU is told
+    faster; else tied, or single runs."""
+    pairs = device_pairs(runs, "train_time_s", own_only=False)
+    if pairs.empty:
+        if not (points(runs)["device"] == "gpu").any():
+            return Verdict(not_tested("no ok GPU point"))
         return Verdict(not_tested("no framework has ok CPU and GPU points with the same settings"))
-    evidence = "median CPU time / GPU time over matched settings: " + ", ".join(
-        f"{fw} {r:.3g}x" for fw, r in sorted({**faster, **slower}.items()))
-    untested = sorted(set(df["framework"]) - set(faster) - set(slower))
+    states = [{GPU_FASTER: AGREES, CPU_FASTER: DISAGREES}.get(r.told, r.told) for r in pairs.itertuples()]
+    evidence = "CPU time / GPU time of training over matched settings (geometric mean [95 % interval]; " + \
+        pairs["test"].iloc[0].name + "): " + "; ".join(
+            f"{r.framework} on {r.dataset} {ratio_text(r)}, {r.told}" for r in pairs.itertuples())
+    untested = sorted(set(ok_points(points(runs))["framework"]) - set(pairs["framework"]))
     if untested:
         evidence += f"; not compared (no matched CPU and GPU points): {', '.join(untested)}"
-    return Verdict(DISAGREES if slower else AGREES, evidence)
+    return Verdict(combine(states), evidence)
 
 
 def observe_best_does_not_carry_over(runs: pd.DataFrame) -> Verdict:
@@ -196,38 +193,60 @@ def _published_speedups_text() -> str:
                      for dataset, g in ratios.groupby("dataset", sort=False))
 
 
+def _speedup_pairs(g: pd.DataFrame) -> list[tuple[str, str, str]]:
+    """Every two frameworks of one dataset, the one published to gain more first: (more, less, state), where the
+    state says whether this run's speed-ups (their log ratio, stats.contrast, Holm over the pairs) agree."""
+    order = list(g.sort_values("published_cpu_over_gpu", ascending=False)["framework"])
+    rows = g.set_index("framework")
+    pairs = [(a, b) for i, a in enumerate(order) for b in order[i + 1:]]
+    results = [stats.contrast(rows.at[a, "parts"] + [(-w, v) for w, v in rows.at[b, "parts"]], log=True)
+               for a, b in pairs]
+    adjusted = stats.holm([r.test.p for r in results])
+    out = []
+    for (a, b), r, p in zip(pairs, results, adjusted):
+        if "fewer than two" in r.test.why:
+            state = SINGLE
+        elif p < stats.ALPHA:
+            state = AGREES if r.estimate > 0 else DISAGREES
+        else:
+            state = TIED
+        out.append((a, b, state))
+    return out
+
+
 def observe_gpu_speedup_order(runs: pd.DataFrame, published: pd.DataFrame | None = None) -> Verdict:
     """The frameworks rank by GPU speed-up of training (CPU time / GPU time, own defaults) as published.
 
     The ratios themselves depend on the CPU and the GPU (the study's: a 4-core Xeon E5-1620 and a GTX 1080
-    Ti), so the order is what is compared, per dataset, among the frameworks with both devices here.
+    Ti), so the order is what is compared, per dataset, among the frameworks with both devices here: each two
+    frameworks' speed-ups are tested against each other (Welch's t of the log ratios, Holm over the pairs), and
+    a pair counts for or against the published order only where the test tells them apart.
     """
     if published is None or published.empty:
         return Verdict(not_tested("the published table is missing"))
     table = speedups_vs_published(runs, published).dropna(subset=["published_cpu_over_gpu"])
     if table.empty:
         return Verdict(not_tested("no framework has ok own-defaults points on CPU and GPU with the same settings"))
-    tested, same, words = 0, 0, []
+    states, words = [], []
     for dataset, g in table.groupby("dataset"):
-        mine = list(g.sort_values("cpu_over_gpu", ascending=False)["framework"])
-        theirs = list(g.sort_values("published_cpu_over_gpu", ascending=False)["framework"])
-        ratios = ", ".join(f"{r.framework} {r.cpu_over_gpu:.3g}x (published {r.published_cpu_over_gpu:.3g}x)"
+        ratios = ", ".join(f"{r.framework} {ratio_text(r)} (published {r.published_cpu_over_gpu:.3g}x)"
                            for r in g.itertuples())
         if len(g) < 2:
             words.append(f"{dataset}: only {ratios}, nothing to rank")
             continue
-        tested += 1
-        same += mine == theirs
-        words.append(f"{dataset}: {ratios}; order here {' > '.join(mine)}, published {' > '.join(theirs)}")
-    if not tested:
+        pairs = _speedup_pairs(g)
+        states += [state for *_, state in pairs]
+        words.append(f"{dataset}: {ratios}; published order against this run's, pair by pair: " + ", ".join(
+            f"{a} > {b} {state}" for a, b, state in pairs))
+    if not states:
         return Verdict(not_tested("one framework per dataset has CPU and GPU points: " + "; ".join(words)))
-    return Verdict(AGREES if same == tested else DISAGREES,
-                   f"own defaults, CPU time / GPU time of training; same order as published on {same} of {tested} "
-                   "datasets: " + "; ".join(words))
+    return Verdict(combine(states), "own defaults, CPU time / GPU time of training (geometric mean over matched "
+                   "settings [95 % interval]): " + "; ".join(words))
 
 
 def observe_tensorflow_cifar_testing(runs: pd.DataFrame, published: pd.DataFrame | None = None) -> Verdict:
-    """TensorFlow tests CIFAR-10 more slowly on GPU than on CPU (published: 5.76 s against 2.69 s)."""
+    """TensorFlow tests CIFAR-10 more slowly on GPU than on CPU (published: 5.76 s against 2.69 s): told by the
+    test of the CPU / GPU ratio of test time (published.device_pairs)."""
     pairs = device_pairs(runs, "test_time_s")
     pairs = pairs[(pairs["framework"] == "tensorflow") & pairs["dataset"].isin(CIFAR_LIKE)]
     if pairs.empty:
@@ -238,28 +257,10 @@ def observe_tensorflow_cifar_testing(runs: pd.DataFrame, published: pd.DataFrame
         t = tf.set_index("device")["test_time_s"]
         if {"cpu", "gpu"} <= set(t.index):
             pub = f" (published: CPU {t['cpu']:.3g} s, GPU {t['gpu']:.3g} s)"
-    slower = pairs["gpu_s"] > pairs["cpu_s"]
-    evidence = "; ".join(f"{r.dataset}, own defaults, mean test time: CPU {r.cpu_s:.3g} s, GPU {r.gpu_s:.3g} s"
-                         for r in pairs.itertuples()) + pub
-    return Verdict(AGREES if slower.all() else DISAGREES, evidence)
-
-
-def _sweep_groups(runs: pd.DataFrame, param: str, metric_cols=("train_time_s", "accuracy")):
-    """Groups of ok points with the same other settings where `param` takes 2+ values; means per value."""
-    df = ok_points(in_studies_varying(points(runs), param), *metric_cols)
-    df = df[df[param].notna()]
-    if df.empty:
-        return []
-    df = df.assign(key=group_key(df, {param}), settings=settings_label(df, {param}))
-    # one groupby for every group (a large sweep has thousands), then each group's rows
-    means = df.groupby(["key", "framework", param]).agg(t=("train_time_s", "mean"), acc=("accuracy", "mean"))
-    first = df.groupby(["key", "framework"]).agg(settings=("settings", "first"), dataset=("dataset", "first"))
-    groups = []
-    for (key, framework), per in means.groupby(level=["key", "framework"], sort=True):
-        if len(per) >= 2:
-            groups.append((framework, first.at[(key, framework), "settings"], first.at[(key, framework), "dataset"],
-                           per.droplevel(["key", "framework"])))
-    return groups
+    states = [{CPU_FASTER: AGREES, GPU_FASTER: DISAGREES}.get(r.told, r.told) for r in pairs.itertuples()]
+    evidence = "; ".join(f"{r.dataset}, own defaults, mean test time: CPU {r.cpu_s:.3g} s, GPU {r.gpu_s:.3g} s, "
+                         f"CPU / GPU {ratio_text(r)} ({r.test.text()}): {r.told}" for r in pairs.itertuples()) + pub
+    return Verdict(combine(states), evidence)
 
 
 def _sweeps(runs: pd.DataFrame, param: str) -> list[tuple[str, str, str, pd.DataFrame]]:
@@ -325,46 +326,101 @@ def _change(change: str, smaller: str, larger: str) -> str:
     return {"smaller": smaller, "larger": larger, "tied": TIED, "single": SINGLE}[change]
 
 
-def _saturates(lengths, acc) -> bool:
-    """Accuracy gains less per unit of length in the last step than in the first."""
-    first = (acc[1] - acc[0]) / (lengths[1] - lengths[0])
-    last = (acc[-1] - acc[-2]) / (lengths[-1] - lengths[-2])
-    return last <= first + TIE
+SATURATES, KEEPS_GAINING = "saturates", "keeps gaining"
+
+
+def _slope_change(lengths, values) -> tuple[str, stats.Contrast]:
+    """Does accuracy gain less per unit of length in the last step than in the first? `values`: each length's
+    accuracies (one per seed). The first step's slope minus the last step's, tested by Welch's t of that
+    contrast of means: SATURATES or KEEPS_GAINING where the test tells, else TIED, or SINGLE."""
+    first, last = lengths[1] - lengths[0], lengths[-1] - lengths[-2]
+    parts = [(1 / first, values[1]), (-1 / first, values[0]), (-1 / last, values[-1]), (1 / last, values[-2])]
+    if len(lengths) == 3:  # the middle length is in both steps: one group, weights summed
+        parts = [(1 / first + 1 / last, values[1]), (-1 / first, values[0]), (-1 / last, values[2])]
+    result = stats.contrast(parts)
+    if "fewer than two" in result.test.why:
+        return SINGLE, result
+    if not result.told:
+        return TIED, result
+    return (SATURATES if result.estimate > 0 else KEEPS_GAINING), result
+
+
+def _length_verdict(grows: list[str], saturation: list[str]) -> str:
+    """Agrees when time is told longer in more than half the sweeps and accuracy told to saturate in more than
+    half; disagrees when time is told shorter in more than half, or accuracy told to keep gaining in more than
+    half; single when nothing could be tested; else tied."""
+    if all(g == "single" for g in grows) and all(x == SINGLE for x in saturation):  # stats.difference's "single"
+        return SINGLE
+    longer, shorter = grows.count("larger"), grows.count("smaller")
+    sat, gaining = saturation.count(SATURATES), saturation.count(KEEPS_GAINING)
+    if (grows and shorter * 2 > len(grows)) or (saturation and gaining * 2 > len(saturation)):
+        return DISAGREES
+    if (not grows or longer * 2 > len(grows)) and saturation and sat * 2 > len(saturation):
+        return AGREES
+    return TIED
 
 
 def observe_length(runs: pd.DataFrame, curves: pd.DataFrame | None = None) -> Verdict:
-    groups = _sweep_groups(points(runs), "length")
+    """Training time grows with the length of training while accuracy saturates. Per length sweep: the longest
+    against the shortest training time (paired by seed, or Welch's t), and the first step's accuracy gain per
+    unit of length against the last step's (_slope_change). Without a length sweep, the same slope test on the
+    learning curves of each setting, its seeds the repeats."""
+    df = points(runs)
+    groups = _sweeps(df, "length")
     if groups:
-        grows = sum(per["t"].iloc[-1] > per["t"].iloc[0] for *_, per in groups)
-        long_groups = [g for g in groups if len(g[3]) >= 3]
-        if not long_groups:
-            return Verdict(not_tested(f"lengths swept with only two values (time grew in {grows} of {len(groups)} "
-                                      "sweeps), and saturation needs at least three"))
-        sat = sum(_saturates(per.index.to_numpy(float), per["acc"].to_numpy(float)) for *_, per in long_groups)
-        evidence = (f"training time grew with length in {grows} of {len(groups)} sweeps; accuracy gained less per "
-                    f"unit of length at the end than at the start in {sat} of {len(long_groups)}. " + "; ".join(
-                        f"{fw} on {d} ({s}): " + ", ".join(f"{i:g}: {r.t:.3g} s {r.acc * 100:.2f}%"
-                                                          for i, r in per.iterrows())
-                        for fw, s, d, per in long_groups))
-        holds = grows * 2 > len(groups) and sat * 2 > len(long_groups)
-        return Verdict(AGREES if holds else DISAGREES, evidence)
-    # No length sweep: the learning curves show accuracy against iterations within each run.
+        grows, saturation, words = [], [], []
+        for fw, settings, dataset, g in groups:
+            t0, t1, change, test = _ends(g, "length", "train_time_s")
+            grows.append(change)
+            acc = setting_values(g, "accuracy_pct", "length")
+            lengths = sorted(acc)
+            text = (f"{fw} on {dataset} ({settings}): time {value(stats.describe(t0.values()), ' s')} -> "
+                    f"{value(stats.describe(t1.values()), ' s')} ({_change(change, 'shorter', 'longer')}; "
+                    f"{test.text()})")
+            if len(lengths) >= 3:
+                state, result = _slope_change(lengths, [list(acc[n].values()) for n in lengths])
+                saturation.append(state)
+                text += ("; accuracy " + ", ".join(f"{n:g}: {value(stats.describe(acc[n].values()), '%')}"
+                                                    for n in lengths) + f", first step's gain per unit minus the "
+                         f"last's {result.estimate:+.3g} points ({result.test.text()}): {state}")
+            words.append(text)
+        if not saturation:
+            return Verdict(not_tested(f"lengths swept with only two values (time longer, told apart, in "
+                                      f"{grows.count('larger')} of {len(grows)} sweeps), and saturation needs at "
+                                      "least three"))
+        summary = (f"training time told longer at the longest length in {grows.count('larger')} of {len(grows)} "
+                   f"sweeps; accuracy told to saturate in {saturation.count(SATURATES)} of {len(saturation)} sweeps of "
+                   f"three or more lengths (kept gaining in {saturation.count(KEEPS_GAINING)}). ")
+        return Verdict(_length_verdict(grows, saturation), summary + "; ".join(words[:EXAMPLES]))
+    # No length sweep: the learning curves show accuracy against iterations within each run; a setting's seeds
+    # are its repeats.
     if curves is None or curves.empty or "kind" not in curves.columns:
         return Verdict(not_tested("no sweep over iterations/epochs and no learning curves"))
-    ok_ids = set(points(runs).query("status == 'ok'")["run_id"])
-    tests = curves[(curves["kind"] == "test") & curves["accuracy"].notna() & curves["run_id"].isin(ok_ids)]
-    runs_sat, tested = 0, 0
-    for _, g in tests.sort_values("iteration").groupby("run_id"):
-        g = g.drop_duplicates("iteration")
-        if len(g) < 3:
+    ok = ok_points(df)
+    ok = ok.assign(key=group_key(ok, set()), settings=settings_label(ok, set()))
+    tests = curves[(curves["kind"] == "test") & curves["accuracy"].notna() & curves["run_id"].isin(set(ok["run_id"]))]
+    tests = tests.drop_duplicates(["run_id", "iteration"]).merge(ok[["run_id", "key", "framework", "settings"]],
+                                                                 on="run_id")
+    saturation, words = [], []
+    for _, g in tests.groupby("key", sort=True):
+        per_run = g.groupby("run_id")["iteration"].agg(set)
+        common = sorted(set.intersection(*per_run))  # the checkpoints every seed of the setting was tested at
+        if len(common) < 3:
             continue
-        tested += 1
-        runs_sat += _saturates(g["iteration"].to_numpy(float), g["accuracy"].to_numpy(float))
-    if not tested:
-        return Verdict(not_tested("no sweep over iterations/epochs, and no run was tested 3+ times during training"))
-    return Verdict(AGREES if runs_sat * 2 > tested else DISAGREES,
-                   f"no length sweep; from the learning curves: accuracy gained less per iteration at the end than "
-                   f"at the start in {runs_sat} of {tested} runs (training time grows with iterations within a run)")
+        picked = common[:2] + common[-2:] if len(common) > 3 else common
+        values = [list(g.loc[g["iteration"] == i, "accuracy"] * 100) for i in picked]
+        state, result = _slope_change([float(i) for i in picked], values)
+        saturation.append(state)
+        words.append(f"{g['framework'].iloc[0]} ({g['settings'].iloc[0]}, {len(per_run)} run(s)): first step's "
+                     f"gain per iteration minus the last's {result.estimate:+.3g} points ({result.test.text()}): "
+                     f"{state}")
+    if not saturation:
+        return Verdict(not_tested("no sweep over iterations/epochs, and no setting was tested 3+ times during "
+                                  "training"))
+    verdict = _length_verdict([], saturation)
+    return Verdict(verdict, f"no length sweep; from the learning curves (training time grows with iterations within "
+                   f"a run): accuracy told to saturate in {saturation.count(SATURATES)} of {len(saturation)} "
+                   f"settings (kept gaining in {saturation.count(KEEPS_GAINING)}). " + "; ".join(words[:EXAMPLES]))
 
 
 @dataclass(frozen=True)

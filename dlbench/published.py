@@ -8,14 +8,18 @@ beside the published order.
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 
+from dlbench import stats
 from dlbench.datasets import catalog
 from dlbench.frameworks import registry
 from dlbench.paths import PUBLISHED_CSV
 from dlbench.tables import TIE, group_key, ok_points, points
+from dlbench.verdicts import SINGLE, TIED
 
 # The published table names frameworks its own way (Torch for PyTorch).
 PUBLISHED_FRAMEWORK = {f.name: f.published_as for f in registry.FRAMEWORKS.values() if f.published_as}
@@ -131,13 +135,20 @@ def leaders_vs_published(runs: pd.DataFrame, published: pd.DataFrame | None) -> 
     return pd.DataFrame(rows, columns=cols)
 
 
-def device_pairs(runs: pd.DataFrame, metric: str = "train_time_s", own_only: bool = True) -> pd.DataFrame:
-    """Per framework and dataset: mean `metric` on CPU and on GPU over the same settings, and their ratio.
+GPU_FASTER, CPU_FASTER = "GPU faster", "CPU faster"
 
-    Only settings that ran ok on both devices count (threads and library are CPU knobs, not settings
-    here); `cpu_over_gpu` is the median over those settings of CPU mean / GPU mean (> 1: the GPU is faster).
+
+def device_pairs(runs: pd.DataFrame, metric: str = "train_time_s", own_only: bool = True) -> pd.DataFrame:
+    """Per framework and dataset: `metric` on CPU and on GPU over the same settings, their ratio, and how sure.
+
+    Only settings that ran ok on both devices count (threads, inter-op threads and library are CPU knobs, not
+    settings here). `cpu_over_gpu`: the geometric mean over those settings of CPU mean / GPU mean (> 1: the GPU
+    is faster), with its 95 % interval and test (stats.contrast of the log means); `told`: GPU_FASTER or
+    CPU_FASTER where the test tells them apart, else TIED, or SINGLE where a side ran once. `parts`: that
+    contrast's [(weight, values)], so two frameworks' speed-ups can be tested against each other.
     """
-    cols = ["framework", "dataset", "cpu_s", "gpu_s", "cpu_over_gpu", "settings_compared"]
+    cols = ["framework", "dataset", "cpu_s", "gpu_s", "cpu_over_gpu", "ratio_ci_low", "ratio_ci_high", "told",
+            "test", "n_cpu", "n_gpu", "settings_compared", "parts"]
     df = ok_points(points(runs), metric, positive=True)
     if own_only:
         df = df[df["is_own"]]
@@ -146,16 +157,34 @@ def device_pairs(runs: pd.DataFrame, metric: str = "train_time_s", own_only: boo
     df = df.assign(key=group_key(df, {"device", "threads", "interop_threads", "library"}))
     rows = []
     for (framework, dataset), g in df.groupby(["framework", "dataset"]):
-        means = g.groupby(["key", "device"])[metric].mean().unstack()
-        if not {"cpu", "gpu"} <= set(means.columns):
+        values = g.groupby(["key", "device"])[metric].agg(list).unstack()
+        if not {"cpu", "gpu"} <= set(values.columns):
             continue
-        pairs = means[["cpu", "gpu"]].dropna()
-        if pairs.empty:
+        matched = values[["cpu", "gpu"]].dropna()
+        if matched.empty:
             continue
-        rows.append({"framework": framework, "dataset": dataset, "cpu_s": pairs["cpu"].mean(),
-                     "gpu_s": pairs["gpu"].mean(), "cpu_over_gpu": float((pairs["cpu"] / pairs["gpu"]).median()),
-                     "settings_compared": len(pairs)})
+        k = len(matched)
+        parts = [(1 / k, v) for v in matched["cpu"]] + [(-1 / k, v) for v in matched["gpu"]]
+        result = stats.contrast(parts, log=True)
+        if "fewer than two" in result.test.why:
+            told = SINGLE
+        else:
+            told = (GPU_FASTER if result.estimate > 0 else CPU_FASTER) if result.told else TIED
+        rows.append({"framework": framework, "dataset": dataset,
+                     "cpu_s": float(np.mean([np.mean(v) for v in matched["cpu"]])),
+                     "gpu_s": float(np.mean([np.mean(v) for v in matched["gpu"]])),
+                     "cpu_over_gpu": math.exp(result.estimate), "ratio_ci_low": math.exp(result.low),
+                     "ratio_ci_high": math.exp(result.high), "told": told, "test": result.test,
+                     "n_cpu": sum(map(len, matched["cpu"])), "n_gpu": sum(map(len, matched["gpu"])),
+                     "settings_compared": k, "parts": parts})
     return pd.DataFrame(rows, columns=cols)
+
+
+def ratio_text(r, unit: str = "x") -> str:
+    """"4.2x [3.9, 4.6]", or "4.2x (single run: no interval)": a device_pairs row's ratio in words."""
+    if math.isnan(r.ratio_ci_low):
+        return f"{r.cpu_over_gpu:.3g}{unit} ({SINGLE})"
+    return f"{r.cpu_over_gpu:.3g}{unit} [{r.ratio_ci_low:.3g}, {r.ratio_ci_high:.3g}]"
 
 
 def published_device_ratios(published: pd.DataFrame, metric: str = "train_time_s") -> pd.DataFrame:
@@ -169,8 +198,8 @@ def published_device_ratios(published: pd.DataFrame, metric: str = "train_time_s
 
 def speedups_vs_published(runs: pd.DataFrame, published: pd.DataFrame | None) -> pd.DataFrame:
     """This run's GPU speed-up of training (CPU time / GPU time, own defaults) next to the published one."""
-    cols = ["dataset", "published_dataset", "framework", "cpu_s", "gpu_s", "cpu_over_gpu", "published_cpu_over_gpu",
-            "settings_compared"]
+    cols = ["dataset", "published_dataset", "framework", "cpu_s", "gpu_s", "cpu_over_gpu", "ratio_ci_low",
+            "ratio_ci_high", "told", "test", "published_cpu_over_gpu", "settings_compared", "parts"]
     mine = device_pairs(runs, "train_time_s")
     ratios = published_device_ratios(published)
     if mine.empty or ratios.empty:

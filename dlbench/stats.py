@@ -2,9 +2,9 @@
 
 Plain functions on lists of numbers (scipy's distributions, no DataFrames), the one home of every
 interval and test dlbench states: the Student-t interval of a mean, Welch's t, the paired t by seed,
-Holm's correction for many pairs, the one-way ANOVA and Friedman's test with the seed as block, the
-repeats a target half-width needs, and `leader`: which of several groups leads, and whether the data
-can tell it from the others.
+Holm's correction for many pairs, Welch's t of a contrast of means (a ratio, a change of slope), the
+one-way ANOVA and Friedman's test with the seed as block, the repeats a target half-width needs, and
+`leader`: which of several groups leads, and whether the data can tell it from the others.
 """
 
 from __future__ import annotations
@@ -123,6 +123,62 @@ def compare(a: Mapping, b: Mapping) -> Test:
         seeds = sorted(a)
         return paired([a[s] for s in seeds], [b[s] for s in seeds])
     return welch(list(a.values()), list(b.values()))
+
+
+@dataclass(frozen=True)
+class Contrast:
+    """A weighted sum of group means (or of their logarithms) with its interval and test of "it is zero"."""
+    estimate: float
+    low: float
+    high: float
+    test: Test
+
+    @property
+    def told(self) -> bool:
+        return np.isfinite(self.test.p) and self.test.p < ALPHA
+
+
+def contrast(parts: Sequence[tuple[float, Sequence[float]]], log: bool = False,
+             confidence: float = CONFIDENCE) -> Contrast:
+    """sum(w * mean(values)) over `parts` [(w, values)], tested against zero by Welch's t (each group's variance
+    its own, degrees of freedom by Welch-Satterthwaite); `log`: of log(mean) instead, its variance by the delta
+    method (var / (n mean^2)), so a ratio of means is contrast([(1, a), (-1, b)], log=True) and exp() of it.
+    Every group needs two or more values (else the test is not run: a single run has no interval)."""
+    name = "Welch's t of log means (delta method)" if log else "Welch's t of a contrast of means"
+    groups = [(float(w), _clean(v)) for w, v in parts]
+    if any(len(v) == 0 for _, v in groups) or (log and any((v <= 0).any() for _, v in groups)):
+        return Contrast(math.nan, math.nan, math.nan, Test(name, why="a group has no (positive) value"))
+    means = np.array([v.mean() for _, v in groups])
+    estimate = float(sum(w * (math.log(m) if log else m) for (w, _), m in zip(groups, means)))
+    if any(len(v) < 2 for _, v in groups):
+        return Contrast(estimate, math.nan, math.nan, Test(name, why="fewer than two runs in a group"))
+    shares = np.array([w * w * v.var(ddof=1) / len(v) / (m * m if log else 1.0) for (w, v), m in zip(groups, means)])
+    var = float(shares.sum())
+    if var == 0:
+        exact = Test(name, 0.0 if estimate == 0 else math.copysign(math.inf, estimate), float(estimate == 0))
+        return Contrast(estimate, estimate, estimate, exact)
+    df = var ** 2 / float(sum(s * s / (len(v) - 1) for s, (_, v) in zip(shares, groups)))
+    t = estimate / math.sqrt(var)
+    half = float(sps.t.ppf(0.5 + confidence / 2, df)) * math.sqrt(var)
+    return Contrast(estimate, estimate - half, estimate + half, Test(name, t, float(2 * sps.t.sf(abs(t), df)), df))
+
+
+def change(a: Mapping, b: Mapping, log: bool = False) -> Contrast:
+    """a's mean minus b's (`log`: log of a's mean over b's), each {seed: value}, with its 95 % interval and test:
+    paired by seed where both ran the same two or more seeds (the t interval of the per-seed differences, the
+    paired t), else Welch's (contrast)."""
+    a = {k: float(v) for k, v in a.items() if np.isfinite(v) and (v > 0 or not log)}
+    b = {k: float(v) for k, v in b.items() if np.isfinite(v) and (v > 0 or not log)}
+    if set(a) == set(b) and len(a) >= 2:
+        seeds = sorted(a, key=str)
+        f = math.log if log else float
+        diffs = [f(a[k]) - f(b[k]) for k in seeds]
+        mean, low, high = t_interval(diffs)
+        test = paired([f(a[k]) for k in seeds], [f(b[k]) for k in seeds])
+        if not np.isfinite(low):  # no spread: exact
+            low = high = mean
+        return Contrast(mean, low, high, test)
+    return contrast([(1, list(a.values())), (-1, list(b.values()))], log=log)
 
 
 def holm(pvalues: Sequence[float]) -> list[float]:

@@ -17,6 +17,7 @@ import pandas as pd
 
 from dlbench import stats
 from dlbench.frameworks import registry
+from dlbench.verdicts import SINGLE, TIED
 
 FRAMEWORKS = registry.names()  # the order every chart and table lists frameworks in
 OWN_PRESET = {f.name: f.own_preset for f in registry.FRAMEWORKS.values()}
@@ -499,6 +500,15 @@ def time_to_target(runs: pd.DataFrame, curves: pd.DataFrame | None, by: tuple[st
 # The compile and precision axes: what compiling and bfloat16 buy, and what they cost in accuracy
 # ---------------------------------------------------------------------------------------------
 
+def told(result: stats.Contrast, larger: str, smaller: str) -> str:
+    """What a change's test tells: `larger` or `smaller` where told from noise, else tied, or single."""
+    if "fewer than two" in result.test.why:
+        return SINGLE
+    if not result.told:
+        return TIED
+    return larger if result.estimate > 0 else smaller
+
+
 def axis_speedups(runs: pd.DataFrame, axis: str) -> pd.DataFrame:
     """Per group of points alike but for `axis` (compile or precision): the training speed-up of its other value
     over its baseline (compiled over eager, bf16 over fp32) and what it did to the accuracy.
@@ -506,11 +516,14 @@ def axis_speedups(runs: pd.DataFrame, axis: str) -> pd.DataFrame:
     Means over ok repeats. `speedup`: throughput with the other value / with the baseline (training time alone;
     > 1: faster); `accuracy_change_pp`: accuracy with it minus with the baseline (points); `compile_time_s`:
     the compile phase of the points with the other value (what compiling costs once). Only groups where both
-    values ran ok.
+    values ran ok. Each with its 95 % interval (`speedup_low`/`_high`, `change_low`/`_high`) and what the test
+    tells (`speedup_told`: faster / slower / tied / single; `change_told`: higher / lower / ...), paired by seed
+    where both values ran the same seeds (stats.change; the speed-up on the log of the ratio).
     """
     base, other = AXIS_PAIRS[axis]
     cols = ["framework", "dataset", "device", "whose", "threads", "settings", "with", axis, "speedup",
-            "base_throughput_img_s", "throughput_img_s", "base_accuracy_pct", "accuracy_pct", "accuracy_change_pp",
+            "speedup_low", "speedup_high", "speedup_told", "base_throughput_img_s", "throughput_img_s",
+            "base_accuracy_pct", "accuracy_pct", "accuracy_change_pp", "change_low", "change_high", "change_told",
             "base_train_time_s", "train_time_s", "compile_time_s", "n"]
     df = ok_points(points(runs), "throughput_img_s", positive=True)
     df = df[df[axis].isin([base, other])]
@@ -525,14 +538,23 @@ def axis_speedups(runs: pd.DataFrame, axis: str) -> pd.DataFrame:
         **{"with": ("with", "first")}, throughput_img_s=("throughput_img_s", "mean"),
         accuracy_pct=("accuracy_pct", "mean"), train_time_s=("train_time_s", "mean"),
         compile_time_s=("compile_time_s", "mean"), n=("throughput_img_s", "size"))
+    by_seed = {key: {m: dict(zip(g["seed"].where(g["seed"].notna(), pd.Series(range(len(g)), index=g.index)),
+                                 g[m])) for m in ("throughput_img_s", "accuracy_pct")}
+               for key, g in df.groupby(["group", axis])}
     rows = []
-    for _, g in agg.groupby("group"):
+    for group, g in agg.groupby("group"):
         values = g.set_index(axis)
         if not {base, other} <= set(values.index):
             continue
         b, o = values.loc[base], values.loc[other]
+        speed = stats.change(by_seed[(group, other)]["throughput_img_s"], by_seed[(group, base)]["throughput_img_s"],
+                             log=True)
+        change = stats.change(by_seed[(group, other)]["accuracy_pct"], by_seed[(group, base)]["accuracy_pct"])
         rows.append({**{k: o[k] for k in ("framework", "dataset", "device", "whose", "threads", "settings", "with")},
                      axis: other, "speedup": o["throughput_img_s"] / b["throughput_img_s"],
+                     "speedup_low": math.exp(speed.low), "speedup_high": math.exp(speed.high),
+                     "speedup_told": told(speed, "faster", "slower"), "change_low": change.low,
+                     "change_high": change.high, "change_told": told(change, "higher", "lower"),
                      "base_throughput_img_s": b["throughput_img_s"], "throughput_img_s": o["throughput_img_s"],
                      "base_accuracy_pct": b["accuracy_pct"], "accuracy_pct": o["accuracy_pct"],
                      "accuracy_change_pp": o["accuracy_pct"] - b["accuracy_pct"],

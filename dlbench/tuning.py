@@ -3,12 +3,21 @@ and the findings' "Tuned against own defaults" states)."""
 
 from __future__ import annotations
 
+import math
+
 import pandas as pd
 
-from dlbench.tables import NEAR_BEST_PP, TIE, points, settings_label
+from dlbench import stats
+from dlbench.tables import NEAR_BEST_PP, TIE, points, settings_label, told
+from dlbench.verdicts import SINGLE
 
 TUNED = ["batch_size", "learning_rate", "length"]
 CHOICES = ["defaults", "best accuracy", f"fastest within {NEAR_BEST_PP:g} points"]
+
+
+def _by_seed(pairs: pd.Series) -> dict:
+    """{seed: value} of a cell's ok runs (a run without a seed keyed by its position)."""
+    return {(seed if pd.notna(seed) else f"run{i}"): float(v) for i, (seed, v) in enumerate(pairs) if pd.notna(v)}
 
 
 def tuning_cells(runs: pd.DataFrame) -> pd.DataFrame:
@@ -17,7 +26,7 @@ def tuning_cells(runs: pd.DataFrame) -> pd.DataFrame:
     Points outside a grid (no `tuning_grid`) are left out. `is_default`: the cell the grid is tuned around.
     """
     cols = ["tuning_grid", "framework", "dataset", "device", "whose", "grid_settings", *TUNED, "length_unit",
-            "is_default", "accuracy_pct", "train_time_s", "n_ok", "n_failed"]
+            "is_default", "accuracy_pct", "train_time_s", "n_ok", "n_failed", "accuracies", "times"]
     df = points(runs)
     df = df[df["tuning_grid"].notna() & (df["tuning_grid"].astype(str) != "")]
     if df.empty:
@@ -26,10 +35,12 @@ def tuning_cells(runs: pd.DataFrame) -> pd.DataFrame:
                    is_default=df["tuning_is_default"].map(lambda v: v is True or v == 1 or v == "True"),
                    grid_settings=settings_label(df, {"whose", *TUNED}))  # what the grid holds fixed
     df = df.assign(acc=df["accuracy_pct"].where(df["ok"]), t=df["train_time_s"].where(df["ok"]))
+    seed = df["seed"] if "seed" in df.columns else pd.Series(float("nan"), index=df.index)
+    df = df.assign(acc_seed=list(zip(seed, df["acc"])), t_seed=list(zip(seed, df["t"])))
     keys = ["tuning_grid", "framework", "dataset", "device", "whose", "grid_settings", *TUNED, "length_unit"]
     cells = df.groupby(keys, as_index=False, dropna=False).agg(
         is_default=("is_default", "max"), accuracy_pct=("acc", "mean"), train_time_s=("t", "mean"),
-        n_ok=("ok", "sum"), n=("ok", "size"))
+        n_ok=("ok", "sum"), n=("ok", "size"), accuracies=("acc_seed", _by_seed), times=("t_seed", _by_seed))
     cells["n_failed"] = cells["n"] - cells["n_ok"]
     return cells[cols]
 
@@ -39,11 +50,15 @@ def tuning_table(runs: pd.DataFrame) -> pd.DataFrame:
 
     Three rows per grid (`choice`: CHOICES). Accuracy: mean over ok repeats (ties broken by training
     time). accuracy_gain_pp: the cell's accuracy minus the defaults' (points); time_saved_pct: how much
-    less training time than the defaults, in % of theirs (negative: it took longer). Cells whose every
-    repeat failed are not candidates; `tried`/`failed`: cells of the grid, and cells with a failed point.
+    less training time than the defaults, in % of theirs (negative: it took longer). Each with its 95 %
+    interval and what the test tells (`gain_told`: higher / lower / TIED / SINGLE; `time_told`: shorter /
+    longer / ...; see gains()). `best_told`: whether the best-accuracy cell is told apart from every other cell
+    of its grid (stats.leader, Holm over the rivals). Cells whose every repeat failed are not candidates;
+    `tried`/`failed`: cells of the grid, and cells with a failed point.
     """
     cols = ["framework", "dataset", "device", "whose", "choice", *TUNED, "length_unit", "accuracy_pct",
-            "train_time_s", "accuracy_gain_pp", "time_saved_pct", "tried", "failed", "tuning_grid"]
+            "train_time_s", "accuracy_gain_pp", "gain_ci_low", "gain_ci_high", "gain_told", "time_saved_pct",
+            "saved_ci_low", "saved_ci_high", "time_told", "best_told", "tried", "failed", "tuning_grid"]
     cells = tuning_cells(runs)
     rows = []
     for grid, g in cells.groupby("tuning_grid", sort=True):
@@ -60,6 +75,7 @@ def tuning_table(runs: pd.DataFrame) -> pd.DataFrame:
                 ["train_time_s", "accuracy_pct"], ascending=[True, False]).iloc[0]
             picks += [(CHOICES[1], best), (CHOICES[2], near)]
         first = g.iloc[0]
+        best_told = _best_told(good, picks[1][1]) if not good.empty else None
         for choice, cell in picks:
             row = {"framework": first["framework"], "dataset": first["dataset"], "device": first["device"],
                    "whose": first["whose"], "choice": choice, "length_unit": first["length_unit"],
@@ -67,10 +83,40 @@ def tuning_table(runs: pd.DataFrame) -> pd.DataFrame:
             if cell is not None:
                 row.update({k: cell[k] for k in (*TUNED, "accuracy_pct", "train_time_s")})
                 if default is not None:
-                    row["accuracy_gain_pp"] = cell["accuracy_pct"] - default["accuracy_pct"]
-                    row["time_saved_pct"] = (default["train_time_s"] - cell["train_time_s"]) / \
-                        default["train_time_s"] * 100
+                    row.update(gains(cell, default))
+                if choice == CHOICES[1]:
+                    row["best_told"] = best_told
             rows.append(row)
     out = pd.DataFrame(rows, columns=cols)
-    return out.astype({"accuracy_gain_pp": float, "time_saved_pct": float, "accuracy_pct": float,
-                       "train_time_s": float})
+    return out.astype({c: float for c in ("accuracy_gain_pp", "gain_ci_low", "gain_ci_high", "time_saved_pct",
+                                          "saved_ci_low", "saved_ci_high", "accuracy_pct", "train_time_s")})
+
+
+def gains(cell: pd.Series, default: pd.Series) -> dict:
+    """A cell against its grid's defaults: the accuracy gain in points (the difference of the means, Welch's t
+    of that contrast) and the training time saved in % of the defaults' (from the ratio of the means; paired by
+    seed, the geometric mean of the seeds' ratios), each with its 95 % interval and what the test tells (paired
+    by seed where both ran the same seeds: stats.change)."""
+    if cell is default or cell.name == default.name:
+        return {"accuracy_gain_pp": 0.0, "time_saved_pct": 0.0, "gain_told": "-", "time_told": "-"}
+    acc = stats.change(cell["accuracies"], default["accuracies"])
+    time = stats.change(cell["times"], default["times"], log=True)
+    saved = {"time_saved_pct": (1 - math.exp(time.estimate)) * 100 if math.isfinite(time.estimate) else math.nan,
+             "saved_ci_low": (1 - math.exp(time.high)) * 100, "saved_ci_high": (1 - math.exp(time.low)) * 100}
+    return {"accuracy_gain_pp": cell["accuracy_pct"] - default["accuracy_pct"], "gain_ci_low": acc.low,
+            "gain_ci_high": acc.high, "gain_told": told(acc, "higher", "lower"), **saved,
+            "time_told": told(time, "longer", "shorter")}
+
+
+def _best_told(good: pd.DataFrame, best: pd.Series) -> str:
+    """Is the best-accuracy cell told apart from each other cell of its grid? (stats.leader, Holm over them)"""
+    if len(good) < 2:
+        return "the only cell"
+    groups = {i: c["accuracies"] for i, c in good.iterrows()}
+    result = stats.leader(groups, larger_is_better=True)
+    if result.state == "single":
+        return SINGLE
+    tied = [r for r in result.rivals if not r.distinct]
+    if result.name == best.name and not tied:
+        return f"told apart from the other {len(good) - 1} cells"
+    return f"tied with {len(tied) + (result.name != best.name)} other cell(s)"

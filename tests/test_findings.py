@@ -91,10 +91,20 @@ def test_observations_a_and_b_agree_and_disagree():
 def test_observation_c_gpu_faster():
     cpu = own_points({"caffe": 10, "tensorflow": 20}, {"caffe": 0.9, "tensorflow": 0.9})
     gpu = own_points({"caffe": 1, "tensorflow": 2}, {"caffe": 0.9, "tensorflow": 0.9}, device="gpu")
-    assert observations.observe_gpu_faster(pd.concat([cpu, gpu])).verdict == "agrees"
+    v = observations.observe_gpu_faster(repeated(pd.concat([cpu, gpu])))
+    # caffe: CPU 9.8, 10, 10.2 s against GPU 0.98, 1, 1.02 s: ratio 10, var(log) 0.04 / 300 + 0.0004 / 3 on
+    # 4 degrees of freedom (Welch-Satterthwaite), half-width t(0.975, 4) x 0.01633 = 0.04533 on the log
+    assert v.verdict == "agrees" and "caffe on mnist 10x [9.56, 10.5], GPU faster" in v.evidence
+    assert observations.observe_gpu_faster(pd.concat([cpu, gpu])).verdict == "single run: no interval"
     slow = own_points({"caffe": 1, "tensorflow": 40}, {"caffe": 0.9, "tensorflow": 0.9}, device="gpu")
-    v = observations.observe_gpu_faster(pd.concat([cpu, slow]))
-    assert v.verdict == "disagrees" and "tensorflow 0.5x" in v.evidence
+    v = observations.observe_gpu_faster(repeated(pd.concat([cpu, slow])))
+    assert v.verdict == "disagrees" and "tensorflow on mnist 0.5x [" in v.evidence and "CPU faster" in v.evidence
+    # tensorflow's GPU 1 % slower than its CPU, within the 2 % spread of the seeds: tied, not "disagrees"
+    close = repeated(pd.concat([cpu, own_points({"caffe": 1, "tensorflow": 20.2}, {"caffe": 0.9, "tensorflow": 0.9},
+                                                device="gpu")]))
+    close.loc[(close["framework"] == "tensorflow") & (close["device"] == "gpu"), "train_time_s"] = [20.6, 19.8, 20.2]
+    v = observations.observe_gpu_faster(close)
+    assert v.verdict == "tied (within noise)" and "tensorflow on mnist 0.99x [" in v.evidence
     assert observations.observe_gpu_faster(cpu).verdict == "not tested in this run (no ok GPU point)"
 
 
@@ -189,12 +199,19 @@ def test_observation_i_gpu_speedups_in_the_published_order():
                                                                      "pytorch": 0.9})
     same = own_points({"caffe": 5, "tensorflow": 4, "pytorch": 2}, {"caffe": 0.9, "tensorflow": 0.9,
                                                                     "pytorch": 0.9}, device="gpu")
-    v = observations.observe_gpu_speedup_order(pd.concat([cpu, same]), published_table())
-    assert v.verdict == "agrees" and "pytorch 20x (published 28.5x)" in v.evidence
+    v = observations.observe_gpu_speedup_order(repeated(pd.concat([cpu, same])), published_table())
+    assert v.verdict == "agrees" and "pytorch 20x [" in v.evidence and "(published 28.5x)" in v.evidence
+    assert "pytorch > tensorflow agrees, pytorch > caffe agrees, tensorflow > caffe agrees" in v.evidence
+    single = observations.observe_gpu_speedup_order(pd.concat([cpu, same]), published_table())
+    assert single.verdict == "single run: no interval" and "pytorch 20x (single run: no interval)" in single.evidence
     swapped = same.assign(train_time_s=[1.0, 4.0, 2.0])  # caffe 10x now gains more than tensorflow 5x
-    v = observations.observe_gpu_speedup_order(pd.concat([cpu, swapped]), published_table())
-    assert v.verdict == "disagrees"
-    assert "order here pytorch > caffe > tensorflow, published pytorch > tensorflow > caffe" in v.evidence
+    v = observations.observe_gpu_speedup_order(repeated(pd.concat([cpu, swapped])), published_table())
+    assert v.verdict == "disagrees" and "tensorflow > caffe disagrees" in v.evidence
+    # tensorflow 5x against caffe 4.95x, within the seeds' spread: that pair is tied, the others agree
+    near = repeated(pd.concat([cpu, same.assign(train_time_s=[10 / 4.95, 4.0, 2.0])]))
+    near.loc[(near["framework"] == "caffe") & (near["device"] == "gpu"), "train_time_s"] *= [1.03, 0.97, 1.0]
+    v = observations.observe_gpu_speedup_order(near, published_table())
+    assert v.verdict == "tied (within noise)" and "tensorflow > caffe tied (within noise)" in v.evidence
     alone = observations.observe_gpu_speedup_order(pd.concat([cpu, same.iloc[:1]]), published_table())
     assert alone.verdict.startswith("not tested in this run (one framework per dataset")
     assert "mnist: caffe 5.28x, tensorflow 16.3x, theano 20.6x, torch 28.5x" in \
@@ -202,13 +219,22 @@ def test_observation_i_gpu_speedups_in_the_published_order():
 
 
 def test_observation_j_tensorflow_tests_cifar10_more_slowly_on_gpu():
-    cpu = own_points({"tensorflow": 100}, {"tensorflow": 0.8}, dataset="cifar10").assign(test_time_s=2.0)
+    cpu = own_points({"tensorflow": 100}, {"tensorflow": 0.8}, dataset="cifar10")
     gpu = own_points({"tensorflow": 10}, {"tensorflow": 0.8}, dataset="cifar10", device="gpu")
-    v = observations.observe_tensorflow_cifar_testing(pd.concat([cpu, gpu.assign(test_time_s=3.0)]), published_table())
-    assert v.verdict == "agrees" and "CPU 2 s, GPU 3 s (published: CPU 2.69 s, GPU 5.76 s)" in v.evidence
-    v = observations.observe_tensorflow_cifar_testing(pd.concat([cpu, gpu.assign(test_time_s=0.5)]), published_table())
-    assert v.verdict == "disagrees"
-    mnist = pd.concat([cpu, gpu.assign(test_time_s=3.0)]).assign(dataset="mnist")
+
+    def seeds(cpu_s: float, gpu_s: float, spread=(0.98, 1.0, 1.02)) -> pd.DataFrame:
+        runs = repeated(pd.concat([cpu.assign(test_time_s=cpu_s), gpu.assign(test_time_s=gpu_s)]))
+        return runs.assign(test_time_s=runs["test_time_s"] * np.tile(spread, 2))
+
+    v = observations.observe_tensorflow_cifar_testing(seeds(2.0, 3.0), published_table())
+    assert v.verdict == "agrees" and "CPU 2 s, GPU 3 s, CPU / GPU 0.667x [" in v.evidence
+    assert "(published: CPU 2.69 s, GPU 5.76 s)" in v.evidence and "Welch's t of log means" in v.evidence
+    assert observations.observe_tensorflow_cifar_testing(seeds(2.0, 0.5), published_table()).verdict == "disagrees"
+    noisy = seeds(2.0, 2.04, spread=(0.9, 1.0, 1.1))
+    assert observations.observe_tensorflow_cifar_testing(noisy, published_table()).verdict == "tied (within noise)"
+    once = pd.concat([cpu.assign(test_time_s=2.0), gpu.assign(test_time_s=3.0)])
+    assert observations.observe_tensorflow_cifar_testing(once, published_table()).verdict == "single run: no interval"
+    mnist = seeds(2.0, 3.0).assign(dataset="mnist")
     assert observations.observe_tensorflow_cifar_testing(mnist, published_table()).verdict.startswith("not tested")
 
 
@@ -249,9 +275,11 @@ def test_the_tuning_table_in_the_findings():
                      "train_time_s": t, "tuning_grid": "tuning:x", "tuning_is_default": bs == 64})
     text = findings.render(pd.DataFrame(rows), None, published_table())
     section = text.split("## Tuned against own defaults")[1].split("\n## ")[0]
-    assert "| caffe | mnist | cpu | caffe | best accuracy | 32 | 0.01 | 100 | iterations | 97 | 150 | 2 | -50 |" \
-        in section
-    assert "| fastest within 0.5 points | 128 | 0.01 | 100 | iterations | 96.6 | 60 | 1.6 | 40 |" in section
+    assert ("| caffe | mnist | cpu | caffe | best accuracy | 32 | 0.01 | 100 | iterations | 97 | 150 | +2, single run: "
+            "no interval | -50, single run: no interval | single run: no interval |") in section
+    assert ("| fastest within 0.5 points | 128 | 0.01 | 100 | iterations | 96.6 | 60 | +1.6, single run: no interval "
+            "| +40, single run: no interval |") in section
+    assert "| defaults | 64 | 0.01 | 100 | iterations | 95 | 100 | +0 | +0 |" in section
     assert "Not tested in this run: no sub-study tunes" in findings.render(pd.DataFrame(rows[:1]).drop(
         columns=["tuning_grid"]), None, published_table())
 
@@ -287,20 +315,33 @@ def length_runs(accs, times=(1.0, 2.0, 4.0)) -> pd.DataFrame:
 
 
 def test_observation_f_length():
-    assert observations.observe_length(length_runs([0.80, 0.90, 0.92])).verdict == "agrees"
-    assert observations.observe_length(length_runs([0.80, 0.81, 0.95])).verdict == "disagrees"
-    assert observations.observe_length(length_runs([0.80, 0.90, 0.92], times=(4.0, 2.0, 1.0))).verdict == "disagrees"
-    two = length_runs([0.80, 0.90, 0.92]).iloc[:2]
-    assert "saturation needs at least three" in observations.observe_length(two).verdict
-    assert observations.observe_length(two.iloc[:1]).verdict.startswith("not tested")
+    f = observations.observe_length
+    v = f(repeated(length_runs([0.80, 0.90, 0.92])))
+    # lengths 1, 2, 4 epochs: the first step gains 10 points per epoch, the last 1: 9 points per epoch less
+    assert v.verdict == "agrees" and "last's +9 points" in v.evidence and "saturate in 1 of 1" in v.evidence
+    assert f(repeated(length_runs([0.80, 0.81, 0.95]))).verdict == "disagrees"  # 1 then 7 points per epoch
+    assert f(repeated(length_runs([0.80, 0.90, 0.92], times=(4.0, 2.0, 1.0)))).verdict == "disagrees"
+    assert f(length_runs([0.80, 0.90, 0.92])).verdict == "single run: no interval"
+    # 0.4 points per epoch against 0.35: within the seeds' spread of 0.5 points, tied
+    noisy = repeated(length_runs([0.800, 0.804, 0.811]))
+    noisy["accuracy"] = noisy["accuracy"] + np.repeat([-0.004, 0.0, 0.004], 3)
+    assert f(noisy).verdict == "tied (within noise)"
+    two = repeated(length_runs([0.80, 0.90, 0.92]))
+    two = two[two["epochs"] < 4]
+    assert "saturation needs at least three" in f(two).verdict
+    assert f(length_runs([0.80, 0.90, 0.92]).iloc[:1]).verdict.startswith("not tested")
 
 
 def test_observation_f_from_learning_curves_without_a_length_sweep():
-    runs = length_runs([0.8, 0.9, 0.92]).iloc[:1]
-    curves = pd.DataFrame({"run_id": ["a"] * 3, "kind": ["test"] * 3, "iteration": [100, 200, 300],
-                           "accuracy": [0.8, 0.9, 0.92], "train_time_s": [1.0, 2.0, 3.0]})
+    runs = repeated(length_runs([0.8, 0.9, 0.92]).iloc[:1])
+    curves = pd.DataFrame({"run_id": np.repeat(list(runs["run_id"]), 3), "kind": ["test"] * 9,
+                           "iteration": [100, 200, 300] * 3, "train_time_s": [1.0, 2.0, 3.0] * 3,
+                           "accuracy": [0.79, 0.89, 0.91, 0.80, 0.90, 0.92, 0.81, 0.91, 0.93]})
     v = observations.observe_length(runs, curves)
-    assert v.verdict == "agrees" and "learning curves" in v.evidence
+    # 10 points per 100 iterations, then 2: saturates, told by the slopes' contrast over the three seeds
+    assert v.verdict == "agrees" and "learning curves" in v.evidence and "3 run(s)" in v.evidence
+    one = observations.observe_length(runs.iloc[:1], curves[curves["run_id"] == runs["run_id"].iloc[0]])
+    assert one.verdict == "single run: no interval"
 
 
 def test_findings_count_failed_points(study):
@@ -326,8 +367,10 @@ def test_write_findings_writes_markdown_with_every_observation(study, tmp_path):
     assert "## This machine next to the published figures" in text and "| cifar10 | cifar10 |" in text
     assert "| digits | mnist |" not in text  # digits (1,797 small images) are not timed against MNIST
     verdicts = observations.observations(runs, curves)
-    assert verdicts["c"].verdict == "agrees"  # GPU is 10x faster in the hand-made study
-    # larger batches: faster, less accurate, fixed epochs; but one run per setting: no interval, no verdict
+    # GPU 10x faster, larger batches faster and less accurate at fixed epochs; but one run per setting: no
+    # interval, no verdict
+    assert verdicts["c"].verdict == "single run: no interval" \
+        and "(single run: no interval)" in verdicts["c"].evidence
     assert verdicts["e"].verdict == "single run: no interval"
     assert verdicts["b"].verdict == "tied (within noise)"  # the own defaults' accuracies differ by under a point
     assert "Answered (agrees, disagrees or tied within noise) for" in text
@@ -350,8 +393,10 @@ def test_the_modern_section_names_the_fastest_configuration_to_a_target_and_what
     assert fastest.startswith("**Fastest to 84.2% test accuracy on fashion_mnist/cpu**")
     assert "jax compiled, fp32 on 2 thread(s) with flax defaults" in fastest and "(3.5 s of it compiling)" in fastest
     assert "| pytorch compiled, fp32 | 2 | flax |" in section
-    assert "- pytorch: compiled trained 1.30x as fast as eager (median of 4 pairs" in section
-    assert "- jax: bf16 trained 0.80x as fast as fp32" in section and "accuracy -0.40 points" in section
+    # one seed per point: every pair's speed-up and accuracy change is a single run, no interval
+    assert "- pytorch: compiled trained 1.30-1.30x as fast as eager over 4 setting(s), told faster in 0" in section
+    assert "- jax: bf16 trained 0.80-0.80x as fast as fp32" in section
+    assert "1 thread(s): 0.8x, single run: no interval, accuracy -0.4, single run: no interval points" in section
     plain = findings.render(make_runs(), make_curves(make_runs()))
     assert "Not tested in this run: no framework ran both eager and compiled" in plain
 

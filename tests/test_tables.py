@@ -164,6 +164,67 @@ def test_tuning_table_with_failed_defaults_and_ties():
     assert sorted(set(tuning.tuning_table(both)["framework"])) == ["caffe", "pytorch"]
 
 
+T975_DF2 = 4.302652729749462  # the t table: two-sided 95 %, 2 degrees of freedom
+T975_DF1 = 12.706204736174704  # ... 1 degree of freedom
+
+
+def seeded_grid(cells: dict) -> pd.DataFrame:
+    """A tuning grid of three seeds per cell: batch size -> [(accuracy %, train time s) per seed 0, 1, 2]."""
+    return pd.DataFrame([{"run_id": f"g{bs}-{seed}", "framework": "caffe", "dataset": "digits", "preset": "own",
+                          "device": "cpu", "batch_size": bs, "learning_rate": 0.01, "iterations": 100, "threads": 2,
+                          "seed": seed, "status": "ok", "accuracy": acc / 100, "train_time_s": t,
+                          "tuning_grid": "tuning:caffe", "tuning_is_default": bs == 64}
+                         for bs, values in cells.items() for seed, (acc, t) in enumerate(values)])
+
+
+def test_tuning_gains_carry_their_interval_and_test():
+    runs = seeded_grid({64: [(95.0, 100.0), (95.4, 110.0), (95.2, 90.0)],
+                        32: [(96.0, 150.0), (96.8, 165.0), (96.4, 135.0)],
+                        128: [(96.0, 50.0), (96.3, 60.0), (96.2, 40.0)]})
+    t = tuning.tuning_table(runs).set_index("choice")
+    best, near = t.loc["best accuracy"], t.loc["fastest within 0.5 points"]
+    # paired by seed: gains 1.0, 1.4, 1.2 points: mean 1.2, sd 0.2, half-width t(0.975, 2) 0.2 / sqrt(3)
+    half = T975_DF2 * 0.2 / math.sqrt(3)
+    assert best["batch_size"] == 32 and best["accuracy_gain_pp"] == pytest.approx(1.2)
+    assert (best["gain_ci_low"], best["gain_ci_high"]) == pytest.approx((1.2 - half, 1.2 + half))
+    assert best["gain_told"] == "higher"
+    # every seed took 1.5x as long: an exact ratio, 50 % more time, told longer
+    assert best["time_saved_pct"] == pytest.approx(-50.0) and best["time_told"] == "longer"
+    assert (best["saved_ci_low"], best["saved_ci_high"]) == pytest.approx((-50.0, -50.0))
+    # batch 128 is 0, 0.5, 0.2 points below it (paired t 1.6 on 2 df): not told apart from the best
+    assert best["best_told"] == "tied with 1 other cell(s)"
+    two = tuning.tuning_table(runs[runs["batch_size"] != 128]).set_index("choice")
+    assert two.loc["best accuracy", "best_told"] == "told apart from the other 1 cells"
+    # batch 128 within 0.5 points of the best and fastest: 1.0, 0.9, 1.0 points over the defaults, told higher;
+    # half the time or less on each seed (ratios 0.5, 0.545, 0.444), told shorter
+    assert near["batch_size"] == 128 and near["gain_told"] == "higher"
+    assert near["accuracy_gain_pp"] == pytest.approx(2.9 / 3) and near["time_told"] == "shorter"
+    # paired by seed, the ratio is the geometric mean of the seeds' ratios
+    assert near["time_saved_pct"] == pytest.approx(100 * (1 - (50 / 100 * 60 / 110 * 40 / 90) ** (1 / 3)))
+    once = tuning.tuning_table(runs[runs["seed"] == 0]).set_index("choice")
+    assert once.loc["best accuracy", "gain_told"] == "single run: no interval"
+    assert math.isnan(once.loc["best accuracy", "gain_ci_low"])
+    assert once.loc["best accuracy", "best_told"] == "single run: no interval"
+
+
+def test_the_speed_ups_of_a_switch_carry_their_interval():
+    runs = modern_runs()
+    compiled = tables.axis_speedups(runs, "compile").set_index(["framework", "threads", "with"])
+    assert compiled.loc[("pytorch", 1, "fp32"), "speedup_told"] == "single run: no interval"  # one seed each
+    second = runs[runs["status"] == "ok"].assign(seed=2, run_id=lambda d: d["run_id"] + "-s2")
+    faster = second["compile"] == "compiled"
+    second.loc[faster, "throughput_img_s"] *= 1.1  # seed 2's compiled points 10 % faster
+    again = tables.axis_speedups(pd.concat([runs, second]), "compile").set_index(["framework", "threads", "with"])
+    row = again.loc[("pytorch", 1, "fp32")]
+    # log speed-ups by seed: log 1.3 and log 1.43; their t interval on 1 degree of freedom
+    logs = [math.log(1.3), math.log(1.43)]
+    mean, sd = sum(logs) / 2, abs(logs[1] - logs[0]) / math.sqrt(2)
+    half = T975_DF1 * sd / math.sqrt(2)
+    assert (row["speedup_low"], row["speedup_high"]) == pytest.approx((math.exp(mean - half), math.exp(mean + half)))
+    assert row["speedup_told"] == "tied (within noise)" and row["change_told"] == "tied (within noise)"
+    assert row["change_low"] == pytest.approx(0.0) and row["change_high"] == pytest.approx(0.0)
+
+
 def own_runs(rows: list[tuple]) -> pd.DataFrame:
     """(framework, dataset, device, train time, test time, accuracy) with own defaults."""
     return pd.DataFrame([{"run_id": f"{fw}-{ds}-{dev}", "framework": fw, "dataset": ds, "preset": "own",
@@ -210,7 +271,8 @@ def test_gpu_speedups_over_matched_own_settings():
     runs = pd.concat([runs, runs.iloc[:2].assign(run_id=["x", "y"], batch_size=128, train_time_s=[30.0, 3.0])])
     pairs = pub.device_pairs(runs).set_index("framework")
     assert list(pairs.index) == ["caffe"]  # pytorch ran on CPU only
-    assert pairs.loc["caffe", "cpu_over_gpu"] == pytest.approx(7.0)  # median of 4x and 10x
+    assert pairs.loc["caffe", "cpu_over_gpu"] == pytest.approx(40 ** 0.5)  # geometric mean of 4x and 10x
+    assert pairs.loc["caffe", "told"] == "single run: no interval" and np.isnan(pairs.loc["caffe", "ratio_ci_low"])
     assert pairs.loc["caffe", "settings_compared"] == 2
     assert pub.device_pairs(runs, "test_time_s").loc[0, "cpu_over_gpu"] == pytest.approx(0.5)
     assert pub.speedups_vs_published(runs, pub.read_published())["published_cpu_over_gpu"].isna().all()  # digits
