@@ -12,6 +12,8 @@ way, in pairs side by side whose order alternates (dlbench first, then own first
   the same network (bench/own_ways.py);
 - caffe: its own-defaults point (LeNet) against `caffe train` run by hand on the solver and net the
   adapter wrote, timed from glog (bench/adapter_speed.py);
+- jax: its own-defaults point (Flax's MNIST example network, SGD 0.1 momentum 0.9, batch 128) against
+  that example's own loop, numpy batches fed to a jitted step (bench/own_ways.py);
 - theano: no loop of its own-defaults network (lenet5_tanh with validation) exists to compare with;
   its point of Caffe's LeNet preset against bench/hand_loops.py's `givens` loop of the same network.
 
@@ -38,9 +40,9 @@ from dlbench.sweep import one_point
 
 # Whose preset each framework's point takes: its own (the default), or Caffe's LeNet where only a
 # hand loop of that network exists.
-PRESET = {"tensorflow": "own", "pytorch": "own", "caffe": "own", "theano": "caffe"}
+PRESET = {"tensorflow": "own", "pytorch": "own", "caffe": "own", "theano": "caffe", "jax": "own"}
 OWN_WAY = {"tensorflow": "compat.v1 mnist_deep.py", "pytorch": "bare loop", "caffe": "caffe train",
-           "theano": "hand loop (givens)"}
+           "theano": "hand loop (givens)", "jax": "Flax example's loop"}
 
 
 def run_dlbench(point: dict, ds: Path, out: Path) -> dict:
