@@ -331,3 +331,28 @@ def test_data_preparation_waits_for_a_measurement_on_its_node(tmp_path, digits_d
     holder.kill()
     holder.wait()
     assert took < 4.5, took
+
+
+def test_a_caffe_build_started_by_hand_waits_for_the_measurement_and_runs_as_heavy_work(tmp_path):
+    """envs/caffe/build.sh run by hand goes through dlbench.heavyrun: while a point holds the node lock it
+    does not start (not even its usage check), and once it runs, the commands it starts are inside heavy work."""
+    lock = tmp_path / "node.lock"
+    env = {**os.environ, "DLBENCH_NODE_LOCK": str(lock)}
+    for name in ("DLBENCH_HEAVY_HELD", "DLBENCH_MEASURING", "DLBENCH_HEAVY_WRAPPED"):
+        env.pop(name, None)
+    point = subprocess.Popen([sys.executable, "-c", POINT, "p", "cpu", str(lock), "", "0", str(time.time())],
+                             cwd=ROOT, stdout=subprocess.PIPE, text=True)
+    time.sleep(0.5)  # the point holds the node lock for HOLD_S
+    build = subprocess.run(["bash", str(ROOT / "envs" / "caffe" / "build.sh")], env=env, capture_output=True,
+                           text=True, timeout=120)
+    ended = time.time()
+    held = json.loads(point.communicate(timeout=60)[0])
+    assert build.returncode == 2 and "no PREFIX given" in build.stderr  # the script's own check, run wrapped
+    assert ended >= held["done"]  # unwrapped, the check ends at once, while the point still holds the lock
+    inside = subprocess.run([sys.executable, "-m", "dlbench.heavyrun", "--", sys.executable, "-c",
+                             "import os; print(os.environ['DLBENCH_HEAVY_HELD'])"], env=env, cwd=ROOT,
+                            capture_output=True, text=True, timeout=60)
+    assert inside.returncode == 0 and inside.stdout.strip() == str(lock)
+    failing = subprocess.run([sys.executable, "-m", "dlbench.heavyrun", "--", "false"], env=env, cwd=ROOT,
+                             timeout=60)
+    assert failing.returncode == 1  # the command's own status

@@ -1,0 +1,33 @@
+"""Run a command as heavy work on this node: no point is measured while it runs (dlbench.locks.heavy_work).
+
+    python -m dlbench.heavyrun [--what TEXT] -- COMMAND [ARG ...]
+
+For what loads the CPU outside a workflow job, such as `bash envs/caffe/build.sh` started by hand: the
+build script runs itself through this unless it already runs inside heavy work (DLBENCH_HEAVY_HELD).
+The node lock is the workflow's ($DLBENCH_NODE_LOCK) or measurement.lock_file's default. Exits with the
+command's status. Standard library only, so any python3 with the repository on its path can run it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import subprocess
+import sys
+
+from dlbench import locks
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m dlbench.heavyrun", description=__doc__.splitlines()[0])
+    parser.add_argument("--what", default="heavy work", help="what the command is, for the wait's message")
+    parser.add_argument("command", nargs=argparse.REMAINDER, help="-- COMMAND [ARG ...]")
+    args = parser.parse_args(argv)
+    command = args.command[1:] if args.command[:1] == ["--"] else args.command
+    if not command:
+        parser.error("no command given: python -m dlbench.heavyrun -- COMMAND [ARG ...]")
+    with locks.heavy_work(locks.node_lock(), args.what):
+        return subprocess.call(command)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
