@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
 import pytest
 
 from dlbench import stats
@@ -100,3 +101,39 @@ def test_the_leader_tied_distinct_and_single():
     assert apart.rivals[0].p_holm == pytest.approx(p_t4(10 / math.sqrt(8 / 3)))
     single = stats.leader({"a": {1: 1.0}, "b": {1: 2.0, 2: 2.5}}, larger_is_better=True)
     assert single.state == "single" and single.name == "b"
+
+
+def test_a_contrast_of_two_means_is_welchs_t_and_a_ratio_is_tested_on_its_log():
+    from scipy import stats as sps
+
+    a, b = [9.8, 10.0, 10.2], [0.98, 1.0, 1.02, 1.01]
+    diff = stats.contrast([(1, a), (-1, b)])
+    welch = sps.ttest_ind(a, b, equal_var=False)  # scipy's own Welch test, not dlbench's
+    assert diff.estimate == pytest.approx(10.0 - np.mean(b))
+    assert diff.test.statistic == pytest.approx(welch.statistic) and diff.test.p == pytest.approx(welch.pvalue)
+    assert diff.told
+    ratio = stats.contrast([(1, a), (-1, b[:3])], log=True)
+    # var(log mean) = var / (n mean^2): 0.04 / 300 and 0.0004 / 3, equal, so 4 degrees of freedom
+    se = math.sqrt(0.04 / 300 + 0.0004 / 3)
+    half = 2.7764451051977987 * se  # t(0.975, 4)
+    assert ratio.estimate == pytest.approx(math.log(10.0))
+    assert (ratio.low, ratio.high) == pytest.approx((math.log(10) - half, math.log(10) + half))
+    assert ratio.test.df == pytest.approx(4.0)
+    single = stats.contrast([(1, a), (-1, [1.0])])
+    assert math.isnan(single.low) and "fewer than two" in single.test.why and not single.told
+
+
+def test_a_change_pairs_by_seed_where_both_ran_the_same_seeds():
+    from scipy import stats as sps
+
+    a, b = {1: 96.0, 2: 96.8, 3: 96.4}, {1: 95.0, 2: 95.4, 3: 95.2}
+    got = stats.change(a, b)
+    # differences 1.0, 1.4, 1.2: mean 1.2, sd 0.2; the t interval on 2 degrees of freedom
+    half = 4.302652729749462 * 0.2 / math.sqrt(3)
+    assert (got.estimate, got.low, got.high) == pytest.approx((1.2, 1.2 - half, 1.2 + half))
+    assert got.test.p == pytest.approx(sps.ttest_rel([96.0, 96.8, 96.4], [95.0, 95.4, 95.2]).pvalue)
+    assert got.test.name == "paired t by seed" and got.told
+    unpaired = stats.change(a, {4: 95.0, 5: 95.4, 6: 95.2})
+    assert unpaired.test.name.startswith("Welch") and unpaired.estimate == pytest.approx(1.2)
+    exact = stats.change({1: 2.0, 2: 4.0}, {1: 1.0, 2: 2.0}, log=True)  # twice as much on both seeds
+    assert (exact.estimate, exact.low, exact.high) == pytest.approx((math.log(2),) * 3) and exact.told
