@@ -85,8 +85,12 @@ def provider_guidance(runs: pd.DataFrame) -> list[str]:
             line = (f"On {dataset}/{device}, the most training throughput {per}: {top.framework} with "
                     f"{top.settings}, {top[column]:.4g} img/s ({whole})")
             if len(best) > 1:
-                line += "; the best of the others: " + "; ".join(
-                    f"{r.framework} {getattr(r, column):.4g} img/s ({r.settings})" for r in best.iloc[1:].itertuples())
+                seeds = "per_core_by_seed" if column == "img_s_per_core" else "per_gb_by_seed"
+                result = stats.leader({r.framework: getattr(r, seeds) for r in best.itertuples()}, True)
+                line += (f"; each framework's best setting, mean [95 % interval]: "
+                         f"{leader_text(result, 'throughput_img_s')}; the best of the others: " + "; ".join(
+                             f"{r.framework} {getattr(r, column):.4g} img/s ({r.settings})"
+                             for r in best.iloc[1:].itertuples()))
             out.append(line + f" ({len(ranked)} settings of {len(best)} frameworks compared).")
     knobs_compared = False
     for (framework, dataset, device), g in eff.groupby(["framework", "dataset", "device"]):
@@ -94,14 +98,17 @@ def provider_guidance(runs: pd.DataFrame) -> list[str]:
         if not groups:
             continue
         knobs_compared = True
-        wins = pd.Series([k.sort_values("img_s_per_core", ascending=False)["knobs"].iloc[0] for k in groups])
+        leads = [stats.leader({r.knobs: r.per_core_by_seed for r in k.itertuples()}, True) for k in groups]
+        wins = pd.Series([r.name for r in leads])
         winner, n = wins.value_counts().index[0], int(wins.value_counts().iloc[0])
-        example = max(groups, key=len).sort_values("img_s_per_core", ascending=False)
+        told = sum(r.name == winner and r.state == "distinct" for r in leads)
+        i = max(range(len(groups)), key=lambda j: len(groups[j]))  # the largest group, worded as the example
+        example = groups[i].sort_values("img_s_per_core", ascending=False)
         out.append(f"{framework} on {dataset}/{device}: {winner} gave the most throughput per core in {n} of "
-                   f"{len(groups)} settings where the library knobs varied alone; e.g. with "
-                   f"{example['base_settings'].iloc[0]}: " + ", ".join(
+                   f"{len(groups)} settings where the library knobs varied alone, told apart from every other "
+                   f"knob setting in {told} of them; e.g. with {example['base_settings'].iloc[0]}: " + ", ".join(
                        f"{r.knobs} {r.img_s_per_core:.4g} img/s per core ({r.img_s_per_gb:.4g} per GB)"
-                       for r in example.itertuples()) + ".")
+                       for r in example.itertuples()) + f": {leads[i].name} leads, {state(leads[i])}.")
     if not knobs_compared:
         out.append("No library, thread or inter-op setting was varied with the other settings fixed: which library "
                    "settings serve a provider best cannot be said from this run (sweep `library`, `threads` or "
@@ -127,6 +134,9 @@ def consumer_guidance(runs: pd.DataFrame, curves: pd.DataFrame | None) -> list[s
         if len(g) > 1:
             line += "; then " + "; ".join(f"{r.framework} {r.time_to_target_s:.4g} s with {r.settings}"
                                            for r in g.iloc[1:].itertuples())
+            result = stats.leader({r.framework: r.setting_by_seed for r in g.itertuples()}, False)
+            line += (". Each framework's soonest setting, mean time to the target over its runs that reached it "
+                     f"[95 % interval]: {leader_text(result, 'train_time_s')}")
         else:
             line += "; no other framework ran ok here to compare"
         out.append(line + ".")

@@ -59,6 +59,12 @@ SETTINGS = ["framework", "dataset", "whose", "reading", "network", "optimizer", 
 AXIS_PAIRS = {"compile": ("eager", "compiled"), "precision": ("fp32", "bf16")}
 
 
+def by_seed(pairs) -> dict:
+    """{seed: value} from (seed, value) pairs of a group's runs, NaN values left out (a run without a seed keyed by
+    its position): the form stats.leader and stats.change pair runs by."""
+    return {(seed if pd.notna(seed) else f"run{i}"): float(v) for i, (seed, v) in enumerate(pairs) if pd.notna(v)}
+
+
 def points(runs: pd.DataFrame) -> pd.DataFrame:
     """The runs table with every column the charts read, plus derived ones.
 
@@ -402,7 +408,7 @@ def time_to_accuracy_table(runs: pd.DataFrame, curves: pd.DataFrame) -> pd.DataF
     time so far plus the run's compile time (`compile_time_s`, the compile phase before training; 0 where none).
     `train_only_s` is the training time alone, as the curve has it."""
     cols = ["run_id", "framework", "dataset", "device", "status", "settings", "compile", "precision", "threads",
-            "whose", "iteration", "train_time_s", "train_only_s", "compile_time_s", "accuracy_pct"]
+            "whose", "seed", "iteration", "train_time_s", "train_only_s", "compile_time_s", "accuracy_pct"]
     if curves is None or curves.empty or "kind" not in curves.columns:
         return pd.DataFrame(columns=cols)
     c = curves[(curves["kind"] == "test") & curves["accuracy"].notna() & curves["train_time_s"].notna()]
@@ -412,7 +418,7 @@ def time_to_accuracy_table(runs: pd.DataFrame, curves: pd.DataFrame) -> pd.DataF
     df = df.assign(settings=settings_label(df, set()), compile_time_s=df["compile_time_s"].fillna(0.0))
     c = c[["run_id", "iteration", "train_time_s", "accuracy"]].rename(columns={"train_time_s": "train_only_s"}).merge(
         df[["run_id", "framework", "dataset", "device", "status", "settings", "compile", "precision", "threads",
-            "whose", "compile_time_s"]], on="run_id", how="inner")
+            "whose", "seed", "compile_time_s"]], on="run_id", how="inner")
     c["train_time_s"] = c["train_only_s"] + c["compile_time_s"]
     c["accuracy_pct"] = c["accuracy"] * 100
     return c[cols].sort_values(["run_id", "train_time_s"], ignore_index=True)
@@ -434,12 +440,14 @@ def efficiency(runs: pd.DataFrame) -> pd.DataFrame:
     """Training throughput per CPU thread allotted and per GB of peak resident memory, per settings group.
 
     Means over ok repeats of images per second (`throughput_img_s`), divided by the point's threads
-    (the cores it was given) and by its peak resident memory (GB, the trainer's process tree).
+    (the cores it was given) and by its peak resident memory (GB, the trainer's process tree); each repeat's
+    value by seed in `per_core_by_seed` / `per_gb_by_seed`, for the tests (stats.leader).
     `base`/`base_settings`: the settings apart from the library knobs (`knobs`: library, threads, inter-op
     threads), so that the knobs can be compared with everything else fixed.
     """
     cols = ["framework", "dataset", "device", "settings", "base", "base_settings", "knobs", "library", "threads",
-            "interop_threads", "throughput_img_s", "img_s_per_core", "img_s_per_gb", "n"]
+            "interop_threads", "throughput_img_s", "img_s_per_core", "img_s_per_gb", "n", "per_core_by_seed",
+            "per_gb_by_seed"]
     df = ok_points(points(runs), "throughput_img_s", positive=True)
     if df.empty:
         return pd.DataFrame(columns=cols)
@@ -451,13 +459,16 @@ def efficiency(runs: pd.DataFrame) -> pd.DataFrame:
                           for lib, t, io in zip(df["library"], df["threads"], df["interop_threads"])],
                    img_s_per_core=df["throughput_img_s"] / df["threads"],
                    img_s_per_gb=df["throughput_img_s"] / (df["rss_peak_mb"] / 1024))
+    df = df.assign(per_core_seed=list(zip(df["seed"], df["img_s_per_core"])),
+                   per_gb_seed=list(zip(df["seed"], df["img_s_per_gb"])))
     out = df.groupby(["group"], as_index=False).agg(
         framework=("framework", "first"), dataset=("dataset", "first"), device=("device", "first"),
         settings=("settings", "first"), base=("base", "first"), base_settings=("base_settings", "first"),
         knobs=("knobs", "first"), library=("library", "first"), threads=("threads", "first"),
         interop_threads=("interop_threads", "first"), throughput_img_s=("throughput_img_s", "mean"),
         img_s_per_core=("img_s_per_core", "mean"), img_s_per_gb=("img_s_per_gb", "mean"),
-        n=("throughput_img_s", "size"))
+        n=("throughput_img_s", "size"), per_core_by_seed=("per_core_seed", by_seed),
+        per_gb_by_seed=("per_gb_seed", by_seed))
     return out[cols].sort_values(["dataset", "device", "framework", "settings"], ignore_index=True)
 
 
@@ -469,11 +480,13 @@ def time_to_target(runs: pd.DataFrame, curves: pd.DataFrame | None, by: tuple[st
     The target is the lowest of their best test accuracies in the learning curves (floored to 0.1 points): the
     best level all of them reached. A run's time to it is its compile time plus the cumulative training time at
     its first test at or above the target (time_to_accuracy_table). One row per framework (per `by`
-    configuration, e.g. framework, compile, precision): its soonest run, with the compile time it includes.
+    configuration, e.g. framework, compile, precision): its soonest run, with the compile time it includes;
+    `setting_by_seed`: {seed: time to the target} of every run of the soonest run's setting that reached it (the
+    repeats the tests compare: stats.leader).
     """
     by = list(by)
     cols = ["dataset", "device", "target_pct", *by, "run_id", "settings", "time_to_target_s", "compile_time_s",
-            "threads", "whose", "iteration", "runs_reaching", "runs"]
+            "threads", "whose", "iteration", "runs_reaching", "runs", "setting_by_seed"]
     table = time_to_accuracy_table(runs, curves)
     table = table[table["status"] == "ok"]
     if table.empty:
@@ -492,7 +505,9 @@ def time_to_target(runs: pd.DataFrame, curves: pd.DataFrame | None, by: tuple[st
                          "run_id": soonest["run_id"], "settings": soonest["settings"],
                          "time_to_target_s": soonest["train_time_s"], "compile_time_s": soonest["compile_time_s"],
                          "threads": soonest["threads"], "whose": soonest["whose"], "iteration": soonest["iteration"],
-                         "runs_reaching": len(first), "runs": f["run_id"].nunique()})
+                         "runs_reaching": len(first), "runs": f["run_id"].nunique(),
+                         "setting_by_seed": by_seed(first.loc[first["settings"] == soonest["settings"],
+                                                              ["seed", "train_time_s"]].itertuples(index=False))})
     return pd.DataFrame(rows, columns=cols).sort_values(["dataset", "device", "time_to_target_s"], ignore_index=True)
 
 

@@ -8,16 +8,11 @@ import math
 import pandas as pd
 
 from dlbench import stats
-from dlbench.tables import NEAR_BEST_PP, TIE, points, settings_label, told
+from dlbench.tables import NEAR_BEST_PP, TIE, by_seed, points, settings_label, told
 from dlbench.verdicts import SINGLE
 
 TUNED = ["batch_size", "learning_rate", "length"]
 CHOICES = ["defaults", "best accuracy", f"fastest within {NEAR_BEST_PP:g} points"]
-
-
-def _by_seed(pairs: pd.Series) -> dict:
-    """{seed: value} of a cell's ok runs (a run without a seed keyed by its position)."""
-    return {(seed if pd.notna(seed) else f"run{i}"): float(v) for i, (seed, v) in enumerate(pairs) if pd.notna(v)}
 
 
 def tuning_cells(runs: pd.DataFrame) -> pd.DataFrame:
@@ -40,7 +35,7 @@ def tuning_cells(runs: pd.DataFrame) -> pd.DataFrame:
     keys = ["tuning_grid", "framework", "dataset", "device", "whose", "grid_settings", *TUNED, "length_unit"]
     cells = df.groupby(keys, as_index=False, dropna=False).agg(
         is_default=("is_default", "max"), accuracy_pct=("acc", "mean"), train_time_s=("t", "mean"),
-        n_ok=("ok", "sum"), n=("ok", "size"), accuracies=("acc_seed", _by_seed), times=("t_seed", _by_seed))
+        n_ok=("ok", "sum"), n=("ok", "size"), accuracies=("acc_seed", by_seed), times=("t_seed", by_seed))
     cells["n_failed"] = cells["n"] - cells["n_ok"]
     return cells[cols]
 

@@ -254,6 +254,12 @@ def test_provider_guidance_carries_its_numbers_or_says_what_is_missing():
     assert "default library, 1 threads, 2 inter-op gave the most throughput per core in 1 of 1" in line
     assert "900 img/s per core" in line and "600 img/s per core" in line
     assert "No ok point measured" in findings.provider_guidance(runs.assign(throughput_img_s=np.nan))[0]
+    assert "single run: no interval on a side, so no test tells them apart" in lines[0]
+    # three seeds, 2 % apart: tensorflow's 600 img/s per core told apart from caffe's 500 (paired t by seed)
+    seeded = repeated(runs.assign(train_time_s=1.0))
+    seeded = seeded.assign(throughput_img_s=seeded["throughput_img_s"] * np.tile([0.98, 1.0, 1.02], 2))
+    line = findings.provider_guidance(seeded)[0]
+    assert "tensorflow 600 img/s [" in line and "tensorflow is told apart from the runner-up caffe (paired t" in line
 
 
 def test_consumer_guidance_names_the_soonest_to_a_target():
@@ -265,6 +271,13 @@ def test_consumer_guidance_names_the_soonest_to_a_target():
     assert lines[0].startswith("To reach 93.0% test accuracy on mnist/cpu") and "the soonest was caffe" in lines[0]
     assert "2 s of training (test at iteration 50" in lines[0] and "then tensorflow 8 s" in lines[0]
     assert "cannot be said" in findings.consumer_guidance(runs, pd.DataFrame())[0]
+    assert "caffe 2 s (single run: no interval); tensorflow 8 s (single run: no interval)" in lines[0]
+    # three seeds of each: caffe reaches 93 % in 1.9, 2.0, 2.1 s, tensorflow in 7.8, 8.0, 8.2 s: told apart
+    seeded = repeated(runs)
+    curves3 = pd.concat([curves.assign(run_id=curves["run_id"] + f"-s{seed}", train_time_s=curves["train_time_s"] +
+                                       (seed - 2) * np.array([0.05, 0.1, 0.1, 0.2])) for seed in (1, 2, 3)])
+    line = findings.consumer_guidance(seeded, curves3)[0]
+    assert "caffe 2 s [" in line and "caffe is told apart from the runner-up tensorflow (paired t by seed" in line
 
 
 def test_the_tuning_table_in_the_findings():
