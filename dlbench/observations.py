@@ -399,8 +399,8 @@ def observe_length(runs: pd.DataFrame, curves: pd.DataFrame | None = None) -> Ve
     ok = ok_points(df)
     ok = ok.assign(key=group_key(ok, set()), settings=settings_label(ok, set()))
     tests = curves[(curves["kind"] == "test") & curves["accuracy"].notna() & curves["run_id"].isin(set(ok["run_id"]))]
-    tests = tests.drop_duplicates(["run_id", "iteration"]).merge(ok[["run_id", "key", "framework", "settings"]],
-                                                                 on="run_id")
+    tests = tests[["run_id", "iteration", "accuracy"]].drop_duplicates(["run_id", "iteration"]).merge(
+        ok[["run_id", "key", "framework", "settings"]], on="run_id")  # the curves' own columns left behind
     saturation, words = [], []
     for _, g in tests.groupby("key", sort=True):
         per_run = g.groupby("run_id")["iteration"].agg(set)

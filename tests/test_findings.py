@@ -348,6 +348,7 @@ def test_observation_f_length():
 def test_observation_f_from_learning_curves_without_a_length_sweep():
     runs = repeated(length_runs([0.8, 0.9, 0.92]).iloc[:1])
     curves = pd.DataFrame({"run_id": np.repeat(list(runs["run_id"]), 3), "kind": ["test"] * 9,
+                           "framework": "tensorflow", "dataset": "mnist",  # as the curves table has them
                            "iteration": [100, 200, 300] * 3, "train_time_s": [1.0, 2.0, 3.0] * 3,
                            "accuracy": [0.79, 0.89, 0.91, 0.80, 0.90, 0.92, 0.81, 0.91, 0.93]})
     v = observations.observe_length(runs, curves)
