@@ -36,13 +36,13 @@ def test_a_lock_held_past_its_timeout_fails_the_job_and_the_retry_measures(lab):
 def test_a_suspended_job_is_not_hung_and_its_times_are_not_published(lab):
     row = machine.job_suspended(lab)
     assert row["exit_code"] == 75 and row["attempt_status"] == "suspended", row
-    assert row["paused_s"] >= 7
+    assert row["paused_s"] >= row["stopped_s"] - 2.5, row  # the watch wakes every 2 s: it sees all but that
 
 
 @pytest.mark.slow
 def test_a_stepped_file_clock_does_not_end_a_live_point(lab):
     row = machine.mtime_stepped(lab)
-    assert row["status"] == "timeout" and row["wall_time_s"] >= 25, row
+    assert row["status"] == "timeout" and row["wall_time_s"] >= row["time_limit_s"], row
 
 
 @pytest.mark.slow
@@ -62,7 +62,7 @@ def test_an_allocator_warning_in_an_ok_points_log_is_not_oom(lab):
 def test_a_trainer_stuck_in_the_kernel_ends_hung_and_frees_the_lock(lab):
     row = machine.trainer_unkillable(lab)
     assert row["status"] == "hung" and row["lock_free"], row
-    assert row["ended_after_s"] < 60
+    assert row["ended_after_s"] < row["hang_s"] + 40  # the hang, the watch, SIGTERM's 5 s, the kill wait's 5 s
 
 
 @pytest.mark.slow
@@ -110,6 +110,10 @@ def test_a_job_that_dies_with_its_node_past_the_retries_ends_as_node_lost(lab):
     row = machine.job_died(lab)
     assert row["marks_before"] == 2 and row["status"] == "node_lost" and row["lost_attempts"] == 2, row
     assert row["marks_after"] == 0
+    # the last allowed attempt died: the one attempt beyond it publishes node_lost, so the tables are drawn
+    assert row["after_last_exit"] == 0 and row["after_last_status"] == "node_lost" and row["after_last_lost"] == 1
+    # the last allowed attempt ended otherwise: the attempt beyond it fails at once, in one line
+    assert row["after_nothing_exit"] == 1 and row["after_nothing_said"] and not row["after_nothing_published"]
 
 
 @pytest.mark.slow
