@@ -44,7 +44,9 @@ def train(point: dict, dataset_dir: str, out: str, env_json: str | None = None, 
     workflow chose (a site one names its interpreter); neither: this Python.
     hang_s: seconds without an event before the point ends as hung (0: never; None: the runner's default).
     attempt, retries: Snakemake's count of this job's attempts and how many reruns it allows; a failure of
-    the machine (dlbench.outcomes) before the last attempt keeps the attempt only and exits EXIT_RETRY.
+    the machine (dlbench.outcomes) before the last attempt keeps the attempt only and exits EXIT_RETRY. The
+    rule allows one attempt more (retries + 2): it trains nothing, and publishes `node_lost` where the last
+    allowed attempt died with its node, so that the study's tables are drawn; else it fails at once.
     """
     from dlbench import outcomes, runner, slurmjob
 
@@ -60,12 +62,14 @@ def train(point: dict, dataset_dir: str, out: str, env_json: str | None = None, 
 
     signal.signal(signal.SIGTERM, on_term)
     runner.note_continue_signals()  # a suspended job, resumed: its point's times include the pause
-    final = attempt > retries
+    final = runner.tries(attempt) > retries
+    after_last = attempt > retries + 1
     try:
         record = runner.run_point(point, dataset_dir, out, python=env.get("python"), env=env or None,
                                   interval_s=interval_s, monitor_enabled=monitor, time_limit_s=time_limit_s,
                                   memory_limit_mb=memory_limit_mb, measure_lock=measure_lock or None,
                                   gpu_per_device=gpu_per_device, attempt=attempt, final_attempt=final,
+                                  after_last=after_last,
                                   **({} if hang_s is None else {"hang_s": hang_s}),
                                   **({} if lock_timeout_s is None else {"lock_timeout_s": lock_timeout_s}),
                                   **({} if contended_pct is None else {"contended_pct": contended_pct}),
@@ -79,6 +83,11 @@ def train(point: dict, dataset_dir: str, out: str, env_json: str | None = None, 
         if slurmjob.requeue_if_preempted():
             print("dlbench: preempted: SLURM preempted the job, which is requeued to run again", file=sys.stderr)
         raise
+    if record is None:
+        print(f"dlbench: attempt {attempt} only publishes node_lost where the last allowed attempt (measurement."
+              f"retries = {retries}) died with its node; that one ended otherwise (see its lines above), so the "
+              "point stays failed", file=sys.stderr)
+        return 1
     print(json.dumps({k: record.get(k) for k in ("status", "reason", "train_time_s", "accuracy", "rss_peak_mb")}))
     if outcomes.retried(record["status"]) and not final:
         print(f"dlbench: {record['status']}: {record['reason']}; a failure of the machine, not a result: the "

@@ -82,7 +82,8 @@ def trainer_env(point: dict, device: str | None = None) -> dict[str, str]:
 
 
 def run_point(point: dict, dataset_dir: str | Path, out_dir: str | Path, *, measure_lock: str | None = None,
-              gpu_per_device: bool = True, lock_timeout_s: float | None = LOCK_TIMEOUT_S, **kw) -> dict:
+              gpu_per_device: bool = True, lock_timeout_s: float | None = LOCK_TIMEOUT_S, after_last: bool = False,
+              **kw) -> dict | None:
     """Train one point (see _run_point), holding the node's measurement lock if one is given.
 
     The lock is node-local: jobs sharing a machine (cluster jobs, grouped points) do not disturb each
@@ -91,9 +92,11 @@ def run_point(point: dict, dataset_dir: str | Path, out_dir: str | Path, *, meas
     attempt is kept and, unless it is the last one allowed, nothing is published.
 
     In a job SLURM requeued, a point this job already finished is published again, not measured twice. An
-    attempt that died with its node leaves only a mark (records.mark_started); where every earlier attempt
-    of the job did, the last one publishes `node_lost` rather than try a third time, so that the study's
-    tables are drawn from what finished.
+    attempt that died with its node leaves only a mark (records.mark_started); where every earlier run of
+    the point did (Snakemake's attempts and SLURM's own requeues of the job alike, `tries`), the last
+    allowed one publishes `node_lost` rather than try again, so that the study's tables are drawn from what
+    finished. after_last: this attempt follows the last allowed one, only to publish `node_lost` where that
+    one died with its node too; None (nothing published) where it ended otherwise.
     """
     out = Path(out_dir)
     if slurmjob.restart_count():
@@ -101,7 +104,10 @@ def run_point(point: dict, dataset_dir: str | Path, out_dir: str | Path, *, meas
         if done is not None:
             return records.republish(done, out, republished_after_requeue=slurmjob.restart_count())
     lost = records.lost_attempts(out, _job_alive)
+    if after_last and not lost:
+        return None
     attempt = kw.get("attempt", 1)
+    runs = tries(attempt)
     try:
         mark = records.mark_started(out, attempt=attempt)
     except OSError as exc:
@@ -109,9 +115,10 @@ def run_point(point: dict, dataset_dir: str | Path, out_dir: str | Path, *, meas
             raise MachineFailure("disk_full", f"no space left to start the point in {out}: {exc}") from exc
         raise
     try:
-        if kw.get("final_attempt", True) and attempt > 1 and len(lost) >= attempt - 1:
-            reason = (f"the {len(lost)} attempts before this one ended without a word (their job or node died: "
-                      "no record, no status); the point is given up here, so that the study's tables are drawn")
+        if after_last or (kw.get("final_attempt", True) and runs > 1 and len(lost) >= runs - 1):
+            reason = (f"{len(lost)} runs of this point before this one ended without a word (their job or node "
+                      "died: no record, no status); the point is given up here, so that the study's tables are "
+                      "drawn")
             return _run_point(point, dataset_dir, out_dir, refused=("node_lost", reason), lost_attempts=len(lost),
                               **kw)
         return _measure(point, dataset_dir, out_dir, measure_lock=measure_lock, gpu_per_device=gpu_per_device,
@@ -124,10 +131,20 @@ def run_point(point: dict, dataset_dir: str | Path, out_dir: str | Path, *, meas
                     missing_ok=True)
 
 
+def tries(attempt: int) -> int:
+    """How many times this point's job has run, this run included: Snakemake's attempts, and the runs of this
+    SLURM job that SLURM itself requeued (a node failure, a preemption, `scontrol requeue`), which Snakemake
+    never sees as failed."""
+    return attempt + slurmjob.restart_count()
+
+
 def _job_alive(facts: dict) -> bool | None:
-    """Whether the job of an attempt's mark still lives: its pid on this host, else SLURM's word."""
+    """Whether the job of an attempt's mark still lives: its pid on this host, else SLURM's word. An earlier
+    run of this very SLURM job (requeued since) is dead: SLURM runs one at a time."""
     if facts.get("host") == socket.gethostname():
         return procs.alive(int(facts["pid"]))
+    if facts.get("slurm_job_id") and str(facts["slurm_job_id"]) == slurmjob.job_id():
+        return False
     return slurmjob.running(str(facts["slurm_job_id"])) if facts.get("slurm_job_id") else None
 
 

@@ -39,8 +39,8 @@ def test_a_killed_trainer_is_recorded_as_killed(lab):
 def test_time_budget_ends_the_point_as_timeout_with_its_progress(lab):
     row = faultmatrix.time_budget(lab)
     r = row["record"]
-    assert r["status"] == "timeout" and r["iterations_done"] > 0
-    assert 15 <= r["wall_time_s"] < 25
+    assert r["status"] == "timeout" and r["iterations_done"] > 0, r["reason"]
+    assert row["time_limit_s"] <= r["wall_time_s"] < row["time_limit_s"] + 10
 
 
 @pytest.mark.slow
@@ -100,9 +100,9 @@ def test_a_result_that_is_not_a_record_is_named_and_skipped(lab):
 def test_a_hung_trainer_is_ended_as_hung_with_its_last_events(lab):
     row = faultmatrix.trainer_hangs(lab)
     r = row["record"]
-    assert r["status"] == "hung" and "no event from the trainer for 4 s" in r["reason"]
+    assert r["status"] == "hung" and f"no event from the trainer for {row['hang_s']:g} s" in r["reason"], r["reason"]
     assert "step" in r["reason"] or "phase_start" in r["reason"]  # its last events are named
-    assert row["ended_after_s"] < 30 and r["iterations_done"] > 0
+    assert row["ended_after_s"] < row["hang_s"] + 26 and r["iterations_done"] > 0
 
 
 @pytest.mark.slow

@@ -10,6 +10,7 @@ evidence. The tests assert on these; `bench/faults.py` prints them as a table.
 from __future__ import annotations
 
 import json
+import math
 import os
 import shutil
 import signal
@@ -21,6 +22,7 @@ import time
 from pathlib import Path
 
 import psutil
+import yaml
 
 from dlbench import envs, records, runner, sweep
 from dlbench.datasets import catalog, prepare
@@ -49,6 +51,21 @@ class Lab:
 
     def out(self, name: str) -> Path:
         return self.root / "runs" / name
+
+    def startup_s(self) -> float:
+        """Seconds a point takes here, now, from its launch to its training (the interpreter, the framework's
+        import, the data, the model): silent phases, which a loaded machine stretches many times over.
+        Measured once per lab, on a point of one iteration."""
+        if not hasattr(self, "_startup_s"):
+            r = runner.run_point(point(iterations=1), self.digits, self.out("startup"), python=self.python)
+            self._startup_s = r["startup_time_s"] + sum(r.get(f"{phase}_time_s") or 0.0
+                                                        for phase in ("import", "data_load", "build", "compile"))
+        return self._startup_s
+
+    def hang_s(self, at_least: float) -> float:
+        """A hang limit that a point's own start does not reach on this machine now (twice its startup_s), and
+        at least `at_least`: a scenario's trainer is ended as hung for the fault injected, not for a slow import."""
+        return float(max(at_least, math.ceil(2 * self.startup_s())))
 
 
 def _row(fault, injected, survived, data_lost, **evidence) -> dict:
@@ -108,11 +125,13 @@ def _wait_for_training(out: Path, timeout: float = 300) -> int:
 
 
 def time_budget(lab: Lab) -> dict:
+    """A long point over its time budget, which leaves it time to train (its startup here, twice over)."""
     p = point(iterations=100000)
-    r = runner.run_point(p, lab.digits, lab.out("timeout"), python=lab.python, time_limit_s=15)
-    return _row("time budget exceeded", "limits.time_s = 15 on a long point", r["status"] == "timeout",
+    limit = max(15.0, lab.hang_s(0) + 5)
+    r = runner.run_point(p, lab.digits, lab.out("timeout"), python=lab.python, time_limit_s=limit)
+    return _row("time budget exceeded", f"limits.time_s = {limit:g} on a long point", r["status"] == "timeout",
                 not _record_is_whole(lab.out("timeout")), status=r["status"], progress=r["iterations_done"],
-                wall_time_s=r["wall_time_s"], record=r)
+                wall_time_s=r["wall_time_s"], time_limit_s=limit, record=r)
 
 
 def memory_budget(lab: Lab) -> dict:
@@ -187,15 +206,12 @@ def corrupt_dataset(lab: Lab) -> dict:
 
 def workflow_killed(lab: Lab) -> dict:
     """SIGKILL to the whole snakemake process group mid-sweep, then the next invocation."""
-    wf = lab.root / "workflow"
-    shutil.rmtree(wf, ignore_errors=True)
     cfg = {"datasets": ["digits"], "frameworks": ["pytorch"], "preset": ["caffe"],
            "sweep": {"learning_rate": [0.01, 0.02, 0.03, 0.04], "iterations": [150], "threads": [1]}}
-    sandbox.copy_workflow(wf, cfg)
-    cmd = [sys.executable, "-m", "snakemake", "--cores", "2", "--configfile", "study.yaml"]
+    wf, cmd = _workflow(lab, "workflow", cfg)
     sm = subprocess.Popen(cmd, cwd=wf, start_new_session=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     runs = wf / "results" / "runs"
-    deadline = time.monotonic() + 300
+    deadline = time.monotonic() + 600  # a bound on the wait, not a speed: a loaded machine takes minutes
     while time.monotonic() < deadline and len(list(runs.rglob("metrics.json"))) < 1:
         time.sleep(0.2)
     time.sleep(1.0)  # kill while the next point trains
@@ -220,10 +236,13 @@ def workflow_killed(lab: Lab) -> dict:
 
 
 def _workflow(lab: Lab, name: str, cfg: dict) -> tuple[Path, list[str]]:
-    """A fresh copy of the workflow in the lab with `cfg` as its study, and the command that runs it."""
+    """A fresh copy of the workflow in the lab with `cfg` as its study, and the command that runs it. Its
+    measurement lock is its own unless cfg names one: the default is node-wide, and another measurement on this
+    machine (anyone's) would hold the scenario's points for as long as it lasts."""
     wf = lab.root / name
     shutil.rmtree(wf, ignore_errors=True)
-    sandbox.copy_workflow(wf, cfg)
+    measurement = {"lock_file": str(lab.root / f"{name}.lock"), **cfg.get("measurement", {})}
+    sandbox.copy_workflow(wf, {**cfg, "measurement": measurement})
     return wf, [sys.executable, "-m", "snakemake", "--cores", "2", "--configfile", "study.yaml"]
 
 
@@ -233,7 +252,7 @@ def rerun_fails(lab: Lab) -> dict:
            "sweep": {"iterations": [60], "threads": [1]}}
     wf, cmd = _workflow(lab, "rerun", cfg)
     first = subprocess.run(cmd, cwd=wf, capture_output=True, text=True)
-    failing = {**cfg, "limits": {"time_s": 1}}  # too short to even import PyTorch: a timeout
+    failing = {**yaml.safe_load((wf / "study.yaml").read_text()), "limits": {"time_s": 1}}  # too short to import
     (wf / "study.yaml").write_text(json.dumps(failing))
     second = subprocess.run(cmd + ["--forcerun", "train"], cwd=wf, capture_output=True, text=True)
     (run,) = [p.parent for p in (wf / "results" / "runs").rglob(records.RESULT) if "attempts" not in p.parts]
@@ -275,9 +294,10 @@ def trainer_hangs(lab: Lab) -> dict:
     """The trainer stops making progress (SIGSTOP mid-training): the watchdog ends it as hung."""
     p = point(iterations=100000)
     out = lab.out("hung")
+    hang = lab.hang_s(4)
     result: dict = {}
     worker = threading.Thread(target=lambda: result.update(runner.run_point(p, lab.digits, out, python=lab.python,
-                                                                            hang_s=4)))
+                                                                            hang_s=hang)))
     worker.start()
     trainer = _wait_for_training(out)
     deadline = time.monotonic() + 60
@@ -288,9 +308,9 @@ def trainer_hangs(lab: Lab) -> dict:
     stopped = time.monotonic()
     os.kill(trainer, signal.SIGSTOP)
     worker.join(timeout=120)
-    return _row("trainer hangs", "SIGSTOP to the trainer, limits.hang_s = 4", result.get("status") == "hung",
+    return _row("trainer hangs", f"SIGSTOP to the trainer, limits.hang_s = {hang:g}", result.get("status") == "hung",
                 not _record_is_whole(out), status=result.get("status"), reason=result.get("reason"),
-                ended_after_s=round(time.monotonic() - stopped, 1), record=result)
+                ended_after_s=round(time.monotonic() - stopped, 1), hang_s=hang, record=result)
 
 
 def memory_overshoot(lab: Lab) -> dict:

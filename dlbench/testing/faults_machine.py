@@ -70,6 +70,9 @@ def lock_timeout_retried(lab: Lab) -> dict:
     (p,) = sweep.expand(config.validate(dict(cfg)))
     out = wf / "results" / "runs" / "pytorch" / "digits" / p["id"]
     target = str(out.relative_to(wf) / records.RESULT)
+    # The point's inputs first: their preparation is heavy work, which waits for the lock held below to be free.
+    subprocess.run(cmd[:3] + ["resources/datasets/digits/data.npz", "resources/envs/pytorch.json"] + cmd[3:], cwd=wf,
+                   capture_output=True, text=True, check=True)
     release = threading.Event()
 
     def hold():
@@ -105,13 +108,15 @@ def job_suspended(lab: Lab) -> dict:
     run again."""
     p = point(iterations=100000)
     out = lab.out("suspended")
-    job = _job(lab, p, out, "--hang-limit", "5", "--time-limit", "40", "--attempt", "1", "--retries", "1")
+    hang = lab.hang_s(5)
+    job = _job(lab, p, out, "--hang-limit", f"{hang:g}", "--time-limit", f"{2 * hang + 30:g}", "--attempt", "1",
+               "--retries", "1")
     trainer = _wait_for_training(out)
     time.sleep(2)
     os.kill(job.pid, signal.SIGSTOP)
     os.killpg(trainer, signal.SIGSTOP)
     stopped = time.monotonic()
-    time.sleep(9)
+    time.sleep(hang + 4)
     os.killpg(trainer, signal.SIGCONT)
     os.kill(job.pid, signal.SIGCONT)
     paused = time.monotonic() - stopped
@@ -119,9 +124,10 @@ def job_suspended(lab: Lab) -> dict:
     kept = [json.loads(a.read_text()) for a in records.attempts(out)]
     last = kept[-1] if kept else {}
     return _row("job suspended and resumed", f"SIGSTOP to the job and its trainer for {paused:.0f} s, "
-                "limits.hang_s = 5", job.returncode == EXIT_RETRY and last.get("status") == "suspended"
+                f"limits.hang_s = {hang:g}", job.returncode == EXIT_RETRY and last.get("status") == "suspended"
                 and not (out / records.RESULT).exists(), not kept, exit_code=job.returncode,
-                attempt_status=last.get("status"), paused_s=last.get("paused_s"), reason=last.get("reason"))
+                attempt_status=last.get("status"), paused_s=last.get("paused_s"), stopped_s=round(paused, 1),
+                reason=last.get("reason"))
 
 
 def mtime_stepped(lab: Lab) -> dict:
@@ -129,8 +135,9 @@ def mtime_stepped(lab: Lab) -> dict:
     between the clock and file mtimes): the watchdog reads neither, so a live point is not ended as hung."""
     p = point(iterations=100000)
     out = lab.out("mtime")
-    worker, result = _in_thread(lambda: runner.run_point(p, lab.digits, out, python=lab.python, hang_s=5,
-                                                         time_limit_s=25))
+    hang = lab.hang_s(5)
+    worker, result = _in_thread(lambda: runner.run_point(p, lab.digits, out, python=lab.python, hang_s=hang,
+                                                         time_limit_s=hang + 20))
     _wait_for_training(out)
     end = time.monotonic() + 12
     while time.monotonic() < end:
@@ -143,8 +150,8 @@ def mtime_stepped(lab: Lab) -> dict:
         time.sleep(0.05)
     worker.join(120)
     return _row("clock step larger than hang_s", "events file's mtime set 1 day back every 50 ms for 12 s, "
-                "hang_s = 5", result.get("status") == "timeout", not (out / records.RESULT).exists(),
-                status=result.get("status"), wall_time_s=result.get("wall_time_s"))
+                f"hang_s = {hang:g}", result.get("status") == "timeout", not (out / records.RESULT).exists(),
+                status=result.get("status"), wall_time_s=result.get("wall_time_s"), time_limit_s=hang + 20)
 
 
 def realtime_signal(lab: Lab) -> dict:
@@ -206,7 +213,8 @@ def trainer_unkillable(lab: Lab) -> dict:
     saved, runner.KILL_WAIT_S = runner.KILL_WAIT_S, 5.0
     try:
         with _frozen_cgroup(f"dlbench-fault-{os.getpid()}") as group:
-            worker, result = _in_thread(lambda: runner.run_point(p, lab.digits, out, python=lab.python, hang_s=4,
+            hang = lab.hang_s(4)
+            worker, result = _in_thread(lambda: runner.run_point(p, lab.digits, out, python=lab.python, hang_s=hang,
                                                                  measure_lock=str(lock)))
             trainer = _wait_for_training(out)
             (group / "cgroup.procs").write_text(str(trainer))
@@ -220,10 +228,10 @@ def trainer_unkillable(lab: Lab) -> dict:
                 lock_free = free is not None
     finally:
         runner.KILL_WAIT_S = saved
-    return _row("trainer stuck in the kernel", "its cgroup frozen (state D, SIGKILL pending), hang_s = 4, "
+    return _row("trainer stuck in the kernel", f"its cgroup frozen (state D, SIGKILL pending), hang_s = {hang:g}, "
                 "kill wait 5 s", result.get("status") == "hung" and "left behind" in (result.get("reason") or "")
                 and lock_free, not (out / records.RESULT).exists(), status=result.get("status"),
-                ended_after_s=round(took, 1), trainer_state_after=state, lock_free=lock_free)
+                ended_after_s=round(took, 1), hang_s=hang, trainer_state_after=state, lock_free=lock_free)
 
 
 @contextmanager
@@ -403,24 +411,47 @@ def env_damaged(lab: Lab) -> dict:
                 statuses=[gone["status"], bare["status"]], reasons=[gone["reason"][:80], bare["reason"][:80]])
 
 
+def _killed_while_training(lab: Lab, out: Path, attempt: int, retries: int) -> None:
+    """One attempt of the job SIGKILLed once its trainer trains (its node dying: no record, only the mark)."""
+    job = _job(lab, point(iterations=100000), out, "--attempt", str(attempt), "--retries", str(retries))
+    _wait_for_training(out)
+    job.kill()  # the runner; its trainer dies with it (PR_SET_PDEATHSIG)
+    job.communicate()
+
+
 def job_died(lab: Lab) -> dict:
-    """The whole job SIGKILLed twice under a point (its node dying: no record, no status, only the attempt's
-    mark): the last allowed attempt publishes `node_lost` without training, so that the tables are drawn."""
+    """The whole job SIGKILLed under a point (its node dying: no record, no status, only the attempt's mark):
+    twice of three attempts, then the last allowed attempt publishes `node_lost` without training; on the last
+    allowed attempt itself (measurement.retries 0), then the one attempt the rule allows beyond it does; that
+    attempt after a last one that ended otherwise fails at once, publishing nothing. The tables are drawn."""
     out = lab.out("jobdied")
     for attempt in (1, 2):
-        job = _job(lab, point(iterations=100000), out, "--attempt", str(attempt), "--retries", "2")
-        _wait_for_training(out)
-        job.kill()  # the runner; its trainer dies with it (PR_SET_PDEATHSIG)
-        job.communicate()
+        _killed_while_training(lab, out, attempt, retries=2)
     marks = len(list((out / records.ATTEMPTS).glob(f"{records.STARTED}*")))
     last = _job(lab, point(iterations=100000), out, "--attempt", "3", "--retries", "2")
     last.communicate(timeout=120)
     record = records.read(out / records.RESULT) if (out / records.RESULT).exists() else {}
     left = len(list((out / records.ATTEMPTS).glob(f"{records.STARTED}*")))
-    return _row("job dies with its node past the retries", "SIGKILL to the job under attempts 1 and 2 of 3",
-                last.returncode == 0 and record.get("status") == "node_lost" and record.get("lost_attempts") == 2
-                and left == 0, not record, marks_before=marks, status=record.get("status"),
-                lost_attempts=record.get("lost_attempts"), marks_after=left)
+    # measurement.retries 0: the only allowed attempt dies; Snakemake's next one (attempt 2) publishes node_lost.
+    only = lab.out("jobdied-last")
+    _killed_while_training(lab, only, 1, retries=0)
+    after = _job(lab, point(iterations=100000), only, "--attempt", "2", "--retries", "0")
+    after.communicate(timeout=120)
+    after_record = records.read(only / records.RESULT) if (only / records.RESULT).exists() else {}
+    # The attempt after the last, where the last ended otherwise (no mark of a lost attempt): nothing to publish.
+    clean = lab.out("jobdied-none")
+    nothing = _job(lab, point(iterations=100000), clean, "--attempt", "2", "--retries", "0")
+    _, said = nothing.communicate(timeout=120)
+    return _row("job dies with its node past the retries", "SIGKILL to the job under attempts 1 and 2 of 3; "
+                "under the only attempt (retries 0)", last.returncode == 0 and record.get("status") == "node_lost"
+                and record.get("lost_attempts") == 2 and left == 0 and after.returncode == 0
+                and after_record.get("status") == "node_lost" and nothing.returncode == 1
+                and not (clean / records.RESULT).exists(), not record or not after_record, marks_before=marks,
+                status=record.get("status"), lost_attempts=record.get("lost_attempts"), marks_after=left,
+                after_last_exit=after.returncode, after_last_status=after_record.get("status"),
+                after_last_lost=after_record.get("lost_attempts"), after_nothing_exit=nothing.returncode,
+                after_nothing_said=[ln for ln in said.splitlines() if "only publishes node_lost" in ln][:1],
+                after_nothing_published=(clean / records.RESULT).exists())
 
 
 BOMB = "\n".join([f"l0: &l0 [{', '.join(['x'] * 10)}]"] +

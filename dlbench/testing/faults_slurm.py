@@ -14,7 +14,7 @@ import sys
 import time
 from pathlib import Path
 
-from dlbench import config, records, sweep
+from dlbench import config, procs, records, sweep
 from dlbench.testing.faults import Lab, _row
 from dlbench.testing.sandbox import copy_workflow
 
@@ -53,16 +53,19 @@ def _run_dir(wf: Path, p: dict) -> Path:
 
 
 def _training_job(run: Path, timeout: float = 300) -> str:
-    """The SLURM job id of the job that trains the point of `run`, once its trainer is training."""
+    """The SLURM job id of the job that trains the point of `run`, once its trainer is training: a live runner's
+    mark and its unfinished folder (those of a run killed before are left behind, and are not it)."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        for partial in run.parent.glob(f".{run.name}.partial-*"):
-            lines = (partial / "events.jsonl").read_text().splitlines() if (partial / "events.jsonl").exists() else []
-            if any('"train"' in line for line in lines):
-                for mark in (run / records.ATTEMPTS).glob(f"{records.STARTED}*.json"):
-                    job = json.loads(mark.read_text()).get("slurm_job_id")
-                    if job:
-                        return str(job)
+        for mark in (run / records.ATTEMPTS).glob(f"{records.STARTED}*.json"):
+            try:
+                facts = json.loads(mark.read_text())
+            except (OSError, ValueError):
+                continue
+            events = run.parent / f".{run.name}.partial-{facts['host']}-{facts['pid']}" / "events.jsonl"
+            lines = events.read_text().splitlines() if events.exists() else []
+            if facts.get("slurm_job_id") and procs.alive(int(facts["pid"])) and any('"train"' in ln for ln in lines):
+                return str(facts["slurm_job_id"])
         time.sleep(0.5)
     raise TimeoutError(f"no SLURM job started training {run.name}")
 
@@ -82,21 +85,24 @@ def _statuses(run: Path) -> list[dict]:
 def suspended(lab: Lab) -> dict:
     """`scontrol suspend` for longer than hang_s, then `resume`: the attempt says suspended (not hung), the
     job fails, the retry measures."""
-    wf, (p,) = _study(lab, "slurm-suspend", limits={"hang_s": 5}, measurement={"retries": 1},
+    hang = lab.hang_s(5)
+    wf, (p,) = _study(lab, "slurm-suspend", limits={"hang_s": hang}, measurement={"retries": 1},
                       sweep={"iterations": [300]})
     run = _run_dir(wf, p)
     proc = slurm_snakemake(wf)
     job = _training_job(run)
     subprocess.run(["scontrol", "suspend", job], check=True)
-    time.sleep(12)
+    time.sleep(hang + 7)
     subprocess.run(["scontrol", "resume", job], check=True)
     out = _finish(proc)
     kept = _statuses(run)
     result = records.read(run / records.RESULT) if (run / records.RESULT).exists() else {}
-    return _row("SLURM job suspended and resumed", "scontrol suspend for 12 s, hang_s = 5, then resume",
+    return _row("SLURM job suspended and resumed", f"scontrol suspend for {hang + 7:g} s, hang_s = {hang:g}, then "
+                "resume",
                 proc.returncode == 0 and [r["status"] for r in kept] == ["suspended", "ok"]
                 and result.get("status") == "ok", not result, attempts=[r["status"] for r in kept],
-                paused_s=kept[0].get("paused_s") if kept else None, exit_code=proc.returncode, log=out[-300:])
+                paused_s=kept[0].get("paused_s") if kept else None, stopped_s=hang + 7, exit_code=proc.returncode,
+                log=out[-300:])
 
 
 def preempted(lab: Lab) -> dict:
@@ -179,10 +185,18 @@ def _state(job: str) -> str:
     return out.stdout.strip()
 
 
+def _history(job: str) -> list[str]:
+    """The states of every run of a SLURM job, oldest first (sacct -D: a requeued job's earlier runs too)."""
+    out = subprocess.run(["sacct", "-n", "-P", "-X", "-D", "-j", job, "--format=State"], capture_output=True,
+                         text=True).stdout
+    return [line.strip() for line in out.splitlines() if line.strip()]
+
+
 def node_died(lab: Lab) -> dict:
     """The node dies under a training job twice running (slurmd, the job's slurmstepd and everything under it
-    SIGKILLed; SLURM marks the node down and the job NODE_FAIL; then slurmd is started again): the third and
-    last attempt publishes `node_lost` instead of trying again, and the study's tables are drawn."""
+    SIGKILLed; SLURM marks the node down, ends the run NODE_FAIL and requeues the job, which Snakemake never sees
+    fail; then slurmd is started again): the job's third run, the last that measurement.retries allows, publishes
+    `node_lost` instead of trying again, and the study's tables are drawn."""
     wf, (p,) = _study(lab, "slurm-node", measurement={"retries": 2}, sweep={"iterations": [200000]})
     run = _run_dir(wf, p)
     proc = slurm_snakemake(wf)
@@ -207,10 +221,13 @@ def node_died(lab: Lab) -> dict:
     out = _finish(proc, timeout=1500)
     result = records.read(run / records.RESULT) if (run / records.RESULT).exists() else {}
     tables = (wf / "results" / "runs.parquet").exists()
+    history = _history(killed[0][0])
     return _row("SLURM node failure past the retries", "slurmd, slurmstepd and the job SIGKILLed under two of "
-                "three attempts (SLURM: NODE_FAIL)", proc.returncode == 0 and result.get("status") == "node_lost"
-                and tables, not tables, killed_jobs=killed, result_status=result.get("status"),
-                reason=result.get("reason"), tables_drawn=tables, exit_code=proc.returncode, log=out[-300:])
+                "three runs (SLURM: NODE_FAIL, the job requeued)", proc.returncode == 0
+                and result.get("status") == "node_lost" and tables, not tables, killed_jobs=killed, history=history,
+                result_status=result.get("status"), lost_attempts=result.get("lost_attempts"),
+                restart_count=result.get("slurm_restart_count"), reason=result.get("reason"), tables_drawn=tables,
+                exit_code=proc.returncode, log=out[-300:])
 
 
 SCENARIOS = [suspended, preempted, requeued_group, node_died]

@@ -14,8 +14,9 @@ rule train:
         samples="results/runs/{framework}/{dataset}/{point}/samples.csv",
     log:
         "results/runs/{framework}/{dataset}/{point}/job.log",
-    # A failure of the machine (dlbench/outcomes.py) fails the job, which runs again this many times.
-    retries: CFG["measurement"]["retries"]
+    # A failure of the machine (dlbench/outcomes.py) fails the job, which runs again this many times, and
+    # once more where the last allowed attempt died with its node: that one only publishes `node_lost`.
+    retries: CFG["measurement"]["retries"] + 1
     conda:
         TRAIN_CONDA
     threads: TRAIN_THREADS
