@@ -5,12 +5,15 @@ with SLURM's own commands; rows as in dlbench.testing.faults.
 
 from __future__ import annotations
 
+import contextlib
+import functools
 import json
 import os
 import shutil
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -70,6 +73,37 @@ def _training_job(run: Path, timeout: float = 300) -> str:
     raise TimeoutError(f"no SLURM job started training {run.name}")
 
 
+@contextlib.contextmanager
+def released_requeues(every_s: float = 2.0):
+    """SLURM holds a requeued job about two minutes (its begin time set ahead) before it may run again; the
+    scenarios test what the workflow does with the requeue, not that wait, so for the block every pending job
+    held for its begin time is released at once (scontrol update StartTime=now)."""
+    stop = threading.Event()
+
+    def release() -> None:
+        while not stop.wait(every_s):
+            out = subprocess.run(["squeue", "-h", "-t", "PD", "-o", "%i %r"], capture_output=True, text=True).stdout
+            for job in [line.split()[0] for line in out.splitlines() if line.split()[1:] == ["BeginTime"]]:
+                subprocess.run(["scontrol", "update", f"JobId={job}", "StartTime=now"], capture_output=True)
+
+    thread = threading.Thread(target=release, daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        thread.join(timeout=30)
+
+
+def releasing_requeues(scenario):
+    """A scenario run with released_requeues()."""
+    @functools.wraps(scenario)
+    def run(lab: Lab) -> dict:
+        with released_requeues():
+            return scenario(lab)
+    return run
+
+
 def _finish(proc: subprocess.Popen, timeout: float = 900) -> str:
     try:
         out, _ = proc.communicate(timeout=timeout)
@@ -105,6 +139,7 @@ def suspended(lab: Lab) -> dict:
                 log=out[-300:])
 
 
+@releasing_requeues
 def preempted(lab: Lab) -> dict:
     """A job of a higher partition preempts the training job (PreemptMode=CANCEL): the job requeues itself,
     SLURM runs it again, and the record counts the restart."""
@@ -125,6 +160,7 @@ def preempted(lab: Lab) -> dict:
                 exit_code=proc.returncode, log=out[-300:])
 
 
+@releasing_requeues
 def requeued_group(lab: Lab) -> dict:
     """`scontrol requeue` of a job group after its first point finished: the requeued job publishes that point
     again from its kept attempt instead of measuring it twice, and measures the other."""
@@ -192,6 +228,7 @@ def _history(job: str) -> list[str]:
     return [line.strip() for line in out.splitlines() if line.strip()]
 
 
+@releasing_requeues
 def node_died(lab: Lab) -> dict:
     """The node dies under a training job twice running (slurmd, the job's slurmstepd and everything under it
     SIGKILLed; SLURM marks the node down, ends the run NODE_FAIL and requeues the job, which Snakemake never sees
