@@ -11,7 +11,7 @@ import threading
 import numpy as np
 import pytest
 
-from dlbench import models, runner
+from dlbench import models, record_build, runner
 from dlbench.paths import ROOT as REPO
 
 pytestmark = pytest.mark.slow
@@ -50,7 +50,8 @@ def test_lenet_on_digits_reaches_over_90_percent(train, env_python, theano_versi
     assert r["framework_numpy_version"] != np.__version__  # not the base environment's numpy
     # compilation is its own phase, before training and apart from its clock
     assert r["compile_time_s"] > 0 and r["train_time_s"] > 0
-    spans = {name: (start, end) for name, start, end in runner.phases(runner.read_events(r["_out"] / "events.jsonl"))}
+    events = runner.read_events(r["_out"] / "events.jsonl")
+    spans = {name: (start, end) for name, start, end in record_build.phases(events)}
     assert spans["compile"][1] <= spans["train"][0]
     assert r["train_time_s"] <= spans["train"][1] - spans["train"][0] + 1e-6
     assert "openblas" in r["blas"] and r["library_in_effect"] == "openblas"
