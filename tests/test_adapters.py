@@ -84,7 +84,7 @@ def test_the_adapter_itself_refuses_a_gpu_it_cannot_use(env_python, digits_dir, 
 
 def test_early_stopping_follows_the_theano_tutorials_patience_rule():
     """Validated every min(epoch, patience // 2) iterations; a clear improvement raises the patience to it x 2."""
-    from dlbench.frameworks.base import EarlyStopping
+    from dlbench.frameworks.stepped import EarlyStopping
 
     rule = EarlyStopping({"patience": 100, "patience_increase": 2, "improvement_threshold": 0.995}, 30)
     assert rule.every == 30
@@ -98,7 +98,7 @@ def test_early_stopping_follows_the_theano_tutorials_patience_rule():
 
 
 def test_the_moving_average_follows_tensorflows_num_updates_rule():
-    from dlbench.frameworks.base import ema_rate
+    from dlbench.frameworks.stepped import ema_rate
 
     assert ema_rate(0.9999, 1) == pytest.approx(2 / 11)
     assert ema_rate(0.9999, 1000) == pytest.approx(1001 / 1010)
@@ -152,7 +152,7 @@ def test_validation_stops_early_and_tests_the_best_weights(train, framework):
     tests = {e["iteration"]: e["accuracy"] for e in events if e["e"] == "test"}
     assert r["validation_samples"] == 288 and r["train_samples"] == 1438 - 288  # the last fifth of the digits
     # replay the patience rule on the validations the trainer reported: the same best and the same stop
-    from dlbench.frameworks.base import EarlyStopping
+    from dlbench.frameworks.stepped import EarlyStopping
 
     rule = EarlyStopping(PATIENT["validation"], steps_per_epoch=36)
     assert rule.every == 20 and [v["iteration"] for v in validations][:3] == [20, 40, 60]
