@@ -65,6 +65,11 @@ def by_seed(pairs) -> dict:
     return {(seed if pd.notna(seed) else f"run{i}"): float(v) for i, (seed, v) in enumerate(pairs) if pd.notna(v)}
 
 
+# The columns points() derives: a frame that has them all is one points() made (and is only copied again).
+DERIVED = ("accuracy_pct", "length", "length_unit", "iterations_configured", "whose", "is_own", "reading",
+           "natural_compile")
+
+
 def points(runs: pd.DataFrame) -> pd.DataFrame:
     """The runs table with every column the charts read, plus derived ones.
 
@@ -73,7 +78,12 @@ def points(runs: pd.DataFrame) -> pd.DataFrame:
     `whose`: whose defaults (`own` resolved to the framework's preset), `is_own`, `accuracy_pct`.
     `reading`: how `whose` was applied: `own`, `settings` or `preset` (records without `cross_apply`
     were made before the settings reading existed: whole presets).
+
+    Given a frame points() made (or rows of one), a copy of it: a render computes the points once and
+    hands them to every table, each of which may call points() again at the cost of a copy.
     """
+    if all(col in runs.columns for col in DERIVED):
+        return runs.copy()
     df = runs.copy()
     for col in RUN_COLUMNS:
         if col not in df.columns:
