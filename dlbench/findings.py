@@ -18,6 +18,7 @@ from pathlib import Path
 import pandas as pd
 
 from dlbench import atomic, compare, stats
+from dlbench.guidance import efficiency, fastest_configurations, knob_wins, time_to_target
 from dlbench.observations import OBSERVATIONS, Verdict, observations  # noqa: F401 - Verdict: the findings' type
 from dlbench.published import PUBLISHED_CSV, leaders_vs_published, published_ratios, speedups_vs_published
 from dlbench.summary import (
@@ -28,7 +29,6 @@ from dlbench.summary import (
     failures,
     framework_effect,
     framework_leaders,
-    knob_wins,
     own_vs_cross,
     readings_ran,
     repeats_by_metric,
@@ -42,10 +42,7 @@ from dlbench.tables import (
     READINGS,
     axis_speedups,
     contended_count,
-    efficiency,
-    fastest_configurations,
     points,
-    time_to_target,
 )
 from dlbench.tuning import tuning_table
 from dlbench.verdicts import UNITS, answered, leader_text, state, value
@@ -66,7 +63,7 @@ def _frame(obj) -> pd.DataFrame:
 
 def provider_guidance(runs: pd.DataFrame) -> list[str]:
     """For a service provider: which framework and library settings give the most training throughput per core
-    and per GB of memory (tables.efficiency, summary.knob_wins); each sentence with its numbers, or what is
+    and per GB of memory (dlbench.guidance: efficiency, knob_wins); each sentence with its numbers, or what is
     missing."""
     eff = efficiency(runs)
     if eff.empty:
@@ -112,7 +109,7 @@ def provider_guidance(runs: pd.DataFrame) -> list[str]:
 
 
 def consumer_guidance(runs: pd.DataFrame, curves: pd.DataFrame | None) -> list[str]:
-    """For a consumer: which framework and settings reach a target accuracy soonest (tables.time_to_target)."""
+    """For a consumer: which framework and settings reach a target accuracy soonest (guidance.time_to_target)."""
     ttt = time_to_target(runs, curves)
     if ttt.empty:
         return ["No ok point left a learning curve with test accuracies: how soon a framework reaches a target "

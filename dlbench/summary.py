@@ -381,7 +381,7 @@ def failures(runs: pd.DataFrame) -> pd.DataFrame:
 
 
 # ---------------------------------------------------------------------------------------------
-# The tables findings.md words beside the ones above: repeats per metric, the most throughput, the library knobs
+# The tables findings.md words beside the ones above: repeats per metric, the most throughput
 # ---------------------------------------------------------------------------------------------
 
 def repeats_by_metric(table: pd.DataFrame) -> pd.DataFrame:
@@ -413,27 +413,3 @@ def top_throughput(df: pd.DataFrame) -> pd.Series | None:
     if ok.empty or "peak_fraction_fp32" not in df.columns or not ok["peak_fraction_fp32"].notna().any():
         return None
     return ok.sort_values("achieved_gflops", ascending=False).iloc[0]
-
-
-def knob_wins(eff: pd.DataFrame) -> pd.DataFrame:
-    """Per framework, dataset and device, over the settings groups of tables.efficiency in which the library
-    knobs (library, threads, inter-op threads) varied alone: each group's leader in throughput per core by seed
-    (stats.leader), the knobs that led most groups (`winner`, in `wins` of `groups`) and in how many of them it
-    was told apart from every other knob setting (`told`), and the largest group, best first (`example`), with
-    its leader (`example_leader`)."""
-    cols = ["framework", "dataset", "device", "winner", "wins", "told", "groups", "example", "example_leader"]
-    rows = []
-    for (framework, dataset, device), g in eff.groupby(["framework", "dataset", "device"]):
-        groups = [k for _, k in g.groupby("base") if k["knobs"].nunique() > 1]
-        if not groups:
-            continue
-        leads = [stats.leader({r.knobs: r.per_core_by_seed for r in k.itertuples()}, True) for k in groups]
-        counts = pd.Series([r.name for r in leads]).value_counts()
-        winner = counts.index[0]
-        i = max(range(len(groups)), key=lambda j: len(groups[j]))  # the largest group, worded as the example
-        told = sum(r.name == winner and r.state == "distinct" for r in leads)
-        rows.append({"framework": framework, "dataset": dataset, "device": device, "winner": winner,
-                     "wins": int(counts.iloc[0]), "told": told,
-                     "groups": len(groups), "example": groups[i].sort_values("img_s_per_core", ascending=False),
-                     "example_leader": leads[i]})
-    return pd.DataFrame(rows, columns=cols)
