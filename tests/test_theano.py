@@ -215,7 +215,10 @@ def test_a_point_that_differs_only_in_its_learning_rate_compiles_nothing_new(tra
         return sum(1 for _ in cache.rglob("mod.cpp"))
 
     first = train("theano", "caffe", iterations=5, threads=1, learning_rate=0.0123)
+    # the cache counted is the one the trainer compiled into, and it holds this network's modules
+    assert json.loads(first["build_json"])["compiledir"].startswith(str(cache) + os.sep), first["build_json"]
     before = modules()
+    assert before > 0, f"no compiled module under {cache}"
     for lr in (0.0231, 0.0312):
         r = train("theano", "caffe", iterations=5, threads=1, learning_rate=lr)
         assert r["status"] == first["status"] == "ok", r.get("log_tail")
