@@ -18,7 +18,7 @@ from pathlib import Path
 import pandas as pd
 
 from dlbench import atomic, compare, stats
-from dlbench.frameworks import registry
+from dlbench.guidance import efficiency, fastest_configurations, knob_wins, time_to_target
 from dlbench.observations import OBSERVATIONS, Verdict, observations  # noqa: F401 - Verdict: the findings' type
 from dlbench.published import PUBLISHED_CSV, leaders_vs_published, published_ratios, speedups_vs_published
 from dlbench.summary import (
@@ -31,7 +31,9 @@ from dlbench.summary import (
     framework_leaders,
     own_vs_cross,
     readings_ran,
+    repeats_by_metric,
     repeats_needed,
+    top_throughput,
 )
 from dlbench.tables import (
     AXIS_PAIRS,
@@ -40,11 +42,7 @@ from dlbench.tables import (
     READINGS,
     axis_speedups,
     contended_count,
-    efficiency,
-    fastest_configurations,
-    ok_points,
     points,
-    time_to_target,
 )
 from dlbench.tuning import tuning_table
 from dlbench.verdicts import UNITS, answered, leader_text, state, value
@@ -65,7 +63,8 @@ def _frame(obj) -> pd.DataFrame:
 
 def provider_guidance(runs: pd.DataFrame) -> list[str]:
     """For a service provider: which framework and library settings give the most training throughput per core
-    and per GB of memory (tables.efficiency); each sentence with its numbers, or what is missing."""
+    and per GB of memory (dlbench.guidance: efficiency, knob_wins); each sentence with its numbers, or what is
+    missing."""
     eff = efficiency(runs)
     if eff.empty:
         return ["No ok point measured its training throughput: what serves a provider best cannot be said from "
@@ -92,24 +91,15 @@ def provider_guidance(runs: pd.DataFrame) -> list[str]:
                              f"{r.framework} {getattr(r, column):.4g} img/s ({r.settings})"
                              for r in best.iloc[1:].itertuples()))
             out.append(line + f" ({len(ranked)} settings of {len(best)} frameworks compared).")
-    knobs_compared = False
-    for (framework, dataset, device), g in eff.groupby(["framework", "dataset", "device"]):
-        groups = [k for _, k in g.groupby("base") if k["knobs"].nunique() > 1]
-        if not groups:
-            continue
-        knobs_compared = True
-        leads = [stats.leader({r.knobs: r.per_core_by_seed for r in k.itertuples()}, True) for k in groups]
-        wins = pd.Series([r.name for r in leads])
-        winner, n = wins.value_counts().index[0], int(wins.value_counts().iloc[0])
-        told = sum(r.name == winner and r.state == "distinct" for r in leads)
-        i = max(range(len(groups)), key=lambda j: len(groups[j]))  # the largest group, worded as the example
-        example = groups[i].sort_values("img_s_per_core", ascending=False)
-        out.append(f"{framework} on {dataset}/{device}: {winner} gave the most throughput per core in {n} of "
-                   f"{len(groups)} settings where the library knobs varied alone, told apart from every other "
-                   f"knob setting in {told} of them; e.g. with {example['base_settings'].iloc[0]}: " + ", ".join(
-                       f"{r.knobs} {r.img_s_per_core:.4g} img/s per core ({r.img_s_per_gb:.4g} per GB)"
-                       for r in example.itertuples()) + f": {leads[i].name} leads, {state(leads[i])}.")
-    if not knobs_compared:
+    knobs = knob_wins(eff)
+    for r in knobs.itertuples():
+        out.append(f"{r.framework} on {r.dataset}/{r.device}: {r.winner} gave the most throughput per core in {r.wins} "
+                   f"of {r.groups} settings where the library knobs varied alone, told apart from every other "
+                   f"knob setting in {r.told} of them; e.g. with {r.example['base_settings'].iloc[0]}: " + ", ".join(
+                       f"{e.knobs} {e.img_s_per_core:.4g} img/s per core ({e.img_s_per_gb:.4g} per GB)"
+                       for e in r.example.itertuples())
+                   + f": {r.example_leader.name} leads, {state(r.example_leader)}.")
+    if knobs.empty:
         out.append("No library, thread or inter-op setting was varied with the other settings fixed: which library "
                    "settings serve a provider best cannot be said from this run (sweep `library`, `threads` or "
                    "`interop_threads`).")
@@ -119,7 +109,7 @@ def provider_guidance(runs: pd.DataFrame) -> list[str]:
 
 
 def consumer_guidance(runs: pd.DataFrame, curves: pd.DataFrame | None) -> list[str]:
-    """For a consumer: which framework and settings reach a target accuracy soonest (tables.time_to_target)."""
+    """For a consumer: which framework and settings reach a target accuracy soonest (guidance.time_to_target)."""
     ttt = time_to_target(runs, curves)
     if ttt.empty:
         return ["No ok point left a learning curve with test accuracies: how soon a framework reaches a target "
@@ -211,7 +201,7 @@ def _config_name(r) -> str:
 
 def modern_section(runs: pd.DataFrame, curves: pd.DataFrame | None) -> list[str]:
     """Which framework, compiled or not, in which precision, is fastest to a target accuracy on this machine; what
-    compiling and bfloat16 each bought per framework, and what they cost in accuracy."""
+    compiling and bfloat16 each bought per framework, and what they cost in accuracy. runs: tables.points."""
     out = ["## Compiled or not, and in which precision", ""]
     fast = fastest_configurations(runs, curves)
     speed = {axis: axis_speedups(runs, axis) for axis in AXIS_PAIRS}
@@ -219,7 +209,6 @@ def modern_section(runs: pd.DataFrame, curves: pd.DataFrame | None) -> list[str]
         return out + ["Not tested in this run: no framework ran both eager and compiled, or both fp32 and bf16, "
                       "with its other settings the same (sweep `compile` and `precision`, as config/modern.yaml "
                       "does).", ""]
-    df = points(runs)
     if "cpu_bf16" in runs.columns:
         flags = sorted({str(v) for v in runs["cpu_bf16"].dropna()})
         out += [f"This CPU's native bfloat16 instructions: {', '.join(flags) if flags else 'none'} (/proc/cpuinfo).",
@@ -264,10 +253,8 @@ def modern_section(runs: pd.DataFrame, curves: pd.DataFrame | None) -> list[str]
         out += [f"{what}, against {base} with everything else the same (training throughput alone, the compile "
                 "phase apart; each with its 95 % interval, paired t by seed where both ran the same seeds, else "
                 "Welch's t):", "", *[f"- {line}." for line in lines], ""]
-    ok = ok_points(df, "achieved_gflops", positive=True)
-    ok = ok[ok["framework"].map(lambda f: f in registry.FRAMEWORKS and registry.get(f).honours("precision", "bf16"))]
-    if not ok.empty and "peak_fraction_fp32" in runs.columns and ok["peak_fraction_fp32"].notna().any():
-        best = ok.sort_values("achieved_gflops", ascending=False).iloc[0]
+    best = top_throughput(runs)
+    if best is not None:
         bf16 = pd.to_numeric(pd.Series([best.get("peak_gflops_bf16")]), errors="coerce").iloc[0]
         line = (f"The highest training throughput of these frameworks: {best.framework} {best.compile}, "
                 f"{best.precision} on {best.threads:g} thread(s) ({best.whose} defaults), {best.achieved_gflops:.4g} "
@@ -344,31 +331,29 @@ def _repeats_section(runs: pd.DataFrame) -> list[str]:
                         f"{'points' if u == 'points' else '% of its mean'}" for m, (u, t) in TARGETS.items())
     out += [f"The half-width of each setting's 95 % interval, against a target ({targets}), and about how many "
             "runs would bring it under the target (from the spread seen; a setting of one run has no spread).", ""]
-    for metric, g in table.groupby("metric", sort=False):
-        unit = UNITS[metric]
-        spread = g[g["n"] >= 2]
-        if spread.empty:
-            out.append(f"- {metric}: every setting ran once: no interval, and no spread to size the repeats from.")
+    for r in repeats_by_metric(table).itertuples():
+        unit = UNITS[r.metric]
+        if not r.spread:
+            out.append(f"- {r.metric}: every setting ran once: no interval, and no spread to size the repeats from.")
             continue
-        worst = spread.sort_values("half_width", ascending=False).iloc[0]
-        needed = spread["runs_needed"].dropna()
-        median_n = int(spread["n"].median())
-        out.append(f"- {metric}: {int(spread['reached'].sum())} of {len(spread)} settings with two or more runs reach "
-                   f"the target; median half-width {spread['half_width'].median():.3g}{unit} (n {median_n}); "
-                   f"the widest {worst.half_width:.3g}{unit} ({worst.framework}, {worst.settings}, n {worst.n})"
-                   + (f"; about {int(needed.max())} runs would bring every setting under the target" if len(needed)
-                      else "") + (f"; {int((g['n'] < 2).sum())} setting(s) ran once" if (g["n"] < 2).any() else "")
-                   + ".")
+        out.append(f"- {r.metric}: {int(r.reached)} of {r.spread} settings with two or more runs reach "
+                   f"the target; median half-width {r.median_half_width:.3g}{unit} (n {int(r.median_n)}); "
+                   f"the widest {r.widest_half_width:.3g}{unit} ({r.widest_framework}, {r.widest_settings}, "
+                   f"n {int(r.widest_n)})"
+                   + (f"; about {int(r.runs_needed)} runs would bring every setting under the target"
+                      if pd.notna(r.runs_needed) else "")
+                   + (f"; {r.ran_once} setting(s) ran once" if r.ran_once else "") + ".")
     return out + [""]
 
 
 def render(runs: pd.DataFrame, curves: pd.DataFrame | None = None, published: pd.DataFrame | None = None) -> str:
+    # The points once, handed to every table (each one's own points() is then a copy, not a recomputation).
     df = points(runs)
     n_ok = int((df["status"] == "ok").sum())
     out = ["# Findings of this run", ""]
     if df.empty:
         return "\n".join(out + ["No points in results/runs.parquet: nothing to report.", ""])
-    readings = readings_ran(runs)
+    readings = readings_ran(df)
     contended = contended_count(df)
     out += [f"{len(df)} points ({n_ok} ok, {len(df) - n_ok} failed); frameworks: "
             f"{', '.join(sorted(set(df['framework'])))}; datasets: {', '.join(sorted(set(df['dataset'])))}; "
@@ -377,15 +362,15 @@ def render(runs: pd.DataFrame, curves: pd.DataFrame | None = None, published: pd
                else "") + ". Means are over ok points, each with its 95 % Student-t interval [low, high] and n; "
             "failed points are counted apart; times are this machine's.", "",
             _contended_line(df, contended), ""]
-    out += _leaders_section(runs, published)
-    out += _framework_effect_section(runs)
-    out += _repeats_section(runs)
+    out += _leaders_section(df, published)
+    out += _framework_effect_section(df)
+    out += _repeats_section(df)
 
     out += ["## Best batch size and learning rate per framework", "",
             "By mean test accuracy of ok points, per framework and fixed other settings, where two or more values "
             "ran; the best against the runner-up by a named test (Holm over the values tried).", ""]
     for param, name in (("batch_size", "batch size"), ("learning_rate", "learning rate")):
-        best = best_values(runs, param)
+        best = best_values(df, param)
         out += [f"Best {name}:", ""]
         if best.empty:
             out += [f"Not swept in this run (one {name} per framework).", ""]
@@ -399,10 +384,10 @@ def render(runs: pd.DataFrame, curves: pd.DataFrame | None = None, published: pd
                 for r in best.head(LISTED).itertuples()]
         out.append("")
 
-    out += _tuning_section(runs)
+    out += _tuning_section(df)
 
     out += ["## Are a framework's own defaults best for it?", ""]
-    ovc = own_vs_cross(runs)
+    ovc = own_vs_cross(df)
     ovc = ovc.assign(test_text=[t.text() for t in ovc["test"]])
     out += [md_table(ovc, {"framework": "framework", "dataset": "dataset", "device": "device",
                            "reading": "applied as", "own_accuracy_pct": "own defaults: accuracy (%)",
@@ -412,7 +397,7 @@ def render(runs: pd.DataFrame, curves: pd.DataFrame | None = None, published: pd
             if not ovc.empty else "Not tested: no framework ran both with its own defaults and another's.", ""]
 
     out += ["## What cross-applying settings did", ""]
-    cross = cross_effects(runs)
+    cross = cross_effects(df)
     if readings:
         out += ["Other frameworks' presets were applied as " + "; and as ".join(READING_TEXT[r] for r in readings)
                 + ".", ""]
@@ -423,7 +408,7 @@ def render(runs: pd.DataFrame, curves: pd.DataFrame | None = None, published: pd
             if not cross.empty else "Not tested: every framework ran with one preset only.", ""]
 
     out += ["## Do one framework's best settings carry over to another?", ""]
-    carry = carry_over(runs)
+    carry = carry_over(df)
     out += [f"The preset that served framework A best, applied to framework B, against B's best; it carries over "
             f"when B loses at most {NEAR_BEST_PP:g} points with it, and falls short when it loses more and B's two "
             "presets are told apart by the test (else tied, or a single run).", "",
@@ -436,11 +421,11 @@ def render(runs: pd.DataFrame, curves: pd.DataFrame | None = None, published: pd
                       "told": "as far as the data can tell", "test_text": "test"})
             if not carry.empty else "Not tested: no two frameworks each ran two or more frameworks' presets.", ""]
 
-    out += modern_section(runs, curves)
-    out += compare.version_section(runs)
+    out += modern_section(df, curves)
+    out += compare.version_section(runs)  # the records as they are: it sets two result sets side by side
 
     out += ["## Failed points", ""]
-    fails = failures(runs)
+    fails = failures(df)
     if fails.empty:
         out += ["None: every point finished ok.", ""]
     else:
@@ -449,7 +434,7 @@ def render(runs: pd.DataFrame, curves: pd.DataFrame | None = None, published: pd
                 md_table(fails, {"framework": "framework", "status": "status", "n": "points",
                                  "example_reason": "a reason"}), ""]
 
-    ratios = published_ratios(runs, published) if published is not None else pd.DataFrame()
+    ratios = published_ratios(df, published) if published is not None else pd.DataFrame()
     out += ["## This machine next to the published figures", ""]
     if ratios.empty:
         out += ["Not compared: no ok point with the frameworks' own defaults on a dataset of the published "
@@ -462,14 +447,14 @@ def render(runs: pd.DataFrame, curves: pd.DataFrame | None = None, published: pd
                                   "published_train_time_s": "published (s)", "train_time_ratio": "ratio",
                                   "accuracy_pct": "accuracy (%)", "published_accuracy_pct": "published (%)",
                                   "accuracy_diff_pp": "difference (points)"}), ""]
-    gpu = speedups_vs_published(runs, published)
+    gpu = speedups_vs_published(df, published)
     if not gpu.empty:
         out += ["GPU speed-up of training (CPU time / GPU time, own defaults, same settings on both):", "",
                 md_table(gpu, {"dataset": "dataset", "framework": "framework", "cpu_s": "CPU (s)", "gpu_s": "GPU (s)",
                                "cpu_over_gpu": "speed-up", "published_cpu_over_gpu": "published speed-up"}), ""]
 
     out += ["## The study's observations", ""]
-    verdicts = observations(runs, curves, published)
+    verdicts = observations(df, curves, published)
     told = sum(answered(v.verdict) for v in verdicts.values())
     out += [f"Answered (agrees, disagrees or tied within noise) for {told} of {len(OBSERVATIONS)} observations; an "
             "observation agrees or disagrees only where a named test tells the frameworks or settings apart.", ""]
@@ -481,11 +466,11 @@ def render(runs: pd.DataFrame, curves: pd.DataFrame | None = None, published: pd
     out += ["## Guidance", "", "### For a service provider: throughput per core and per GB", "",
             "Training throughput in images per second (means over ok repeats), per core: divided by the threads "
             "a point was given; per GB: divided by its peak resident memory.", ""]
-    out += [f"- {line}" for line in provider_guidance(runs)]
+    out += [f"- {line}" for line in provider_guidance(df)]
     out += ["", "### For a consumer: the soonest to a target accuracy", "",
             "From the learning curves: a run is timed at its first test at or above the target, so a run tested "
             "only at its end counts its whole training time.", ""]
-    out += [f"- {line}" for line in consumer_guidance(runs, curves)]
+    out += [f"- {line}" for line in consumer_guidance(df, curves)]
     out.append("")
     return "\n".join(out)
 

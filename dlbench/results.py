@@ -12,7 +12,7 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.csv as pa_csv
 
-from dlbench import aggcache, records
+from dlbench import aggcache, record_schema, records
 from dlbench.atomic import atomic_path
 
 KEYS = ("id", "framework", "dataset")
@@ -98,7 +98,8 @@ def collect(metrics_paths, cache: str | Path | None = None) -> tuple[pd.DataFram
     if store:
         found = {name: (store.tables(tables), owners, rows) for name, (tables, owners, rows) in found.items()}
         store.save()
-    runs_df = pd.DataFrame(runs).rename(columns={"id": "run_id"})
+    runs_df = pd.DataFrame(runs).rename(columns=record_schema.RENAMED)
+    runs_df = runs_df[record_schema.ordered_columns(runs_df.columns)]
     return runs_df, _stack(*found["curve.csv"]), _stack(*found["samples.csv"])
 
 
@@ -140,6 +141,7 @@ def aggregate(metrics_paths, runs_out, curves_out, samples_out, *, membership=No
     runs, curves, samples = collect(metrics_paths, cache)
     peak = json.loads(Path(peak_path).read_text()) if peak_path else None
     runs = add_study_context(runs, membership, peak, tuning)
+    runs = runs[record_schema.ordered_columns(runs.columns)]  # the columns in the record's order
     write_parquet(runs, runs_out)
     write_parquet(curves, curves_out)
     write_parquet(samples, samples_out)

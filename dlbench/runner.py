@@ -22,27 +22,12 @@ import sys
 import time
 from pathlib import Path
 
-from dlbench import (
-    hostload,
-    identity,
-    initialisers,
-    inputs,
-    machine,
-    memcap,
-    models,
-    outcomes,
-    presets,
-    procs,
-    provenance,
-    records,
-    slurmjob,
-)
+from dlbench import hostload, machine, memcap, outcomes, procs, provenance, record_build, records, slurmjob
 from dlbench.frameworks import base, registry
 from dlbench.locks import LockTimeout, LockUnusable, measuring
-from dlbench.monitor import GPU_SAMPLE_FIELDS, SAMPLE_FIELDS, Monitor, idle_gpu, nvml_index
+from dlbench.monitor import SAMPLE_FIELDS, Monitor, idle_gpu, nvml_index
 from dlbench.outcomes import MachineFailure
 from dlbench.procs import die_with_parent, kill_tree, owner_tag, remove_dead_leftovers
-from dlbench.trainer import EXIT as TRAINER_EXIT
 
 REPO = Path(__file__).resolve().parent.parent
 HANG_S = 1800.0  # a point silent this long is ended as hung (limits.hang_s)
@@ -50,11 +35,6 @@ LOCK_TIMEOUT_S = 1800.0  # longest wait for the node's measurement lock (measure
 WATCH_S = 2.0  # how often the runner looks at a running trainer
 KILL_WAIT_S = 30.0  # longest wait for a killed trainer to be reaped (one stuck in the kernel never is)
 PAUSE_S = 30.0  # a watch that wakes this late was stopped (SIGSTOP: a suspended job), not merely slow
-CURVE_FIELDS = ("kind", "iteration", "epoch", "loss", "accuracy", "lr", "train_time_s", "test_time_s", "t")
-# Record fields taken from the point itself (the rest of the point, the layer list, is summarised).
-POINT_FIELDS = ("id", "framework", "dataset", "preset", "network", "optimizer", "momentum", "weight_decay",
-                "learning_rate", "batch_size", "test_batch_size", "iterations", "epochs", "test_interval",
-                "shuffle", "ema_decay", "device", "threads", "interop_threads", "library", "version", "repeat", "seed")
 
 
 def read_events(path: Path) -> list[dict]:
@@ -221,6 +201,21 @@ def _run_point(point: dict, dataset_dir: str | Path, out_dir: str | Path, *, pyt
         refused = ("unavailable", "no NVIDIA GPU is visible on this machine (no /dev/nvidia*, NVML finds none)")
     if refused is None and gpu_index is not None:  # NVML's figures are the whole GPU's: its idle ones first
         idle = idle_gpu(gpu_index)
+    env = env or {}
+    # The runner's own fields of the attempt (dlbench.record_schema: the attempt, the environment, the limits).
+    attempt_fields = {
+        "started_at": time.strftime("%Y-%m-%dT%H:%M:%S%z", time.localtime(started_wall)),
+        "monitor_interval_s": interval_s if monitor_enabled else None, "lock_mode": lock_mode,
+        "lock_wait_s": lock_wait_s, "quiet_wait_s": quiet_waited,
+        "gpu_device": device if point["device"] == "gpu" else None,
+        "env_name": env.get("env", point["framework"]), "env_kind": env.get("kind", "current"),
+        "env_key": env.get("key"), "env_python": python or sys.executable, "dataset_dir": str(dataset_dir),
+        **dataset_provenance(dataset_dir),
+        # How many times SLURM requeued this job (a preemption, `scontrol requeue`, a node failure): 0 where none.
+        "attempt": attempt, "lost_attempts": lost_attempts, "slurm_restart_count": slurmjob.restart_count()}
+    context = {"t_launch": t_launch, "log_path": log_path, "time_limit_s": time_limit_s,
+               "memory_limit_mb": memory_limit_mb, "hang_s": hang_s, "contended_pct": contended_pct,
+               "gpu_idle": idle, "attempt": attempt_fields}
     if refused is None:
         try:
             with open(log_path, "wb") as log:
@@ -252,48 +247,21 @@ def _run_point(point: dict, dataset_dir: str | Path, out_dir: str | Path, *, pyt
             ended = "preempted" if slurmjob.requeue_if_preempted() else "cancelled"  # first: KillWait is short
             _kill_and_reap(proc, watch)
             mon.stop()
-            record = build_record(point, read_events(events_path), mon, proc.returncode, ended=ended,
-                                  time_limit_s=time_limit_s, memory_limit_mb=memory_limit_mb,
-                                  t_launch=t_launch, t_end=time.monotonic(), log_tail=_tail(log_path),
-                                  hang_s=hang_s, contended_pct=contended_pct, gpu_idle=idle)
+            record = _record(point, read_events(events_path), mon, proc.returncode, ended, watch, lock_intact=None,
+                             **context)
             records.keep_attempt(out_dir, record, work, records.attempt_name(started_wall))
             shutil.rmtree(work, ignore_errors=True)
             raise
         returncode = proc.returncode
         mon.stop()
-    t_end = time.monotonic()
-
     events = read_events(events_path)
-    record = build_record(point, events, mon, returncode, ended=ended, time_limit_s=time_limit_s,
-                          memory_limit_mb=memory_limit_mb, t_launch=t_launch, t_end=t_end,
-                          log_tail=_tail(log_path), hang_s=hang_s, contended_pct=contended_pct, watch=watch,
-                          gpu_idle=idle)
-    if lock_intact is not None and not lock_intact() and record["status"] not in ("cancelled", "preempted"):
-        record["status"], record["reason"] = "lock_lost", (
-            "the node's measurement lock file was removed while this point held it, so another point may have "
-            "measured beside it; its times are not trusted")
-    record["started_at"] = time.strftime("%Y-%m-%dT%H:%M:%S%z", time.localtime(started_wall))
-    record["monitor_interval_s"] = interval_s if monitor_enabled else None
-    record["lock_mode"] = lock_mode
-    record["lock_wait_s"] = lock_wait_s
-    record["quiet_wait_s"] = quiet_waited
-    record["gpu_device"] = device if point["device"] == "gpu" else None
-    record["gpu_readings_stopped"] = mon.gpu_gave_up
-    env = env or {}
-    record["env_name"] = env.get("env", point["framework"])
-    record["env_kind"] = env.get("kind", "current")
-    record["env_key"] = env.get("key")
-    record["env_python"] = python or sys.executable
-    record["dataset_dir"] = str(dataset_dir)
-    record.update(dataset_provenance(dataset_dir))
-    # How many times SLURM requeued this job (a preemption, `scontrol requeue`, a node failure): 0 where none.
-    record.update(attempt=attempt, machine_failure=outcomes.retried(record["status"]), lost_attempts=lost_attempts,
-                  slurm_restart_count=slurmjob.restart_count())
+    record = _record(point, events, mon, returncode, ended, watch, lock_intact=lock_intact, **context)
     publish = final_attempt or not record["machine_failure"]
     try:
-        records.publish(out_dir, work, record, [("curve.csv", CURVE_FIELDS, curve_rows(events, t_launch)),
-                                                ("samples.csv", ("phase",) + SAMPLE_FIELDS,
-                                                 sample_rows(mon.samples, events, t_launch))],
+        records.publish(out_dir, work, record,
+                        [("curve.csv", record_build.CURVE_FIELDS, record_build.curve_rows(events, t_launch)),
+                         ("samples.csv", ("phase",) + SAMPLE_FIELDS, record_build.sample_rows(mon.samples, events,
+                                                                                               t_launch))],
                         records.attempt_name(started_wall), result=publish)
     except OSError as exc:
         if not outcomes.disk_full(exc):
@@ -302,6 +270,22 @@ def _run_point(point: dict, dataset_dir: str | Path, out_dir: str | Path, *, pyt
         raise MachineFailure("disk_full", f"no space left while writing the record into {out_dir}: {exc}") from exc
     shutil.rmtree(work, ignore_errors=True)
     return record
+
+
+def _record(point: dict, events: list[dict], mon: Monitor, returncode: int | None, ended: str | None, watch: Watch,
+            *, lock_intact, t_launch: float, log_path: Path, memory_limit_mb: float | None, **facts) -> dict:
+    """The attempt's record (dlbench.record_build), from the facts the runner gathered; lock_intact: a callable
+    that says whether the node's lock was held throughout (None: no lock)."""
+    log_tail = _tail(log_path)
+    capped = (record_build.cap_suspected(events, memory_limit_mb, mon.over_memory)
+              and memcap.ended_by_cap(mon.pid, returncode, log_tail))
+    return record_build.build_record(point, events, mon.samples, record_build.Facts(
+        t_launch=t_launch, t_end=time.monotonic(), returncode=returncode, ended=ended, log_tail=log_tail,
+        over_memory=mon.over_memory, capped=capped, pauses=tuple(watch.pauses), unreaped=watch.unreaped,
+        kill_wait_s=KILL_WAIT_S, lock_intact=None if lock_intact is None else bool(lock_intact()),
+        memory_limit_mb=memory_limit_mb, memory_cap=memcap.kind() if memory_limit_mb else None,
+        monitor_cpu_s=mon.own_cpu_s, gpu_nvml_failures=mon.gpu_failures(), gpu_readings_stopped=mon.gpu_gave_up,
+        machine={**machine.host(), **provenance.dlbench_build()}, **facts))
 
 
 def _kill_and_reap(proc: subprocess.Popen, watch: Watch) -> None:
@@ -395,246 +379,6 @@ def _tail(path: Path, lines: int = 30) -> str:
         return ""
 
 
-def phases(events: list[dict]) -> list[tuple[str, float, float]]:
-    """(name, start, end) of every phase the trainer marked, on the monotonic clock."""
-    open_at: dict[str, float] = {}
-    out = []
-    for e in events:
-        if e["e"] == "phase_start":
-            open_at[e["name"]] = e["t"]
-        elif e["e"] == "phase_end" and e["name"] in open_at:
-            out.append((e["name"], open_at.pop(e["name"]), e["t"]))
-    last_t = events[-1]["t"] if events else 0.0
-    out += [(name, start, last_t) for name, start in open_at.items()]  # cut short by a failure
-    return sorted(out, key=lambda p: p[1])
-
-
-def phase_of(t: float, spans: list[tuple[str, float, float]]) -> str:
-    for name, start, end in spans:
-        if start <= t <= end:
-            return name
-    return "startup" if not spans or t < spans[0][1] else "other"
-
-
-def sample_rows(samples: list[dict], events: list[dict], t0: float) -> list[dict]:
-    spans = phases(events)
-    return [{**s, "phase": phase_of(s["t"], spans), "t": round(s["t"] - t0, 4)} for s in samples]
-
-
-def curve_rows(events: list[dict], t0: float) -> list[dict]:
-    """Train and test rows of the learning curve; `t` in seconds since launch, as in the samples."""
-    rows = []
-    for e in events:
-        if e["e"] in ("step", "test"):
-            row = {"kind": "train" if e["e"] == "step" else "test", **{k: e.get(k) for k in CURVE_FIELDS[1:]}}
-            row["t"] = round(e["t"] - t0, 4)
-            rows.append(row)
-    return rows
-
-
-def _mean(values: list[float]) -> float | None:
-    return sum(values) / len(values) if values else None
-
-
-def resource_summary(samples: list[dict], spans: list[tuple[str, float, float]], gpu_idle: dict | None = None) -> dict:
-    train = [s for s in samples if phase_of(s["t"], spans) == "train"] or samples
-    out = {
-        "cpu_util_mean_pct": _mean([s["cpu_pct"] for s in train[1:]] or [s["cpu_pct"] for s in train]),
-        "cpu_util_peak_pct": max((s["cpu_pct"] for s in samples), default=None),
-        "rss_peak_mb": max((s["rss_mb"] for s in samples), default=None),
-        "rss_mean_mb": _mean([s["rss_mb"] for s in train]),
-        "threads_peak": max((s["threads"] for s in samples), default=None),
-        "samples": len(samples),
-    }
-    if gpu_idle or any(key in s for s in samples for key in GPU_SAMPLE_FIELDS):
-        out.update(gpu_summary(samples, train, spans, gpu_idle or {}))
-    return out
-
-
-def gpu_summary(samples: list[dict], train: list[dict], spans: list[tuple[str, float, float]], idle: dict) -> dict:
-    """The GPU fields of a record. NVML reads the whole device, so memory and power come with the device's
-    idle figures read before the trainer started (`*_idle_*`) and what the point added to them (`*_above_idle_*`).
-
-    gpu_energy_train_j: the device's energy over the `train` phase (its interval tests included), from NVML's
-    energy counter interpolated at the phase's start and end; where the device has no counter, mean power
-    times the phase's length (gpu_energy_source says which).
-    """
-    def values(key: str, rows: list[dict]) -> list[float]:
-        return [s[key] for s in rows if s.get(key) is not None]
-
-    peak = max(values("gpu_mem_mb", samples), default=None)
-    power = _mean(values("gpu_power_w", train))
-    mem_idle, power_idle = idle.get("gpu_mem_idle_mb"), idle.get("gpu_power_idle_w")
-    span = next(((start, end) for name, start, end in spans if name == "train"), None)
-    energy, source = None, None
-    if span is not None:
-        counter = [(s["t"], s["gpu_energy_j"]) for s in samples if s.get("gpu_energy_j") is not None]
-        start, end = _interpolate(counter, span[0]), _interpolate(counter, span[1])
-        if start is not None and end is not None:
-            energy, source = end - start, "counter"
-        elif power is not None:
-            energy, source = power * (span[1] - span[0]), "power x time"
-    return {
-        "gpu_util_mean_pct": _mean(values("gpu_util_pct", train)),
-        "gpu_mem_peak_mb": peak,
-        "gpu_mem_idle_mb": mem_idle,
-        "gpu_mem_peak_above_idle_mb": peak - mem_idle if peak is not None and mem_idle is not None else None,
-        "gpu_power_mean_w": power,
-        "gpu_power_idle_w": power_idle,
-        "gpu_energy_train_j": energy,
-        "gpu_energy_train_above_idle_j": (energy - power_idle * (span[1] - span[0])
-                                          if energy is not None and power_idle is not None else None),
-        "gpu_energy_source": source,
-    }
-
-
-def _interpolate(points: list[tuple[float, float]], t: float) -> float | None:
-    """The value at time t, linear between the readings either side of it; None where t is not between two."""
-    for (t0, v0), (t1, v1) in zip(points, points[1:]):
-        if t0 <= t <= t1:
-            return v0 if t1 == t0 else v0 + (v1 - v0) * (t - t0) / (t1 - t0)
-    return None
-
-
-def status_of(events: list[dict], returncode: int | None, *, ended: str | None, over_memory: bool,
-              hang_s: float | None = None, capped: bool = False, watch: Watch | None = None) -> tuple[str, str | None]:
-    """The point's status and its reason, from what happened: how the runner ended it, a stop of the job, the
-    memory guards, else what the trainer said, else how it died (its exit code or signal)."""
-    last = next((e for e in reversed(events) if e["e"] == "status"), None)
-    if ended == "cancelled":
-        return "cancelled", ("the job was cancelled (SIGTERM or SIGINT) before the point finished; "
-                             "it runs again next time")
-    if ended == "preempted":
-        return "preempted", "SLURM preempted the job before the point finished; the job requeued itself"
-    if watch is not None and watch.pauses:
-        return "suspended", (f"the job was stopped for {sum(watch.pauses):.0f} s while the point measured "
-                             f"(SIGSTOP and SIGCONT, as a suspended SLURM job is): its times include the pause")
-    if ended == "timeout":
-        return "timeout", "the point exceeded its time budget"
-    if ended == "hung":
-        tail = "; ".join(_describe_event(e) for e in events[-3:]) or "none"
-        return "hung", f"no event from the trainer for {hang_s:g} s (limits.hang_s); its last events: {tail}"
-    if over_memory:
-        return "oom", "the point exceeded its memory budget (the monitor read its resident memory over it)"
-    if capped:
-        return "oom", ("the point exceeded its memory budget (an allocation failed under the hard cap before the "
-                       "monitor's next reading)")
-    if last is not None:
-        return last["status"], last.get("reason")
-    if returncode is not None and returncode < 0:
-        return "killed", f"the trainer was killed by {outcomes.signal_name(-returncode)}"
-    if returncode == TRAINER_EXIT["disk_full"]:
-        return "disk_full", "the trainer could not write its events: no space left on the device"
-    if returncode is not None and not any(e["e"] == "process_start" for e in events):
-        return "env_damaged", (f"the trainer exited with code {returncode} before it could start (its interpreter "
-                               "or the dlbench package cannot be loaded in the framework's environment)")
-    return "error", f"the trainer exited with code {returncode} before reporting a status"
-
-
-def _describe_event(e: dict) -> str:
-    detail = e.get("name") or e.get("iteration") or e.get("status") or ""
-    return f"{e['e']} {detail}".strip()
-
-
-def build_record(point: dict, events: list[dict], mon: Monitor, returncode: int | None, *, ended: str | None,
-                 time_limit_s, memory_limit_mb, t_launch: float, t_end: float, log_tail: str,
-                 hang_s: float | None = None, contended_pct: float = hostload.CONTENDED_PCT,
-                 watch: Watch | None = None, gpu_idle: dict | None = None) -> dict:
-    reported = next((e["status"] for e in reversed(events) if e["e"] == "status"), None)
-    # Only a point that did not finish well can have been ended by the cap: a harmless allocator warning in
-    # an ok point's log ("out of memory" in TensorFlow's) says nothing.
-    capped = (bool(memory_limit_mb) and not mon.over_memory and reported not in ("ok", "diverged")
-              and memcap.ended_by_cap(mon.pid, returncode, log_tail))
-    status, reason = status_of(events, returncode, ended=ended, over_memory=mon.over_memory, hang_s=hang_s,
-                               capped=capped, watch=watch)
-    if watch is not None and watch.unreaped:
-        reason = (f"{reason}; the trainer (pid {watch.unreaped}) did not exit within {KILL_WAIT_S:g} s of SIGKILL "
-                  "(stuck in the kernel) and was left behind")
-    info = merged_info(events)
-    result = next((e for e in events if e["e"] == "result"), {})
-    plan = next((e for e in events if e["e"] == "plan"), {})
-    spans = phases(events)
-    shape = tuple(point.get("input_shape") or _input_shape(point))
-    record = {k: point.get(k) for k in POINT_FIELDS}
-    record["cross_apply"] = presets.reading(point)  # None: the framework's own defaults
-    record["setting_id"] = identity.setting_id(point)  # shared by the point's repeats, on any machine (compare)
-    record["lr_policy"] = point.get("lr_policy", {}).get("name")
-    record["lr_policy_json"] = json.dumps(point.get("lr_policy", {}), sort_keys=True)
-    record["input_json"] = json.dumps(point.get("input", {}), sort_keys=True)
-    record["init"] = initialisers.describe(point.get("init"))  # the scheme the initial weights were drawn from
-    record["validation_json"] = json.dumps(point.get("validation"), sort_keys=True) if point.get("validation") else None
-    record.update(status=status, reason=reason, returncode=returncode)
-    record["params"] = models.param_count(point["layers"], shape)
-    record["flops_per_image_train"] = models.flops_per_image(point["layers"], shape)["train"]
-    for key in ("train_time_s", "test_time_s", "interval_test_time_s", "augment_time_s", "accuracy", "test_loss",
-                "final_loss", "epochs_trained", "images_trained", "throughput_img_s", "test_throughput_img_s",
-                "train_samples", "test_samples", *base.PROCEDURE_FIELDS):
-        record[key] = result.get(key)
-    data = next((e for e in events if e["e"] == "data"), {})
-    if record["validation_samples"] is None and data.get("validation_samples") is not None:
-        record["validation_samples"] = data["validation_samples"]  # held out, though the point did not finish
-    # `iterations_planned` is the length planned (from epochs where the point gives epochs); `iterations` the
-    # length trained (fewer where early stopping ended it), the plan's where the point did not finish.
-    record["iterations_planned"] = plan.get("total_iterations")
-    record["iterations"] = result.get("iterations") or record["iterations_planned"]
-    steps = [e for e in events if e["e"] == "step"]
-    record["iterations_done"] = steps[-1]["iteration"] if steps else 0
-    if status != "ok" and steps:
-        record["final_loss"] = steps[-1]["loss"]
-    diverged = next((e for e in events if e["e"] == "diverged"), None)
-    record["diverged_at_iteration"] = diverged["iteration"] if diverged else None
-    if record["throughput_img_s"] and record["flops_per_image_train"]:
-        record["achieved_gflops"] = record["throughput_img_s"] * record["flops_per_image_train"] / 1e9
-    for name, start, end in spans:
-        if name in ("import", "data_load", "build", "compile"):
-            record[f"{name}_time_s"] = end - start
-    first_t = events[0]["t"] if events else t_end
-    record["startup_time_s"] = max(0.0, first_t - t_launch)  # interpreter start until the trainer's first word
-    record["wall_time_s"] = t_end - t_launch
-    record.update(resource_summary(mon.samples, spans, gpu_idle))
-    record["monitor_cpu_s"] = mon.own_cpu_s
-    record["gpu_nvml_failures"] = mon.gpu_failures()  # the NVML calls that failed, where the GPU fields lack some
-    # ---- Outside load (dlbench.hostload): others' CPU over the train phase, the load average when it began,
-    # and whether others used more than contended_pct of a core. The monitor's and the runner's own are not others'.
-    record.update(hostload.summary(mon.samples, [phase_of(s["t"], spans) == "train" for s in mon.samples],
-                                   contended_pct))
-    # ---- end of outside load
-    record["framework_version"] = info.get("framework_version")
-    record["framework_numpy_version"] = info.get("numpy_version")
-    record["framework_python_version"] = info.get("python_version")
-    record["cuda_version"] = info.get("cuda_version")  # as the framework reports its build; None: no CUDA
-    record["cudnn_version"] = info.get("cudnn_version")
-    record["blas"] = info.get("blas")
-    record["build_json"] = json.dumps(info.get("build", {}), sort_keys=True)
-    record["threads_requested"] = point["threads"]
-    record["threads_in_effect"] = info.get("threads_in_effect")
-    # Inter-op threads where the framework has such a pool (TensorFlow, PyTorch); None elsewhere.
-    record["interop_threads_in_effect"] = info.get("interop_threads_in_effect")
-    record["library_in_effect"] = info.get("library_in_effect")
-    # The compile and precision axes: the point's value (its framework's natural one where it gives none; None
-    # where the framework has no such switch), and what the framework says it ran.
-    framework = registry.get(point["framework"])
-    record["compile"] = framework.in_effect("compile", point)
-    record["precision"] = framework.in_effect("precision", point)
-    record["compile_in_effect"] = info.get("compile_in_effect")
-    record["precision_in_effect"] = info.get("precision_in_effect")
-    record["device_name"] = info.get("device_name")
-    record["dataset_digest"] = next((e.get("digest") for e in events if e["e"] == "data"), None)
-    record["time_limit_s"] = time_limit_s
-    record["memory_limit_mb"] = memory_limit_mb
-    record["memory_cap"] = memcap.kind() if memory_limit_mb else None
-    # Which guard ended an oom point: the monitor's reading over the budget, or the hard cap.
-    record["oom_by"] = "monitor" if mon.over_memory else "cap" if capped else None
-    record["hang_limit_s"] = hang_s
-    record["paused_s"] = round(sum(watch.pauses), 3) if watch is not None else 0.0
-    record.update(machine.host())
-    record.update(provenance.dlbench_build())
-    if status != "ok":
-        tb = next((e["text"] for e in events if e["e"] == "traceback"), "")
-        record["log_tail"] = (tb + "\n" + log_tail)[-3000:]
-    return record
-
-
 def dataset_provenance(dataset_dir: Path) -> dict:
     """Where the prepared dataset came from (its meta.json): `dataset_source`, and `dataset_test_copy`, what a test
     copy is (config `data_test_copy`), None for the published data."""
@@ -643,18 +387,3 @@ def dataset_provenance(dataset_dir: Path) -> dict:
     except (OSError, ValueError):
         return {"dataset_source": None, "dataset_test_copy": None}
     return {"dataset_source": meta.get("source"), "dataset_test_copy": meta.get("test_copy")}
-
-
-def merged_info(events: list[dict]) -> dict:
-    """The trainer's `info` events as one: a later one adds to an earlier one (its `build` too)."""
-    info: dict = {}
-    for e in events:
-        if e["e"] == "info":
-            build = {**info.get("build", {}), **e.get("build", {})}
-            info.update(e)
-            info["build"] = build
-    return info
-
-
-def _input_shape(point: dict) -> tuple[int, int, int]:
-    return inputs.model_input_shape(point)

@@ -378,3 +378,38 @@ def failures(runs: pd.DataFrame) -> pd.DataFrame:
         return pd.DataFrame(columns=["framework", "status", "n", "example_reason"])
     return bad.groupby(["framework", "status"], as_index=False).agg(
         n=("status", "size"), example_reason=("reason", lambda r: next((str(x) for x in r if pd.notna(x)), "")))
+
+
+# ---------------------------------------------------------------------------------------------
+# The tables findings.md words beside the ones above: repeats per metric, the most throughput
+# ---------------------------------------------------------------------------------------------
+
+def repeats_by_metric(table: pd.DataFrame) -> pd.DataFrame:
+    """repeats_needed's table per metric: settings with two or more runs (`spread`) and how many of them reach
+    the target, their median half-width and n, the widest one's, the runs that would bring every setting under
+    the target (NaN: none computed), and the settings that ran once."""
+    cols = ["metric", "spread", "reached", "median_half_width", "median_n", "widest_half_width", "widest_framework",
+            "widest_settings", "widest_n", "runs_needed", "ran_once"]
+    rows = []
+    for metric, g in table.groupby("metric", sort=False):
+        spread = g[g["n"] >= 2]
+        row = {"metric": metric, "spread": len(spread), "ran_once": int((g["n"] < 2).sum())}
+        if len(spread):
+            worst = spread.sort_values("half_width", ascending=False).iloc[0]
+            needed = spread["runs_needed"].dropna()
+            row.update(reached=int(spread["reached"].sum()), median_half_width=spread["half_width"].median(),
+                       median_n=int(spread["n"].median()), widest_half_width=worst.half_width,
+                       widest_framework=worst.framework, widest_settings=worst.settings, widest_n=worst.n,
+                       runs_needed=int(needed.max()) if len(needed) else np.nan)
+        rows.append(row)
+    return pd.DataFrame(rows, columns=cols)
+
+
+def top_throughput(df: pd.DataFrame) -> pd.Series | None:
+    """The ok point of a framework with the compile and precision switches (registry) with the most achieved
+    GFLOP/s, where the machine's float32 peak is known; None where there is none. df: tables.points."""
+    ok = ok_points(df, "achieved_gflops", positive=True)
+    ok = ok[ok["framework"].map(lambda f: f in registry.FRAMEWORKS and registry.get(f).honours("precision", "bf16"))]
+    if ok.empty or "peak_fraction_fp32" not in df.columns or not ok["peak_fraction_fp32"].notna().any():
+        return None
+    return ok.sort_values("achieved_gflops", ascending=False).iloc[0]

@@ -2,9 +2,10 @@
 
 Plain functions on DataFrames (no drawing): the tidy points with derived columns, the Pareto
 front, speed-ups against threads, resource correlations, own vs cross-applied defaults, sweeps, the tuning
-grids against their defaults, throughput per core and per GB, time to accuracy, phase spans.
+grids against their defaults, time to accuracy, phase spans, what compiling and bfloat16 buy.
 This run next to the published figures is `dlbench.published`; intervals and tests are `dlbench.stats`,
-the study's summary and its verdicts `dlbench.summary`. `dlbench.charts` draws them; `dlbench.findings`
+the study's summary and its verdicts `dlbench.summary`; throughput per core and per GB and the soonest to
+a target accuracy `dlbench.guidance`. `dlbench.charts` draws them; `dlbench.findings`
 puts them into words.
 """
 
@@ -65,6 +66,11 @@ def by_seed(pairs) -> dict:
     return {(seed if pd.notna(seed) else f"run{i}"): float(v) for i, (seed, v) in enumerate(pairs) if pd.notna(v)}
 
 
+# The columns points() derives: a frame that has them all is one points() made (and is only copied again).
+DERIVED = ("accuracy_pct", "length", "length_unit", "iterations_configured", "whose", "is_own", "reading",
+           "natural_compile")
+
+
 def points(runs: pd.DataFrame) -> pd.DataFrame:
     """The runs table with every column the charts read, plus derived ones.
 
@@ -73,7 +79,12 @@ def points(runs: pd.DataFrame) -> pd.DataFrame:
     `whose`: whose defaults (`own` resolved to the framework's preset), `is_own`, `accuracy_pct`.
     `reading`: how `whose` was applied: `own`, `settings` or `preset` (records without `cross_apply`
     were made before the settings reading existed: whole presets).
+
+    Given a frame points() made (or rows of one), a copy of it: a render computes the points once and
+    hands them to every table, each of which may call points() again at the cost of a copy.
     """
+    if all(col in runs.columns for col in DERIVED):
+        return runs.copy()
     df = runs.copy()
     for col in RUN_COLUMNS:
         if col not in df.columns:
@@ -433,85 +444,6 @@ def status_counts(runs: pd.DataFrame) -> pd.DataFrame:
 
 
 # ---------------------------------------------------------------------------------------------
-# Guidance: throughput per core and per GB, and time to a target accuracy
-# ---------------------------------------------------------------------------------------------
-
-def efficiency(runs: pd.DataFrame) -> pd.DataFrame:
-    """Training throughput per CPU thread allotted and per GB of peak resident memory, per settings group.
-
-    Means over ok repeats of images per second (`throughput_img_s`), divided by the point's threads
-    (the cores it was given) and by its peak resident memory (GB, the trainer's process tree); each repeat's
-    value by seed in `per_core_by_seed` / `per_gb_by_seed`, for the tests (stats.leader).
-    `base`/`base_settings`: the settings apart from the library knobs (`knobs`: library, threads, inter-op
-    threads), so that the knobs can be compared with everything else fixed.
-    """
-    cols = ["framework", "dataset", "device", "settings", "base", "base_settings", "knobs", "library", "threads",
-            "interop_threads", "throughput_img_s", "img_s_per_core", "img_s_per_gb", "n", "per_core_by_seed",
-            "per_gb_by_seed"]
-    df = ok_points(points(runs), "throughput_img_s", positive=True)
-    if df.empty:
-        return pd.DataFrame(columns=cols)
-    knobs = {"library", "threads", "interop_threads"}
-    df = df.assign(group=group_key(df, set()), settings=settings_label(df, set()), base=group_key(df, knobs),
-                   base_settings=settings_label(df, knobs),
-                   knobs=[f"{'default' if lib == '-' else lib} library, {t:g} threads"
-                          + (f", {io:g} inter-op" if pd.notna(io) else "")
-                          for lib, t, io in zip(df["library"], df["threads"], df["interop_threads"])],
-                   img_s_per_core=df["throughput_img_s"] / df["threads"],
-                   img_s_per_gb=df["throughput_img_s"] / (df["rss_peak_mb"] / 1024))
-    df = df.assign(per_core_seed=list(zip(df["seed"], df["img_s_per_core"])),
-                   per_gb_seed=list(zip(df["seed"], df["img_s_per_gb"])))
-    out = df.groupby(["group"], as_index=False).agg(
-        framework=("framework", "first"), dataset=("dataset", "first"), device=("device", "first"),
-        settings=("settings", "first"), base=("base", "first"), base_settings=("base_settings", "first"),
-        knobs=("knobs", "first"), library=("library", "first"), threads=("threads", "first"),
-        interop_threads=("interop_threads", "first"), throughput_img_s=("throughput_img_s", "mean"),
-        img_s_per_core=("img_s_per_core", "mean"), img_s_per_gb=("img_s_per_gb", "mean"),
-        n=("throughput_img_s", "size"), per_core_by_seed=("per_core_seed", by_seed),
-        per_gb_by_seed=("per_gb_seed", by_seed))
-    return out[cols].sort_values(["dataset", "device", "framework", "settings"], ignore_index=True)
-
-
-def time_to_target(runs: pd.DataFrame, curves: pd.DataFrame | None, by: tuple[str, ...] = ("framework",)
-                   ) -> pd.DataFrame:
-    """Per dataset and device: a target accuracy every framework (every `by` configuration) reached, and the soonest
-    run of each to it.
-
-    The target is the lowest of their best test accuracies in the learning curves (floored to 0.1 points): the
-    best level all of them reached. A run's time to it is its compile time plus the cumulative training time at
-    its first test at or above the target (time_to_accuracy_table). One row per framework (per `by`
-    configuration, e.g. framework, compile, precision): its soonest run, with the compile time it includes;
-    `setting_by_seed`: {seed: time to the target} of every run of the soonest run's setting that reached it (the
-    repeats the tests compare: stats.leader).
-    """
-    by = list(by)
-    cols = ["dataset", "device", "target_pct", *by, "run_id", "settings", "time_to_target_s", "compile_time_s",
-            "threads", "whose", "iteration", "runs_reaching", "runs", "setting_by_seed"]
-    table = time_to_accuracy_table(runs, curves)
-    table = table[table["status"] == "ok"]
-    if table.empty:
-        return pd.DataFrame(columns=cols)
-    table = table.assign(**{c: table[c].astype(object).fillna("-") for c in by})
-    rows = []
-    for (dataset, device), g in table.groupby(["dataset", "device"]):
-        best = g.groupby(by)["accuracy_pct"].max()
-        target = math.floor(best.min() * 10 + 1e-9) / 10
-        for key, f in g.groupby(by):
-            reached = f[f["accuracy_pct"] >= target - 1e-9].sort_values("train_time_s")
-            first = reached.groupby("run_id", as_index=False).first().sort_values("train_time_s")
-            soonest = first.iloc[0]
-            rows.append({"dataset": dataset, "device": device, "target_pct": target,
-                         **dict(zip(by, key if isinstance(key, tuple) else (key,))),
-                         "run_id": soonest["run_id"], "settings": soonest["settings"],
-                         "time_to_target_s": soonest["train_time_s"], "compile_time_s": soonest["compile_time_s"],
-                         "threads": soonest["threads"], "whose": soonest["whose"], "iteration": soonest["iteration"],
-                         "runs_reaching": len(first), "runs": f["run_id"].nunique(),
-                         "setting_by_seed": by_seed(first.loc[first["settings"] == soonest["settings"],
-                                                              ["seed", "train_time_s"]].itertuples(index=False))})
-    return pd.DataFrame(rows, columns=cols).sort_values(["dataset", "device", "time_to_target_s"], ignore_index=True)
-
-
-# ---------------------------------------------------------------------------------------------
 # The compile and precision axes: what compiling and bfloat16 buy, and what they cost in accuracy
 # ---------------------------------------------------------------------------------------------
 
@@ -579,19 +511,3 @@ def axis_speedups(runs: pd.DataFrame, axis: str) -> pd.DataFrame:
     out = pd.DataFrame(rows, columns=cols)
     return out.sort_values(["dataset", "device", "framework", "whose", "threads", "with"],
                            key=lambda c: c.map(order) if c.name == "framework" else c, ignore_index=True)
-
-
-def fastest_configurations(runs: pd.DataFrame, curves: pd.DataFrame | None) -> pd.DataFrame:
-    """Per dataset and device where the study varied compile or precision: every (framework, compile, precision)
-    configuration's soonest run to the best accuracy all of them reached, compile time included (time_to_target
-    by configuration), soonest first. Only frameworks with such a switch (registry: Caffe and Theano have none)."""
-    df = points(runs)
-    df = df[df["framework"].map(lambda f: f in registry.FRAMEWORKS and registry.get(f).honours("precision", "bf16"))]
-    varied = df.groupby(["dataset", "device"])[list(AXIS_PAIRS)].nunique().max(axis=1) > 1
-    keep = set(varied[varied].index)
-    # a boolean Series, not a list: an empty list would select no columns instead of no rows
-    df = df[pd.Series([(d, dev) in keep for d, dev in zip(df["dataset"], df["device"])], index=df.index, dtype=bool)]
-    if curves is not None and "run_id" in curves.columns:
-        curves = curves[curves["run_id"].isin(set(df["run_id"]))]
-    return time_to_target(runs[runs["run_id"].isin(set(df["run_id"]))] if len(df) else runs.iloc[0:0], curves,
-                          by=("framework", "compile", "precision"))

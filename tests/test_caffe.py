@@ -18,7 +18,7 @@ import h5py
 import numpy as np
 import pytest
 
-from dlbench import models, runner
+from dlbench import models, record_build, runner
 from dlbench.frameworks import base, caffe_data, caffe_log
 from dlbench.paths import ROOT as REPO
 from dlbench.sweep import one_point
@@ -288,7 +288,7 @@ def test_lenet_on_digits_reaches_over_90_percent(lenet_10_epochs):
     kinds = {row.split(",")[0] for row in curve[1:]}
     assert kinds == {"train", "test"} and len(curve) > 100
     # the phases: build (caffe's start to `Starting Optimization`), then train, then the final test
-    spans = {name: (s, e) for name, s, e in runner.phases(runner.read_events(r["_out"] / "events.jsonl"))}
+    spans = {name: (s, e) for name, s, e in record_build.phases(runner.read_events(r["_out"] / "events.jsonl"))}
     assert spans["build"][1] <= spans["train"][0] <= spans["train"][1] <= spans["test"][0]
     assert r["train_time_s"] <= spans["train"][1] - spans["train"][0] + 0.05
 

@@ -191,9 +191,9 @@ def heavy_report(proc: subprocess.Popen) -> dict:
 
 def train_span(out: Path) -> tuple[float, float]:
     """The point's train phase, on the monotonic clock, from its events."""
-    from dlbench import runner
+    from dlbench import record_build, runner
 
-    (span,) = [(start, end) for name, start, end in runner.phases(runner.read_events(out / "events.jsonl"))
+    (span,) = [(start, end) for name, start, end in record_build.phases(runner.read_events(out / "events.jsonl"))
                if name == "train"]
     return span
 

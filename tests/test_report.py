@@ -15,7 +15,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from dlbench import chartlist, charts, findings, summary, tables
+from dlbench import chartlist, charts, findings, guidance, summary, tables
 from dlbench.testing import study as hand_made
 from dlbench.testing.browser import CHROMIUM, MISSING, chromium
 from dlbench.testing.sandbox import copy_workflow, tiny_study
@@ -380,6 +380,6 @@ def test_the_modern_study_in_miniature_has_its_charts_and_findings(modern):
     text = (modern / "results/findings.md").read_text()
     section = text.split("## Compiled or not, and in which precision", 1)[1].split("\n## ", 1)[0]
     fastest = next(line for line in section.splitlines() if line.startswith("**Fastest to"))
-    first = tables.fastest_configurations(runs, pd.read_parquet(modern / "results/curves.parquet")).iloc[0]
+    first = guidance.fastest_configurations(runs, pd.read_parquet(modern / "results/curves.parquet")).iloc[0]
     assert f"{first.framework} {first.compile}, {first.precision} on 1 thread(s)" in fastest
     assert "- jax: compiled trained" in section and "- tensorflow: bf16 trained" in section

@@ -72,8 +72,14 @@ def test_ids_are_stable_and_path_safe():
     assert len({p["id"] for p in a}) == len(a)
     for p in a:
         assert re.fullmatch(r"[A-Za-z0-9._-]+", p["id"])
-    # known value: the same parameters give the same id on every machine
-    assert a[0]["id"] == sweep.point_id({k: v for k, v in a[0].items() if k != "id"})
+    # known value: these parameters have this id on every machine (the slug, then the first 10 hex digits of the
+    # SHA-256 of their compact, key-sorted JSON); another seed is another id with the same slug
+    params = {"preset": "caffe", "network": "lenet", "batch_size": 32, "learning_rate": 0.01, "epochs": 2,
+              "device": "cpu", "threads": 1, "library": "default", "repeat": 0, "framework": "pytorch",
+              "dataset": "digits", "seed": 1}
+    assert sweep.point_id(params) == "caffe-lenet-bs32-lr0.01-e2-cpu-t1-r0-1e781201bd"
+    assert sweep.point_id({**params, "seed": 2}) == "caffe-lenet-bs32-lr0.01-e2-cpu-t1-r0-b308838fc1"
+    assert sweep.point_id({**params, "id": "ignored"}) == sweep.point_id(params)  # a point's own id is no parameter
 
 
 def test_changing_one_value_changes_only_the_points_that_use_it():

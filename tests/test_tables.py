@@ -8,8 +8,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from dlbench import guidance, summary, tables, tuning
 from dlbench import published as pub
-from dlbench import summary, tables, tuning
 from dlbench.testing.study import make_runs, preset_matrix, small_runs
 
 
@@ -285,7 +285,7 @@ def test_efficiency_per_core_and_per_gb():
     runs = own_runs([("caffe", "digits", "cpu", 1.0, 1, 0.9), ("pytorch", "digits", "cpu", 1.0, 1, 0.9)])
     runs = runs.assign(throughput_img_s=[1000.0, 600.0], rss_peak_mb=[512.0, 2048.0], threads=[2, 1],
                        library=["default", "no_onednn"])
-    e = tables.efficiency(runs).set_index("framework")
+    e = guidance.efficiency(runs).set_index("framework")
     assert e.loc["caffe", "img_s_per_core"] == 500 and e.loc["caffe", "img_s_per_gb"] == 2000
     assert e.loc["pytorch", "img_s_per_core"] == 600 and e.loc["pytorch", "img_s_per_gb"] == 300
     assert e.loc["pytorch", "knobs"] == "no_onednn library, 1 threads"
@@ -299,13 +299,13 @@ def test_time_to_target_is_the_best_level_every_framework_reached():
                            "kind": ["test"] * 7, "iteration": [10, 20, 30, 10, 20, 10, 20],
                            "train_time_s": [1.0, 2.0, 4.0, 3.0, 8.0, 2.5, 5.0],
                            "accuracy": [0.90, 0.935, 0.95, 0.92, 0.93, 0.80, 0.9349]})
-    t = tables.time_to_target(runs, curves).set_index("framework")
+    t = guidance.time_to_target(runs, curves).set_index("framework")
     assert set(t["target_pct"]) == {93.4}  # pytorch's best, 93.49%, floored to 0.1 points
     assert t.loc["caffe", "time_to_target_s"] == 2.0 and t.loc["caffe", "iteration"] == 20
     assert t.loc["pytorch", "run_id"] == "p2" and t.loc["pytorch", "time_to_target_s"] == 5.0
     assert (t.loc["pytorch", "runs_reaching"], t.loc["pytorch", "runs"]) == (1, 2)
-    assert list(tables.time_to_target(runs, curves)["framework"]) == ["caffe", "pytorch"]  # soonest first
-    assert tables.time_to_target(runs, pd.DataFrame()).empty
+    assert list(guidance.time_to_target(runs, curves)["framework"]) == ["caffe", "pytorch"]  # soonest first
+    assert guidance.time_to_target(runs, pd.DataFrame()).empty
 
 
 def test_points_say_how_a_preset_was_applied():
@@ -361,7 +361,7 @@ def test_time_to_accuracy_counts_the_compile_time_before_training():
     t = tables.time_to_accuracy_table(runs, curves).set_index("framework")
     assert t.loc["jax", "train_time_s"] == 4.0 and t.loc["jax", "train_only_s"] == 1.0
     assert t.loc["pytorch", "train_time_s"] == 2.5  # no compile phase recorded: nothing added
-    target = tables.time_to_target(runs, curves)
+    target = guidance.time_to_target(runs, curves)
     assert list(target["framework"]) == ["pytorch", "jax"]  # jax trained sooner, but compiling made it later
     assert target.set_index("framework").loc["jax", "compile_time_s"] == 3.0
 
@@ -391,7 +391,7 @@ def test_the_fastest_configuration_to_a_target_includes_its_compile_time():
     runs = modern_runs()
     curves = pd.DataFrame([{"run_id": r.run_id, "kind": "test", "iteration": 469, "train_time_s": r.train_time_s,
                             "accuracy": r.accuracy} for r in runs[runs.status == "ok"].itertuples()])
-    fast = tables.fastest_configurations(pd.concat([runs, make_runs()]), curves)
+    fast = guidance.fastest_configurations(pd.concat([runs, make_runs()]), curves)
     assert set(fast["dataset"]) == {"fashion_mnist"}  # where compile and precision varied
     assert len(fast) == 12 and fast["target_pct"].iloc[0] == pytest.approx(87.6)  # every configuration's best
     first = fast.iloc[0]
@@ -403,7 +403,7 @@ def test_the_fastest_configuration_to_a_target_includes_its_compile_time():
     # a study with no framework that switches compile or precision (Caffe and Theano alone): no rows, no error
     caffe_only = make_runs()
     caffe_only = caffe_only[caffe_only["framework"].isin(["caffe", "theano"])]
-    assert tables.fastest_configurations(caffe_only, curves).empty
+    assert guidance.fastest_configurations(caffe_only, curves).empty
 
 
 def test_peak_fractions_compare_like_with_like():

@@ -11,7 +11,7 @@ import threading
 import numpy as np
 import pytest
 
-from dlbench import models, runner
+from dlbench import models, record_build, runner
 from dlbench.paths import ROOT as REPO
 
 pytestmark = pytest.mark.slow
@@ -50,7 +50,8 @@ def test_lenet_on_digits_reaches_over_90_percent(train, env_python, theano_versi
     assert r["framework_numpy_version"] != np.__version__  # not the base environment's numpy
     # compilation is its own phase, before training and apart from its clock
     assert r["compile_time_s"] > 0 and r["train_time_s"] > 0
-    spans = {name: (start, end) for name, start, end in runner.phases(runner.read_events(r["_out"] / "events.jsonl"))}
+    events = runner.read_events(r["_out"] / "events.jsonl")
+    spans = {name: (start, end) for name, start, end in record_build.phases(events)}
     assert spans["compile"][1] <= spans["train"][0]
     assert r["train_time_s"] <= spans["train"][1] - spans["train"][0] + 1e-6
     assert "openblas" in r["blas"] and r["library_in_effect"] == "openblas"
@@ -214,7 +215,10 @@ def test_a_point_that_differs_only_in_its_learning_rate_compiles_nothing_new(tra
         return sum(1 for _ in cache.rglob("mod.cpp"))
 
     first = train("theano", "caffe", iterations=5, threads=1, learning_rate=0.0123)
+    # the cache counted is the one the trainer compiled into, and it holds this network's modules
+    assert json.loads(first["build_json"])["compiledir"].startswith(str(cache) + os.sep), first["build_json"]
     before = modules()
+    assert before > 0, f"no compiled module under {cache}"
     for lr in (0.0231, 0.0312):
         r = train("theano", "caffe", iterations=5, threads=1, learning_rate=lr)
         assert r["status"] == first["status"] == "ok", r.get("log_tail")

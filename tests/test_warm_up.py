@@ -1,4 +1,4 @@
-"""The untimed step a GPU point takes in its compile phase (base.warms_up) changes nothing it trains.
+"""The untimed step a GPU point takes in its compile phase (stepped.warms_up) changes nothing it trains.
 
 No GPU here: the same step is forced on a CPU point, where it runs the same code (the optimizer at
 learning rate 0, its state and the random state put back; JAX's result dropped), and the point then

@@ -1,5 +1,6 @@
 """The workflow end to end on a tiny config, and what a rerun reruns (read from dry runs)."""
 
+import contextlib
 import json
 import re
 import subprocess
@@ -18,6 +19,17 @@ TINY = tiny_study()  # .test/config/config.yaml
 
 def write_config(workdir: Path, cfg: dict) -> None:
     (workdir / "tiny.yaml").write_text(yaml.safe_dump(cfg))
+
+
+@contextlib.contextmanager
+def config_as(workdir: Path, cfg: dict):
+    """The shared copy's config is `cfg` inside the block and the tiny study's again after it, whatever happened:
+    a failed test leaves the next one the config it expects."""
+    write_config(workdir, cfg)
+    try:
+        yield
+    finally:
+        write_config(workdir, TINY)
 
 
 def planned_jobs(workdir: Path) -> list[tuple[str, dict]]:
@@ -86,21 +98,19 @@ def test_a_finished_run_has_nothing_to_do(workflow_copy):
 
 @pytest.mark.slow
 def test_changing_a_parameter_reruns_those_points_and_the_aggregation(workflow_copy):
-    write_config(workflow_copy, {**TINY, "sweep": {**TINY["sweep"], "learning_rate": [0.01, 0.03]}})
-    jobs = planned_jobs(workflow_copy)
+    with config_as(workflow_copy, {**TINY, "sweep": {**TINY["sweep"], "learning_rate": [0.01, 0.03]}}):
+        jobs = planned_jobs(workflow_copy)
     trains = [wc for rule, wc in jobs if rule == "train"]
     assert len(trains) == 2 and all("lr0.03" in wc["point"] for wc in trains)
     assert {rule for rule, _ in jobs} == {"train", "aggregate", "charts", "findings", "runs_table", "all"}
-    write_config(workflow_copy, TINY)
 
 
 @pytest.mark.slow
 def test_adding_a_point_runs_only_the_new_one(workflow_copy):
-    write_config(workflow_copy, {**TINY, "frameworks": ["pytorch", "tensorflow"],
-                                 "sweep": {**TINY["sweep"], "learning_rate": [0.01, 0.02, 0.04]}})
-    trains = [wc for rule, wc in planned_jobs(workflow_copy) if rule == "train"]
+    with config_as(workflow_copy, {**TINY, "frameworks": ["pytorch", "tensorflow"],
+                                   "sweep": {**TINY["sweep"], "learning_rate": [0.01, 0.02, 0.04]}}):
+        trains = [wc for rule, wc in planned_jobs(workflow_copy) if rule == "train"]
     assert len(trains) == 2 and all("lr0.04" in wc["point"] for wc in trains)
-    write_config(workflow_copy, TINY)
 
 
 @pytest.mark.slow
@@ -153,31 +163,31 @@ def test_the_aggregation_waits_for_a_measurement_on_its_node(workflow_copy, tmp_
     import time
 
     lock = tmp_path / "node.lock"
-    write_config(workflow_copy, {**TINY, "measurement": {"lock_file": str(lock)}})
-    holder = subprocess.Popen([sys.executable, "-c", HOLD_MEASUREMENT, str(lock)], cwd=ROOT, stdin=subprocess.PIPE,
-                              stdout=subprocess.PIPE, text=True)
-    try:
-        assert holder.stdout.readline().strip() == "held"
-        # mtime only: the new lock file is a runner option, which would rerun the points as a changed parameter.
-        run = subprocess.Popen([sys.executable, "-m", "snakemake", "--cores", "2", "--configfile", "tiny.yaml",
-                                "--rerun-triggers", "mtime", "--forcerun", "aggregate"], cwd=workflow_copy,
-                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-        # The kernel lists a process blocked on an flock in /proc/locks ("->"): the aggregation waits on the lock.
-        inode = f":{lock.stat().st_ino} "
-        deadline = time.monotonic() + 300
-        while time.monotonic() < deadline and run.poll() is None:
-            if any(line.split()[1] == "->" and inode in line for line in open("/proc/locks") if len(line.split()) > 1):
-                break
-            time.sleep(0.2)
-        time.sleep(2.0)  # it stays waiting while the measurement goes on
-        assert run.poll() is None
-        holder.stdin.close()
-        released = float(holder.stdout.readline())
-        out = run.communicate(timeout=600)[0]
-    finally:
-        holder.kill()
-        holder.wait()
-        write_config(workflow_copy, TINY)
+    with config_as(workflow_copy, {**TINY, "measurement": {"lock_file": str(lock)}}):
+        holder = subprocess.Popen([sys.executable, "-c", HOLD_MEASUREMENT, str(lock)], cwd=ROOT, stdin=subprocess.PIPE,
+                                  stdout=subprocess.PIPE, text=True)
+        try:
+            assert holder.stdout.readline().strip() == "held"
+            # mtime only: the new lock file is a runner option, which would rerun the points as a changed parameter.
+            run = subprocess.Popen([sys.executable, "-m", "snakemake", "--cores", "2", "--configfile", "tiny.yaml",
+                                    "--rerun-triggers", "mtime", "--forcerun", "aggregate"], cwd=workflow_copy,
+                                   stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+            # The kernel lists a process blocked on an flock in /proc/locks ("->"): the aggregation waits on the lock.
+            inode = f":{lock.stat().st_ino} "
+            deadline = time.monotonic() + 300
+            while time.monotonic() < deadline and run.poll() is None:
+                if any(line.split()[1] == "->" and inode in line for line in open("/proc/locks")
+                       if len(line.split()) > 1):
+                    break
+                time.sleep(0.2)
+            time.sleep(2.0)  # it stays waiting while the measurement goes on
+            assert run.poll() is None
+            holder.stdin.close()
+            released = float(holder.stdout.readline())
+            out = run.communicate(timeout=600)[0]
+        finally:
+            holder.kill()
+            holder.wait()
     assert run.returncode == 0, out[-3000:]
     assert "rule train" not in out and "rule aggregate" in out
     assert (workflow_copy / "results/runs.parquet").stat().st_mtime >= released
@@ -188,11 +198,8 @@ def test_the_aggregation_waits_for_a_measurement_on_its_node(workflow_copy, tmp_
 
 @pytest.mark.slow
 def test_a_bad_config_stops_before_any_job_with_one_line(workflow_copy):
-    write_config(workflow_copy, {**TINY, "sweep": {**TINY["sweep"], "batchsize": [3]}})
-    try:
+    with config_as(workflow_copy, {**TINY, "sweep": {**TINY["sweep"], "batchsize": [3]}}):
         proc = snakemake(workflow_copy, "--configfile", "tiny.yaml", check=False)
-    finally:
-        write_config(workflow_copy, TINY)
     assert proc.returncode != 0
     lines = [line for line in (proc.stdout + proc.stderr).splitlines() if "dlbench: config error" in line]
     assert len(lines) == 1 and "'batchsize'" in lines[0] and "batch_size" in lines[0]
@@ -202,11 +209,8 @@ def test_a_bad_config_stops_before_any_job_with_one_line(workflow_copy):
 @pytest.mark.slow
 def test_runs_with_its_working_directory_elsewhere(workflow_copy, tmp_path):
     one = {**TINY, "frameworks": ["pytorch"], "sweep": {**TINY["sweep"], "learning_rate": [0.01]}}
-    write_config(workflow_copy, one)
-    try:
+    with config_as(workflow_copy, one):
         snakemake(workflow_copy, "--configfile", "tiny.yaml", "--directory", str(tmp_path), "results/runs.parquet")
-    finally:
-        write_config(workflow_copy, TINY)
     runs = pd.read_parquet(tmp_path / "results/runs.parquet")
     assert len(runs) == 1 and runs.status.iloc[0] == "ok", runs.iloc[0].get("log_tail")
     # everything went to the other directory, also the run's own files the trainer wrote

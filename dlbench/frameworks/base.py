@@ -1,13 +1,13 @@
-"""The contract every framework adapter keeps, and the training loop the Python-driven adapters share.
+"""The contract every framework adapter keeps.
 
 Runs inside a framework's environment: numpy and the standard library only.
 
 Every adapter is an `Adapter` (one contract: prepare, load, info, train, forward) and
 `Adapter.run` drives it the same way for every framework, so the plan, the events and the
-result record are made in one place. The PyTorch, TensorFlow, Theano and JAX adapters are
-`SteppedAdapter`s (build, train_step, take_loss, evaluate): the training loop, the clocks,
-the learning-rate schedule, the batch order, the validation with early stopping and the
-divergence check are shared code.
+result record are made in one place. Its optional hooks say up front whether it can: `can(hook)`,
+and `run` refuses a point that needs a hook its adapter lacks before anything is read. The
+PyTorch, TensorFlow, Theano and JAX adapters are `SteppedAdapter`s (dlbench.frameworks.stepped:
+the training loop they share).
 """
 
 from __future__ import annotations
@@ -28,9 +28,7 @@ from dlbench import initialisers, models
 from dlbench import inputs as input_handling
 from dlbench import lr as lr_policies
 from dlbench.datasets import store
-
-PROGRESS_EVERY_S = 2.0
-
+from dlbench.record_schema import Info, check_info
 
 # The BLAS libraries a process can have loaded, by their file name, and what each is called in the records.
 BLAS_FILES = (("libmkl_rt", "mkl"), ("libmkl_core", "mkl"), ("libopenblas", "openblas"), ("libblis", "blis"),
@@ -91,6 +89,8 @@ class Reporter:
         self._fh = open(path, "a", buffering=1)
 
     def emit(self, event: str, **fields) -> None:
+        if event == "info":  # each key a field of the record: a misspelt one fails here, not as an empty column
+            check_info(fields)
         fields = {"e": event, "t": time.monotonic(), **fields}
         self._fh.write(json.dumps(fields, default=_plain) + "\n")
         self._fh.flush()
@@ -177,12 +177,6 @@ def initial_weights(point: dict, input_shape: tuple[int, int, int]) -> list[tupl
     return initialisers.draw(point["layers"], tuple(input_shape), point.get("init"), point["seed"])
 
 
-def ema_rate(decay: float, updates: int) -> float:
-    """The moving average's decay after `updates` updates: TensorFlow's rule with num_updates,
-    min(decay, (1 + updates) / (10 + updates)), so that the average follows the weights early on."""
-    return min(decay, (1.0 + updates) / (10.0 + updates))
-
-
 def parameter_groups(layers: list[dict]) -> list[tuple[float, float]]:
     """(lr multiplier, decay multiplier) of every parameter, in the order W0, b0, W1, b1, ... of the
     conv and dense layers: the spec's lr_mult / decay_mult (weights) and bias_lr_mult / bias_decay_mult."""
@@ -215,54 +209,6 @@ class Plan:
         test_every = test_every if test_every < total else None
         return cls(total, spe, max(1, total // 100), test_every,
                    lr_policies.normalise(point.get("lr_policy", {"name": "fixed"}), train_size, point["batch_size"]))
-
-
-def batch_order(n: int, batch_size: int, seed: int, shuffle: bool = True):
-    """Endless batches of indices, wrapping across epochs like Caffe's readers: a new permutation each
-    epoch, or (shuffle False) the file order every epoch, as Caffe's LMDB, Torch's and Theano's scripts read."""
-    rng = np.random.RandomState(seed)
-    pending = np.empty(0, dtype=np.int64)
-    while True:
-        while len(pending) < batch_size:
-            epoch = rng.permutation(n) if shuffle else np.arange(n)
-            pending = np.concatenate([pending, epoch.astype(np.int64)])
-        yield pending[:batch_size]
-        pending = pending[batch_size:]
-
-
-class EarlyStopping:
-    """The Theano tutorial's patience rule, validated every `every` iterations.
-
-    Counting iterations from 0 as the tutorial does (`it` = iterations done - 1): a validation error
-    below the best is the new best; below best x threshold it also raises the patience to
-    it x increase; training stops once the patience is at most `it`. Validation comes every
-    min(steps per epoch, patience // 2) iterations.
-    """
-
-    def __init__(self, cfg: dict, steps_per_epoch: int):
-        self.patience = int(cfg["patience"])
-        self.increase = float(cfg.get("patience_increase", 2.0))
-        self.threshold = float(cfg.get("improvement_threshold", 0.995))
-        self.every = max(1, min(steps_per_epoch, self.patience // 2))
-        self.best_error = math.inf
-        self.best_iteration: int | None = None
-        self.best_accuracy: float | None = None
-
-    def due(self, done: int) -> bool:
-        return done % self.every == 0
-
-    def record(self, done: int, accuracy: float) -> bool:
-        """A validation after `done` iterations; whether it is the best so far (its weights to be kept)."""
-        error = 1.0 - accuracy
-        if error >= self.best_error:
-            return False
-        if error < self.best_error * self.threshold:
-            self.patience = max(self.patience, int((done - 1) * self.increase))
-        self.best_error, self.best_iteration, self.best_accuracy = error, done, accuracy
-        return True
-
-    def should_stop(self, done: int) -> bool:
-        return self.patience <= done - 1
 
 
 @dataclass
@@ -330,12 +276,19 @@ def result(point: dict, plan: Plan, loaded: Loaded, outcome: Outcome) -> dict:
     }
 
 
+def optional_hook(method):
+    """Mark a hook's default, which an adapter overrides where it can (Adapter.can); the default raises."""
+    method.unimplemented = True
+    return method
+
+
 class Adapter(ABC):
     """One framework's way to train one point; the trainer process calls `run()`, which calls the rest.
 
     Each adapter module names its class ADAPTER. `run()` is the same for every framework:
-    prepare() (before any data are read) -> load() (the `data_load` phase and the `data`
-    event) -> the Plan (`plan` event) -> info() (`info` event) -> train(plan) -> result().
+    refuse() (what the point needs that the adapter cannot do) -> prepare() (before any data are
+    read) -> load() (the `data_load` phase and the `data` event) -> the Plan (`plan` event) ->
+    info() (`info` event) -> train(plan) -> result().
     train() emits the phases `build`, `compile`, `train` and `test`, a `step` event per
     display interval and a `test` event per test, the last one the final test.
     """
@@ -361,10 +314,11 @@ class Adapter(ABC):
         every record."""
 
     @abstractmethod
-    def info(self) -> dict:
+    def info(self) -> Info:
         """What the framework says of itself: framework, framework_version, numpy_version, blas, build
         (BLAS, oneDNN, CUDA, ...), threads_in_effect, library_in_effect, device_name; where it has the compile
-        and precision switches, compile_in_effect and precision_in_effect (what it ran, as it reports it)."""
+        and precision switches, compile_in_effect and precision_in_effect (what it ran, as it reports it).
+        Each key is a field of the record (dlbench.record_schema.INFO), checked as it is reported."""
 
     @abstractmethod
     def train(self, plan: Plan) -> Outcome:
@@ -390,8 +344,34 @@ class Adapter(ABC):
     def close(self) -> None:  # noqa: B027 (an optional hook)
         """Release what prepare() and load() made (temporary files, child processes)."""
 
+    @optional_hook
+    def weights(self) -> list[tuple[np.ndarray, np.ndarray]]:
+        """The current (W, b) of every conv and dense layer in the canonical layout (see `forward`), as stored:
+        a sparse conv's unconnected weights included, not masked (they must still be 0)."""
+        raise NotImplementedError(f"{type(self).__name__} cannot read its weights back")
+
+    @classmethod
+    def can(cls, hook: str) -> bool:
+        """Whether this adapter implements the optional hook `hook` (weights, keep_best, set_train_data, ...)."""
+        return not getattr(getattr(cls, hook), "unimplemented", False)
+
+    def needs(self) -> dict[str, tuple[str, ...]]:
+        """What the point asks of this adapter beyond the contract: {what, in words: the optional hooks it
+        takes}. None here: an adapter that runs its own loop refuses what it cannot run in prepare()."""
+        return {}
+
+    def refuse(self) -> None:
+        """Unavailable, in one line, where the point needs an optional hook its adapter lacks: said before
+        any data are read, not when the loop first calls the hook."""
+        for what, hooks in self.needs().items():
+            missing = [hook for hook in hooks if not self.can(hook)]
+            if missing:
+                raise Unavailable(f"{self.point['framework']} cannot run this point's {what}: its adapter has no "
+                                  f"{', '.join(missing)} (dlbench/frameworks/{self.point['framework']}.py)")
+
     def run(self) -> dict:
         try:
+            self.refuse()
             self.prepare()
             with self.reporter.phase("data_load"):
                 loaded = self.load()
@@ -406,196 +386,6 @@ class Adapter(ABC):
             return result(self.point, plan, loaded, self.train(plan))
         finally:
             self.close()
-
-
-class Stopwatch:
-    """Training time in segments: stopped while the loop tests or draws new augmented data.
-
-    `sync` waits for queued device work, so that a stop covers the work already launched.
-    """
-
-    def __init__(self, sync):
-        self._sync = sync
-        self.total = 0.0
-        self._since: float | None = None
-
-    def start(self) -> None:
-        self._since = time.perf_counter()
-
-    def stop(self) -> float:
-        """Synchronise, add the running segment; the total so far."""
-        self._sync()
-        if self._since is not None:
-            self.total += time.perf_counter() - self._since
-            self._since = None
-        return self.total
-
-    def read(self) -> float:
-        """The total with the running segment, without synchronising (for progress reports)."""
-        return self.total + (time.perf_counter() - self._since if self._since is not None else 0.0)
-
-    @contextlib.contextmanager
-    def paused(self):
-        """Stopped for the block; yields a span whose `seconds` is the block's own duration once it ends."""
-        self.stop()
-        span = _Span()
-        t0 = time.perf_counter()
-        try:
-            yield span
-        finally:
-            span.seconds = time.perf_counter() - t0
-            self.start()
-
-
-class _Span:
-    seconds = 0.0
-
-
-class SteppedAdapter(Adapter):
-    """An adapter whose training loop runs in Python, one step at a time: PyTorch, TensorFlow, Theano, JAX.
-
-    It implements build, train_step, take_loss and evaluate (and compile, sync, set_train_data where
-    the framework needs them; keep_best and restore_best for early stopping); `train` is the loop they
-    share, so that the clocks, the learning-rate schedule, the batch order, the validation and early
-    stopping, the reports and the divergence check are the same code for all of them.
-
-    build() starts the network from initial_weights(point, shape) and honours the spec's per-layer
-    multipliers (parameter_groups), and, where the point has `ema_decay`, keeps a moving average of the
-    weights (updated after every step at ema_rate) that evaluate() then uses.
-    """
-
-    inputs: Inputs
-
-    def load(self) -> Loaded:
-        self.inputs = load_inputs(self.dataset_dir, self.point)
-        extra = {"validation_samples": len(self.inputs.val_y)} if self.inputs.val_y is not None else {}
-        return Loaded(len(self.inputs.train_y), len(self.inputs.test_y), self.inputs.digest, list(self.inputs.shape),
-                      extra)
-
-    @abstractmethod
-    def build(self) -> None:
-        """The model, its initial weights and the optimizer; the data on the device."""
-
-    def compile(self) -> None:
-        """Tracing, compiling or warm-up that is not training (reported as the `compile` phase); where
-        warms_up(point), one untimed step too, eager points included."""
-
-    @abstractmethod
-    def train_step(self, batch: np.ndarray, lr: float) -> None:
-        """One update on the training images at these indices, at this learning rate."""
-
-    @abstractmethod
-    def take_loss(self) -> float:
-        """The mean training loss since the last call (synchronises)."""
-
-    @abstractmethod
-    def evaluate(self, split: str = "test") -> tuple[float, float]:
-        """(accuracy, mean loss) on the whole split ("test", or "validation": the hold-out), with the weights
-        the point is judged by (the moving average where the point keeps one)."""
-
-    @abstractmethod
-    def weights(self) -> list[tuple[np.ndarray, np.ndarray]]:
-        """The current (W, b) of every conv and dense layer in the canonical layout (see `forward`), as stored:
-        a sparse conv's unconnected weights included, not masked (they must still be 0)."""
-
-    def keep_best(self) -> None:
-        """Copy aside the weights evaluate() uses (early stopping: the best validation so far)."""
-        raise NotImplementedError(f"{type(self).__name__} cannot keep weights for early stopping")
-
-    def restore_best(self) -> None:
-        """Put back the weights keep_best() copied."""
-        raise NotImplementedError(f"{type(self).__name__} cannot restore weights for early stopping")
-
-    def sync(self) -> None:
-        """Wait for queued device work before a clock is read."""
-
-    def set_train_data(self, x: np.ndarray) -> None:
-        """A new augmented view of the training images."""
-        raise NotImplementedError(f"{type(self).__name__} does not take augmented data")
-
-    def train(self, plan: Plan) -> Outcome:
-        point, reporter, inputs = self.point, self.reporter, self.inputs
-        with reporter.phase("build"):
-            self.build()
-        with reporter.phase("compile"):
-            self.compile()
-        order = batch_order(len(inputs.train_y), point["batch_size"], point["seed"], point.get("shuffle", True))
-        stopper = EarlyStopping(point["validation"], plan.steps_per_epoch) if point.get("validation") else None
-        clock = Stopwatch(self.sync)
-        interval_test_s = augment_s = 0.0
-        last_loss = float("nan")
-        stopped_at = None
-        reporter.emit("phase_start", name="train")
-        clock.start()
-        last_report = time.perf_counter()
-        for it in range(plan.total_iterations):
-            if inputs.augmenter is not None and it and it % plan.steps_per_epoch == 0:
-                # A fresh augmented view per epoch; its cost is reported apart, as an input pipeline's would be.
-                with clock.paused() as span:
-                    self.set_train_data(inputs.augmenter())
-                augment_s += span.seconds
-            lr = lr_policies.rate(plan.lr_policy, point["learning_rate"], it)
-            self.train_step(next(order), lr)
-            done = it + 1
-            stopping = stopper is not None and stopper.should_stop(done) and done < plan.total_iterations
-            # Report every display interval, and at least every PROGRESS_EVERY_S on slow points,
-            # so a point cut short (timeout, kill) still shows how far it got.
-            if (done % plan.display_every == 0 or done == plan.total_iterations or stopping
-                    or time.perf_counter() - last_report >= PROGRESS_EVERY_S):
-                last_report = time.perf_counter()
-                last_loss = self.take_loss()
-                reporter.emit("step", iteration=done, epoch=done / plan.steps_per_epoch, loss=last_loss, lr=lr,
-                              train_time_s=clock.read())
-                if not math.isfinite(last_loss):
-                    raise Diverged(done, last_loss)
-            if plan.test_every and done % plan.test_every == 0 and done < plan.total_iterations:
-                with clock.paused() as span:
-                    acc, loss = self.evaluate()
-                interval_test_s += span.seconds
-                reporter.emit("test", iteration=done, epoch=done / plan.steps_per_epoch, accuracy=acc, loss=loss,
-                              test_time_s=span.seconds, train_time_s=clock.total)
-            if stopper is not None and stopper.due(done):
-                with clock.paused() as span:
-                    acc, loss = self.evaluate("validation")
-                    if stopper.record(done, acc):
-                        self.keep_best()
-                interval_test_s += span.seconds
-                reporter.emit("validation", iteration=done, epoch=done / plan.steps_per_epoch, accuracy=acc,
-                              loss=loss, best=stopper.best_iteration == done, patience=stopper.patience,
-                              test_time_s=span.seconds, train_time_s=clock.total)
-                stopping = stopper.should_stop(done) and done < plan.total_iterations
-            if stopping:
-                stopped_at = done
-                break
-        train_s = clock.stop()
-        reporter.emit("phase_end", name="train", duration_s=train_s)
-        iterations = stopped_at or plan.total_iterations
-        if stopper is not None and stopper.best_iteration is not None:
-            self.restore_best()  # the tested weights are those of the best validation, as the tutorial reports
-        with reporter.phase("test"):
-            t0 = time.perf_counter()
-            acc, test_loss = self.evaluate()
-            self.sync()
-            test_s = time.perf_counter() - t0
-        reporter.emit("test", iteration=iterations, epoch=iterations / plan.steps_per_epoch,
-                      accuracy=acc, loss=test_loss, test_time_s=test_s, train_time_s=train_s)
-        extra = {}
-        if point.get("ema_decay"):
-            extra["ema"] = f"applied (decay {point['ema_decay']:g}, min(decay, (1 + n) / (10 + n)) after n updates)"
-        if stopper is not None:
-            extra.update(validation_samples=len(inputs.val_y), best_validation_iteration=stopper.best_iteration,
-                         best_validation_accuracy=stopper.best_accuracy, stopped_early_at=stopped_at,
-                         accuracy_at_best=acc)
-        return Outcome(train_s, test_s, acc, test_loss, last_loss, interval_test_s, augment_s,
-                       iterations=stopped_at, extra=extra)
-
-
-def warms_up(point: dict) -> bool:
-    """Whether a point takes one untimed step in its `compile` phase whatever its compile mode: a GPU point,
-    whose first steps pay one-time costs (cuDNN handles, lazy kernel loading, the allocator's first blocks)
-    that would otherwise fall into the training time of an eager point. Compiled points take it anyway.
-    """
-    return point["device"] == "gpu"
 
 
 def thread_env(threads: int, interop_threads: int | None = None) -> dict[str, str]:

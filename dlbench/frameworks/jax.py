@@ -20,7 +20,7 @@ The learning rate is an argument, so one compilation serves every schedule.
 compilation falls into the training time. `compile: eager`: the same functions run op by op under
 jax.disable_jit(); each primitive is dispatched on its own (and compiled once, the first time it
 comes, inside the training time): JAX's eager mode. A GPU point, eager or compiled, also takes one
-step in the `compile` phase and drops its result (base.warms_up), so the first step's one-time costs
+step in the `compile` phase and drops its result (stepped.warms_up), so the first step's one-time costs
 fall outside the training time.
 
 `precision: bf16`: the layers compute in bfloat16 (Flax's dtype) on float32 parameters; the logits
@@ -47,7 +47,9 @@ import optax
 from jax import lax
 
 from dlbench import initialisers, models
-from dlbench.frameworks.base import SteppedAdapter, initial_weights, no_gpu, parameter_groups, warms_up
+from dlbench.frameworks.base import initial_weights, no_gpu, parameter_groups
+from dlbench.frameworks.stepped import SteppedAdapter, warms_up
+from dlbench.record_schema import Info
 
 XLA_POOL_THREAD = "tf_XLAEigen"  # how XLA's CPU intra-op pool names its threads
 
@@ -198,7 +200,7 @@ class JaxAdapter(SteppedAdapter):
         else:
             self.device = jax.devices("cpu")[0]
 
-    def info(self) -> dict:
+    def info(self) -> Info:
         return {
             "framework": "jax",
             "framework_version": jax.__version__,
@@ -272,7 +274,7 @@ class JaxAdapter(SteppedAdapter):
             new = {**state, "params": params, "opt": opt, "key": key}
             if ema_decay:
                 n = state["ema_n"] + 1.0
-                rate = jnp.minimum(ema_decay, (1.0 + n) / (10.0 + n))  # base.ema_rate
+                rate = jnp.minimum(ema_decay, (1.0 + n) / (10.0 + n))  # stepped.ema_rate
                 new["ema"] = jax.tree.map(lambda e, w: e - (1.0 - rate) * (e - w), state["ema"], params)
                 new["ema_n"] = n
             return new, loss

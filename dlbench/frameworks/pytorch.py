@@ -16,7 +16,7 @@ inductor back end: C++ kernels compiled with the machine's g++), and so does the
 (AOTAutograd); the optimizer's update runs as in eager mode. The `compile` phase runs one step on the
 first batch, forward, backward and the optimizer at learning rate 0, then puts back the optimizer's
 state and the random state, so that nothing is updated and the compilation is timed apart from the
-training. A GPU point takes that step in eager mode too (base.warms_up). Testing runs the same module
+training. A GPU point takes that step in eager mode too (stepped.warms_up). Testing runs the same module
 eagerly.
 `precision: bf16`: the forward passes run under torch.autocast with bfloat16 (convolutions and
 matrix products in bfloat16, oneDNN's native kernels where the CPU has AVX-512 BF16 or AMX); the
@@ -35,14 +35,9 @@ import torch.nn.functional as F
 from torch import nn
 
 from dlbench import initialisers, models
-from dlbench.frameworks.base import (
-    SteppedAdapter,
-    ema_rate,
-    initial_weights,
-    no_gpu,
-    parameter_groups,
-    warms_up,
-)
+from dlbench.frameworks.base import initial_weights, no_gpu, parameter_groups
+from dlbench.frameworks.stepped import SteppedAdapter, ema_rate, warms_up
+from dlbench.record_schema import Info
 
 
 class MaskedConv2d(nn.Conv2d):
@@ -155,7 +150,7 @@ class TorchAdapter(SteppedAdapter):
                               and torch.backends.mkldnn.enabled and torch.backends.mkldnn.is_available())
         return loaded
 
-    def info(self) -> dict:
+    def info(self) -> Info:
         gpu = torch.cuda.get_device_name(0) if self.device.type == "cuda" else None
         return {
             "framework": "pytorch",

@@ -81,7 +81,7 @@ class Framework:
     natural: dict[str, str] = field(default_factory=dict)
     # Variables set to the point's thread count before the framework is imported (its own thread knob).
     threads_env: tuple[str, ...] = ()
-    # Whether dlbench's shared training loop drives it (base.SteppedAdapter); Caffe runs its own solver.
+    # Whether dlbench's shared training loop drives it (stepped.SteppedAdapter); Caffe runs its own solver.
     stepped: bool = True
     # The estimate's defaults for it; None: its points wait for a measured one (or a probe).
     cost: Cost | None = None

@@ -28,7 +28,9 @@ import numpy as np
 import tensorflow as tf
 
 from dlbench import initialisers, models
-from dlbench.frameworks.base import SteppedAdapter, initial_weights, no_gpu, parameter_groups, warms_up
+from dlbench.frameworks.base import initial_weights, no_gpu, parameter_groups
+from dlbench.frameworks.stepped import SteppedAdapter, warms_up
+from dlbench.record_schema import Info
 
 keras = tf.keras
 
@@ -226,7 +228,7 @@ class TFAdapter(SteppedAdapter):
         else:
             self.device = "/CPU:0"
 
-    def info(self) -> dict:
+    def info(self) -> Info:
         build = dict(tf.sysconfig.get_build_info())
         onednn = os.environ.get("TF_ENABLE_ONEDNN_OPTS", "1") != "0"
         return {
@@ -289,7 +291,7 @@ class TFAdapter(SteppedAdapter):
             self.update.apply(grads, lr)
             if self.ema is not None:
                 n = self.ema_updates.assign_add(1.0)
-                rate = tf.cast(tf.minimum(ema_decay, (1.0 + n) / (10.0 + n)), dtype)  # base.ema_rate
+                rate = tf.cast(tf.minimum(ema_decay, (1.0 + n) / (10.0 + n)), dtype)  # stepped.ema_rate
                 for shadow, v in zip(self.ema, variables):
                     shadow.assign_sub((1.0 - rate) * (shadow - v))
             return loss

@@ -39,15 +39,10 @@ from pathlib import Path
 import numpy as np
 
 from dlbench import initialisers, models
-from dlbench.frameworks.base import (
-    SteppedAdapter,
-    Unavailable,
-    blas_in_effect,
-    check_library,
-    initial_weights,
-    parameter_groups,
-)
+from dlbench.frameworks.base import Unavailable, blas_in_effect, check_library, initial_weights, parameter_groups
+from dlbench.frameworks.stepped import SteppedAdapter
 from dlbench.paths import cache_root
+from dlbench.record_schema import Info
 
 
 def blas_ldflags() -> str:
@@ -282,7 +277,7 @@ def sgd_updates(params, grads, lr, momentum: float, lr_mults: list[float] | None
 
 
 def ema_updates(params, updates: list, decay: float) -> tuple[list, list]:
-    """Shadows of the parameters, moved towards their updated values after every step (base.ema_rate):
+    """Shadows of the parameters, moved towards their updated values after every step (stepped.ema_rate):
     (the shadows, the updates that do it, counter included)."""
     new_value = dict(updates)
     count = theano.shared(_f(0.0), name="ema_updates")
@@ -359,7 +354,7 @@ class TheanoAdapter(SteppedAdapter):
         check_device(self.point)
         check_toolchain()
 
-    def info(self) -> dict:
+    def info(self) -> Info:
         libs = blas_libraries()
         blas_threads = openblas_threads(libs)
         omp_threads = requested_threads()

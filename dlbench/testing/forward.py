@@ -13,7 +13,9 @@ INPUT.npz holds x (float32, N C H W) and y (int64, N).
 
 The network is models.resolve(NETWORK, 10), run by the adapter's own `forward` (the Adapter
 contract, dlbench/frameworks/base.py), which builds it as the adapter trains it and converts the
-weights to its layout. The pass runs in inference mode (dropout off). OUT.json gets
+weights to its layout. `numpy_forward` is the same pass written out in numpy from the spec's
+definitions (dlbench/models.py), in float64 and with no framework: the reference every framework's
+pass is held to (tests/test_forward.py). The pass runs in inference mode (dropout off). OUT.json gets
   {"network", "framework", "logits": N x classes, "loss": mean softmax cross-entropy}
 or, where the network could not be built or run, {"network", "framework", "error"} (exit status 1).
 """
@@ -53,11 +55,92 @@ def load_weights(path: str, layers: list[dict], input_shape: tuple[int, int, int
 
 
 def softmax_xent(logits: np.ndarray, y: np.ndarray) -> float:
-    """Mean softmax cross-entropy in float64 (for reference only; each framework reports its own)."""
+    """Mean softmax cross-entropy in float64: numpy_forward's loss (each framework reports its own)."""
     z = logits.astype(np.float64)
     z = z - z.max(axis=1, keepdims=True)
     logp = z - np.log(np.exp(z).sum(axis=1, keepdims=True))
     return float(-logp[np.arange(len(y)), y].mean())
+
+
+# ------------------------------------------------------------------------------ the reference, in numpy
+
+def numpy_forward(layers: list[dict], weights: list[tuple[np.ndarray, np.ndarray]], x: np.ndarray) -> np.ndarray:
+    """The logits of the network of `layers` with canonical `weights` on x (N, C, H, W), in float64, each layer
+    as dlbench/models.py defines it: conv a cross-correlation (a table's unlisted planes feed nothing), pool with
+    Caffe's ceil rounding (max over the cells inside the input, avg over the window clipped to the padded
+    input), lrn across channels, dense on the C, H, W flattening, dropout off."""
+    a = np.asarray(x, dtype=np.float64)
+    params = iter(weights)
+    for layer in layers:
+        kind = layer["type"]
+        if kind == "conv":
+            w, b = next(params)
+            a = _conv(a, _connected(np.asarray(w, np.float64), layer), np.asarray(b, np.float64), layer["stride"],
+                      layer["pad"])
+        elif kind == "pool":
+            a = _pool(a, layer["mode"], layer["kernel"], layer["stride"], layer["pad"])
+        elif kind == "dense":
+            w, b = next(params)
+            a = a.reshape(len(a), -1) @ np.asarray(w, np.float64).T + np.asarray(b, np.float64)
+        elif kind == "relu":
+            a = np.maximum(a, 0.0)
+        elif kind == "tanh":
+            a = np.tanh(a)
+        elif kind == "sigmoid":
+            a = 1.0 / (1.0 + np.exp(-a))
+        elif kind == "lrn":
+            a = _lrn(a, layer["size"], layer["alpha"], layer["beta"], layer.get("k", 1.0))
+        elif kind != "dropout":
+            raise ValueError(f"numpy_forward knows no layer {kind!r}")
+    return a
+
+
+def _connected(w: np.ndarray, layer: dict) -> np.ndarray:
+    """The kernel with every plane a connection table does not list for an output map set to 0."""
+    if "table" not in layer:
+        return w
+    mask = np.zeros(w.shape[:2])
+    for out, planes in enumerate(layer["table"]):
+        mask[out, planes] = 1.0
+    return w * mask[:, :, None, None]
+
+
+def _conv(a: np.ndarray, w: np.ndarray, b: np.ndarray, stride: int, pad: int) -> np.ndarray:
+    n, c, h, wd = a.shape
+    k = w.shape[2]
+    a = np.pad(a, ((0, 0), (0, 0), (pad, pad), (pad, pad)))
+    oh, ow = (h + 2 * pad - k) // stride + 1, (wd + 2 * pad - k) // stride + 1
+    out = np.zeros((n, w.shape[0], oh, ow))
+    for i in range(k):
+        for j in range(k):
+            patch = a[:, :, i:i + stride * oh:stride, j:j + stride * ow:stride]  # (n, c, oh, ow)
+            out += np.einsum("nchw,oc->nohw", patch, w[:, :, i, j])
+    return out + b[None, :, None, None]
+
+
+def _pool_size(size: int, kernel: int, stride: int, pad: int) -> int:
+    out = -(-(size + 2 * pad - kernel) // stride) + 1  # ceil
+    return out - 1 if pad and (out - 1) * stride >= size + pad else out
+
+
+def _pool(a: np.ndarray, mode: str, kernel: int, stride: int, pad: int) -> np.ndarray:
+    n, c, h, w = a.shape
+    oh, ow = _pool_size(h, kernel, stride, pad), _pool_size(w, kernel, stride, pad)
+    out = np.zeros((n, c, oh, ow))
+    for y in range(oh):
+        for x in range(ow):
+            y0, x0 = y * stride - pad, x * stride - pad
+            y1, x1 = min(y0 + kernel, h + pad), min(x0 + kernel, w + pad)
+            area = (y1 - y0) * (x1 - x0)  # avg: the window clipped to the padded input, padding counted
+            window = a[:, :, max(y0, 0):min(y1, h), max(x0, 0):min(x1, w)]
+            out[:, :, y, x] = window.max(axis=(2, 3)) if mode == "max" else window.sum(axis=(2, 3)) / area
+    return out
+
+
+def _lrn(a: np.ndarray, size: int, alpha: float, beta: float, k: float) -> np.ndarray:
+    squares = np.pad(a ** 2, ((0, 0), ((size - 1) // 2, size // 2), (0, 0), (0, 0)))
+    window = sum(squares[:, i:i + a.shape[1]] for i in range(size))
+    return a / (k + alpha / size * window) ** beta
 
 
 def check(framework: str, network: str, weights_path: str, input_path: str) -> dict:

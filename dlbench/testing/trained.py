@@ -7,8 +7,8 @@ Runs in a framework's environment. The adapter trains the point exactly as the t
 conv or dense layer, init_W<j>, init_b<j> (the point's initial weights, dlbench.initialisers) and
 W<j>, b<j> (the weights after training):
   PyTorch, TensorFlow, Theano  canonical layout, as stored (a sparse conv's unconnected weights
-                               included, unmasked): SteppedAdapter.weights();
-  Caffe                        the blobs of its snapshot after training, in Caffe's layout (a
+                               included, unmasked): Adapter.weights(), where the adapter can;
+  Caffe (it cannot)            the blobs of its snapshot after training, in Caffe's layout (a
                                sparse conv is a grouped convolution: (out, fan-in, kh, kw)),
                                and init_W<j> converted to that layout too.
 It shows that training moves the weights that exist and leaves the unconnected ones at 0.
@@ -45,13 +45,16 @@ def train(point: dict, dataset_dir: str, events: str) -> dict[str, np.ndarray]:
         point, dataset_dir, Reporter(events))
     out: dict[str, np.ndarray] = {}
     try:
+        adapter.refuse()
         adapter.prepare()
         loaded = adapter.load()
         shape = tuple(loaded.input_shape)
         plan = Plan.of(point, loaded.train_samples)
         start = initial_weights(point, shape)
         adapter.train(plan)
-        if point["framework"] == "caffe":
+        if adapter.can("weights"):
+            trained = adapter.weights()
+        else:  # Caffe: the blobs of the snapshot its solver writes after training
             snapshot = adapter.work / f"final_iter_{plan.total_iterations}.caffemodel.h5"
             if not snapshot.exists():
                 raise RuntimeError("no snapshot after training: give the point a test_interval that does not "
@@ -60,8 +63,6 @@ def train(point: dict, dataset_dir: str, events: str) -> dict[str, np.ndarray]:
 
             trained = _caffe_blobs(snapshot, point["layers"])
             start = [tuple(arrays) for _, arrays in caffe_blobs(point["layers"], start, shape)]
-        else:
-            trained = adapter.weights()
     finally:
         adapter.close()
     for j, ((w0, b0), (w, b)) in enumerate(zip(start, trained)):
