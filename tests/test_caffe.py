@@ -175,8 +175,10 @@ def test_caffe_refuses_early_stopping_and_records_no_moving_average():
     caffe = caffe_adapter()
     point = one_point("caffe", "theano")
     assert point["validation"]["patience"] == 10000
-    with pytest.raises(base.Unavailable, match="early stopping"):
+    with pytest.raises(base.Unavailable, match="early stopping") as refused:
         caffe.check_procedure(point)
+    # it names where the preset runs: every framework of the registry that can stop early, JAX among them
+    assert str(refused.value).endswith("run it on tensorflow, pytorch, theano or jax")
     caffe.check_procedure(one_point("caffe", "caffe"))
     assert caffe.EMA_NOT_APPLIED.startswith("not applied")
 

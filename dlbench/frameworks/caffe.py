@@ -68,7 +68,7 @@ import time
 from pathlib import Path
 
 from dlbench import models
-from dlbench.frameworks import caffe_data, caffe_log
+from dlbench.frameworks import caffe_data, caffe_log, registry
 from dlbench.frameworks.base import (
     Adapter,
     Diverged,
@@ -262,7 +262,11 @@ def check_procedure(point: dict) -> None:
     if point.get("validation"):
         raise Unavailable(f"Caffe cannot run preset {point.get('preset')!r}'s validation with early stopping "
                           "(caffe train neither keeps the best validation's weights nor stops on a patience rule); "
-                          "run it on pytorch, tensorflow or theano")
+                          f"run it on {_one_of(registry.early_stoppers())}")
+
+
+def _one_of(names: list[str]) -> str:
+    return " or ".join([", ".join(names[:-1]), names[-1]] if len(names) > 1 else names)
 
 
 class CaffeAdapter(Adapter):
