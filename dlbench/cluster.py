@@ -40,10 +40,12 @@ def runtime_min(cfg: dict, point: dict, guess: float | None, attempt: int = 1) -
     return int(base * attempt)
 
 
-def runtime_table(cfg: dict, points: list[dict], done: estimate.Finished) -> dict[str, int]:
+def runtime_table(cfg: dict, points: list[dict], done: estimate.Finished,
+                  model: estimate.Model | None = None) -> dict[str, int]:
     """Point id -> minutes its job asks for at its first attempt; only a measured or scaled estimate counts
-    (never the FLOPs model alone: a guess too short would kill the job)."""
-    model = estimate.Model(done, estimate.peak_gflops([1], measure=False))
+    (never the FLOPs model alone: a guess too short would kill the job). model: one of the same finished points
+    (its peak plays no part here)."""
+    model = model or estimate.Model(done, estimate.peak_gflops([1], measure=False))
     out = {}
     for p in points:
         seconds, source = model.seconds(p)
