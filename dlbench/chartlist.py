@@ -53,7 +53,7 @@ SUBCATEGORIES: dict[str, str] = {
 }
 
 
-def chart_files(root: str, cfg: dict | None = None) -> list[str]:
+def chart_files(root: str) -> list[str]:
     """Every file the charts rule writes: one HTML and one SVG per chart (a chart without data says so)."""
     return [f"{root}/{name}.{fmt}" for name in CHARTS for fmt in FORMATS]
 

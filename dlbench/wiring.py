@@ -25,7 +25,7 @@ import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from dlbench import chartlist, cluster, envs, locks, records, selection, sweep, versions
+from dlbench import cluster, envs, locks, records, selection, sweep, versions
 from dlbench import config as dlconfig
 from dlbench.codedigest import adapter_digest
 from dlbench.datasets.catalog import INFO as DATASETS
@@ -258,9 +258,6 @@ class Study:
                 "env": "|".join(re.escape(env) for env in [*registry.env_names(), *self.version_envs]),
                 "dataset": "|".join(DATASETS), "point": POINT_PATTERN, "input_key": "[0-9a-f]{12}"}
 
-    def chart_files(self, root: str) -> list[str]:
-        return chartlist.chart_files(root, self.cfg)
-
     def per_point(self, value_of: Callable[[dict], object]):
         """What the train rule gets for value_of(point). A plain value when every point has the same one
         (Snakemake then applies no function per job: at 20,000 points each function costs seconds), else a
@@ -284,7 +281,7 @@ class Study:
             "threads": self.per_point(lambda p: p["threads"]),
             "measure": self.per_point(self.measure_slots_of), "gpu": self.per_point(gpus),
             "gpu_model": self.per_point(self.gpu_model),
-            "mem_mb": self.per_point(lambda p: cluster.mem_mb(self.cfg, p)),
+            "mem_mb": cluster.mem_mb(self.cfg),
             "partition": self.per_point(lambda p: cluster.partition(self.cfg, p) or ""),
             "account": cluster.setting(self.cfg, "account") or "", "slurm_extra": cluster.slurm_extra(self.cfg),
             "code": self.per_point(lambda p: adapter_digest(p["framework"])), "env": self.per_point(self.env_params),
@@ -373,7 +370,7 @@ class Study:
         Snakemake asks for nothing (its job was submitted already): the configured default, without reading
         any record."""
         if not self.reader.main:
-            return cluster.runtime_min(self.cfg, self.point_of(wildcards), None, attempt)
+            return cluster.runtime_min(self.cfg, None, attempt)
         if not self._runtime:
             done, model = self.model()
             self._runtime = cluster.runtime_table(self.cfg, list(self.points.values()), done, model)
