@@ -3,6 +3,7 @@ DAG needs (no record read, no interpreter probed, nothing locked, nothing said).
 
 from __future__ import annotations
 
+import inspect
 import re
 from types import SimpleNamespace
 
@@ -167,3 +168,17 @@ def test_the_wildcards_are_those_of_the_registry_and_the_catalog(here):
     assert constraints["framework"].split("|") == registry.names()
     assert {env for env in registry.env_names() if re.fullmatch(constraints["env"], env)} == set(registry.env_names())
     assert "digits" in constraints["dataset"].split("|") and "cifar10" in constraints["dataset"].split("|")
+
+
+def test_snakemake_reads_a_job_functions_signature_from_it_not_at_every_call(monkeypatch):
+    from snakemake.common import get_function_params, get_input_function_aux_params
+
+    times_two = wiring.job_function(lambda wildcards, attempt: 2 * attempt)
+
+    def no_signature(*args, **kwargs):
+        raise AssertionError("Snakemake read the signature again")
+
+    monkeypatch.setattr(inspect, "signature", no_signature)
+    assert list(get_function_params(times_two)) == ["wildcards", "attempt"]
+    assert get_input_function_aux_params(times_two, {"attempt": 3, "input": [], "threads": 1}) == {"attempt": 3}
+    assert times_two(None, attempt=3) == 6
