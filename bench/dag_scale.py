@@ -189,7 +189,8 @@ def compare(n: int, trains: int, what: str, times: dict[str, list]) -> list[dict
         wall, cpu, others = med[side]
         row = {"points": n, "train jobs": trains, "run": "snakemake -n" + (" (no-op)" if what == "no-op" else ""),
                "side": side, "wall s": wall, "bare wall s": med["bare"][0], "wall ratio": wall / med["bare"][0],
-               "cpu s": cpu, "cpu ratio": cpu / med["bare"][1], "others' cores": max(others, med["bare"][2])}
+               "cpu s": cpu, "bare cpu s": med["bare"][1], "cpu ratio": cpu / med["bare"][1],
+               "others' cores": max(others, med["bare"][2])}
         if shaped and side != SHAPED_SIDE:
             row.update({"shape wall s": shaped[0], "wall / shape": wall / shaped[0], "cpu / shape": cpu / shaped[1],
                         "verdict (wall / shape)": c.verdict(wall / shaped[0] <= TARGET_SHAPED)})
