@@ -1,4 +1,5 @@
-"""The study's charts by name, with the report category and title of each, and the files they are saved as.
+"""The study's charts by name, each registered once (its report category, title and drawing), and the files they
+are saved as.
 
 Standard library only: the workflow reads this list every time it starts (dlbench.charts, which draws
 them, imports Altair).
@@ -6,54 +7,71 @@ them, imports Altair).
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 
 FORMATS = ("html", "svg")
-# name -> (Snakemake report category, title)
-CHARTS: dict[str, tuple[str, str]] = {
-    "train_time_by_framework": ("Time and accuracy", "Training time per framework"),
-    "test_time_by_framework": ("Time and accuracy", "Testing time per framework"),
-    "accuracy_by_framework": ("Time and accuracy", "Accuracy per framework"),
-    "status_by_framework": ("Time and accuracy", "Points per status"),
-    "train_time_vs_batch_size": ("Hyper-parameters", "Training time vs batch size"),
-    "accuracy_vs_batch_size": ("Hyper-parameters", "Accuracy vs batch size"),
-    "train_time_vs_learning_rate": ("Hyper-parameters", "Training time vs learning rate"),
-    "accuracy_vs_learning_rate": ("Hyper-parameters", "Accuracy vs learning rate"),
-    "train_time_vs_length": ("Hyper-parameters", "Training time vs length"),
-    "accuracy_vs_length": ("Hyper-parameters", "Accuracy vs length"),
-    "defaults_matrix_accuracy": ("Default settings", "Own vs cross-applied defaults: accuracy"),
-    "defaults_matrix_train_time": ("Default settings", "Own vs cross-applied defaults: training time"),
-    "tuning_grid": ("Hyper-parameters", "Tuning around the defaults"),
-    "speedup_vs_threads": ("Scaling", "Speed-up against threads"),
-    "time_to_accuracy": ("Time and accuracy", "Time to accuracy"),
-    "pareto_front": ("Time and accuracy", "Time/accuracy Pareto front"),
-    "cpu_timeline": ("Resources", "CPU timeline"),
-    "memory_timeline": ("Resources", "Memory timeline"),
-    "gpu_timeline": ("Resources", "GPU timeline"),
-    "resource_correlation": ("Resources", "Resource use vs hyper-parameters"),
-    "published_comparison": ("Comparison with the paper", "This machine vs the paper"),
-    "compile_speedup": ("Compile and precision", "Speed-up of compiling"),
-    "bf16_speedup": ("Compile and precision", "Speed-up of bfloat16"),
+
+@dataclass(frozen=True)
+class Chart:
+    """One chart, registered once: where the report files it, its title there, and how it is drawn (a drawing of
+    dlbench.chart_drawings, by name, with its arguments). Its caption is workflow/report/<name>.rst."""
+
+    category: str  # the Snakemake report's category
+    subcategory: str | None  # its subcategory within the category (None: the category's top level)
+    title: str
+    drawing: str
+    args: tuple = ()
+
+
+_TIME_S, _ACCURACY = "training time (s, log)", "test accuracy (%)"
+CHARTS: dict[str, Chart] = {
+    "train_time_by_framework": Chart("Time and accuracy", "Per framework", "Training time per framework",
+                                     "per_framework", ("train_time_s", _TIME_S, True)),
+    "test_time_by_framework": Chart("Time and accuracy", "Per framework", "Testing time per framework",
+                                    "per_framework", ("test_time_s", "testing time (s, log)", True)),
+    "accuracy_by_framework": Chart("Time and accuracy", "Per framework", "Accuracy per framework",
+                                   "per_framework", ("accuracy_pct", _ACCURACY, False)),
+    "status_by_framework": Chart("Time and accuracy", "Per framework", "Points per status", "status"),
+    "train_time_vs_batch_size": Chart("Hyper-parameters", "Batch size", "Training time vs batch size",
+                                      "against", ("batch_size", "train_time_s", _TIME_S, True, True)),
+    "accuracy_vs_batch_size": Chart("Hyper-parameters", "Batch size", "Accuracy vs batch size",
+                                    "against", ("batch_size", "accuracy_pct", _ACCURACY, True, False)),
+    "train_time_vs_learning_rate": Chart("Hyper-parameters", "Learning rate", "Training time vs learning rate",
+                                         "against", ("learning_rate", "train_time_s", _TIME_S, True, True)),
+    "accuracy_vs_learning_rate": Chart("Hyper-parameters", "Learning rate", "Accuracy vs learning rate",
+                                       "against", ("learning_rate", "accuracy_pct", _ACCURACY, True, False)),
+    "train_time_vs_length": Chart("Hyper-parameters", "Length", "Training time vs length",
+                                  "against", ("length", "train_time_s", _TIME_S, True, True)),
+    "accuracy_vs_length": Chart("Hyper-parameters", "Length", "Accuracy vs length",
+                                "against", ("length", "accuracy_pct", _ACCURACY, True, False)),
+    "defaults_matrix_accuracy": Chart("Default settings", "Own and cross-applied",
+                                      "Own vs cross-applied defaults: accuracy", "defaults_matrix", ("accuracy_pct",)),
+    "defaults_matrix_train_time": Chart("Default settings", "Own and cross-applied",
+                                        "Own vs cross-applied defaults: training time", "defaults_matrix",
+                                        ("train_time_s",)),
+    "tuning_grid": Chart("Hyper-parameters", "Tuning", "Tuning around the defaults", "tuning"),
+    "speedup_vs_threads": Chart("Scaling", "Threads", "Speed-up against threads", "speedup"),
+    "time_to_accuracy": Chart("Time and accuracy", "Trade-offs", "Time to accuracy", "time_to_accuracy"),
+    "pareto_front": Chart("Time and accuracy", "Trade-offs", "Time/accuracy Pareto front", "pareto"),
+    "cpu_timeline": Chart("Resources", "Timelines", "CPU timeline", "timeline",
+                          ("cpu_pct", "CPU (% of one core)", "CPU use")),
+    "memory_timeline": Chart("Resources", "Timelines", "Memory timeline", "timeline",
+                             ("rss_mb", "resident memory (MB)", "Resident memory")),
+    "gpu_timeline": Chart("Resources", "Timelines", "GPU timeline", "timeline",
+                          ("gpu_util_pct", "GPU utilisation (%)", "GPU utilisation")),
+    "resource_correlation": Chart("Resources", "Against hyper-parameters", "Resource use vs hyper-parameters",
+                                  "correlation"),
+    "published_comparison": Chart("Comparison with the paper", "Published figures", "This machine vs the paper",
+                                  "published"),
+    "compile_speedup": Chart("Compile and precision", "Speed-ups", "Speed-up of compiling", "axis_speedup",
+                             ("compile",)),
+    "bf16_speedup": Chart("Compile and precision", "Speed-ups", "Speed-up of bfloat16", "axis_speedup",
+                          ("precision",)),
 }
 
-# name -> the report's subcategory within its category, so that a category's charts are not one list
-SUBCATEGORIES: dict[str, str] = {
-    "train_time_by_framework": "Per framework", "test_time_by_framework": "Per framework",
-    "accuracy_by_framework": "Per framework", "status_by_framework": "Per framework",
-    "time_to_accuracy": "Trade-offs", "pareto_front": "Trade-offs",
-    "train_time_vs_batch_size": "Batch size", "accuracy_vs_batch_size": "Batch size",
-    "train_time_vs_learning_rate": "Learning rate", "accuracy_vs_learning_rate": "Learning rate",
-    "train_time_vs_length": "Length", "accuracy_vs_length": "Length", "tuning_grid": "Tuning",
-    "defaults_matrix_accuracy": "Own and cross-applied", "defaults_matrix_train_time": "Own and cross-applied",
-    "speedup_vs_threads": "Threads",
-    "cpu_timeline": "Timelines", "memory_timeline": "Timelines", "gpu_timeline": "Timelines",
-    "resource_correlation": "Against hyper-parameters",
-    "published_comparison": "Published figures",
-    "compile_speedup": "Speed-ups", "bf16_speedup": "Speed-ups",
-}
 
-
-def chart_files(root: str, cfg: dict | None = None) -> list[str]:
+def chart_files(root: str) -> list[str]:
     """Every file the charts rule writes: one HTML and one SVG per chart (a chart without data says so)."""
     return [f"{root}/{name}.{fmt}" for name in CHARTS for fmt in FORMATS]
 
@@ -64,9 +82,9 @@ def chart_name(path: str) -> str:
 
 def category(path: str) -> str:
     """The Snakemake report category of a chart file."""
-    return CHARTS[chart_name(path)][0]
+    return CHARTS[chart_name(path)].category
 
 
 def subcategory(path: str) -> str | None:
     """The Snakemake report subcategory of a chart file (None: the category's top level)."""
-    return SUBCATEGORIES.get(chart_name(path))
+    return CHARTS[chart_name(path)].subcategory

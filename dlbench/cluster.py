@@ -29,7 +29,7 @@ def partition(cfg: dict, point: dict) -> str | None:
     return setting(cfg, "partition")
 
 
-def runtime_min(cfg: dict, point: dict, guess: float | None, attempt: int = 1) -> int:
+def runtime_min(cfg: dict, guess: float | None, attempt: int = 1) -> int:
     """Minutes: twice the estimate from comparable finished points (at least 10), else the configured default."""
     base = cfg.get("cluster", {}).get("runtime_min", 60) if guess is None else max(10, math.ceil(2 * guess / 60))
     if cfg.get("limits", {}).get("time_s"):
@@ -40,18 +40,21 @@ def runtime_min(cfg: dict, point: dict, guess: float | None, attempt: int = 1) -
     return int(base * attempt)
 
 
-def runtime_table(cfg: dict, points: list[dict], done: estimate.Finished) -> dict[str, int]:
+def runtime_table(cfg: dict, points: list[dict], done: estimate.Finished,
+                  model: estimate.Model | None = None) -> dict[str, int]:
     """Point id -> minutes its job asks for at its first attempt; only a measured or scaled estimate counts
-    (never the FLOPs model alone: a guess too short would kill the job)."""
-    model = estimate.Model(done, estimate.peak_gflops([1], measure=False))
+    (never the FLOPs model alone: a guess too short would kill the job). model: one of the same finished points
+    (its peak plays no part here)."""
+    model = model or estimate.Model(done, estimate.peak_gflops([1], measure=False))
     out = {}
     for p in points:
         seconds, source = model.seconds(p)
-        out[p["id"]] = runtime_min(cfg, p, seconds if source in ("measured", "scaled") else None)
+        out[p["id"]] = runtime_min(cfg, seconds if source in ("measured", "scaled") else None)
     return out
 
 
-def mem_mb(cfg: dict, point: dict) -> int:
+def mem_mb(cfg: dict) -> int:
+    """A point's memory: half as much again as its budget (limits.memory_mb), else the cluster's default."""
     limit = cfg.get("limits", {}).get("memory_mb")
     return int(limit * 1.5) if limit else int(cfg.get("cluster", {}).get("mem_mb", 8000))
 

@@ -286,12 +286,12 @@ def chart(table: pd.DataFrame):
     """The ratios B / A per framework, one panel per metric, each with its interval; coloured by verdict."""
     import altair as alt
 
-    from dlbench import charts
+    from dlbench import chart_pieces
 
     drawn = table[table["ratio"].notna() & (table["ratio"] > 0)].copy()
     if drawn.empty:
-        return charts.no_data("B / A per framework", "no setting has finished runs in both sets")
-    keep = charts.drawn(drawn, charts.MAX_MARKS, by=("framework", "metric"))
+        return chart_pieces.no_data("B / A per framework", "no setting has finished runs in both sets")
+    keep = chart_pieces.drawn(drawn, chart_pieces.MAX_MARKS, by=("framework", "metric"))
     shown = drawn[keep]
     shown = shown[["framework", "metric", "label", "dataset", "device", "ratio", "ratio_ci_low", "ratio_ci_high",
                    "verdict"]]
@@ -302,9 +302,9 @@ def chart(table: pd.DataFrame):
                                               x2="ratio_ci_high:Q", color=alt.Color("verdict:N", title="verdict"))
     dots = base.mark_point(filled=True, size=40).encode(x=alt.X("ratio:Q", scale=log), color="verdict:N")
     one = alt.Chart().mark_rule(strokeDash=[4, 4], color="black").encode(x=alt.datum(1.0))
-    subtitle = charts.sample_note(len(shown), len(drawn), "settings")
+    subtitle = chart_pieces.sample_note(len(shown), len(drawn), "settings")
     return alt.layer(bars, dots, one, data=shown).properties(width=420, height=160).facet(
-        row=alt.Row("metric:N", title=None)).properties(title=charts._title("B / A per framework", *subtitle))
+        row=alt.Row("metric:N", title=None)).properties(title=chart_pieces.titled("B / A per framework", *subtitle))
 
 
 def write(table: pd.DataFrame, text: str, out_dir: str | Path) -> list[Path]:

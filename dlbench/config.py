@@ -203,11 +203,8 @@ def validate(raw: dict[str, Any], *, local_cores: int | None = None,
         if bound > cfg["max_points"]:
             raise ConfigError(f"{where or 'the study '}asks for up to {bound:,} points, more than max_points "
                               f"({cfg['max_points']:,}); shorten its lists, or raise max_points if it means it")
-        too_many = [t for t in study.get("sweep", {}).get("threads", []) if local_cores and t > local_cores]
-        if too_many:
-            raise ConfigError(f"{where}sweep.threads: {too_many[0]} is more than this machine's {local_cores} "
-                              f"cores; use at most {local_cores} here, or run on a cluster "
-                              "(--profile profiles/slurm)")
+    if local_cores:
+        check_local_cores(cfg, local_cores)
     check_versions(cfg)
     model = cfg["cluster"].get("gpu_model")
     if model:
@@ -223,6 +220,17 @@ def validate(raw: dict[str, Any], *, local_cores: int | None = None,
             raise ConfigError(f"data_test_copy.{name}: no data.{name} to take the test copy from; give its folder "
                               f"as data.{name}, or remove the key")
     return cfg
+
+
+def check_local_cores(cfg: dict, local_cores: int) -> None:
+    """Refuse, in a validated config, threads above this machine's cores (Snakemake would cap them silently)."""
+    studies = {"": cfg, **{f"studies.{k}.": v for k, v in cfg.get("studies", {}).items()}}
+    for where, study in studies.items():
+        too_many = [t for t in study.get("sweep", {}).get("threads", []) if t > local_cores]
+        if too_many:
+            raise ConfigError(f"{where}sweep.threads: {too_many[0]} is more than this machine's {local_cores} "
+                              f"cores; use at most {local_cores} here, or run on a cluster "
+                              "(--profile profiles/slurm)")
 
 
 def point_bound(cfg: dict, study: dict) -> int:

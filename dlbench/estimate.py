@@ -246,6 +246,7 @@ class Model:
         for k, ms in done.by_kind.items():
             self.family.setdefault(k[0], []).extend(ms)
         self._flops: dict[str, dict[str, int]] = {}
+        self._seconds: dict[str, tuple[float | None, str]] = {}  # by point id: the estimate and the cluster ask both
 
     @staticmethod
     def _medians(ms: list[Measure]) -> tuple[float, float | None, float]:
@@ -266,6 +267,11 @@ class Model:
         the rate from finished points of the kind (measured), or of the framework and network at other threads
         or on another dataset (scaled by the framework's thread scaling), else from the GEMM peak (modelled).
         """
+        if p["id"] not in self._seconds:
+            self._seconds[p["id"]] = self._seconds_of(p)
+        return self._seconds[p["id"]]
+
+    def _seconds_of(self, p: dict) -> tuple[float | None, str]:
         fl = self._flops_of(p)
         threads = int(p["threads"])
         cost = registry.get(p["framework"]).cost
@@ -289,12 +295,11 @@ class Model:
 
 
 def estimate(points: list[dict], run_dir, done: Finished | None = None, *, root: str | os.PathLike = ".",
-             peak: dict[int, float] | None = None) -> dict:
-    """Seconds for the points lacking metrics.json, and how many came from each source."""
+             peak: dict[int, float] | None = None, model: Model | None = None) -> dict:
+    """Seconds for the points lacking metrics.json, and how many came from each source (model: one made of
+    the same finished points already, see model_of)."""
     done = done or finished(points, run_dir)
-    if peak is None:  # the model needs the one-thread peak only
-        peak = peak_gflops([1], root) if done.pending else {}
-    model = Model(done, peak)
+    model = model or model_of(done, root, peak)
     seconds, sources = 0.0, {"measured": 0, "scaled": 0, "modelled": 0, "unknown": 0}
     for p in done.pending:
         guess, source = model.seconds(p)
@@ -302,6 +307,14 @@ def estimate(points: list[dict], run_dir, done: Finished | None = None, *, root:
         seconds += guess or 0.0
     return {"points": len(points), "pending": len(done.pending), "measured_kinds": len(done.by_kind),
             "estimated_s": seconds, "unknown": sources.pop("unknown"), "sources": sources}
+
+
+def model_of(done: Finished, root: str | os.PathLike = ".", peak: dict[int, float] | None = None) -> Model:
+    """The model of these finished points, with the one-thread peak (measured once if no file has it) where a
+    point still needs it."""
+    if peak is None:  # the model needs the one-thread peak only
+        peak = peak_gflops([1], root) if done.pending else {}
+    return Model(done, peak)
 
 
 def describe(est: dict) -> str:

@@ -69,7 +69,7 @@ def apply_in_child(limit_mb: float) -> None:
         pass
 
 
-def ended_by_cap(pid: int, returncode: int | None, log_tail: str) -> bool:
+def ended_by_cap(pid: int, log_tail: str) -> bool:
     """After the trainer ended: whether the cap ended it (the cgroup's OOM kills, or an allocation that failed).
 
     Removes the trainer's cgroup child, if it had one.

@@ -99,9 +99,11 @@ def _duration(seconds: float) -> str:
     return f"{seconds / 3600:.1f} h"
 
 
-def attach(points: dict[tuple, dict], run_dir, done: estimate.Finished, root: str = ".") -> Progress:
-    """A Progress on Snakemake's logger, with the estimate of every point still to go."""
-    model = estimate.Model(done, estimate.peak_gflops([1], root) if done.pending else {})
+def attach(points: dict[tuple, dict], run_dir, done: estimate.Finished, root: str = ".",
+           model: estimate.Model | None = None) -> Progress:
+    """A Progress on Snakemake's logger, with the estimate of every point still to go (model: one made of the
+    same finished points already)."""
+    model = model or estimate.model_of(done, root)
     handler = Progress(points, run_dir, done, seconds=lambda p: model.seconds(p)[0])
     logging.getLogger(LOGGER).addHandler(handler)
     return handler

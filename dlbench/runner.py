@@ -278,7 +278,7 @@ def _record(point: dict, events: list[dict], mon: Monitor, returncode: int | Non
     that says whether the node's lock was held throughout (None: no lock)."""
     log_tail = _tail(log_path)
     capped = (record_build.cap_suspected(events, memory_limit_mb, mon.over_memory)
-              and memcap.ended_by_cap(mon.pid, returncode, log_tail))
+              and memcap.ended_by_cap(mon.pid, log_tail))
     return record_build.build_record(point, events, mon.samples, record_build.Facts(
         t_launch=t_launch, t_end=time.monotonic(), returncode=returncode, ended=ended, log_tail=log_tail,
         over_memory=mon.over_memory, capped=capped, pauses=tuple(watch.pauses), unreaped=watch.unreaped,

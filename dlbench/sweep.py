@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import itertools
-import math
 import re
 from collections.abc import Callable
 from typing import NamedTuple
@@ -256,10 +255,3 @@ def one_point(framework: str, preset: str = "caffe", dataset: str = "digits", **
                            "sweep": {k: [v] for k, v in sweep_values.items()}})
     (point,) = expand(cfg)
     return point
-
-
-def total_iterations(point: dict, train_size: int) -> int:
-    """Iterations a point trains for, given the training-set size after any subset."""
-    if point.get("iterations"):
-        return int(point["iterations"])
-    return max(1, math.ceil(point["epochs"] * math.ceil(train_size / point["batch_size"])))

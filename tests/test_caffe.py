@@ -19,7 +19,7 @@ import numpy as np
 import pytest
 
 from dlbench import models, record_build, runner
-from dlbench.frameworks import base, caffe_data, caffe_log
+from dlbench.frameworks import base, caffe_data, caffe_log, caffe_prototxt
 from dlbench.paths import ROOT as REPO
 from dlbench.sweep import one_point
 from dlbench.testing.sandbox import copy_workflow
@@ -140,8 +140,7 @@ def caffe_adapter():
 
 
 def test_the_net_prototxt_follows_the_spec():
-    caffe = caffe_adapter()
-    text = caffe.net_prototxt(models.resolve("tf_cifar10", 10) + [], "/d/train.txt", "/d/test.txt", 128, 100)
+    text = caffe_prototxt.net_prototxt(models.resolve("tf_cifar10", 10) + [], "/d/train.txt", "/d/test.txt", 128, 100)
     assert text.count('type: "HDF5Data"') == 2 and "shuffle: true" in text and "batch_size: 100" in text
     assert text.count('type: "Convolution"') == 2 and text.count('type: "InnerProduct"') == 3
     assert text.count('type: "xavier"') == 5
@@ -149,19 +148,18 @@ def test_the_net_prototxt_follows_the_spec():
     assert text.count("decay_mult: 1") == 2 and text.count("decay_mult: 0") == 8 and "lr_mult: 2" not in text
     assert "norm_region: ACROSS_CHANNELS" in text and "local_size: 9" in text and "alpha: 0.001" in text
     assert 'type: "SoftmaxWithLoss"' in text and 'type: "Accuracy"' in text and "pool: MAX" in text
-    quick = caffe.net_prototxt(models.resolve("cifar10_quick", 10), "/t", "/s", 100, 100, shuffle=False)
+    quick = caffe_prototxt.net_prototxt(models.resolve("cifar10_quick", 10), "/t", "/s", 100, 100, shuffle=False)
     assert quick.count("pool: AVE") == 2 and "shuffle: false" in quick
     assert quick.count("lr_mult: 2") == 5 and quick.count("lr_mult: 1") == 5  # Caffe's examples: biases at 2x
     with pytest.raises(models.SpecError):
-        caffe.net_prototxt([{"type": "maxout"}], "/t", "/s", 1, 1)
+        caffe_prototxt.net_prototxt([{"type": "maxout"}], "/t", "/s", 1, 1)
 
 
 def test_a_sparse_conv_becomes_slice_concat_and_a_grouped_convolution():
-    caffe = caffe_adapter()
     layers = models.resolve("torch_cifar10", 10)
     with pytest.raises(models.SpecError, match="input shape"):
-        caffe.net_prototxt(layers, "/t", "/s", 1, 1)
-    text = caffe.net_prototxt(layers, "/t", "/s", 1, 1, input_shape=(3, 32, 32))
+        caffe_prototxt.net_prototxt(layers, "/t", "/s", 1, 1)
+    text = caffe_prototxt.net_prototxt(layers, "/t", "/s", 1, 1, input_shape=(3, 32, 32))
     assert text.count('type: "Slice"') == 2 and text.count('type: "Concat"') == 2 and "Silence" not in text
     assert "group: 16" in text and "group: 256" in text
     second = text[text.index('name: "conv2_gather"'):text.index('name: "conv2"\n')]
@@ -169,7 +167,7 @@ def test_a_sparse_conv_becomes_slice_concat_and_a_grouped_convolution():
     assert [int(b) for b in bottoms] == [p for row in layers[3]["table"] for p in row]  # table order, 1,024 planes
     # a plane no output map reads is silenced, not left as an output of the net
     lonely = [models.conv(2, 3, table=[[0], [2]]), models.dense(10)]
-    lonely_text = caffe.net_prototxt(lonely, "/t", None, 1, 1, input_shape=(3, 8, 8))
+    lonely_text = caffe_prototxt.net_prototxt(lonely, "/t", None, 1, 1, input_shape=(3, 8, 8))
     assert "type: \"Silence\"" in lonely_text and "bottom: \"conv1_plane1\"" in lonely_text
 
 
@@ -177,8 +175,10 @@ def test_caffe_refuses_early_stopping_and_records_no_moving_average():
     caffe = caffe_adapter()
     point = one_point("caffe", "theano")
     assert point["validation"]["patience"] == 10000
-    with pytest.raises(base.Unavailable, match="early stopping"):
+    with pytest.raises(base.Unavailable, match="early stopping") as refused:
         caffe.check_procedure(point)
+    # it names where the preset runs: every framework of the registry that can stop early, JAX among them
+    assert str(refused.value).endswith("run it on tensorflow, pytorch, theano or jax")
     caffe.check_procedure(one_point("caffe", "caffe"))
     assert caffe.EMA_NOT_APPLIED.startswith("not applied")
 
@@ -192,24 +192,23 @@ def test_caffe_refuses_early_stopping_and_records_no_moving_average():
      ['lr_policy: "multistep"', "gamma: 0.1", "stepvalue: 4", "stepvalue: 8"]),
 ])
 def test_lr_policies_become_caffes(policy, lines):
-    assert caffe_adapter().lr_lines(policy) == lines
+    assert caffe_prototxt.lr_lines(policy) == lines
 
 
 def test_the_solver_has_the_plans_length_tests_and_seed():
-    caffe = caffe_adapter()
     p = one_point("caffe", "caffe", epochs=10, batch_size=64)
     plan = base.Plan.of(p, 1438)
-    text = caffe.solver_prototxt(p, plan, "/w/net.prototxt", 359, "/w/final")
+    text = caffe_prototxt.solver_prototxt(p, plan, "/w/net.prototxt", 359, "/w/final")
     assert "max_iter: 230\n" in text and "test_iter: 4\n" in text and "test_interval: 230\n" in text
     assert "display: 2\n" in text and "average_loss: 2\n" in text and "snapshot_after_train: false" in text
     assert "test_initialization: false" in text and "solver_mode: CPU" in text and "random_seed: 1\n" in text
     assert 'type: "SGD"' in text and "momentum: 0.9" in text and "weight_decay: 0.0005" in text
     adam = one_point("caffe", "tensorflow", iterations=40)
     plan = base.Plan.of(adam, 1438)
-    text = caffe.solver_prototxt(adam, plan, "/w/net.prototxt", 359, "/w/final")
+    text = caffe_prototxt.solver_prototxt(adam, plan, "/w/net.prototxt", 359, "/w/final")
     assert 'type: "Adam"' in text and "momentum: 0.9" in text and "momentum2: 0.999" in text
     assert "test_interval: 29\n" in text  # an epoch of 50-image batches
-    assert caffe.test_interval_of(plan) == (29, False)  # 40 % 29: Caffe's solver makes no final test
+    assert caffe_prototxt.test_interval_of(plan) == (29, False)  # 40 % 29: Caffe's solver makes no final test
 
 
 def test_the_data_key_depends_on_input_handling_only():

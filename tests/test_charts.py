@@ -8,7 +8,8 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from dlbench import charts, tables, tuning
+from dlbench import chart_drawings, chartlist, charts, tables, tuning
+from dlbench.paths import ROOT
 from dlbench.testing.study import make_curves, make_modern_runs, make_runs, make_samples, small_runs
 
 
@@ -42,6 +43,20 @@ def test_every_chart_draws_and_saves_html_and_svg(study, name, tmp_path):
     svg = (tmp_path / f"{name}.svg").read_text()
     assert svg.lstrip().startswith("<svg") and "<path" in svg
     assert "x" * 300 not in html  # log tails and JSON blobs are left out of the chart data
+
+
+def test_a_chart_is_registered_once_and_everything_it_needs_is_there():
+    registered = chartlist.CHARTS
+    # every drawing a chart names exists, and none is left that no chart draws
+    assert {c.drawing for c in registered.values()} == set(chart_drawings.DRAWINGS)
+    assert list(charts.CHARTS) == list(registered)  # the drawn charts are the registered ones, in their order
+    for name, c in registered.items():
+        assert (ROOT / "workflow" / "report" / f"{name}.rst").is_file(), f"{name} has no caption"
+        assert charts.CHARTS[name].category == c.category == chartlist.category(f"results/charts/{name}.svg")
+        assert chartlist.subcategory(f"results/charts/{name}.svg") == c.subcategory
+    # a drawing given another chart's arguments draws that other chart: the arguments are the registration's
+    wrong = chart_drawings.DRAWINGS["per_framework"](*registered["test_time_by_framework"].args)
+    assert "Testing time" in spec_title(wrong(make_runs()))
 
 
 def test_draw_all_writes_every_file_of_chart_files(study, tmp_path):

@@ -1,7 +1,8 @@
 """Caffe: generated prototxt and `caffe train`, as the study drove it.
 
 The point's network becomes a net prototxt (HDF5Data layers for the train and test phases,
-the spec's layers, SoftmaxWithLoss, Accuracy in TEST), its settings a solver prototxt, and
+the spec's layers, SoftmaxWithLoss, Accuracy in TEST), its settings a solver prototxt (both
+written as text by dlbench.frameworks.caffe_prototxt), and
 `<prefix>/bin/caffe train --solver=...` runs as a child of the trainer (so the runner's
 monitor sees it in the trainer's process tree). Its log (glog on stderr) is read line by
 line as it is written, copied into the trainer's log and turned into the events every
@@ -67,7 +68,7 @@ import time
 from pathlib import Path
 
 from dlbench import models
-from dlbench.frameworks import caffe_data, caffe_log
+from dlbench.frameworks import caffe_data, caffe_log, registry
 from dlbench.frameworks.base import (
     Adapter,
     Diverged,
@@ -80,12 +81,15 @@ from dlbench.frameworks.base import (
     check_library,
     initial_weights,
 )
+from dlbench.frameworks.caffe_prototxt import (
+    LAYER_NAMES,
+    LOGITS_BLOB,
+    net_prototxt,
+    net_with_logits,
+    solver_prototxt,
+    test_interval_of,
+)
 from dlbench.procs import die_with_parent
-
-ACTIVATION_TYPES = {"relu": "ReLU", "tanh": "TanH", "sigmoid": "Sigmoid"}
-LAYER_NAMES = {"conv": "conv", "pool": "pool", "dense": "ip", "relu": "relu", "tanh": "tanh", "sigmoid": "sigmoid",
-               "dropout": "drop", "lrn": "norm"}
-
 
 # ---------------------------------------------------------------------------------------------- the binary
 
@@ -152,171 +156,6 @@ def check_device(point: dict, binary: str, info: dict) -> None:
                           "CUDA (config envs.opt_in: [caffe-cuda], which runs envs/caffe/build.sh --cuda where nvcc "
                           "is; not yet run on a GPU)")
 
-
-# ---------------------------------------------------------------------------------------------- prototxt
-
-
-def _num(v) -> str:
-    """A number as protobuf's text format reads it."""
-    if isinstance(v, bool):
-        return "true" if v else "false"
-    if isinstance(v, int):
-        return str(v)
-    return repr(float(v))
-
-
-def _block(name: str, body: list[str]) -> list[str]:
-    return [f"{name} {{"] + ["  " + line for line in body] + ["}"]
-
-
-def _filler() -> list[str]:
-    """Fillers Caffe runs when it builds the net; the point's initial weights (the solver state's) replace them."""
-    return _block("weight_filler", ['type: "xavier"']) + _block("bias_filler", ['type: "constant"', "value: 0"])
-
-
-def _mults(spec: dict) -> list[str]:
-    """The layer's lr_mult and decay_mult: weights, then biases."""
-    m = models.multipliers(spec)
-    return [line for i in (0, 1) for line in _block("param", [f"lr_mult: {_num(m['lr'][i])}",
-                                                              f"decay_mult: {_num(m['decay'][i])}"])]
-
-
-def _gather_planes(lname: str, bottom: str, spec: dict, planes_in: int) -> tuple[list[list[str]], str]:
-    """A sparse conv's input: every input plane apart (Slice), then each output map's planes in table order
-    (Concat), for a Convolution with one group per output map. Planes no map reads end in a Silence layer."""
-    planes = [f"{lname}_plane{i}" for i in range(planes_in)]
-    layers = [[f'name: "{lname}_planes"', 'type: "Slice"', f'bottom: "{bottom}"', *[f'top: "{p}"' for p in planes],
-               *_block("slice_param", ["axis: 1"])]]
-    used = {i for row in spec["table"] for i in row}
-    unused = [planes[i] for i in range(planes_in) if i not in used]
-    if unused:
-        layers.append([f'name: "{lname}_unused"', 'type: "Silence"', *[f'bottom: "{p}"' for p in unused]])
-    gathered = f"{lname}_gathered"
-    layers.append([f'name: "{lname}_gather"', 'type: "Concat"',
-                   *[f'bottom: "{planes[i]}"' for row in spec["table"] for i in row], f'top: "{gathered}"',
-                   *_block("concat_param", ["axis: 1"])])
-    return layers, gathered
-
-
-def net_prototxt(layers: list[dict], train_list: str, test_list: str | None, batch_size: int,
-                 test_batch_size: int, name: str = "dlbench", shuffle: bool = True,
-                 input_shape: tuple[int, int, int] | None = None) -> str:
-    """The network of the spec, between HDF5Data layers and SoftmaxWithLoss (+ Accuracy in TEST).
-
-    input_shape is needed where a conv has a connection table (the planes its input has).
-    """
-    out = [f'name: "{name}"']
-
-    def layer(body: list[str]) -> None:
-        out.extend(_block("layer", body))
-
-    shapes = [tuple(input_shape), *models.shapes(layers, input_shape)] if input_shape else None
-    layer(['name: "data"', 'type: "HDF5Data"', 'top: "data"', 'top: "label"', "include { phase: TRAIN }",
-           *_block("hdf5_data_param", [f'source: "{train_list}"', f"batch_size: {batch_size}",
-                                       f"shuffle: {'true' if shuffle else 'false'}"])])
-    if test_list is not None:
-        layer(['name: "data"', 'type: "HDF5Data"', 'top: "data"', 'top: "label"', "include { phase: TEST }",
-               *_block("hdf5_data_param", [f'source: "{test_list}"', f"batch_size: {test_batch_size}"])])
-    bottom = "data"
-    counts: dict[str, int] = {}
-    for index, spec in enumerate(layers):
-        kind = spec["type"]
-        if kind not in LAYER_NAMES:
-            raise models.SpecError(f"Caffe adapter: unknown layer type {kind!r}")
-        counts[kind] = counts.get(kind, 0) + 1
-        lname = f"{LAYER_NAMES[kind]}{counts[kind]}"
-        in_place = kind in ACTIVATION_TYPES or kind == "dropout"
-        top = bottom if in_place and bottom != "data" else lname
-        head = [f'name: "{lname}"']
-        io = [f'bottom: "{bottom}"', f'top: "{top}"']
-        if kind == "conv":
-            group = []
-            if "table" in spec:
-                if shapes is None:
-                    raise models.SpecError("Caffe adapter: a conv with a connection table needs the input shape")
-                gathering, gathered = _gather_planes(lname, bottom, spec, shapes[index][0])
-                for body in gathering:
-                    layer(body)
-                io = [f'bottom: "{gathered}"', f'top: "{top}"']
-                group = [f"group: {spec['filters']}"]
-            layer([*head, 'type: "Convolution"', *io, *_mults(spec),
-                   *_block("convolution_param", [f"num_output: {spec['filters']}", f"kernel_size: {spec['kernel']}",
-                                                 f"stride: {spec.get('stride', 1)}", f"pad: {spec.get('pad', 0)}",
-                                                 *group, *_filler()])])
-        elif kind == "pool":
-            mode = {"max": "MAX", "avg": "AVE"}[spec["mode"]]
-            layer([*head, 'type: "Pooling"', *io,
-                   *_block("pooling_param", [f"pool: {mode}", f"kernel_size: {spec['kernel']}",
-                                             f"stride: {spec['stride']}", f"pad: {spec.get('pad', 0)}"])])
-        elif kind == "dense":
-            layer([*head, 'type: "InnerProduct"', *io, *_mults(spec),
-                   *_block("inner_product_param", [f"num_output: {spec['units']}", *_filler()])])
-        elif kind in ACTIVATION_TYPES:
-            layer([*head, f'type: "{ACTIVATION_TYPES[kind]}"', *io])
-        elif kind == "dropout":
-            layer([*head, 'type: "Dropout"', *io, *_block("dropout_param", [f"dropout_ratio: {_num(spec['rate'])}"])])
-        elif kind == "lrn":
-            layer([*head, 'type: "LRN"', *io,
-                   *_block("lrn_param", [f"local_size: {spec['size']}", f"alpha: {_num(spec['alpha'])}",
-                                         f"beta: {_num(spec['beta'])}", f"k: {_num(spec.get('k', 1.0))}",
-                                         "norm_region: ACROSS_CHANNELS"])])
-        bottom = top
-    if test_list is not None:
-        layer(['name: "accuracy"', 'type: "Accuracy"', f'bottom: "{bottom}"', 'bottom: "label"', 'top: "accuracy"',
-               "include { phase: TEST }"])
-    layer(['name: "loss"', 'type: "SoftmaxWithLoss"', f'bottom: "{bottom}"', 'bottom: "label"', 'top: "loss"'])
-    return "\n".join(out) + "\n"
-
-
-def lr_lines(policy: dict) -> list[str]:
-    """dlbench.lr's policy (normalised: iterations, not epochs) in Caffe's solver terms."""
-    name = policy.get("name", "fixed")
-    if name == "fixed":
-        return ['lr_policy: "fixed"']
-    if name == "inv":
-        return ['lr_policy: "inv"', f"gamma: {_num(policy['gamma'])}", f"power: {_num(policy['power'])}"]
-    if name == "decay":  # Torch's lr / (1 + it * decay) is Caffe's inv with power 1
-        return ['lr_policy: "inv"', f"gamma: {_num(policy['decay'])}", "power: 1.0"]
-    if name == "step":
-        return ['lr_policy: "step"', f"gamma: {_num(policy['factor'])}", f"stepsize: {int(policy['step_iterations'])}"]
-    if name == "multistep":
-        return ['lr_policy: "multistep"', f"gamma: {_num(policy['factor'])}",
-                *[f"stepvalue: {int(at)}" for at in sorted(policy["at_iterations"])]]
-    raise ValueError(f"Caffe adapter: unknown learning-rate policy {name!r}")
-
-
-def test_interval_of(plan: Plan) -> tuple[int, bool]:
-    """(test_interval, whether Caffe's own final test is the final test) for a plan.
-
-    Caffe tests at the top of iterations k * test_interval (0 < k * ti < max_iter) and once
-    after its loop if test_interval divides max_iter.
-    """
-    if plan.test_every is None:
-        return plan.total_iterations, True
-    return plan.test_every, plan.total_iterations % plan.test_every == 0
-
-
-def solver_prototxt(point: dict, plan: Plan, net_path: str, test_samples: int | None, snapshot_prefix: str, *,
-                    gpu: bool = False, snapshot_after_train: bool = False) -> str:
-    lines = [f'net: "{net_path}"']
-    if test_samples is not None:
-        interval, _ = test_interval_of(plan)
-        lines += [f"test_iter: {math.ceil(test_samples / point['test_batch_size'])}", f"test_interval: {interval}",
-                  "test_initialization: false"]
-    lines += [f"base_lr: {_num(point['learning_rate'])}", *lr_lines(plan.lr_policy)]
-    if point["optimizer"] == "adam":
-        lines += ['type: "Adam"', "momentum: 0.9", "momentum2: 0.999", "delta: 1e-08"]
-    elif point["optimizer"] == "sgd":
-        lines += ['type: "SGD"', f"momentum: {_num(point.get('momentum', 0.0))}"]
-    else:
-        raise ValueError(f"Caffe adapter: unknown optimizer {point['optimizer']!r}")
-    lines += [f"weight_decay: {_num(point.get('weight_decay', 0.0))}", 'regularization_type: "L2"',
-              f"display: {plan.display_every}", f"average_loss: {plan.display_every}",
-              f"max_iter: {plan.total_iterations}", "snapshot: 0",
-              f"snapshot_after_train: {'true' if snapshot_after_train else 'false'}",
-              f'snapshot_prefix: "{snapshot_prefix}"', "snapshot_format: HDF5",
-              f"solver_mode: {'GPU' if gpu else 'CPU'}", f"random_seed: {int(point['seed'])}"]
-    return "\n".join(lines) + "\n"
 
 
 # ---------------------------------------------------------------------------------------------- running caffe
@@ -423,7 +262,11 @@ def check_procedure(point: dict) -> None:
     if point.get("validation"):
         raise Unavailable(f"Caffe cannot run preset {point.get('preset')!r}'s validation with early stopping "
                           "(caffe train neither keeps the best validation's weights nor stops on a patience rule); "
-                          "run it on pytorch, tensorflow or theano")
+                          f"run it on {_one_of(registry.early_stoppers())}")
+
+
+def _one_of(names: list[str]) -> str:
+    return " or ".join([", ".join(names[:-1]), names[-1]] if len(names) > 1 else names)
 
 
 class CaffeAdapter(Adapter):
@@ -586,7 +429,7 @@ class CaffeAdapter(Adapter):
                 f.create_dataset("label", data=y.astype(np.float32))
             (work / "data.txt").write_text(f"{work / 'data.h5'}\n")
             shape = tuple(int(v) for v in x.shape[1:])
-            (work / "net.prototxt").write_text(_net_with_logits(layers, str(work / "data.txt"), len(y), shape))
+            (work / "net.prototxt").write_text(net_with_logits(layers, str(work / "data.txt"), len(y), shape))
             _weights_file(work / "weights.caffemodel.h5", caffe_blobs(layers, weights, shape))
             proc = subprocess.run([binary, "test", f"--model={work / 'net.prototxt'}",
                                    f"--weights={work / 'weights.caffemodel.h5'}", "--iterations=1"],
@@ -608,22 +451,6 @@ class CaffeAdapter(Adapter):
 
 
 ADAPTER = CaffeAdapter
-
-# Caffe prints the outputs of its test net only: an identity Power layer makes the logits an output
-# besides the loss, read from its log (6 significant digits: glog's default).
-LOGITS_BLOB = "dlbench_logits"
-
-
-def _net_with_logits(layers: list[dict], data_list: str, batch: int, input_shape: tuple[int, int, int]) -> str:
-    """The adapter's net prototxt (TEST phase reads data_list) plus an identity copy of the logits as an output."""
-    net = net_prototxt(layers, data_list, data_list, batch, batch, input_shape=input_shape)
-    dense = sum(1 for layer in layers if layer["type"] == "dense")
-    logits = f"{LAYER_NAMES['dense']}{dense}"  # the last layer is dense and never in place
-    if f'top: "{logits}"' not in net:
-        raise RuntimeError(f"the Caffe net has no blob {logits!r}")
-    extra = _block("layer", [f'name: "{LOGITS_BLOB}"', 'type: "Power"', f'bottom: "{logits}"',
-                             f'top: "{LOGITS_BLOB}"', "include { phase: TEST }"])
-    return net + "\n".join(extra) + "\n"
 
 
 def caffe_blobs(layers: list[dict], weights, input_shape: tuple[int, int, int]) -> list[tuple[str, list]]:

@@ -161,7 +161,8 @@ class Clock:
 
 @dataclass
 class Tracker:
-    """Turns `caffe train` lines into the events drive() emits, timed from the log's own stamps.
+    """Turns `caffe train` lines into the events the other adapters' loop (base.SteppedAdapter.train) emits,
+    timed from the log's own stamps.
 
     Training time runs from `Learning Rate Policy` (the solver's last line before its loop) to
     the first line after the loop (a snapshot, the final display's loss, the final test or

@@ -87,6 +87,14 @@ class Framework:
     cost: Cost | None = None
     # Its own packages in its pins files, whose version `versions:` replaces; none: it cannot be run by version.
     packages: tuple[str, ...] = ()
+    # Whether its train jobs read input the workflow prepares for it once per input handling (Caffe's HDF5
+    # files: dlbench/frameworks/caffe_data.py, rule caffe_data), rather than the dataset's store.
+    prepared_input: bool = False
+    # Whether it can run a preset's validation with early stopping (the shared loop, base.SteppedAdapter).
+    early_stopping: bool = True
+    # Whether its environment measures the machine's bfloat16 GEMM peak (dlbench.peak), the yardstick of bf16
+    # points (numpy has no bfloat16): one framework has it.
+    bf16_peak: bool = False
 
     def values(self, axis: str) -> tuple[str, ...]:
         """Every value of a run axis of named values this framework accepts (the default, or its natural one, first)."""
@@ -155,7 +163,7 @@ FRAMEWORKS: dict[str, Framework] = {f.name: f for f in (
     # `library: mkl` is a build linked to Intel's MKL (build.sh --mkl), the default one OpenBLAS.
     Framework("caffe", "Caffe", own_preset="caffe", published_as="caffe", color="#2ca02c",
               accepts={"device": ("cpu", "gpu"), "library": ("default", "mkl")}, natural={"precision": "fp32"},
-              variants=("cuda", "mkl"), opt_in=("cuda",), stepped=False,
+              variants=("cuda", "mkl"), opt_in=("cuda",), stepped=False, prepared_input=True, early_stopping=False,
               cost=Cost(efficiency=0.93, thread_exponent=0.0, step_overhead_s=0.00017, fixed_s=0.15)),
     # The study ran Torch7; dlbench runs its successor with Torch's defaults.
     Framework("pytorch", "PyTorch", own_preset="torch", published_as="torch", color="#ee4c2c",
@@ -165,7 +173,7 @@ FRAMEWORKS: dict[str, Framework] = {f.name: f for f in (
               # torch.compile starts cold every time, as XLA does (no on-disk cache), so its compile time repeats.
               axis_env={("compile", "compiled"): {"TORCHINDUCTOR_FORCE_DISABLE_CACHES": "1"}}, variants=("cuda",),
               cost=Cost(efficiency=1.46, thread_exponent=0.75, step_overhead_s=0.0011, fixed_s=2.0),
-              packages=("torch",)),
+              packages=("torch",), bf16_peak=True),
     # No CUDA variant: Theano's GPU back end (libgpuarray/pygpu) has no PyPI build. Its C code links
     # OpenBLAS, or with `library: mkl` Intel's MKL from its -mkl environment (PyPI's `mkl`). A fixed hash
     # seed: the compile cache's key of DimShuffle's C code holds a string hash, which Python salts per
@@ -212,6 +220,16 @@ def framework_of_env(env: str) -> Framework:
         if env in f.env_names():
             return f
     raise KeyError(env)
+
+
+def bf16_peak_framework() -> Framework:
+    """The framework whose environment measures the bfloat16 GEMM peak."""
+    return next(f for f in FRAMEWORKS.values() if f.bf16_peak)
+
+
+def early_stoppers() -> list[str]:
+    """The frameworks that can run a validation with early stopping."""
+    return [f.name for f in FRAMEWORKS.values() if f.early_stopping]
 
 
 def own_presets() -> list[str]:

@@ -331,7 +331,7 @@ class TFAdapter(SteppedAdapter):
             self.losses.append(self.step(tf.constant(batch), tf.constant(lr, tf.float32)))
 
     def take_loss(self) -> float:
-        if not self.losses:  # drive asks only after a step; as before, nothing taken reads 0
+        if not self.losses:  # the stepped loop asks only after a step; as before, nothing taken reads 0
             return 0.0
         # Read one by one (a few microseconds each): an eager add_n would cost more than the reading.
         mean = sum(float(loss) for loss in self.losses) / len(self.losses)

@@ -163,8 +163,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"FRAMEWORK: one of {', '.join(registry.names())}", file=sys.stderr)
         return 2
     framework = argv[0]
-    if framework == "tensorflow":
-        os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    for name, value in registry.get(framework).env.items():  # as its trainer starts it (quiet logs included)
+        os.environ.setdefault(name, value)
     failed = 0
     for k in range(1, len(argv), 4):
         network, weights_path, input_path, out = argv[k:k + 4]

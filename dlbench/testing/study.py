@@ -13,11 +13,16 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from dlbench import presets
 from dlbench.frameworks import registry
 
-# The study's four frameworks with a base training time each (Caffe fastest, Theano slowest, as published).
+# A made-up base training time for each framework of the study (registry: published_as), Caffe fastest and
+# Theano slowest, as published; the rows of the hand-made studies come in this order.
 BASE_TIME = {"pytorch": 2.0, "tensorflow": 3.0, "caffe": 1.0, "theano": 5.0}
 FRAMEWORKS = list(BASE_TIME)
+# Each framework's own preset, and its own network on MNIST (the registry's and the presets' facts).
+OWN = {f: registry.get(f).own_preset for f in FRAMEWORKS}
+OWN_NETWORK = {f: presets.study_presets()["mnist"][OWN[f]]["network"] for f in FRAMEWORKS}
 
 
 def preset_matrix(accs: dict, reading: str = "settings") -> pd.DataFrame:
@@ -148,7 +153,6 @@ def small_runs() -> pd.DataFrame:
 # ---------------------------------------------------------------------------------------------
 
 LARGE_PRESETS = ["own", "tensorflow", "caffe", "torch", "theano"]
-LARGE_NETWORK = {"pytorch": "torch_mnist", "tensorflow": "mnist_deep", "theano": "lenet5_tanh", "caffe": "lenet"}
 # (status, share of points, reason): about 3% of a large sweep fails, in every way a point can.
 LARGE_FAILURES = [("diverged", 0.012, "loss became nan at iteration 41"), ("error", 0.005, "the trainer exited 1"),
                   ("timeout", 0.004, "over the 600 s limit"), ("oom", 0.003, "resident memory over 4000 MB"),
@@ -182,8 +186,8 @@ def large_records(n: int = 20000, seed: int = 0) -> list[dict]:
                   - 0.01 * (bs == 256) + rng.normal(0, 0.004))
         wall = t * 1.15 + 4.0 + rng.uniform(0, 2)
         record = {
-            "id": f"{preset}-{LARGE_NETWORK[fw]}-bs{bs}-lr{lr:g}-i{iterations}-{dev}-t{th}-r{repeat}-{i:010x}",
-            "framework": fw, "dataset": ds, "preset": preset, "network": LARGE_NETWORK[fw],
+            "id": f"{preset}-{OWN_NETWORK[fw]}-bs{bs}-lr{lr:g}-i{iterations}-{dev}-t{th}-r{repeat}-{i:010x}",
+            "framework": fw, "dataset": ds, "preset": preset, "network": OWN_NETWORK[fw],
             "cross_apply": None if preset in ("own", OWN[fw]) else "settings", "optimizer": "sgd",
             "momentum": 0.9, "weight_decay": 0.0005, "learning_rate": lr, "lr_policy": "fixed",
             "lr_policy_json": '{"name": "fixed"}', "batch_size": bs, "test_batch_size": 100,
@@ -231,8 +235,6 @@ def large_records(n: int = 20000, seed: int = 0) -> list[dict]:
         out.append(record)
     return out
 
-
-OWN = {f: p for f, p in zip(FRAMEWORKS, ["torch", "tensorflow", "caffe", "theano"])}
 
 
 def large_curve(record: dict, rng: np.random.Generator) -> pd.DataFrame:

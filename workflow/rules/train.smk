@@ -6,8 +6,8 @@
 rule train:
     input:
         data="resources/datasets/{dataset}/data.npz",
-        env=TRAIN_INPUT["env"],
-        caffe_data=TRAIN_INPUT["caffe_data"],
+        env=TRAIN["env_file"],
+        prepared=TRAIN["prepared_input"],
     output:
         metrics="results/runs/{framework}/{dataset}/{point}/metrics.json",
         curve="results/runs/{framework}/{dataset}/{point}/curve.csv",
@@ -16,33 +16,33 @@ rule train:
         "results/runs/{framework}/{dataset}/{point}/job.log",
     # A failure of the machine (dlbench/outcomes.py) fails the job, which runs again this many times, and
     # once more where the last allowed attempt died with its node: that one only publishes `node_lost`.
-    retries: CFG["measurement"]["retries"] + 1
+    retries: TRAIN["retries"] + 1
     conda:
-        TRAIN_CONDA
-    threads: TRAIN_THREADS
+        TRAIN["conda"]
+    threads: TRAIN["threads"]
     resources:
         # One CPU measurement per machine at a time (the default profile caps it at 1); GPU points
         # and cluster jobs sharing a node are kept apart by the runner's node-local lock, one
         # GPU point per GPU (dlbench/locks.py). Each is a plain value where every point has the
-        # same (rules/common.smk, per_point).
-        dlbench_measure=TRAIN_RESOURCES["dlbench_measure"],
-        gpu=TRAIN_RESOURCES["gpu"],
-        gpu_model=TRAIN_RESOURCES["gpu_model"],
-        cpus_per_task=TRAIN_THREADS,
-        mem_mb=TRAIN_RESOURCES["mem_mb"],
-        runtime=point_runtime,
-        slurm_partition=TRAIN_RESOURCES["slurm_partition"],
-        slurm_account=cluster.setting(CFG, "account") or "",
-        slurm_extra=cluster.slurm_extra(CFG),
+        # same (dlbench/wiring.py, Study.per_point).
+        dlbench_measure=TRAIN["measure"],
+        gpu=TRAIN["gpu"],
+        gpu_model=TRAIN["gpu_model"],
+        cpus_per_task=TRAIN["threads"],
+        mem_mb=TRAIN["mem_mb"],
+        runtime=TRAIN["runtime"],
+        slurm_partition=TRAIN["partition"],
+        slurm_account=TRAIN["account"],
+        slurm_extra=TRAIN["slurm_extra"],
         # Which attempt this is, and how many there may be: resources, so that neither reruns a point.
-        dlbench_attempt=lambda wildcards, attempt: attempt,
-        dlbench_retries=CFG["measurement"]["retries"],
+        dlbench_attempt=TRAIN["attempt"],
+        dlbench_retries=TRAIN["retries"],
     params:
         # The point itself: a changed point is a new id (and path) anyway; its params keep the record's input.
-        point=point_params,
+        point=TRAIN["point"],
         # Changing a framework's adapter (or the shared trainer code) reruns its points only.
-        code=TRAIN_CODE,
-        env=TRAIN_ENV,
+        code=TRAIN["code"],
+        env=TRAIN["env"],
         runner=RUNNER_OPTIONS,
     script:
         "../scripts/train.py"

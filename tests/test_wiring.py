@@ -1,0 +1,184 @@
+"""What the rules are given (dlbench/wiring.py): the study read once, and by a job's own Snakemake only what its
+DAG needs (no record read, no interpreter probed, nothing locked, nothing said)."""
+
+from __future__ import annotations
+
+import inspect
+import re
+from types import SimpleNamespace
+
+import pytest
+
+from dlbench import config, envs, estimate, locks, records, versions, wiring
+from dlbench.atomic import write_json
+from dlbench.frameworks import caffe_data, registry
+
+STUDY = {"datasets": ["digits"], "frameworks": ["pytorch", "caffe"], "preset": ["caffe"],
+         "sweep": {"iterations": [30], "batch_size": [32, 64], "threads": [1]}}
+MAIN = wiring.Reader(main=True, dryrun=False, forcerun=False)
+JOB = wiring.Reader(main=False, dryrun=False, forcerun=False)
+
+
+@pytest.fixture
+def here(tmp_path, monkeypatch):
+    """An empty study folder as the working directory (records and Snakemake's locks are read from there)."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(locks, "_held", None)  # the run's own lock, taken once per process, taken here again
+    return tmp_path
+
+
+def study(reader=MAIN, said=None, **keys) -> wiring.Study:
+    return wiring.Study(config.validate({**STUDY, **keys}), reader, say=(said.append if said is not None else None))
+
+
+def wildcards(p: dict) -> SimpleNamespace:
+    return SimpleNamespace(framework=p["framework"], dataset=p["dataset"], point=p["id"])
+
+
+def forbid(monkeypatch, module, name: str) -> None:
+    def refused(*args, **kwargs):
+        raise AssertionError(f"{module.__name__}.{name} was called")
+
+    monkeypatch.setattr(module, name, refused)
+
+
+def test_a_value_every_point_shares_is_plain_and_one_that_differs_is_looked_up(here):
+    s = study()
+    assert len(s.points) == 4
+    train = s.train_values()
+    assert train["threads"] == 1 and train["gpu"] == 0 and train["measure"] == 1  # plain: no function per job
+    assert train["conda"] == wiring.BASE_CONDA
+    caffe = next(p for p in s.points.values() if p["framework"] == "caffe")
+    torch = next(p for p in s.points.values() if p["framework"] == "pytorch")
+    # Caffe's points read the input prepared for it (registry: prepared_input), PyTorch's the dataset's store
+    assert callable(train["prepared_input"])
+    assert train["prepared_input"](wildcards(torch)) == []
+    assert train["prepared_input"](wildcards(caffe)) == [
+        f"resources/caffe/digits/{caffe_data.input_key(caffe['input'])}/{name}" for name in
+        ("train.h5", "test.h5", "train.txt", "test.txt", "meta.json")]
+    assert train["env_file"](wildcards(caffe)) == ["resources/envs/caffe.json"]
+    assert train["env"](wildcards(torch)) == {"env": "pytorch", "kind": "built", "key": envs.env_key("pytorch")}
+    key = caffe_data.input_key(caffe["input"])
+    assert s.caffe_input_settings(SimpleNamespace(dataset="digits", input_key=key)) == caffe["input"]
+    assert s.metrics == [f"results/runs/{p['framework']}/digits/{p['id']}/metrics.json" for p in s.points.values()]
+
+
+def test_the_bf16_peak_is_measured_where_the_registry_says(here):
+    assert study().peak_bf16_env(None) == []  # no bf16 point: numpy's float32 peak only
+    bf16 = study(frameworks=["pytorch"], sweep={**STUDY["sweep"], "precision": ["bf16"]})
+    assert bf16.peak_bf16_env(None) == [f"resources/envs/{registry.bf16_peak_framework().name}.json"]
+    assert registry.bf16_peak_framework().name == "pytorch"
+
+
+def test_the_main_process_clears_stale_locks_and_says_what_it_removed(here):
+    (here / ".snakemake" / "locks").mkdir(parents=True)
+    (here / ".snakemake" / "locks" / "0.input.lock").write_text("x")
+    said = []
+    study(said=said)
+    assert said == ["dlbench: removed stale Snakemake locks left by a killed run"]
+    assert not list((here / ".snakemake" / "locks").iterdir())
+
+
+def test_a_jobs_own_snakemake_reads_no_record_probes_nothing_and_says_nothing(here, monkeypatch):
+    site = {"envs": {"site": {"pytorch": "/opt/site/bin/python"}}, "select": {"status": ["none", "error"]}}
+    for name in ("status_in", "read_or_skip"):
+        forbid(monkeypatch, records, name)
+    forbid(monkeypatch, envs, "site_env")
+    forbid(monkeypatch, versions, "prepare")
+    forbid(monkeypatch, locks, "hold_and_clear_stale")
+    forbid(monkeypatch, estimate, "finished")
+    monkeypatch.delenv(wiring.SITE_ENVS_VAR, raising=False)
+    said = []
+    job = study(JOB, said, **site)
+    assert len(job.points) == 4 and said == []  # the selection by status keeps every point there
+    torch = next(p for p in job.points.values() if p["framework"] == "pytorch")
+    # without the main process's probe, the site environment as its job needs it: the interpreter
+    assert job.env_params(torch) == {"env": "pytorch", "framework": "pytorch", "kind": "site",
+                                     "python": "/opt/site/bin/python"}
+    # a cluster job's time was asked for by the main process: its own Snakemake reads no finished point
+    assert job.point_runtime(wildcards(torch), attempt=2) == 2 * (60 + 30)
+    job.announce()
+    assert said == []
+
+
+def test_the_main_process_probes_each_site_interpreter_once_and_hands_it_to_its_jobs(here, monkeypatch):
+    probed = []
+
+    def site_env(framework, env, python):
+        probed.append((framework, env, python))
+        return {"env": env, "framework": framework, "kind": "site", "python": python, "versions": {"v": "1"}}
+
+    monkeypatch.setattr(envs, "site_env", site_env)
+    site = {"envs": {"site": {"pytorch": "/opt/site/bin/python"}}, "sweep": {**STUDY["sweep"], "device": ["cpu"]}}
+    main = study(**site)
+    assert probed == [("pytorch", "pytorch", "/opt/site/bin/python")]  # two points, one interpreter: one probe
+    environ = {}
+    main.export(environ)
+    assert environ[locks.NODE_LOCK_ENV] == main.measure_lock
+    monkeypatch.setenv(wiring.SITE_ENVS_VAR, environ[wiring.SITE_ENVS_VAR])
+    monkeypatch.setattr(envs, "site_env", lambda *a: pytest.fail("a job's own Snakemake probed"))
+    job = study(JOB, **site)
+    torch = next(p for p in job.points.values() if p["framework"] == "pytorch")
+    assert job.env_params(torch) == main.env_params(torch)  # the same params: the job reruns nothing
+    assert job.env_params(torch)["versions"] == {"v": "1"}
+
+
+def test_select_by_status_reads_each_record_once_and_names_the_forcerun(here, monkeypatch):
+    first = study()
+    p = next(iter(first.points.values()))
+    write_json(here / wiring.run_dir(p) / records.RESULT, {"id": p["id"], "framework": p["framework"],
+                                                                "dataset": "digits", "status": "error"})
+    reads = []
+    real = records.status_in
+    monkeypatch.setattr(records, "status_in", lambda d: reads.append(d) or real(d))
+    said = []
+    s = study(said=said, select={"status": ["error"]})
+    assert list(s.points.values()) == [p] and len(reads) == 4  # each point's record read once
+    assert said == ["dlbench: select.status removed 3; 1 of 4 points remain",
+                    "dlbench: select.status: 1 of the points kept have a record; add --forcerun train to run them "
+                    "again (the records stay in their attempts/)"]
+    said.clear()
+    study(wiring.Reader(main=True, forcerun=True), said, select={"status": ["error"]})
+    assert said == ["dlbench: select.status removed 3; 1 of 4 points remain"]
+
+
+def test_a_config_error_and_too_many_threads_stop_in_one_line(here):
+    bad = here / "bad.yaml"
+    bad.write_text("datasets: [digits]\ndatasets: [mnist]\n")
+    with pytest.raises(wiring.StudyError) as stop:
+        wiring.read_config({"datasets": ["mnist"]}, [str(bad)], str(config.SCHEMA))
+    assert str(stop.value).startswith("dlbench: config error: ") and "\n" not in str(stop.value)
+    cfg = wiring.read_config({**STUDY, "sweep": {**STUDY["sweep"], "threads": [1, 4]}}, [], str(config.SCHEMA))
+    wiring.check_local_cores(cfg, 4)
+    with pytest.raises(wiring.StudyError, match=r"sweep.threads: 4 is more than this machine's 2 cores"):
+        wiring.check_local_cores(cfg, 2)
+
+
+def test_the_jobs_import_this_checkout(tmp_path):
+    environ = {"PYTHONPATH": "/elsewhere"}
+    wiring.own_package(str(tmp_path), environ)
+    assert environ["PYTHONPATH"].split(":") == [str(tmp_path), "/elsewhere"]
+    fresh = {}
+    wiring.own_package(str(tmp_path), fresh)
+    assert fresh == {"PYTHONPATH": str(tmp_path)}
+
+
+def test_the_wildcards_are_those_of_the_registry_and_the_catalog(here):
+    constraints = study().wildcard_constraints()
+    assert constraints["framework"].split("|") == registry.names()
+    assert {env for env in registry.env_names() if re.fullmatch(constraints["env"], env)} == set(registry.env_names())
+    assert "digits" in constraints["dataset"].split("|") and "cifar10" in constraints["dataset"].split("|")
+
+
+def test_snakemake_reads_a_job_functions_signature_from_it_not_at_every_call(monkeypatch):
+    from snakemake.common import get_function_params, get_input_function_aux_params
+
+    times_two = wiring.job_function(lambda wildcards, attempt: 2 * attempt)
+
+    def no_signature(*args, **kwargs):
+        raise AssertionError("Snakemake read the signature again")
+
+    monkeypatch.setattr(inspect, "signature", no_signature)
+    assert list(get_function_params(times_two)) == ["wildcards", "attempt"]
+    assert get_input_function_aux_params(times_two, {"attempt": 3, "input": [], "threads": 1}) == {"attempt": 3}
+    assert times_two(None, attempt=3) == 6
