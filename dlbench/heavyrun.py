@@ -2,10 +2,11 @@
 
     python -m dlbench.heavyrun [--what TEXT] -- COMMAND [ARG ...]
 
-For what loads the CPU outside a workflow job, such as `bash envs/caffe/build.sh` started by hand: the
-build script runs itself through this unless it already runs inside heavy work (DLBENCH_HEAVY_HELD).
-The node lock is the workflow's ($DLBENCH_NODE_LOCK) or measurement.lock_file's default. Exits with the
-command's status. Standard library only, so any python3 with the repository on its path can run it.
+For what loads the CPU outside a workflow job, such as a Caffe build started by hand
+(`python -m dlbench.heavyrun -- bash envs/caffe/build.sh PREFIX`; `python -m dlbench.envs build` and the
+workflow's builds take heavy work themselves). The node lock is the workflow's ($DLBENCH_NODE_LOCK) or
+measurement.lock_file's default. Exits with the command's status. Standard library only, so any python3
+with the repository on its path can run it.
 """
 
 from __future__ import annotations

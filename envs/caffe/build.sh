@@ -79,7 +79,6 @@ for arg in "$@"; do
             ;;
     esac
 done
-
 [[ -n "$PREFIX" ]] || die 2 "no PREFIX given (usage: bash envs/caffe/build.sh [--force] [--cuda] [--mkl] PREFIX)"
 PREFIX="$(realpath -m -- "$PREFIX")"
 [[ "$PREFIX" != "/" ]] || die 2 "refusing to use / as PREFIX"
@@ -156,20 +155,6 @@ PROTOC=/usr/bin/protoc
 [[ -x "$PROTOC" ]] || PROTOC="$(command -v protoc)"
 "$PYTHON" -m pip --version >/dev/null 2>&1 ||
     die 2 "'$PYTHON -m pip' does not work; pip is needed to fetch the $SDIST_NAME sdist from PyPI (set PYTHON=...)"
-
-# ---------------------------------------------------------------- heavy work
-# A build loads every core: run as heavy work, so no point measures beside it (dlbench.locks). A build
-# started by the workflow or by `python -m dlbench.envs` already holds it (DLBENCH_HEAVY_HELD). After the
-# checks above, so that a refusal comes at once, without waiting for a measurement to end.
-REPO_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
-# DLBENCH_HEAVY_WRAPPED: this script was started through dlbench.heavyrun once already (with no node lock,
-# heavy work takes nothing and marks nothing).
-if [[ -z "${DLBENCH_HEAVY_HELD:-}${DLBENCH_MEASURING:-}${DLBENCH_HEAVY_WRAPPED:-}" && -f "$REPO_ROOT/dlbench/heavyrun.py" ]] &&
-    command -v python3 >/dev/null; then
-    export DLBENCH_HEAVY_WRAPPED=1
-    exec env PYTHONPATH="$REPO_ROOT${PYTHONPATH:+:$PYTHONPATH}" python3 -m dlbench.heavyrun \
-        --what "the Caffe build" -- bash "${BASH_SOURCE[0]}" "$@"
-fi
 
 # ---------------------------------------------------------------- lock, temp dirs
 mkdir -p -- "$PARENT" || die 2 "cannot create $PARENT"
