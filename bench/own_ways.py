@@ -153,7 +153,7 @@ def flax_example(dataset_dir: str, iterations: int, threads: int) -> dict:
             logits = state.apply_fn({"params": params}, images)
             return optax.softmax_cross_entropy_with_integer_labels(logits, labels).mean()
 
-        loss, grads = jax.value_and_grad(loss_fn)(params=state.params)
+        loss, grads = jax.value_and_grad(loss_fn)(state.params)
         return state.apply_gradients(grads=grads), loss
 
     rng = np.random.RandomState(1)
