@@ -25,7 +25,16 @@ from dlbench.published import (
     stand_in,
 )
 from dlbench.summary import carry_over, framework_leaders, setting_values
-from dlbench.tables import NEAR_BEST_PP, READINGS, group_key, in_studies_varying, ok_points, points, settings_label
+from dlbench.tables import (
+    NEAR_BEST_PP,
+    READINGS,
+    group_key,
+    in_studies_varying,
+    ok_points,
+    points,
+    settings_label,
+    told,
+)
 from dlbench.verdicts import AGREES, DISAGREES, SINGLE, TIED, claim, combine, leader_text, not_tested, value
 
 MNIST_LIKE = catalog.members("mnist")  # the datasets the MNIST observations are tested on, MNIST first
@@ -338,11 +347,7 @@ def _slope_change(lengths, values) -> tuple[str, stats.Contrast]:
     if len(lengths) == 3:  # the middle length is in both steps: one group, weights summed
         parts = [(1 / first + 1 / last, values[1]), (-1 / first, values[0]), (-1 / last, values[2])]
     result = stats.contrast(parts)
-    if "fewer than two" in result.test.why:
-        return SINGLE, result
-    if not result.told:
-        return TIED, result
-    return (SATURATES if result.estimate > 0 else KEEPS_GAINING), result
+    return told(result, SATURATES, KEEPS_GAINING), result
 
 
 def _length_verdict(grows: list[str], saturation: list[str]) -> str:

@@ -19,7 +19,8 @@ from dlbench.datasets import catalog
 from dlbench.frameworks import registry
 from dlbench.paths import PUBLISHED_CSV
 from dlbench.tables import TIE, group_key, ok_points, points
-from dlbench.verdicts import SINGLE, TIED
+from dlbench.tables import told as tables_told
+from dlbench.verdicts import SINGLE
 
 # The published table names frameworks its own way (Torch for PyTorch).
 PUBLISHED_FRAMEWORK = {f.name: f.published_as for f in registry.FRAMEWORKS.values() if f.published_as}
@@ -166,10 +167,7 @@ def device_pairs(runs: pd.DataFrame, metric: str = "train_time_s", own_only: boo
         k = len(matched)
         parts = [(1 / k, v) for v in matched["cpu"]] + [(-1 / k, v) for v in matched["gpu"]]
         result = stats.contrast(parts, log=True)
-        if "fewer than two" in result.test.why:
-            told = SINGLE
-        else:
-            told = (GPU_FASTER if result.estimate > 0 else CPU_FASTER) if result.told else TIED
+        told = tables_told(result, GPU_FASTER, CPU_FASTER)
         rows.append({"framework": framework, "dataset": dataset,
                      "cpu_s": float(np.mean([np.mean(v) for v in matched["cpu"]])),
                      "gpu_s": float(np.mean([np.mean(v) for v in matched["gpu"]])),
