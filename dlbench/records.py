@@ -204,6 +204,23 @@ def republish(attempt: str | os.PathLike, out_dir: str | os.PathLike, **extra) -
     return record
 
 
+def cancelled_last(out_dir: str | os.PathLike) -> bool:
+    """Whether the point's newest attempt was cancelled (scancel, or SIGTERM to the job) with no attempt begun
+    since: a retry of that job would undo what somebody asked for, so it waits for the workflow's next run."""
+    kept = attempts(out_dir)
+    if not kept:
+        return False
+    try:
+        record = read(kept[-1])
+    except (OSError, BadRecord):
+        return False
+    if record.get("status") != "cancelled":
+        return False
+    kept_at = kept[-1].stat().st_mtime
+    marks = (Path(out_dir) / ATTEMPTS).glob(f"{STARTED}*.json")
+    return not any(mark.stat().st_mtime > kept_at for mark in marks)
+
+
 STARTED = ".started-"  # attempts/.started-<host>-<pid>.json: an attempt under way, removed when it is kept
 
 

@@ -181,6 +181,7 @@ def framework_effect(runs: pd.DataFrame, min_seeds: int = 3) -> pd.DataFrame:
     df = df.assign(settings=settings_label(df, {"reading"}))
     df = df.assign(compile=df["compile"].where(~as_always, "natural"), precision=df["precision"].fillna("fp32"))
     df = df.assign(key=group_key(df, {"framework", "reading"}))
+    df = df[["key", "framework", "seed", "accuracy_pct", "train_time_s", "dataset", "device", "settings", "network"]]
     rows = []
     for _, g in df.groupby("key"):
         per = {fw: f for fw, f in g.groupby("framework")}
@@ -304,6 +305,7 @@ def best_values(runs: pd.DataFrame, param: str) -> pd.DataFrame:
     if df.empty:
         return pd.DataFrame(columns=cols)
     df = df.assign(key=group_key(df, {param}), settings=settings_label(df, {param}))
+    df = df[["key", param, "seed", "accuracy_pct", "framework", "dataset", "device", "settings"]]
     rows = []
     for _, g in df.groupby("key", sort=True):
         if g[param].nunique() < 2:

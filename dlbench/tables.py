@@ -176,19 +176,29 @@ def group_key(df: pd.DataFrame, exclude: set[str]) -> pd.Series:
     cols = [c for c in SETTINGS if c not in exclude]
     if not len(df):
         return pd.Series([], dtype=str)
-    return _per_distinct(df, cols, lambda u: u[cols].astype(object).where(u[cols].notna(), "-").astype(str)
-                         .agg("|".join, axis=1))
+    return _per_distinct(df, cols, lambda u: _joined(u.astype(object).where(u.notna(), "-").astype(str)))
+
+
+def _joined(text: pd.DataFrame) -> pd.Series:
+    """Each row's cells joined by "|", a column at a time (a join per row is what made large studies slow)."""
+    if text.shape[1] == 0:
+        return pd.Series("", index=text.index, dtype=object)
+    out = text.iloc[:, 0]
+    for column in text.columns[1:]:
+        out = out + "|" + text[column]
+    return out
 
 
 def _per_distinct(df: pd.DataFrame, cols: list[str], label) -> pd.Series:
     """label(rows) computed once per distinct combination of `cols` (a large sweep repeats them) and spread
-    back over every row: the same as label(df), at the cost of the distinct rows."""
+    back over every row: the same as label(df[cols]), at the cost of the distinct rows. label sees `cols` only
+    (those df has), so that it does not copy the rest of a wide table."""
     cols = [c for c in cols if c in df.columns]
     ids = (df.groupby(cols, dropna=False, sort=False).ngroup().to_numpy() if cols
            else np.zeros(len(df), dtype=np.int64))
     first = ~pd.Series(ids).duplicated().to_numpy()
     labels = np.empty(ids.max() + 1, dtype=object)
-    labels[ids[first]] = label(df.iloc[np.flatnonzero(first)]).to_numpy()
+    labels[ids[first]] = label(df[cols].iloc[np.flatnonzero(first)]).to_numpy()
     return pd.Series(labels[ids], index=df.index, dtype=object)
 
 
@@ -219,8 +229,9 @@ def settings_label(df: pd.DataFrame, exclude: set[str]) -> pd.Series:
     if not len(df):
         return pd.Series([], dtype=str)
     used = ["whose", "reading", "batch_size", "learning_rate", "length", "length_unit", "threads", "interop_threads",
-            "library"]
-    return _per_distinct(df, used, lambda rows: rows.apply(one, axis=1))
+            "library", "compile", "natural_compile", "precision"]
+    return _per_distinct(df, used, lambda rows: pd.Series([one(r) for r in rows.to_dict("records")], index=rows.index,
+                                                          dtype=object))
 
 
 def pareto_front(df: pd.DataFrame, x: str = "train_time_s", y: str = "accuracy") -> pd.Series:
@@ -456,6 +467,18 @@ def told(result: stats.Contrast, larger: str, smaller: str) -> str:
     return larger if result.estimate > 0 else smaller
 
 
+def _by_seed(df: pd.DataFrame, keys: list[str], metrics: tuple[str, ...]) -> dict:
+    """{group key: {metric: {seed: value}}}, a run without a seed keyed by its place in its group (what
+    stats.change pairs by). Arrays a group at a time: a large study has tens of thousands of groups."""
+    seeds = df["seed"].to_numpy(dtype=object)
+    values = {m: df[m].to_numpy(dtype=float) for m in metrics}
+    out = {}
+    for key, rows in df.groupby(keys).indices.items():
+        seed = [s if pd.notna(s) else i for i, s in enumerate(seeds[rows])]
+        out[key] = {m: dict(zip(seed, values[m][rows])) for m in metrics}
+    return out
+
+
 def axis_speedups(runs: pd.DataFrame, axis: str) -> pd.DataFrame:
     """Per group of points alike but for `axis` (compile or precision): the training speed-up of its other value
     over its baseline (compiled over eager, bf16 over fp32) and what it did to the accuracy.
@@ -485,9 +508,7 @@ def axis_speedups(runs: pd.DataFrame, axis: str) -> pd.DataFrame:
         **{"with": ("with", "first")}, throughput_img_s=("throughput_img_s", "mean"),
         accuracy_pct=("accuracy_pct", "mean"), train_time_s=("train_time_s", "mean"),
         compile_time_s=("compile_time_s", "mean"), n=("throughput_img_s", "size"))
-    by_seed = {key: {m: dict(zip(g["seed"].where(g["seed"].notna(), pd.Series(range(len(g)), index=g.index)),
-                                 g[m])) for m in ("throughput_img_s", "accuracy_pct")}
-               for key, g in df.groupby(["group", axis])}
+    by_seed = _by_seed(df, ["group", axis], ("throughput_img_s", "accuracy_pct"))
     rows = []
     for group, g in agg.groupby("group"):
         values = g.set_index(axis)

@@ -63,6 +63,10 @@ def test_a_cancelled_job_leaves_an_attempt_no_result_and_no_orphan(lab):
     assert row["exit_code"] != 0
     assert row["attempt_status"] == "cancelled"
     assert not row["orphan_trainer"] and not row["data_lost"] and row["survived"]
+    # Snakemake's retry of a cancelled job does not undo the cancel; the workflow's next run trains the point.
+    assert row["retry_exit_code"] == 1 and "cancelled" in row["retry_said"][0]
+    assert row["kept_after_retry"] == row["kept_before_retry"] == 1
+    assert row["rerun_status"] == "ok"
 
 
 def test_a_corrupt_dataset_file_is_refused_naming_file_and_digests(lab):

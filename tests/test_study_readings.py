@@ -68,7 +68,13 @@ def test_the_tuning_grid_and_the_reading_reach_the_findings_and_charts(study):
             assert row, (framework, choice, tuned)
             cells = [c.strip() for c in row.group(1).split("|")]
             # batch size, learning rate, length, unit, accuracy, train time, gain (points), time saved (%)
-            assert all(re.fullmatch(f"-?{number}", c) for c in cells[:3] + cells[4:8]), cells
+            assert all(re.fullmatch(f"-?{number}", c) for c in cells[:3] + cells[4:6]), cells
+            signed = rf"[+-]?{number}"
+            for change in cells[6:8]:
+                if choice == "defaults":  # the defaults against themselves: nothing compared
+                    assert re.fullmatch(r"\+?0", change), cells
+                else:  # the estimate, its 95 % interval where the repeats give one, and what the test tells
+                    assert re.fullmatch(rf"{signed}( \[{signed}, {signed}\])?, [a-z][\w ,:.()-]*", change), cells
     cross = text.split("## What cross-applying settings did")[1].split("\n## ")[0]
     for framework in ("pytorch", "tensorflow"):
         for reading in ("settings only", "whole preset"):

@@ -164,10 +164,23 @@ def job_cancelled(lab: Lab) -> dict:
     attempt = json.loads(attempts[-1].read_text()) if attempts else {}
     orphan = psutil.pid_exists(trainer) and psutil.Process(trainer).status() != psutil.STATUS_ZOMBIE
     partial_left = list(out.parent.glob(f".{out.name}.partial-*"))
-    return _row("job cancelled (SIGTERM)", "SIGTERM to the job mid-training",
-                code != 0 and attempt.get("status") == "cancelled" and not orphan and not partial_left,
-                (out / "metrics.json").exists(), exit_code=code, attempt_status=attempt.get("status"),
-                progress=attempt.get("iterations_done"), orphan_trainer=orphan)
+    published = (out / "metrics.json").exists()
+    # Snakemake's retry of the cancelled job (attempt 2) trains nothing; the workflow's next run (attempt 1) does.
+    train = [sys.executable, "-m", "dlbench.cli", "train", "--dataset-dir", str(lab.digits), f"--env={env_json}",
+             "--out", str(out)]
+    retry = subprocess.run([*train, "--point", json.dumps(p), "--attempt", "2", "--retries", "2"], cwd=REPO,
+                           capture_output=True, text=True, timeout=120)
+    kept_after_retry = len(records.attempts(out))
+    rerun = subprocess.run([*train, "--point", json.dumps(point(iterations=5)), "--attempt", "1", "--retries", "2"],
+                           cwd=REPO, capture_output=True, text=True, timeout=300)
+    rerun_status = json.loads((out / "metrics.json").read_text())["status"] if rerun.returncode == 0 else None
+    return _row("job cancelled (SIGTERM)", "SIGTERM to the job mid-training, then Snakemake's retry and a new run",
+                code != 0 and attempt.get("status") == "cancelled" and not orphan and not partial_left
+                and retry.returncode != 0 and kept_after_retry == len(attempts) and rerun_status == "ok",
+                published, exit_code=code, attempt_status=attempt.get("status"),
+                progress=attempt.get("iterations_done"), orphan_trainer=orphan, retry_exit_code=retry.returncode,
+                retry_said=retry.stderr.strip().splitlines()[-1:], kept_after_retry=kept_after_retry,
+                kept_before_retry=len(attempts), rerun_status=rerun_status)
 
 
 def corrupt_dataset(lab: Lab) -> dict:
@@ -331,7 +344,7 @@ def snakemake_main_killed(lab: Lab) -> dict:
     live one, nor remove its unfinished folder; once the orphan job ends, a run completes the study.
     """
     cfg = {"datasets": ["digits"], "frameworks": ["pytorch"], "preset": ["caffe"],
-           "sweep": {"iterations": [6000], "threads": [1]}}
+           "sweep": {"iterations": [2500], "threads": [1]}}
     wf, cmd = _workflow(lab, "mainkilled", cfg)
     sm = subprocess.Popen(cmd, cwd=wf, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     runs = wf / "results" / "runs"

@@ -239,43 +239,60 @@ def large_records(n: int = 20000, seed: int = 0) -> list[dict]:
 
 def large_curve(record: dict, rng: np.random.Generator) -> pd.DataFrame:
     """A run's learning curve: the loss every 1% of training, a test every 500 iterations."""
+    return pd.DataFrame(_curve_columns(record, rng))
+
+
+def _curve_columns(record: dict, rng: np.random.Generator) -> dict[str, np.ndarray]:
+    """large_curve's columns as arrays (a DataFrame per run is what made 20,000 runs slow to make)."""
     iterations = record["iterations"]
     every = max(1, iterations // 100)
     steps = np.arange(0, iterations if record["status"] == "ok" else every * 20, every)
     t = record["train_time_s"] or record["wall_time_s"] / 2
     frac = steps / max(1, iterations)
-    train = pd.DataFrame({"kind": "train", "iteration": steps, "epoch": steps * record["batch_size"] / 60000,
-                          "loss": 2.3 * np.exp(-4 * frac) + rng.uniform(0, 0.05, len(steps)), "accuracy": np.nan,
-                          "lr": record["learning_rate"], "train_time_s": frac * t, "test_time_s": np.nan,
-                          "t": 4.0 + frac * t})
+    loss = 2.3 * np.exp(-4 * frac) + rng.uniform(0, 0.05, len(steps))
+    train = {"kind": np.full(len(steps), "train", dtype=object), "iteration": steps,
+             "epoch": steps * record["batch_size"] / 60000, "loss": loss, "accuracy": np.full(len(steps), np.nan),
+             "lr": np.full(len(steps), record["learning_rate"]), "train_time_s": frac * t,
+             "test_time_s": np.full(len(steps), np.nan), "t": 4.0 + frac * t}
     if record["status"] != "ok":
         return train
     tests = np.arange(500, iterations + 1, 500)
-    acc = record["accuracy"] - 0.1 * np.exp(-4 * tests / iterations)
-    test = pd.DataFrame({"kind": "test", "iteration": tests, "epoch": tests * record["batch_size"] / 60000,
-                         "loss": 0.3 * np.exp(-2 * tests / iterations), "accuracy": acc, "lr": record["learning_rate"],
-                         "train_time_s": tests / iterations * t, "test_time_s": record["test_time_s"] / len(tests),
-                         "t": 4.0 + tests / iterations * t})
-    return pd.concat([train, test], ignore_index=True).sort_values(["iteration", "kind"], kind="stable")
+    test = {"kind": np.full(len(tests), "test", dtype=object), "iteration": tests,
+            "epoch": tests * record["batch_size"] / 60000, "loss": 0.3 * np.exp(-2 * tests / iterations),
+            "accuracy": record["accuracy"] - 0.1 * np.exp(-4 * tests / iterations),
+            "lr": np.full(len(tests), record["learning_rate"]), "train_time_s": tests / iterations * t,
+            "test_time_s": np.full(len(tests), record["test_time_s"] / max(1, len(tests))),
+            "t": 4.0 + tests / iterations * t}
+    both = {c: np.concatenate([train[c], test[c]]) for c in CURVE_COLUMNS}
+    order = np.lexsort((both["kind"].astype(str), both["iteration"]))  # by iteration, then kind; stable
+    return {c: v[order] for c, v in both.items()}
 
 
 def large_samples(record: dict, rng: np.random.Generator) -> pd.DataFrame:
     """The monitor's readings every 0.2 s, through the phases of a run."""
+    return pd.DataFrame(_sample_columns(record, rng))
+
+
+def _sample_columns(record: dict, rng: np.random.Generator) -> dict[str, np.ndarray]:
     n = record["sample_rows"]
     t = np.round(0.2 * np.arange(1, n + 1), 3)
     wall = record["wall_time_s"]
     edges = [(0.0, "startup"), (0.1, "import"), (1.3, "data_load"), (1.6, "build"), (2.1, "compile"),
              (2.1 + (record["compile_time_s"] or 0), "train"), (wall - (record["test_time_s"] or 0.5) - 0.3, "test"),
              (wall - 0.3, "other")]
-    phase = np.array([[p for start, p in edges if x >= start][-1] for x in t])
+    phase = np.full(n, "startup", dtype=object)
+    for start, name in edges:  # the last edge a reading is past names its phase
+        phase[t >= start] = name
     gpu = record["device"] == "gpu"
     training = phase == "train"
-    return pd.DataFrame({
+    nothing = np.full(n, np.nan)
+    return {
         "phase": phase, "t": t, "cpu_pct": np.where(training, 95.0 * record["threads"], 40.0) + rng.normal(0, 3, n),
-        "rss_mb": np.minimum(record["rss_peak_mb"], 30 + 40 * t), "threads": record["threads"] + 3,
-        "processes": 1, "gpu_util_pct": np.where(training, 70.0, 5.0) if gpu else np.nan,
-        "gpu_mem_mb": 900.0 if gpu else np.nan, "gpu_power_w": np.where(training, 150.0, 60.0) if gpu else np.nan,
-        "gpu_energy_j": np.cumsum(np.where(training, 30.0, 12.0)) if gpu else np.nan})
+        "rss_mb": np.minimum(record["rss_peak_mb"], 30 + 40 * t), "threads": np.full(n, record["threads"] + 3),
+        "processes": np.ones(n, dtype=np.int64), "gpu_util_pct": np.where(training, 70.0, 5.0) if gpu else nothing,
+        "gpu_mem_mb": np.full(n, 900.0) if gpu else nothing,
+        "gpu_power_w": np.where(training, 150.0, 60.0) if gpu else nothing,
+        "gpu_energy_j": np.cumsum(np.where(training, 30.0, 12.0)) if gpu else nothing}
 
 
 def write_large_study(root: str | Path, n: int = 20000, seed: int = 0) -> list[Path]:
@@ -304,13 +321,16 @@ def large_frames(n: int = 20000, seed: int = 0) -> tuple[pd.DataFrame, pd.DataFr
     records = large_records(n, seed)
     curves, samples = [], []
     for record in records:
-        keys = {"run_id": record["id"], "framework": record["framework"], "dataset": record["dataset"]}
-        curves.append(large_curve(record, rng)[CURVE_COLUMNS].assign(**keys))
-        samples.append(large_samples(record, rng)[SAMPLE_COLUMNS].assign(**keys))
+        curves.append(_curve_columns(record, rng))
+        samples.append(_sample_columns(record, rng))
     runs = pd.DataFrame([{k: v for k, v in r.items() if k not in ("curve_rows", "sample_rows")} for r in records])
     runs = runs.rename(columns={"id": "run_id"}).assign(attempts=1, studies="main")
-    lead = ["run_id", "framework", "dataset"]
-    curves = pd.concat(curves, ignore_index=True)
-    samples = pd.concat(samples, ignore_index=True)
-    return (runs, curves[lead + CURVE_COLUMNS].reset_index(drop=True),
-            samples[lead + SAMPLE_COLUMNS].reset_index(drop=True))
+    return runs, _stacked(records, curves, CURVE_COLUMNS), _stacked(records, samples, SAMPLE_COLUMNS)
+
+
+def _stacked(records: list[dict], parts: list[dict], columns: list[str]) -> pd.DataFrame:
+    """One table of every run's columns, each row led by its run's id, framework and dataset."""
+    lengths = [len(part[columns[0]]) for part in parts]
+    lead = {key: np.repeat(np.array([r[field] for r in records], dtype=object), lengths)
+            for key, field in (("run_id", "id"), ("framework", "framework"), ("dataset", "dataset"))}
+    return pd.DataFrame({**lead, **{c: np.concatenate([part[c] for part in parts]) for c in columns}})
