@@ -100,7 +100,8 @@ def knob_wins(eff: pd.DataFrame) -> pd.DataFrame:
     cols = ["framework", "dataset", "device", "winner", "wins", "told", "groups", "example", "example_leader"]
     rows = []
     for (framework, dataset, device), g in eff.groupby(["framework", "dataset", "device"]):
-        groups = [k for _, k in g.groupby("base") if k["knobs"].nunique() > 1]
+        varied = g.groupby("base")["knobs"].nunique()
+        groups = [k for _, k in g[g["base"].isin(varied.index[varied > 1])].groupby("base")]
         if not groups:
             continue
         leads = [stats.leader({r.knobs: r.per_core_by_seed for r in k.itertuples()}, True) for k in groups]

@@ -510,11 +510,12 @@ def axis_speedups(runs: pd.DataFrame, axis: str) -> pd.DataFrame:
         compile_time_s=("compile_time_s", "mean"), n=("throughput_img_s", "size"))
     by_seed = _by_seed(df, ["group", axis], ("throughput_img_s", "accuracy_pct"))
     rows = []
-    for group, g in agg.groupby("group"):
-        values = g.set_index(axis)
-        if not {base, other} <= set(values.index):
+    bases = agg[agg[axis] == base].set_index("group").to_dict("index")
+    for o in agg[agg[axis] == other].sort_values("group").to_dict("records"):  # the groups with both values
+        group = o["group"]
+        if group not in bases:
             continue
-        b, o = values.loc[base], values.loc[other]
+        b = bases[group]
         speed = stats.change(by_seed[(group, other)]["throughput_img_s"], by_seed[(group, base)]["throughput_img_s"],
                              log=True)
         change = stats.change(by_seed[(group, other)]["accuracy_pct"], by_seed[(group, base)]["accuracy_pct"])
