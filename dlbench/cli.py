@@ -47,10 +47,10 @@ def train(point: dict, dataset_dir: str, out: str, env_json: str | None = None, 
     the machine (dlbench.outcomes) before the last attempt keeps the attempt only and exits EXIT_RETRY. The
     rule allows one attempt more (retries + 2): it trains nothing, and publishes `node_lost` where the last
     allowed attempt died with its node, so that the study's tables are drawn; else it fails at once.
-    A retry of an attempt that was cancelled (scancel, SIGTERM to the job) trains nothing: the cancel stands
-    until the workflow's next run.
+    A retry of an attempt that somebody cancelled (scancel, SIGTERM to the job; not SLURM's time limit) trains
+    nothing: the cancel stands until the workflow's next run (runner.cancel_stands).
     """
-    from dlbench import outcomes, records, runner, slurmjob
+    from dlbench import outcomes, runner, slurmjob
 
     env = dict(env or {})
     if env_json:
@@ -64,7 +64,7 @@ def train(point: dict, dataset_dir: str, out: str, env_json: str | None = None, 
 
     signal.signal(signal.SIGTERM, on_term)
     runner.note_continue_signals()  # a suspended job, resumed: its point's times include the pause
-    if attempt > 1 and records.cancelled_last(out):
+    if attempt > 1 and runner.cancel_stands(out):
         print(f"dlbench: attempt {attempt} is not run: the attempt before it was cancelled (scancel, or SIGTERM "
               "to the job), which is kept in attempts/; the workflow's next run trains the point again",
               file=sys.stderr)

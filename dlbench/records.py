@@ -204,21 +204,21 @@ def republish(attempt: str | os.PathLike, out_dir: str | os.PathLike, **extra) -
     return record
 
 
-def cancelled_last(out_dir: str | os.PathLike) -> bool:
-    """Whether the point's newest attempt was cancelled (scancel, or SIGTERM to the job) with no attempt begun
-    since: a retry of that job would undo what somebody asked for, so it waits for the workflow's next run."""
+def cancelled_last(out_dir: str | os.PathLike) -> dict | None:
+    """The record of the point's newest attempt where it was cancelled (SIGTERM to the job) and no attempt has
+    begun since; None otherwise (runner.cancel_stands says whether somebody meant it)."""
     kept = attempts(out_dir)
     if not kept:
-        return False
+        return None
     try:
         record = read(kept[-1])
     except (OSError, BadRecord):
-        return False
+        return None
     if record.get("status") != "cancelled":
-        return False
+        return None
     kept_at = kept[-1].stat().st_mtime
     marks = (Path(out_dir) / ATTEMPTS).glob(f"{STARTED}*.json")
-    return not any(mark.stat().st_mtime > kept_at for mark in marks)
+    return None if any(mark.stat().st_mtime > kept_at for mark in marks) else record
 
 
 STARTED = ".started-"  # attempts/.started-<host>-<pid>.json: an attempt under way, removed when it is kept

@@ -111,6 +111,20 @@ def run_point(point: dict, dataset_dir: str | Path, out_dir: str | Path, *, meas
                     missing_ok=True)
 
 
+def cancel_stands(out_dir: str | Path) -> bool:
+    """Whether the point's last attempt was cancelled by somebody (scancel; SIGTERM to a job off SLURM), so
+    that a retry of its job would undo what they asked for. SLURM's SIGTERM at a job's time limit is no such
+    cancel: its job ends TIMEOUT, and its retry asks for more time (wiring.point_runtime). Where SLURM's
+    accounting cannot say how the job ended, the retry runs."""
+    record = records.cancelled_last(out_dir)
+    if record is None:
+        return False
+    if not record.get("slurm_job_id"):
+        return True
+    state = slurmjob.final_state(str(record["slurm_job_id"]))
+    return state is not None and state.startswith("CANCELLED")
+
+
 def tries(attempt: int) -> int:
     """How many times this point's job has run, this run included: Snakemake's attempts, and the runs of this
     SLURM job that SLURM itself requeued (a node failure, a preemption, `scontrol requeue`), which Snakemake

@@ -43,6 +43,17 @@ def running(job: str) -> bool | None:
     return proc.returncode == 0 and bool(proc.stdout.strip())
 
 
+def final_state(job: str) -> str | None:
+    """How SLURM's accounting says a job ended ("CANCELLED by 0", "TIMEOUT", ...); None where it cannot say."""
+    try:
+        proc = subprocess.run(["sacct", "-n", "-X", "-P", "-j", job, "-o", "State"], capture_output=True, text=True,
+                              timeout=30)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    lines = proc.stdout.strip().splitlines() if proc.returncode == 0 else []
+    return lines[-1].strip() if lines else None
+
+
 def _show() -> dict[str, str]:
     job = job_id()
     if job is None:
