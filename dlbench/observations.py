@@ -279,8 +279,12 @@ def _sweeps(runs: pd.DataFrame, param: str) -> list[tuple[str, str, str, pd.Data
     if df.empty:
         return []
     df = df.assign(key=group_key(df, {param}), settings=settings_label(df, {param}))
+    # the columns the observations read of a sweep, not the whole table (a large study has many sweeps)
+    df = df[["key", "framework", "settings", "dataset", param, "seed", "train_time_s", "accuracy_pct"]]
+    varied = df.groupby("key")[param].nunique()
+    df = df[df["key"].isin(varied.index[varied >= 2])]
     return [(g["framework"].iloc[0], g["settings"].iloc[0], g["dataset"].iloc[0], g)
-            for _, g in df.groupby("key", sort=True) if g[param].nunique() >= 2]
+            for _, g in df.groupby("key", sort=True)]
 
 
 def _ends(g: pd.DataFrame, param: str, metric: str):
