@@ -186,7 +186,10 @@ def test_two_real_runs_of_one_config_differ_in_nothing_beyond_the_noise(two_runs
     table = pd.read_parquet(b / "results/compare/comparison.parquet")
     assert len(table) == 2 * len(compare.METRICS)
     assert (table.a_n == 3).all() and (table.b_n == 3).all()
-    assert table.verdict.isin([compare.SAME, compare.SAME + compare.CONTENDED]).all(), table[
+    # Uncontended, nothing differs beyond the noise; where something else loaded the machine during either
+    # run, the comparison may see a change, and must say that its runs were contended.
+    quiet = ~table.verdict.str.endswith(compare.CONTENDED)
+    assert (table.verdict[quiet] == compare.SAME).all(), table[
         ["framework", "metric", "ratio", "ratio_ci_low", "ratio_ci_high", "p_holm", "verdict"]]
     # the same seeds train to the same accuracy on the same machine
     acc = table[table.metric == "accuracy"]
