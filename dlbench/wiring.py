@@ -7,7 +7,8 @@ worked out depends on the reader:
     everything once and says what it found: it clears the stale Snakemake locks of a killed run, reads
     the finished records where the config selects by status, locks the environments of framework
     versions, probes each site interpreter, prints the dry run's time estimate or attaches the
-    progress line;
+    progress line; a dry run plans every job's first attempt, so that the train rule's attempt and cluster
+    time are plain values there (Snakemake reads a function-valued resource's signature twice per job);
   - a job's own Snakemake (a SLURM job's `--mode remote`, or `--mode subprocess`) does only what its
     job's DAG needs, and prints nothing: it reads no record (a selection by status keeps every point
     there, its job's among them), locks nothing, and probes no interpreter (the main process's probes
@@ -25,7 +26,7 @@ import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from dlbench import cluster, envs, locks, records, selection, sweep, versions
+from dlbench import cluster, envchoice, envs, locks, records, selection, sweep, versions
 from dlbench import config as dlconfig
 from dlbench.codedigest import adapter_digest
 from dlbench.datasets.catalog import INFO as DATASETS
@@ -115,7 +116,7 @@ class Study:
         if reader.main:
             self._clear_stale_locks()
         self._plan()
-        self.point_envs = {key: envs.point_env(cfg, p) for key, p in self.points.items()}
+        self.point_envs = {key: envchoice.point_env(cfg, p) for key, p in self.points.items()}
         self._environments()
         self.caffe_inputs = {(p["dataset"], caffe_data.input_key(p["input"])): p["input"]
                              for p in self.points.values() if registry.get(p["framework"]).prepared_input}
@@ -275,7 +276,7 @@ class Study:
 
     def train_values(self) -> dict[str, object]:
         """The train rule's per-job values, each a plain value where every point has the same (per_point)."""
-        conda = self.reader.use_conda
+        conda, dry = self.reader.use_conda, self.reader.dryrun
         return {
             "env_file": self.per_point(self.env_file), "prepared_input": self.per_point(self.prepared_files),
             "threads": self.per_point(lambda p: p["threads"]),
@@ -287,11 +288,15 @@ class Study:
             "code": self.per_point(lambda p: adapter_digest(p["framework"])), "env": self.per_point(self.env_params),
             # Without --sdm conda no job runs in a conda environment (Snakemake ignores the directive, yet
             # evaluates a function there for every job): the base environment, which the job's process runs in.
-            "conda": self.per_point(self.conda_file) if conda else BASE_CONDA,
+            # A dry run names none: Snakemake would work out every job's params to expand it, and use nothing.
+            "conda": self.per_point(self.conda_file) if conda else (None if dry else BASE_CONDA),
             "retries": self.cfg["measurement"]["retries"],
-            # Which attempt this is: a resource, so that neither it nor a changed --retries reruns a point.
-            "attempt": job_function(lambda wildcards, attempt: attempt),
-            "point": job_function(self.point_of), "runtime": job_function(self.point_runtime),
+            # Which attempt this is: a resource, so that neither it nor a changed --retries reruns a point. A dry
+            # run plans every job's first attempt, so there both are plain values (a function-valued resource
+            # costs Snakemake two signature reads per job).
+            "attempt": 1 if dry else job_function(lambda wildcards, attempt: attempt),
+            "runtime": self.per_point(self.first_runtime) if dry else job_function(self.point_runtime),
+            "point": job_function(self.point_of),
         }
 
     # per point -----------------------------------------------------------------------------------
@@ -365,16 +370,20 @@ class Study:
         return [f"resources/envs/{registry.bf16_peak_framework().name}.json"]
 
     def point_runtime(self, wildcards, attempt: int) -> int:
-        """Minutes a cluster job asks for: its first attempt's (from finished points, worked out once for all
-        points when first asked), times the attempt, so that a point that timed out gets more time. A job's own
-        Snakemake asks for nothing (its job was submitted already): the configured default, without reading
-        any record."""
+        """Minutes a cluster job asks for: its first attempt's (first_runtime), times the attempt, so that a point
+        that timed out gets more time. A job's own Snakemake asks for nothing (its job was submitted already): the
+        configured default, without reading any record."""
         if not self.reader.main:
             return cluster.runtime_min(self.cfg, None, attempt)
+        return self.first_runtime(self.point_of(wildcards)) * attempt
+
+    def first_runtime(self, p: dict) -> int:
+        """Minutes the point's job asks for at its first attempt, from the finished points (the table worked out
+        once for all points when first asked)."""
         if not self._runtime:
             done, model = self.model()
             self._runtime = cluster.runtime_table(self.cfg, list(self.points.values()), done, model)
-        return self._runtime[wildcards.point] * attempt
+        return self._runtime[p["id"]]
 
 
 def gpus(p: dict) -> int:

@@ -63,6 +63,21 @@ def test_a_value_every_point_shares_is_plain_and_one_that_differs_is_looked_up(h
     assert s.metrics == [f"results/runs/{p['framework']}/digits/{p['id']}/metrics.json" for p in s.points.values()]
 
 
+def test_a_dry_run_plans_first_attempts_with_plain_values_that_a_run_asks_for_at_its_first(here):
+    run, dry = study().train_values(), study(wiring.Reader(main=True, dryrun=True, forcerun=False)).train_values()
+    torch = next(p for p in study().points.values() if p["framework"] == "pytorch")
+    # a run's attempt and cluster time are functions of the attempt; a dry run plans attempt 1 of every job
+    assert run["attempt"](wildcards(torch), attempt=3) == 3 and dry["attempt"] == 1
+    assert run["runtime"](wildcards(torch), attempt=2) == 2 * (60 + 30)
+    assert dry["runtime"] == run["runtime"](wildcards(torch), attempt=1) == 60 + 30  # no finished point: the default
+    # without --sdm conda the directive is unused: a dry run names none, so Snakemake expands no job's params for it
+    assert run["conda"] == wiring.BASE_CONDA and dry["conda"] is None
+    conda_dry = study(wiring.Reader(main=True, dryrun=True, use_conda=True, forcerun=False)).train_values()
+    assert conda_dry["conda"](wildcards(torch)) == "../envs/pytorch.yaml"  # with it, the dry run names each env
+    assert {k: v for k, v in dry.items() if not callable(v) and k not in ("attempt", "runtime", "conda")} == {
+        k: v for k, v in run.items() if not callable(v) and k not in ("attempt", "runtime", "conda")}
+
+
 def test_the_bf16_peak_is_measured_where_the_registry_says(here):
     assert study().peak_bf16_env(None) == []  # no bf16 point: numpy's float32 peak only
     bf16 = study(frameworks=["pytorch"], sweep={**STUDY["sweep"], "precision": ["bf16"]})
