@@ -265,33 +265,6 @@ def provide(env: str, out: str | os.PathLike | None = None) -> int:
     return 0
 
 
-# ---------------------------------------------------------------------------------------------- a study's choice
-
-
-def site_pythons(cfg: dict, framework: str) -> dict[str, str]:
-    """The site interpreters the config gives a framework, by variant (`cpu` for its CPU environment)."""
-    given = cfg.get("envs", {}).get("site", {}).get(framework)
-    if given is None:
-        return {}
-    if isinstance(given, str):  # one interpreter for every point of the framework
-        given = {registry.PLAIN_VARIANT: given, **{v: given for v in registry.DEVICE_VARIANTS.values()}}
-    return {variant: os.path.expanduser(path) for variant, path in given.items()}
-
-
-def point_env(cfg: dict, point: dict) -> tuple[str, str | None]:
-    """(environment name, site interpreter or None) of a point under a study's config."""
-    fw = registry.get(point["framework"])
-    sites = site_pythons(cfg, fw.name)
-    opted = {env.split("-", 1)[1] for env in cfg.get("envs", {}).get("opt_in", []) if env.startswith(fw.name + "-")}
-    env = fw.env_name(point, tuple(opted | (set(sites) - {registry.PLAIN_VARIANT})))
-    variant = env[len(fw.name) + 1:] or registry.PLAIN_VARIANT
-    if variant in sites:
-        return env, sites[variant]
-    from dlbench import versions  # (it reads pins with this module's helpers)
-
-    return versions.env_of(env, versions.version_of(cfg, point)), None
-
-
 def site_env(framework: str, env: str, python: str) -> dict:
     """A site environment's description, its versions read from the interpreter; EnvError with the fix."""
     try:

@@ -337,7 +337,7 @@ def probe(cfg: dict, points: list[dict], run_dir, iterations: int = PROBE_ITERAT
           root: str | os.PathLike = ".") -> int:
     """Run one short point (`iterations`, no interval tests, at most 1,000 test images) of every kind that has
     neither a finished point nor a probe, in its own environment, and keep its record in results/probes/."""
-    from dlbench import envs, runner
+    from dlbench import envchoice, envs, runner
     from dlbench.datasets import prepare
 
     done = finished(points, run_dir, Path(root) / PROBES)
@@ -351,7 +351,7 @@ def probe(cfg: dict, points: list[dict], run_dir, iterations: int = PROBE_ITERAT
         data = Path(root) / "resources/datasets" / p["dataset"]
         if not (data / "meta.json").exists():
             prepare.prepare(p["dataset"], data, local=cfg.get("data", {}).get(p["dataset"]))
-        env_name, site = envs.point_env(cfg, p)
+        env_name, site = envchoice.point_env(cfg, p)
         env = envs.site_env(p["framework"], env_name, site) if site else envs.describe(env_name, envs.build(env_name))
         t0 = time.perf_counter()
         record = runner.run_point(short, data, Path(root) / PROBES / name, python=env["python"], env=env)

@@ -11,7 +11,7 @@ import pandas as pd
 import pytest
 import yaml
 
-from dlbench import config, envs
+from dlbench import config, envchoice, envs
 from dlbench.frameworks import registry
 from dlbench.paths import CONDA_ENVS, ENVS, ROOT
 from dlbench.sweep import one_point
@@ -24,7 +24,7 @@ def study(**extra) -> dict:
 
 def test_each_device_kind_picks_its_environment():
     cfg = study()
-    chosen = {(fw, dev): envs.point_env(cfg, one_point(fw, "caffe", device=dev))
+    chosen = {(fw, dev): envchoice.point_env(cfg, one_point(fw, "caffe", device=dev))
               for fw in registry.names() for dev in ("cpu", "gpu")}
     assert chosen.items() >= {("pytorch", "cpu"): ("pytorch", None), ("pytorch", "gpu"): ("pytorch-cuda", None),
                               ("tensorflow", "cpu"): ("tensorflow", None),
@@ -37,8 +37,8 @@ def test_each_device_kind_picks_its_environment():
         assert chosen[(f.name, "cpu")] == (f.name, None)
         assert chosen[(f.name, "gpu")] == (f"{f.name}-cuda" if cuda else f.name, None)
     opted = study(envs={"opt_in": ["caffe-cuda"]})
-    assert envs.point_env(opted, one_point("caffe", "caffe", device="gpu")) == ("caffe-cuda", None)
-    assert envs.point_env(opted, one_point("caffe", "caffe", device="cpu")) == ("caffe", None)
+    assert envchoice.point_env(opted, one_point("caffe", "caffe", device="gpu")) == ("caffe-cuda", None)
+    assert envchoice.point_env(opted, one_point("caffe", "caffe", device="cpu")) == ("caffe", None)
     # every environment a point can get is one the workflow knows how to build (the MKL ones:
     # tests/test_blas.py)
     assert {env for env, _ in chosen.values()} | {"caffe-cuda", "caffe-mkl", "theano-mkl"} == set(
@@ -47,16 +47,17 @@ def test_each_device_kind_picks_its_environment():
 
 def test_a_site_environment_replaces_the_variants_it_names():
     both = study(envs={"site": {"pytorch": "/opt/site/bin/python"}})
-    assert envs.point_env(both, one_point("pytorch", "caffe", device="cpu")) == ("pytorch", "/opt/site/bin/python")
-    assert envs.point_env(both, one_point("pytorch", "caffe", device="gpu")) == ("pytorch-cuda",
+    assert envchoice.point_env(both, one_point("pytorch", "caffe", device="cpu")) == ("pytorch", "/opt/site/bin/python")
+    assert envchoice.point_env(both, one_point("pytorch", "caffe", device="gpu")) == ("pytorch-cuda",
                                                                                   "/opt/site/bin/python")
     gpu_only = study(envs={"site": {"tensorflow": {"cuda": "~/tf/bin/python"}}})
-    assert envs.point_env(gpu_only, one_point("tensorflow", "caffe", device="cpu")) == ("tensorflow", None)
-    assert envs.point_env(gpu_only, one_point("tensorflow", "caffe", device="gpu")) == (
+    assert envchoice.point_env(gpu_only, one_point("tensorflow", "caffe", device="cpu")) == ("tensorflow", None)
+    assert envchoice.point_env(gpu_only, one_point("tensorflow", "caffe", device="gpu")) == (
         "tensorflow-cuda", str(Path("~/tf/bin/python").expanduser()))
     # a site's CUDA Caffe: Caffe's GPU points run there, without the opt-in build
     caffe = study(envs={"site": {"caffe": {"cuda": "/opt/caffe/bin/python"}}})
-    assert envs.point_env(caffe, one_point("caffe", "caffe", device="gpu")) == ("caffe-cuda", "/opt/caffe/bin/python")
+    assert envchoice.point_env(caffe, one_point("caffe", "caffe", device="gpu")) == ("caffe-cuda",
+                                                                                    "/opt/caffe/bin/python")
     with pytest.raises(config.ConfigError, match=r"envs.site.pytorch: .*absolute path.*variants: cpu, cuda"):
         study(envs={"site": {"pytorch": {"gpu": "/opt/site/bin/python"}}})
     with pytest.raises(config.ConfigError, match=r"envs.opt_in.0: 'pytorch-cuda' is not allowed"):

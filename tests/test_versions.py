@@ -7,7 +7,7 @@ import pandas as pd
 import pytest
 import yaml
 
-from dlbench import compare, config, envs, findings, sweep, versions
+from dlbench import compare, config, envchoice, envs, findings, sweep, versions
 from dlbench.testing.sandbox import copy_workflow, snakemake, tiny_study
 
 
@@ -31,10 +31,10 @@ def test_each_listed_version_is_a_point_of_its_own_and_only_then_in_its_id():
 
 def test_a_version_runs_in_its_own_environment_and_the_pins_version_in_the_usual_one():
     cfg = study(versions={"pytorch": ["2.13.0", "2.12.0"]})
-    got = {p["version"]: envs.point_env(cfg, p) for p in sweep.plan(cfg).points if p.get("version")}
+    got = {p["version"]: envchoice.point_env(cfg, p) for p in sweep.plan(cfg).points if p.get("version")}
     assert got == {"2.13.0": ("pytorch", None), "2.12.0": ("pytorch@2.12.0", None)}
     gpu = {**sweep.plan(cfg).points[0], "device": "gpu", "version": "2.12.0"}
-    assert envs.point_env(cfg, gpu) == ("pytorch-cuda@2.12.0", None)
+    assert envchoice.point_env(cfg, gpu) == ("pytorch-cuda@2.12.0", None)
 
 
 def test_the_pins_of_a_version_replace_only_the_frameworks_own_packages():
