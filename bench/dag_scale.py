@@ -139,6 +139,15 @@ def smk(folder: Path, *args: str) -> tuple[float, float, float, str]:
     return took, cpu, foreign.cores, proc.stdout + proc.stderr
 
 
+def plugin_import_s() -> float:
+    """Seconds `import snakemake_executor_plugin_slurm` takes: Snakemake imports it at every start, and at import it
+    asks `scontrol show config`, which waits out its timeouts where SLURM is installed but no controller answers
+    (about 9 s here). Both sides pay it; it is printed so that a figure taken that way says so."""
+    t0 = time.monotonic()
+    subprocess.run([sys.executable, "-c", "import snakemake_executor_plugin_slurm"], capture_output=True)
+    return time.monotonic() - t0
+
+
 def jobs_planned(out: str) -> int:
     m = re.search(r"^total\s+(\d+)", out, re.M)
     return int(m.group(1)) if m else 0
@@ -216,6 +225,7 @@ def main(argv: list[str] | None = None) -> int:
     record = a_real_record()
     load = c.wait_quiet()
     c.header("DAG scale: snakemake -n, dlbench vs a bare Snakefile with as many jobs", load)
+    print(f"# the SLURM executor plugin's import (every side, every run): {plugin_import_s():.1f} s")
     rows = []
     for n in args.sizes:
         root = c.WORK / "dag_scale" / str(n)
