@@ -44,28 +44,55 @@ def gemm_gflops(n: int = 2048, threads: int = 1, repeats: int = 5) -> float:
     return 2.0 * n**3 / best / 1e9
 
 
-def bf16_gemm_gflops(n: int = 2048, threads: int = 1, repeats: int = 5) -> float:
-    """Best of `repeats` bfloat16 n x n x n products in PyTorch on `threads` threads (run in its environment)."""
+# A CPU without bfloat16 instructions multiplies bfloat16 matrices in software, at well under 1 GFLOP/s: one
+# 2048-cube product then takes a minute, and the peak six of them. There the product is made smaller, until one
+# takes about this long; peak.json says at which size each peak was measured.
+BF16_PRODUCT_S = 0.5
+MIN_GEMM_N = 256
+
+
+def gemm_size_for(gflops: float, n_max: int, budget_s: float = BF16_PRODUCT_S, n_min: int = MIN_GEMM_N) -> int:
+    """The largest n (a multiple of 64, from n_min to n_max) whose n x n x n product takes at most budget_s at
+    `gflops`."""
+    n = int((budget_s * gflops * 1e9 / 2.0) ** (1 / 3)) // 64 * 64
+    return max(n_min, min(n_max, n))
+
+
+def _bf16_seconds(n: int, repeats: int) -> float:
+    """The best of `repeats` bfloat16 n x n x n products in PyTorch (after one to page in and pick the kernel)."""
     import torch
 
-    torch.set_num_threads(threads)
     gen = torch.Generator().manual_seed(0)
     a = torch.randn(n, n, generator=gen).to(torch.bfloat16)
     b = torch.randn(n, n, generator=gen).to(torch.bfloat16)
+    torch.matmul(a, b)
     best = float("inf")
-    torch.matmul(a, b)  # warm-up: page in, pick the kernel
     for _ in range(repeats):
         t0 = time.perf_counter()
         torch.matmul(a, b)
         best = min(best, time.perf_counter() - t0)
-    return 2.0 * n**3 / best / 1e9
+    return best
+
+
+def bf16_gemm_gflops(n: int = 2048, threads: int = 1, repeats: int = 5) -> tuple[float, int]:
+    """(GFLOP/s, the n measured): the best of `repeats` bfloat16 products in PyTorch on `threads` threads (run in
+    its environment), n x n x n, or smaller where one such product would take over BF16_PRODUCT_S (gemm_size_for,
+    from the rate of a MIN_GEMM_N product)."""
+    import torch
+
+    torch.set_num_threads(threads)
+    small = min(n, MIN_GEMM_N)
+    n = gemm_size_for(2.0 * small**3 / _bf16_seconds(small, 1) / 1e9, n)
+    return 2.0 * n**3 / _bf16_seconds(n, repeats) / 1e9, n
 
 
 def bf16_here(thread_counts: list[int], n: int) -> dict:
-    """The bfloat16 peaks, measured in this (PyTorch) interpreter."""
+    """The bfloat16 peaks, measured in this (PyTorch) interpreter, and the product size each was measured at."""
     import torch
 
-    return {"bf16_gflops_by_threads": {str(t): round(bf16_gemm_gflops(n, t), 2) for t in sorted(set(thread_counts))},
+    measured = {str(t): bf16_gemm_gflops(n, t) for t in sorted(set(thread_counts))}
+    return {"bf16_gflops_by_threads": {t: round(g, 2) for t, (g, _) in measured.items()},
+            "bf16_gemm_n_by_threads": {t: size for t, (_, size) in measured.items()},
             "bf16_measured_with": f"torch {torch.__version__} matmul (oneDNN: {torch.backends.mkldnn.is_available()})"}
 
 
