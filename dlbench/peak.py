@@ -34,14 +34,21 @@ def gemm_gflops(n: int = 2048, threads: int = 1, repeats: int = 5) -> float:
     rng = np.random.default_rng(0)
     a = rng.standard_normal((n, n), dtype=np.float32)
     b = rng.standard_normal((n, n), dtype=np.float32)
-    best = float("inf")
     with threadpool_limits(limits=threads, user_api="blas"):
-        a @ b  # warm-up: page in, spin up the threads
-        for _ in range(repeats):
-            t0 = time.perf_counter()
-            a @ b
-            best = min(best, time.perf_counter() - t0)
+        best = _best_seconds(lambda: a @ b, repeats)
     return 2.0 * n**3 / best / 1e9
+
+
+def _best_seconds(multiply, repeats: int) -> float:
+    """The fastest of `repeats` calls of multiply(), after one that pages in, spins up the threads and picks
+    the kernel."""
+    multiply()
+    best = float("inf")
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        multiply()
+        best = min(best, time.perf_counter() - t0)
+    return best
 
 
 # A CPU without bfloat16 instructions multiplies bfloat16 matrices in software, at well under 1 GFLOP/s: one
@@ -59,19 +66,13 @@ def gemm_size_for(gflops: float, n_max: int, budget_s: float = BF16_PRODUCT_S, n
 
 
 def _bf16_seconds(n: int, repeats: int) -> float:
-    """The best of `repeats` bfloat16 n x n x n products in PyTorch (after one to page in and pick the kernel)."""
+    """The best of `repeats` bfloat16 n x n x n products in PyTorch."""
     import torch
 
     gen = torch.Generator().manual_seed(0)
     a = torch.randn(n, n, generator=gen).to(torch.bfloat16)
     b = torch.randn(n, n, generator=gen).to(torch.bfloat16)
-    torch.matmul(a, b)
-    best = float("inf")
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        torch.matmul(a, b)
-        best = min(best, time.perf_counter() - t0)
-    return best
+    return _best_seconds(lambda: torch.matmul(a, b), repeats)
 
 
 def bf16_gemm_gflops(n: int = 2048, threads: int = 1, repeats: int = 5) -> tuple[float, int]:
