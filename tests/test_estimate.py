@@ -5,7 +5,7 @@ import math
 
 import pytest
 
-from dlbench import cluster, config, estimate, models, sweep
+from dlbench import cluster, config, estimate, sweep
 from dlbench.frameworks import registry
 
 STUDY = {"datasets": ["digits"], "frameworks": ["pytorch", "caffe"], "preset": ["caffe"],
@@ -35,16 +35,39 @@ def test_before_anything_ran_every_cpu_point_is_modelled_from_flops_and_the_peak
     ps = points()
     est = estimate.estimate(ps, run_dir_in(tmp_path), peak=PEAK)
     assert est["pending"] == len(ps) == 8 and est["unknown"] == 0 and est["sources"]["modelled"] == 8
-    p = ps[0]
-    fl = models.flops_per_image(p["layers"], (1, 28, 28))
-    cost = registry.get(p["framework"]).cost
-    per_s = cost.efficiency * PEAK[1] * 1e9 * p["threads"] ** cost.thread_exponent
-    overhead = cost.step_overhead_s  # per step: 100 steps
-    expected = (cost.fixed_s + 100 * (overhead + p["batch_size"] * fl["train"] / per_s)
-                + 359 * fl["forward"] / per_s)  # one final test of digits' 359 test images
-    seconds, source = estimate.Model(estimate.finished(ps, run_dir_in(tmp_path)), PEAK).seconds(p)
-    assert source == "modelled" and seconds == pytest.approx(expected)
-    assert est["estimated_s"] > seconds
+    model = estimate.Model(estimate.finished(ps, run_dir_in(tmp_path)), PEAK)
+    by = {(p["framework"], p["batch_size"], p["threads"]): p for p in ps}
+    # Caffe's LeNet on digits' 28x28 images, counted by hand (a multiply-add is 2 FLOPs; pooling and ReLU are not
+    # counted): conv1 20x24x24 outputs x 5x5x1 x 2 = 576,000; conv2 50x8x8 x 5x5x20 x 2 = 3,200,000; ip1 800x500x2
+    # = 800,000; ip2 500x10x2 = 10,000: 4,586,000 forward; a training step (forward, backward twice that) 3x that.
+    assert estimate.flops(by["pytorch", 16, 1]) == {"forward": 4_586_000, "train": 13_758_000}
+    # The figures below are worked out from these costs; a recalibrated registry means working them out again.
+    assert registry.get("pytorch").cost == registry.Cost(efficiency=1.46, thread_exponent=0.75,
+                                                         step_overhead_s=0.0011, fixed_s=2.0)
+    assert registry.get("caffe").cost == registry.Cost(efficiency=0.93, thread_exponent=0.0,
+                                                       step_overhead_s=0.00017, fixed_s=0.15)
+    # PyTorch, batch 16, 1 thread, 100 steps, one final test of digits' 359 test images; its rate 1.46 x 100 = 146
+    # GFLOP/s. A step: 0.0011 + 16 x 13,758,000 / 146e9 = 0.0011 + 0.00150773 = 0.00260773 s; 100 of them 0.260773 s.
+    # The test: 359 x 4,586,000 / 146e9 = 1,646,374,000 / 146e9 = 0.0112765 s. In all 2.0 + 0.260773 + 0.011277:
+    assert model.seconds(by["pytorch", 16, 1]) == (pytest.approx(2.272049, rel=1e-6), "modelled")
+    # batch 64, 2 threads: 146 x 2 ** 0.75 = 146 x 1.681793 = 245.5418 GFLOP/s. A step: 0.0011 + 64 x 13,758,000 /
+    # 245.5418e9 = 0.0011 + 0.00358600 = 0.00468600 s, 100 of them 0.468600 s; the test 1,646,374,000 / 245.5418e9
+    # = 0.00670507 s. In all 2.0 + 0.468600 + 0.006705:
+    assert model.seconds(by["pytorch", 64, 2]) == (pytest.approx(2.475305, rel=1e-6), "modelled")
+    # Caffe, batch 16: 0.93 x 100 = 93 GFLOP/s, at 1 thread and at 2 alike (thread exponent 0). A step: 0.00017 +
+    # 220,128,000 / 93e9 = 0.00017 + 0.00236697 = 0.00253697 s, 100 of them 0.253697 s; the test 1,646,374,000 /
+    # 93e9 = 0.0177029 s. In all 0.15 + 0.253697 + 0.017703:
+    assert model.seconds(by["caffe", 16, 1]) == (pytest.approx(0.421400, rel=1e-6), "modelled")
+    assert model.seconds(by["caffe", 16, 2]) == model.seconds(by["caffe", 16, 1])
+    # Twice the steps: exactly 100 more steps of 0.00260773 s, the fixed cost and the test unchanged.
+    longer = {**by["pytorch", 16, 1], "iterations": 200, "id": "pytorch-16-1-200"}
+    assert model.seconds(longer)[0] - model.seconds(by["pytorch", 16, 1])[0] == pytest.approx(0.260773, rel=1e-5)
+    # The study's estimate: its 8 points, worked out alike. PyTorch 16/1: 2.272049, 16/2 (a step 0.0011 + 220,128,000
+    # / 245.5418e9 = 0.0019965): 2.0 + 0.199650 + 0.006705 = 2.206355, 64/1 (a step 0.0011 + 880,512,000 / 146e9 =
+    # 0.0071309): 2.0 + 0.713090 + 0.011277 = 2.724367, 64/2: 2.475305; Caffe 16 (1 and 2 threads): 0.421400 each,
+    # 64 (a step 0.00017 + 880,512,000 / 93e9 = 0.00963787): 0.15 + 0.963787 + 0.017703 = 1.131490 each.
+    assert est["estimated_s"] == pytest.approx(2.272049 + 2.206355 + 2.724367 + 2.475305 + 2 * 0.421400
+                                               + 2 * 1.131490, rel=1e-6)
 
 
 def test_finished_points_replace_the_model_for_their_kind_and_scale_to_other_threads(tmp_path):
