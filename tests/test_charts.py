@@ -3,13 +3,17 @@
 from __future__ import annotations
 
 import json
+import xml.etree.ElementTree as ET
+from collections import Counter
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 import pytest
 
 from dlbench import chart_drawings, chartlist, charts, tables, tuning
 from dlbench.paths import ROOT
+from dlbench.published import published_ratios
 from dlbench.testing.study import make_curves, make_modern_runs, make_runs, make_samples, small_runs
 
 
@@ -30,19 +34,194 @@ def test_the_hand_made_study_has_failures_of_several_kinds(study):
     assert {"ok", "diverged", "oom", "timeout", "error"} <= set(runs.status)
 
 
+def encoded_fields(node) -> set[str]:
+    """Every field a chart's spec (or any of its layers and facets) encodes, on any channel."""
+    found = set()
+    if isinstance(node, dict):
+        for channel in (node.get("encoding") or {}).values():
+            if isinstance(channel, dict) and "field" in channel:
+                found.add(channel["field"])
+        for value in node.values():
+            found |= encoded_fields(value)
+    elif isinstance(node, list):
+        for value in node:
+            found |= encoded_fields(value)
+    return found
+
+
+def spec_rows(spec: dict) -> pd.DataFrame:
+    """Every row of data a chart's Vega-Lite spec holds (Altair keeps the chart's and its layers' in `datasets`)."""
+    return pd.DataFrame([row for rows in spec.get("datasets", {}).values() for row in rows])
+
+
+def html_rows(page: str) -> tuple[pd.DataFrame, set[str]]:
+    """The rows of data a saved chart page holds (the Vega spec inlined in it: every dataset with a framework
+    column, as VegaFusion left them), and every field its marks encode."""
+    start = page.rindex("const spec = ") + len("const spec = ")
+    spec, _ = json.JSONDecoder().raw_decode(page[start:])
+    rows = [row for data in spec["data"] for row in (data.get("values") or []) if "framework" in row]
+    text = json.dumps(spec["marks"] if "marks" in spec else spec)
+    return pd.DataFrame(rows), {f for f in set(pd.DataFrame(rows).columns) if f'"{f}"' in text}
+
+
+def svg_marks(svg: str) -> Counter:
+    """How many marks an SVG draws, by the class of Vega's group of them (`mark-symbol role-mark
+    child_layer_2_marks`: the third layer's points), summed over the facet cells."""
+    marks = Counter()
+    for group in ET.fromstring(svg).iter("{http://www.w3.org/2000/svg}g"):
+        cls = group.get("class", "")
+        if "role-mark" in cls.split():
+            marks[cls] += len(group)
+    return marks
+
+
+def _with_pct(runs: pd.DataFrame) -> pd.DataFrame:
+    return runs.assign(accuracy_pct=pd.to_numeric(runs["accuracy"], errors="coerce") * 100)
+
+
+def _ok(runs: pd.DataFrame, *metrics: str, positive: bool = False) -> pd.DataFrame:
+    """The ok points with every one of `metrics` (positive ones, if asked): what a chart of points draws a dot for."""
+    df = _with_pct(runs)
+    keep = df["status"] == "ok"
+    for m in metrics:
+        keep &= df[m].notna() & ((df[m] > 0) if positive else True)
+    return df[keep]
+
+
+def _curve_tests(runs: pd.DataFrame, curves: pd.DataFrame) -> pd.DataFrame:
+    """Every test of every run's curve, at its run's compile time plus the training time so far."""
+    tests = curves[(curves["kind"] == "test") & curves["accuracy"].notna()]
+    compile_s = pd.to_numeric(runs.set_index("run_id")["compile_time_s"], errors="coerce").fillna(0.0)
+    tests = tests[tests["run_id"].isin(compile_s.index)]
+    return tests.assign(accuracy_pct=tests["accuracy"] * 100,
+                        train_time_s=tests["train_time_s"] + tests["run_id"].map(compile_s))
+
+
+def _samples_of(column: str):
+    def rows(runs, curves, samples, published):
+        return samples[samples[column].notna() & samples["run_id"].isin(set(runs["run_id"]))]
+    return rows
+
+
+_T = ("train_time_s",)
+_A = ("accuracy_pct",)
+# What each chart draws: the columns its marks encode, where the rows it draws them for come from, and the columns
+# that name one drawn row (None: rows compared as framework and value). A chart of the points (or runs, curves and
+# samples) as they are is checked against the runs, curves and samples tables themselves; a chart of what
+# dlbench.tables computes from them (means, speed-ups, correlations), against that computation.
+DRAWS = {
+    "train_time_by_framework": (_T, lambda r, c, s, p: _ok(r, *_T, positive=True), ["run_id"]),
+    "test_time_by_framework": (("test_time_s",), lambda r, c, s, p: _ok(r, "test_time_s", positive=True), ["run_id"]),
+    "accuracy_by_framework": (_A, lambda r, c, s, p: _ok(r, *_A), ["run_id"]),
+    "status_by_framework": (("n",), lambda r, c, s, p: r.groupby(["framework", "dataset", "device", "status"])
+                            .size().rename("n").reset_index(), ["framework", "dataset", "device", "status"]),
+    **{f"{what}_vs_{param}": (cols, lambda r, c, s, p, a=param, m=cols[0]: tables.sweep_table(r, a, m), None)
+       for what, cols in (("train_time", _T), ("accuracy", _A))
+       for param in ("batch_size", "learning_rate", "length")},
+    "defaults_matrix_accuracy": (_A, lambda r, c, s, p: tables.defaults_table(r), None),
+    "defaults_matrix_train_time": (_T, lambda r, c, s, p: tables.defaults_table(r), None),
+    "tuning_grid": (_A, lambda r, c, s, p: tuning.tuning_cells(r), None),
+    "speedup_vs_threads": (("speedup",), lambda r, c, s, p: tables.speedups(r), None),
+    "time_to_accuracy": (("accuracy_pct", "train_time_s"), lambda r, c, s, p: _curve_tests(r, c),
+                         ["run_id", "iteration"]),
+    "pareto_front": (("train_time_s", "accuracy_pct"), lambda r, c, s, p: _ok(r, *_T, *_A, positive=True),
+                     ["run_id"]),
+    "cpu_timeline": (("cpu_pct",), _samples_of("cpu_pct"), ["run_id", "t"]),
+    "memory_timeline": (("rss_mb",), _samples_of("rss_mb"), ["run_id", "t"]),
+    "gpu_timeline": (("gpu_util_pct",), _samples_of("gpu_util_pct"), ["run_id", "t"]),
+    "resource_correlation": (("r",), lambda r, c, s, p: tables.resource_correlations(r), None),
+    "published_comparison": (("train_time_ratio", "accuracy_diff_pp"), lambda r, c, s, p: published_ratios(r, p),
+                             None),
+    "compile_speedup": (("speedup", "accuracy_change_pp"), lambda r, c, s, p: tables.axis_speedups(r, "compile"),
+                        None),
+    "bf16_speedup": (("speedup", "accuracy_change_pp"), lambda r, c, s, p: tables.axis_speedups(r, "precision"),
+                     None),
+}
+# The timelines draw one run per framework, dataset and device: some of the samples, never all.
+SOME = {"cpu_timeline", "memory_timeline", "gpu_timeline"}
+
+
+def _pairs(df: pd.DataFrame, col: str) -> Counter:
+    return Counter(zip(df["framework"], np.round(df[col].astype(float), 9)))
+
+
+def assert_draws_its_data(name: str, rows: pd.DataFrame, fields: set[str], runs, curves, samples, published,
+                          whole: bool = True) -> None:
+    """The chart `name`, holding `rows` of data and encoding `fields`, draws what DRAWS says from these tables:
+    its columns are encoded; the frameworks it draws a value of are those the tables have one for; every value it
+    draws is the tables' value for that row (or a framework's value there); and, if `whole` (a chart that draws
+    no sample), every value of the tables is drawn."""
+    columns, source, key = DRAWS[name]
+    expected = source(runs, curves, samples, published)
+    assert not expected.empty, f"{name}: the study has nothing for it to draw"
+    for col in columns:
+        assert col in fields, f"{name} does not draw {col} (it encodes {sorted(fields)})"
+        drawn = rows[rows[col].notna()] if col in rows.columns else rows.iloc[0:0]
+        want = expected[expected[col].notna()]
+        assert set(drawn["framework"]) == set(want["framework"]), (name, col, set(drawn["framework"]),
+                                                                   set(want["framework"]))
+        if key:
+            drawn = drawn.dropna(subset=key)  # rows of a point (not a mean of them)
+            both = drawn.merge(want, on=key, how="left", suffixes=("", "_want"), indicator=True)
+            stray = both[both["_merge"] != "both"]
+            assert stray.empty, f"{name} draws {col} of rows the tables lack: {stray[key].head(3).to_dict('records')}"
+            assert np.allclose(both[col].astype(float), both[f"{col}_want"].astype(float), rtol=1e-9), (name, col)
+            assert "framework" in key or (both["framework"] == both["framework_want"]).all(), name
+            missing = want.merge(drawn[key], on=key, how="left", indicator=True)["_merge"] != "both"
+            assert not (whole and name not in SOME and missing.any()), f"{name} leaves out {int(missing.sum())} rows"
+        else:
+            have, need = _pairs(drawn, col), _pairs(want, col)
+            stray = sorted(set(have) - set(need))
+            assert not stray, f"{name} draws {len(stray)} {col} values the tables lack: {stray[:3]}"
+            assert not (whole and need - have), f"{name} leaves out {col} values: {sorted(need - have)[:3]}"
+
+
 @pytest.mark.parametrize("name", list(charts.CHARTS))
 def test_every_chart_draws_and_saves_html_and_svg(study, name, tmp_path):
     runs, curves, samples = study
-    chart = charts.CHARTS[name].make(runs, curves, samples, charts.read_published())
+    published = charts.read_published()
+    chart = charts.CHARTS[name].make(runs, curves, samples, published)
     spec = chart.to_dict()
     assert spec_title(chart)
     assert charts.NO_DATA not in json.dumps(spec), f"{name} found no data in a study that has it"
+    assert_draws_its_data(name, spec_rows(spec), encoded_fields(spec), runs, curves, samples, published)
     charts.save(chart, tmp_path / name)
     html = (tmp_path / f"{name}.html").read_text()
     assert "vegaEmbed" in html and "cdn.jsdelivr" not in html
+    # the page holds the same data (as VegaFusion evaluated the chart's transforms)
+    assert_draws_its_data(name, *html_rows(html), runs, curves, samples, published)
     svg = (tmp_path / f"{name}.svg").read_text()
     assert svg.lstrip().startswith("<svg") and "<path" in svg
+    marks = svg_marks(svg)
+    assert sum(marks.values()) > 0, f"{name}: the SVG draws no mark"
+    if name in SVG_MARKS:  # a mark for each row drawn
+        for layer, count in SVG_MARKS[name](runs).items():
+            assert marks[layer] == count, (name, layer, marks[layer], count)
     assert "x" * 300 not in html  # log tails and JSON blobs are left out of the chart data
+
+
+def _per_point(metric: str, positive: bool):
+    """A chart per framework: a dot per ok point (layer 2) and a red mark per failed one (layer 4)."""
+    def count(runs):
+        ok = _ok(runs, metric, positive=positive)
+        quiet = ~ok["contended"].astype(bool) if "contended" in ok else pd.Series(True, index=ok.index)
+        return {"mark-symbol role-mark child_layer_2_marks": int(quiet.sum()),
+                "mark-symbol role-mark child_layer_4_marks": int((runs["status"] != "ok").sum())}
+    return count
+
+
+# The marks some SVGs must draw: how many, in which layer, worked out from the runs table.
+SVG_MARKS = {
+    "train_time_by_framework": _per_point("train_time_s", True),
+    "test_time_by_framework": _per_point("test_time_s", True),
+    "accuracy_by_framework": _per_point("accuracy_pct", False),
+    # a bar segment per framework, dataset, device and status
+    "status_by_framework": lambda runs: {"mark-rect role-mark child_layer_0_marks": len(
+        runs.groupby(["framework", "dataset", "device", "status"]))},
+    # a dot per ok point with a time and an accuracy
+    "pareto_front": lambda runs: {"mark-symbol role-mark child_layer_0_marks": len(
+        _ok(runs, "train_time_s", "accuracy_pct", positive=True))},
+}
 
 
 def test_a_chart_is_registered_once_and_everything_it_needs_is_there():

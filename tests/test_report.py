@@ -14,8 +14,10 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
+from test_charts import DRAWS, SVG_MARKS, assert_draws_its_data, html_rows, svg_marks  # tests/ is on sys.path
 
 from dlbench import chartlist, charts, findings, guidance, summary, tables
+from dlbench.chart_pieces import MAX_MARKS
 from dlbench.testing import study as hand_made
 from dlbench.testing.browser import CHROMIUM, MISSING, chromium
 from dlbench.testing.sandbox import copy_workflow, tiny_study
@@ -35,12 +37,9 @@ def snakemake(workdir: Path, *args: str) -> subprocess.CompletedProcess:
 
 
 @pytest.fixture(scope="module")
-def study(tmp_path_factory):
-    """A tiny real study in a copy of the workflow, and its Snakemake report."""
-    root = copy_workflow(tmp_path_factory.mktemp("report"), TINY, "tiny.yaml")
-    snakemake(root)
-    snakemake(root, "--report", "report.html")
-    return root
+def study(tiny_run):
+    """The session's tiny real study and its Snakemake report (read only)."""
+    return tiny_run
 
 
 def report_sections() -> list[list[str | None]]:
@@ -211,11 +210,33 @@ def large_study(tmp_path_factory):
 @pytest.mark.slow
 def test_every_chart_of_20000_points_is_drawn_small_enough_and_says_what_it_samples(large_study):
     folder = large_study / "results/charts"
+    runs, curves, samples = (pd.read_parquet(large_study / "results" / f"{n}.parquet")
+                             for n in ("runs", "curves", "samples"))
+    published = charts.read_published()
     for name in charts.CHARTS:
         page = folder / f"{name}.html"
         assert page.stat().st_size < 5e6, (name, page.stat().st_size)
         svg = (folder / f"{name}.svg").read_text()
         assert "could not be drawn" not in svg and 'class="mark-' in svg, name
+        if charts.NO_DATA in svg:  # only where the tables have nothing for it (no compile axis, no tuning grid)
+            assert DRAWS[name][1](runs, curves, samples, published).empty, f"{name} says it has no data"
+            continue
+        # what it draws is the study's: every value drawn is the tables' (a sample of them, where it says so)
+        sampled = "a random sample of" in svg
+        rows, fields = html_rows(page.read_text())
+        assert_draws_its_data(name, rows, fields, runs, curves, samples, published, whole=not sampled)
+        marks = svg_marks(svg)
+        assert sum(marks.values()) > 0, name
+        if name in SVG_MARKS and not sampled:
+            for layer, count in SVG_MARKS[name](runs).items():
+                assert marks[layer] == count, (name, layer, marks[layer], count)
+    # the sampled charts of points: a dot for each point the page holds, about MAX_MARKS of them (the Pareto front
+    # is drawn whole, besides)
+    for name, layer in (("train_time_by_framework", "child_layer_2_marks"), ("pareto_front", "child_layer_0_marks")):
+        rows, _ = html_rows((folder / f"{name}.html").read_text())
+        dots = rows[rows["run_id"].notna() & (rows["status"] == "ok")].drop_duplicates("run_id")
+        drawn = svg_marks((folder / f"{name}.svg").read_text())[f"mark-symbol role-mark {layer}"]
+        assert drawn == len(dots) and 0.9 * MAX_MARKS <= drawn <= 1.05 * MAX_MARKS, (name, drawn, len(dots))
     # the charts whose marks would be one per point or run draw a sample, and say so in their subtitle
     for name in ("train_time_by_framework", "pareto_front", "time_to_accuracy", "train_time_vs_batch_size"):
         assert "a random sample of" in (folder / f"{name}.svg").read_text(), name
