@@ -13,15 +13,10 @@ from dlbench import config, records, sweep
 from dlbench.testing import faults as faultmatrix
 from dlbench.testing import faults_slurm
 from dlbench.testing.faults_slurm import cluster_up, slurm_snakemake
-from dlbench.testing.sandbox import copy_workflow
+from dlbench.testing.sandbox import copy_workflow, tiny_study
 
-STUDY = {
-    "datasets": ["digits"],
-    "frameworks": ["pytorch", "tensorflow"],
-    "preset": ["caffe"],
-    "sweep": {"learning_rate": [0.01, 0.02], "iterations": [30], "batch_size": [32], "threads": [1]},
-    "cluster": {"partition": "debug", "account": "dlbench", "mem_mb": 2000},
-}
+# The tiny study (.test/config/config.yaml) on the cluster: the points of the session's local run (tiny_run).
+STUDY = {**tiny_study(), "cluster": {"partition": "debug", "account": "dlbench", "mem_mb": 2000}}
 
 
 pytestmark = [pytest.mark.slurm, pytest.mark.slow,
@@ -31,7 +26,7 @@ pytestmark = [pytest.mark.slurm, pytest.mark.slow,
 def sacct(since: str) -> pd.DataFrame:
     out = subprocess.run(["sacct", "-X", "-n", "-P", "-S", since, "--format",
                           "JobID,JobName,State,AllocCPUS,ReqMem,Partition,Account"],
-                         capture_output=True, text=True, check=True).stdout
+                         capture_output=True, text=True, check=True, timeout=600).stdout
     rows = [line.split("|") for line in out.strip().splitlines() if line]
     return pd.DataFrame(rows, columns=["job", "name", "state", "cpus", "mem", "partition", "account"])
 
@@ -61,12 +56,10 @@ def test_every_training_point_ran_as_a_slurm_job_with_its_resources(slurm_run):
     assert mine["mem"].str.startswith("2000M").all()
 
 
-def test_results_aggregate_exactly_as_a_local_run(slurm_run, tmp_path):
+def test_results_aggregate_exactly_as_a_local_run(slurm_run, tiny_run):
+    """The tiny study run locally (the session's) and through SLURM (STUDY: the same points, the cluster's keys)."""
     wf, _, _ = slurm_run
-    local = copy_workflow(tmp_path / "local", STUDY)
-    proc = subprocess.run([sys.executable, "-m", "snakemake", "--cores", "2", "--configfile", "study.yaml"],
-                          cwd=local, capture_output=True, text=True)
-    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    local = tiny_run
     on_slurm = pd.read_parquet(wf / "results/runs.parquet").set_index("run_id").sort_index()
     here = pd.read_parquet(local / "results/runs.parquet").set_index("run_id").sort_index()
     assert list(on_slurm.index) == list(here.index)
@@ -84,7 +77,7 @@ def test_results_aggregate_exactly_as_a_local_run(slurm_run, tmp_path):
 def no_jobs_left():
     """Whatever happens, leave the test cluster empty for the next test."""
     yield
-    subprocess.run(["scancel", "--user", str(os.getuid())], check=False)
+    subprocess.run(["scancel", "--user", str(os.getuid())], check=False, timeout=600)
 
 
 def test_a_cancelled_job_is_recorded_and_runs_again_next_time(tmp_path, no_jobs_left):
@@ -102,11 +95,12 @@ def test_a_cancelled_job_is_recorded_and_runs_again_next_time(tmp_path, no_jobs_
         partials = list(run.parent.glob(f".{run.name}.partial-*"))
         if partials and any('"train"' in line for p in partials if (p / "events.jsonl").exists()
                             for line in (p / "events.jsonl").read_text().splitlines()):
-            queue = subprocess.run(["squeue", "-h", "-o", "%i %T"], capture_output=True, text=True).stdout.split()
+            queue = subprocess.run(["squeue", "-h", "-o", "%i %T"], capture_output=True, text=True,
+                                   timeout=60).stdout.split()
             job_id = queue[0] if queue else None
         time.sleep(0.5)
     assert job_id, "the point never started training on the cluster"
-    subprocess.run(["scancel", job_id], check=True)
+    subprocess.run(["scancel", job_id], check=True, timeout=600)
     try:
         out, _ = proc.communicate(timeout=300)
     finally:
@@ -122,7 +116,7 @@ def test_a_cancelled_job_is_recorded_and_runs_again_next_time(tmp_path, no_jobs_
     states = sacct("now-1hours")
     assert states[states.job == job_id].state.iloc[0].startswith("CANCELLED")
     dry = subprocess.run([sys.executable, "-m", "snakemake", "-n", "--profile", "profiles/slurm",
-                          "--configfile", "study.yaml"], cwd=wf, capture_output=True, text=True)
+                          "--configfile", "study.yaml"], cwd=wf, capture_output=True, text=True, timeout=600)
     assert point["id"] in dry.stdout  # the next invocation runs it again
 
 
@@ -147,6 +141,7 @@ def grouped_run(tmp_path_factory):
     return wf, sacct(started)
 
 
+@pytest.mark.long
 def test_job_groups_pack_points_into_fewer_jobs_each_measured_alone(slurm_run, grouped_run):
     wf, jobs = grouped_run
     runs = pd.read_parquet(wf / "results/runs.parquet")
@@ -180,18 +175,21 @@ def lab(tmp_path_factory):
     return faultmatrix.Lab(tmp_path_factory.mktemp("slurm-faults"))
 
 
+@pytest.mark.long
 def test_a_suspended_job_is_retried_not_hung(lab, no_jobs_left):
     row = faults_slurm.suspended(lab)
     assert row["attempts"] == ["suspended", "ok"] and row["paused_s"] >= row["stopped_s"] - 4, row
     assert row["survived"] and not row["data_lost"]
 
 
+@pytest.mark.long
 def test_a_preempted_job_requeues_itself_and_is_measured_on_its_next_run(lab, no_jobs_left):
     row = faults_slurm.preempted(lab)
     assert row["attempts"] == ["preempted", "ok"] and row["restart_count"] == 1, row
     assert row["survived"]
 
 
+@pytest.mark.long
 def test_a_requeued_job_group_does_not_measure_a_finished_point_twice(lab, no_jobs_left):
     row = faults_slurm.requeued_group(lab)
     assert not row.get("skipped"), row
@@ -199,6 +197,7 @@ def test_a_requeued_job_group_does_not_measure_a_finished_point_twice(lab, no_jo
     assert row["survived"]
 
 
+@pytest.mark.long
 def test_a_node_failure_past_the_retries_ends_as_node_lost_and_the_tables_are_drawn(lab, no_jobs_left):
     row = faults_slurm.node_died(lab)
     # SLURM ends each killed run NODE_FAIL and requeues the job (JobRequeue=1, its default): one job, three runs.

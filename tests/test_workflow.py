@@ -57,11 +57,10 @@ def test_the_test_config_plans_its_points_from_the_repository_into_another_folde
 
 
 @pytest.fixture(scope="module")
-def workflow_copy(tmp_path_factory):
-    """A copy of the workflow, so the test may edit its code without touching the repository."""
-    root = copy_workflow(tmp_path_factory.mktemp("wf"), TINY, "tiny.yaml")
-    snakemake(root, "--configfile", "tiny.yaml")
-    return root
+def workflow_copy(tiny_run_copy):
+    """The session's tiny study, copied, so the tests may edit its code and config without touching the repository
+    or the run the other modules read."""
+    return tiny_run_copy
 
 
 @pytest.mark.slow
@@ -187,7 +186,7 @@ def test_the_aggregation_waits_for_a_measurement_on_its_node(workflow_copy, tmp_
             out = run.communicate(timeout=600)[0]
         finally:
             holder.kill()
-            holder.wait()
+            holder.wait(timeout=600)
     assert run.returncode == 0, out[-3000:]
     assert "rule train" not in out and "rule aggregate" in out
     assert (workflow_copy / "results/runs.parquet").stat().st_mtime >= released
@@ -206,7 +205,7 @@ def test_a_bad_config_stops_before_any_job_with_one_line(workflow_copy):
     assert "rule train" not in proc.stdout
 
 
-@pytest.mark.slow
+@pytest.mark.long
 def test_runs_with_its_working_directory_elsewhere(workflow_copy, tmp_path):
     one = {**TINY, "frameworks": ["pytorch"], "sweep": {**TINY["sweep"], "learning_rate": [0.01]}}
     with config_as(workflow_copy, one):
@@ -232,7 +231,7 @@ use rule * from dlbench as dlbench_*
 '''
 
 
-@pytest.mark.slow
+@pytest.mark.long
 def test_runs_as_a_snakemake_module_of_another_workflow(tmp_path):
     """Another workflow includes dlbench as a module (a local path), with its own config and working directory."""
     copy_workflow(tmp_path / "dlbench")
@@ -279,7 +278,8 @@ def test_under_sdm_conda_each_point_runs_in_its_environments_conda_file(tmp_path
     root = copy_workflow(tmp_path, two, "two.yaml")
     files = {}
     for method in ("conda", "none"):
-        proc = subprocess.run([sys.executable, "-c", CONDA_FILES, method], cwd=root, capture_output=True, text=True)
+        proc = subprocess.run([sys.executable, "-c", CONDA_FILES, method], cwd=root, capture_output=True, text=True,
+                              timeout=600)
         assert proc.returncode == 0, proc.stderr[-3000:]
         files[method] = json.loads(proc.stdout.strip().splitlines()[-1])
     assert files["conda"] == {"pytorch cpu": "../envs/pytorch.yaml", "pytorch gpu": "../envs/pytorch-cuda.yaml",

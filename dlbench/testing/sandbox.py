@@ -37,10 +37,19 @@ def copy_workflow(dest: str | Path, study: dict | None = None, config_name: str 
     return dest
 
 
-def snakemake(workdir: str | Path, *args: str, check: bool = True, cores: int = 2) -> subprocess.CompletedProcess:
-    """Snakemake in workdir with the Python running this; check=True raises with the output's tail."""
+def copy_run(src: str | Path, dest: str | Path) -> Path:
+    """A copy of a workflow folder that has run (its results and Snakemake's records of them, times kept), for a test
+    that changes code or config: Snakemake finds the copy as up to date as the original."""
+    shutil.copytree(src, dest, symlinks=True)
+    return Path(dest)
+
+
+def snakemake(workdir: str | Path, *args: str, check: bool = True, cores: int = 2,
+              timeout: float = 1200) -> subprocess.CompletedProcess:
+    """Snakemake in workdir with the Python running this; check=True raises with the output's tail. Bounded: past
+    `timeout` seconds it is killed and subprocess.TimeoutExpired raised (a hang fails the test that started it)."""
     proc = subprocess.run([sys.executable, "-m", "snakemake", "--cores", str(cores), *args], cwd=workdir,
-                          capture_output=True, text=True)
+                          capture_output=True, text=True, timeout=timeout)
     if check and proc.returncode != 0:
         raise AssertionError(proc.stdout[-3000:] + proc.stderr[-3000:])
     return proc
