@@ -42,7 +42,7 @@ def test_lenet_on_digits_reaches_over_90_percent(train, framework):
     assert int(tests[-1]["iteration"]) == r["iterations"] and float(tests[-1]["accuracy"]) == r["accuracy"]
 
 
-@pytest.mark.slow
+@pytest.mark.long
 @pytest.mark.parametrize("framework", FRAMEWORKS)
 def test_a_huge_learning_rate_diverges_and_stops_early(train, framework):
     r = train(framework, "caffe", iterations=400, learning_rate=1000.0, threads=1)
@@ -66,7 +66,7 @@ def test_point_records_carry_every_parameter():
     assert p["layers"][-1] == {"type": "dense", "units": 10}
 
 
-@pytest.mark.slow
+@pytest.mark.long
 @pytest.mark.parametrize("framework", STEPPED)
 def test_the_adapter_itself_refuses_a_gpu_it_cannot_use(env_python, digits_dir, tmp_path, framework):
     """Past the runner's machine-wide check (a GPU node whose framework build has no CUDA, say)."""
@@ -75,7 +75,7 @@ def test_the_adapter_itself_refuses_a_gpu_it_cannot_use(env_python, digits_dir, 
     env = {"PYTHONPATH": str(REPO), "PATH": "/usr/bin:/bin", "CUDA_VISIBLE_DEVICES": ""}
     proc = subprocess.run([env_python(framework), "-m", "dlbench.trainer", str(tmp_path / "point.json"),
                            str(digits_dir), str(tmp_path / "events.jsonl")], cwd=REPO, env=env,
-                          capture_output=True, text=True)
+                          capture_output=True, text=True, timeout=600)
     events = [json.loads(line) for line in (tmp_path / "events.jsonl").read_text().splitlines()]
     assert proc.returncode == 3
     reason = events[-1]["reason"]
@@ -116,7 +116,7 @@ def _spread(values: list[float]) -> float:
     return (max(values) - min(values)) / max(values)
 
 
-@pytest.mark.slow
+@pytest.mark.long
 def test_the_same_point_starts_and_steps_alike_in_every_python_framework(train):
     """Same initial weights, same batches, same updates (momentum, decay, bias lr_mult 2, inv policy): after 30 steps
     PyTorch's, TensorFlow's and JAX's test losses agree to float32 rounding, with and without a moving average.
@@ -145,7 +145,7 @@ PATIENT = {"validation": {"fraction": 0.2, "patience": 40, "patience_increase": 
            "test_interval": 20}
 
 
-@pytest.mark.slow
+@pytest.mark.long
 @pytest.mark.parametrize("framework", STEPPED)
 def test_validation_stops_early_and_tests_the_best_weights(train, framework):
     r = train(framework, "caffe", update=PATIENT, epochs=60, batch_size=32, threads=1)
@@ -174,7 +174,7 @@ def test_validation_stops_early_and_tests_the_best_weights(train, framework):
 BF16_TOLERANCE_PP = 2.0
 
 
-@pytest.mark.slow
+@pytest.mark.long
 @pytest.mark.parametrize("framework", FRAMEWORKS)
 def test_compile_and_precision_run_as_asked_and_are_recorded(train, framework):
     """The framework's natural mode in fp32 and in bf16, and its other compile mode: each record says what ran; a
@@ -225,7 +225,7 @@ def test_the_fused_update_is_adam_and_momentum_sgd_as_tensorflow_1_computed_them
     against the formulas written out: Adam as tf.compat.v1's AdamOptimizer (epsilon on sqrt(v), the bias correction
     in the rate), SGD with the rate inside the velocity (Keras, Caffe), each at the rate x the variable's multiplier."""
     proc = subprocess.run([env_python("tensorflow"), "-c", FUSED_UPDATE], capture_output=True, text=True,
-                          env={**os.environ, "PYTHONPATH": str(REPO), "CUDA_VISIBLE_DEVICES": ""})
+                          env={**os.environ, "PYTHONPATH": str(REPO), "CUDA_VISIBLE_DEVICES": ""}, timeout=600)
     assert proc.returncode == 0, proc.stderr[-2000:]
     got = json.loads(proc.stdout.strip().splitlines()[-1])
     grads = np.array([[0.1, -0.2, 0.0], [0.3, 0.1, 1e-6], [-0.1, 0.05, 0.0]])
@@ -243,7 +243,7 @@ def test_the_fused_update_is_adam_and_momentum_sgd_as_tensorflow_1_computed_them
     assert np.allclose(got["sgd0.0"], np.array([0.5, -0.25, 1e-3]) - lr * grads.sum(axis=0), rtol=1e-5, atol=1e-7)
 
 
-@pytest.mark.slow
+@pytest.mark.long
 def test_adam_steps_alike_in_pytorch_and_tensorflow(train):
     """From the same weights and batches, 30 steps of Caffe's LeNet with Adam at 1e-3: TensorFlow's test loss is within
     0.5 % of PyTorch's. Not closer: TensorFlow 1's Adam (which dlbench's TensorFlow runs, as the study's script did)
@@ -259,7 +259,7 @@ def test_adam_steps_alike_in_pytorch_and_tensorflow(train):
     assert runs["tensorflow"]["final_loss"] < 0.7 * first
 
 
-@pytest.mark.slow
+@pytest.mark.long
 @pytest.mark.parametrize("framework", ["pytorch", "tensorflow", "theano"])
 def test_fp64_trains_in_float64_and_says_so(train, framework):
     """`precision: fp64` (Theano's own floatX default, Torch7's default tensor type): the record says float64, and

@@ -25,7 +25,7 @@ def mapped(record: dict) -> str:
     return " ".join(json.loads(record["build_json"]).get("blas_mapped") or [])
 
 
-@pytest.mark.slow
+@pytest.mark.long
 @pytest.mark.parametrize("framework", ["theano", "caffe"])
 def test_the_same_point_on_openblas_and_on_mkl(framework, env_python, digits_dir, tmp_path):
     records = {}
@@ -44,7 +44,7 @@ def test_the_same_point_on_openblas_and_on_mkl(framework, env_python, digits_dir
     assert mkl["library"] == "mkl" and openblas["library"] == "default"
 
 
-@pytest.mark.slow
+@pytest.mark.long
 def test_a_point_asking_for_mkl_where_there_is_none_is_refused(env_python, digits_dir, tmp_path):
     point = one_point("theano", "caffe", iterations=5, threads=1, library="mkl")
     r = runner.run_point(point, digits_dir, tmp_path / "out", python=env_python("theano"))  # OpenBLAS only

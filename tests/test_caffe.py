@@ -292,7 +292,7 @@ def test_lenet_on_digits_reaches_over_90_percent(lenet_10_epochs):
     assert r["train_time_s"] <= spans["train"][1] - spans["train"][0] + 0.05
 
 
-@slow
+@pytest.mark.long
 def test_the_parser_reads_what_caffe_wrote(lenet_10_epochs):
     """The trainer log of the real run: every training line parsed, the record's figures recomputed from it."""
     r = lenet_10_epochs
@@ -315,7 +315,7 @@ def test_the_parser_reads_what_caffe_wrote(lenet_10_epochs):
     assert tracker.steps[-1]["loss"] == r["final_loss"]
 
 
-@slow
+@pytest.mark.long
 def test_an_invalid_net_ends_as_an_error_quoting_the_f_line(caffe_python, digits_dir, tmp_path):
     point = one_point("caffe", "caffe", iterations=10)
     point["layers"].insert(2, models.lrn(4, 1e-4, 0.75))  # Caffe's LRN takes odd sizes only
@@ -329,7 +329,7 @@ def test_an_invalid_net_ends_as_an_error_quoting_the_f_line(caffe_python, digits
     assert fatal and fatal in r["reason"]
 
 
-@slow
+@pytest.mark.long
 def test_a_broken_hdf5_file_ends_as_an_error_and_a_stale_list_is_replaced(caffe_python, digits_dir, tmp_path):
     ds = tmp_path / "datasets" / "digits"
     shutil.copytree(digits_dir, ds)
@@ -347,7 +347,7 @@ def test_a_broken_hdf5_file_ends_as_an_error_and_a_stale_list_is_replaced(caffe_
     assert "caffe train: Failed opening HDF5 file" in r["reason"] and "test.h5" in r["reason"]
 
 
-@slow
+@pytest.mark.long
 def test_a_huge_learning_rate_diverges_and_stops_early(caffe_python, digits_dir, tmp_path):
     point = one_point("caffe", "caffe", iterations=400, learning_rate=1000.0, threads=1)
     r = run_caffe(point, digits_dir, tmp_path / "div", caffe_python)
@@ -358,7 +358,7 @@ def test_a_huge_learning_rate_diverges_and_stops_early(caffe_python, digits_dir,
     assert r["wall_time_s"] < 60  # stopped at the nan, not run to the end
 
 
-@slow
+@pytest.mark.long
 def test_gpu_point_on_a_cpu_only_build_is_unavailable(caffe_python, digits_dir, tmp_path):
     point = one_point("caffe", "caffe", iterations=5, device="gpu")
     r = run_caffe(point, digits_dir, tmp_path / "gpu", caffe_python)
@@ -375,7 +375,7 @@ def test_gpu_point_on_a_cpu_only_build_is_unavailable(caffe_python, digits_dir, 
     assert status["status"] == "unavailable" and "CPU_ONLY" in status["reason"] and "GPU" in status["reason"]
 
 
-@slow
+@pytest.mark.long
 def test_interval_tests_and_a_final_test_by_caffe_test(caffe_python, digits_dir, tmp_path):
     """40 iterations, a test every epoch (27: 1,318 images, TensorFlow's reader leaving 1/12 out, in batches of 50):
     Caffe's solver tests at 27; `caffe test` makes the final one."""
@@ -398,7 +398,7 @@ def test_interval_tests_and_a_final_test_by_caffe_test(caffe_python, digits_dir,
     assert "Running for" not in (r["_out"] / "trainer.log").read_text()
 
 
-@slow
+@pytest.mark.long
 def test_an_augmenting_input_is_one_view_and_the_record_says_so(caffe_python, digits_dir, tmp_path):
     point = one_point("caffe", "caffe", iterations=20)
     point["input"] = {"scale": 1 / 255, "crop": 24, "flip": True}  # LeNet fits 24x24 crops too
@@ -409,7 +409,7 @@ def test_an_augmenting_input_is_one_view_and_the_record_says_so(caffe_python, di
     assert "drawn once" in json.loads(r["build_json"])["input_augmentation"]
 
 
-@slow
+@pytest.mark.long
 def test_caffe_pytorch_and_tensorflow_give_rows_with_the_same_columns(env_python, digits_dir, tmp_path):
     records = {}
     for fw in ("caffe", "pytorch", "tensorflow"):
@@ -438,7 +438,7 @@ TINY = {
 
 def snakemake(workdir: Path, *args: str) -> subprocess.CompletedProcess:
     proc = subprocess.run([sys.executable, "-m", "snakemake", "--cores", "2", "--configfile", "tiny.yaml", *args],
-                          cwd=workdir, capture_output=True, text=True)
+                          cwd=workdir, capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     return proc
 

@@ -29,7 +29,7 @@ from dlbench.datasets import catalog, cifar, idx
 from dlbench.frameworks import registry
 from dlbench.testing.sandbox import copy_workflow, snakemake
 
-pytestmark = pytest.mark.slow
+pytestmark = pytest.mark.long
 
 TRAIN_PER_BATCH, TEST_IMAGES = 200, 200
 LABEL = "Fashion-MNIST padded to 32x32 and coloured by class (tests/test_cifar_presets.py)"

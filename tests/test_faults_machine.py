@@ -32,32 +32,32 @@ def test_a_lock_held_past_its_timeout_fails_the_job_and_the_retry_measures(lab):
     assert row["result_attempt"] == len(row["attempts"])
 
 
-@pytest.mark.slow
+@pytest.mark.long
 def test_a_suspended_job_is_not_hung_and_its_times_are_not_published(lab):
     row = machine.job_suspended(lab)
     assert row["exit_code"] == 75 and row["attempt_status"] == "suspended", row
     assert row["paused_s"] >= row["stopped_s"] - 2.5, row  # the watch wakes every 2 s: it sees all but that
 
 
-@pytest.mark.slow
+@pytest.mark.long
 def test_a_stepped_file_clock_does_not_end_a_live_point(lab):
     row = machine.mtime_stepped(lab)
     assert row["status"] == "timeout" and row["wall_time_s"] >= row["time_limit_s"], row
 
 
-@pytest.mark.slow
+@pytest.mark.long
 def test_a_realtime_signal_ends_the_point_as_killed_naming_it(lab):
     row = machine.realtime_signal(lab)
     assert row["status"] == "killed" and "SIGRTMIN+5" in row["reason"], row
 
 
-@pytest.mark.slow
+@pytest.mark.long
 def test_an_allocator_warning_in_an_ok_points_log_is_not_oom(lab):
     row = machine.harmless_oom_line(lab)
     assert row["line_in_log"] and row["status"] == "ok", row
 
 
-@pytest.mark.slow
+@pytest.mark.long
 @ROOT_ONLY
 def test_a_trainer_stuck_in_the_kernel_ends_hung_and_frees_the_lock(lab):
     row = machine.trainer_unkillable(lab)
@@ -81,7 +81,7 @@ def test_a_lock_file_another_user_made_private_is_one_line_and_a_retry(lab):
     assert row["exit_code"] == 75 and row["attempts"] == ["lock_unusable"] and row["said"], row
 
 
-@pytest.mark.slow
+@pytest.mark.long
 def test_a_lock_file_deleted_while_held_marks_the_holder_lock_lost(lab):
     row = machine.lock_deleted(lab)
     assert row["status"] == "lock_lost" and row["attempts"] == ["lock_lost"], row
@@ -93,19 +93,19 @@ def test_data_changed_since_preparation_is_refused(lab):
     assert row["status"] == "error" and "changed since" in row["reason"], row
 
 
-@pytest.mark.slow
+@pytest.mark.long
 def test_a_record_whose_files_disagree_is_named_and_set_aside(lab):
     row = machine.files_disagree(lab)
     assert row["rows"] == 1 and row["said"] and row["set_aside"], row
 
 
-@pytest.mark.slow
+@pytest.mark.long
 def test_a_finished_but_unpublished_training_is_kept_by_the_next_run(lab):
     row = machine.unpublished_kept(lab)
     assert row["survived"] and len(row["kept"]) == 1, row
 
 
-@pytest.mark.slow
+@pytest.mark.long
 def test_a_job_that_dies_with_its_node_past_the_retries_ends_as_node_lost(lab):
     row = machine.job_died(lab)
     assert row["marks_before"] == 2 and row["status"] == "node_lost" and row["lost_attempts"] == 2, row
@@ -122,7 +122,7 @@ def test_a_damaged_environment_is_a_machine_failure(lab):
     assert row["statuses"] == ["env_damaged", "env_damaged"], row
 
 
-@pytest.mark.slow
+@pytest.mark.long
 def test_config_hazards_are_refused_in_one_line_within_seconds(lab):
     row = machine.config_hazards(lab)
     for name, case in row["cases"].items():
@@ -130,7 +130,7 @@ def test_config_hazards_are_refused_in_one_line_within_seconds(lab):
         assert case["seconds"] < 60, (name, case)
 
 
-@pytest.mark.slow
+@pytest.mark.long
 def test_markup_in_a_failure_reason_stays_data_in_the_pages(lab):
     row = machine.markup_in_reason(lab)
     assert row["raw_in_pages"] == [] and row["escaped_copies"] > 0, row
@@ -145,7 +145,7 @@ def _mark_of_a_dead_run(out, host: str, job: str | None = None) -> None:
     from dlbench import records
 
     gone = subprocess.Popen(["true"])
-    gone.wait()
+    gone.wait(timeout=600)
     (out / records.ATTEMPTS).mkdir(parents=True, exist_ok=True)
     (out / records.ATTEMPTS / f"{records.STARTED}{host}-{gone.pid}.json").write_text(
         json.dumps({"host": host, "pid": gone.pid, "slurm_job_id": job}))

@@ -31,7 +31,7 @@ from dlbench.paths import ROOT as REPO
 from dlbench.sweep import one_point
 from dlbench.testing.forward import numpy_forward, softmax_xent
 
-pytestmark = pytest.mark.slow
+pytestmark = pytest.mark.long
 
 NETWORKS = dict(models.INPUT_SHAPES)
 FRAMEWORKS = registry.names()

@@ -260,7 +260,7 @@ def test_the_verdicts_name_what_a_gpu_point_got_wrong():
 # ---------------------------------------------------------------------------------------------- rehearsals
 
 
-@pytest.mark.slow
+@pytest.mark.long
 def test_the_rehearsal_runs_the_workflow_on_cpu_points_and_writes_every_file(env_python, tmp_path):
     out = tmp_path / "out"
     proc = script("--rehearse", timeout=900, env={
@@ -280,7 +280,7 @@ def test_the_rehearsal_runs_the_workflow_on_cpu_points_and_writes_every_file(env
     assert "tensorflow: not here" in proc.stderr and "pytorch: " in proc.stderr
 
 
-@pytest.mark.slow
+@pytest.mark.long
 def test_a_run_past_its_time_bound_is_stopped_and_still_summarised(env_python, tmp_path):
     out = tmp_path / "out"
     started = time.monotonic()

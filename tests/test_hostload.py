@@ -82,10 +82,10 @@ def burner():
     time.sleep(0.3)
     yield proc.pid
     proc.kill()
-    proc.wait()
+    proc.wait(timeout=600)
 
 
-@pytest.mark.slow
+@pytest.mark.long
 def test_a_burner_beside_a_real_point_marks_it_contended_with_about_the_burners_use(train, burner):
     cores = os.cpu_count()
     t0, c0 = time.monotonic(), cpu_s(burner)

@@ -144,7 +144,7 @@ def test_a_point_that_waits_too_long_for_the_lock_is_retried_and_only_the_last_a
                                 lock_timeout_s=2, attempt=3)
     finally:
         holder.kill()
-        holder.wait()
+        holder.wait(timeout=600)
     assert first["status"] == "lock_timeout" and first["machine_failure"] and "measurement lock" in first["reason"]
     assert first["lock_wait_s"] == 2 and 2 <= took < 15
     published = json.loads((out / "metrics.json").read_text())
@@ -202,7 +202,7 @@ def apart(span: tuple[float, float], job: dict) -> bool:
     return span[1] <= job["got"] or job["done"] <= span[0]
 
 
-@pytest.mark.slow
+@pytest.mark.long
 def test_a_point_started_with_two_builds_trains_after_both_and_the_builds_run_together(tmp_path, env_python,
                                                                                       digits_dir):
     """Two build-like heavy jobs (a compiler, again and again) and a real point, started together: the builds
@@ -226,7 +226,7 @@ def test_a_point_started_with_two_builds_trains_after_both_and_the_builds_run_to
     assert record["lock_wait_s"] > HEAVY_S - 1.5, record["lock_wait_s"]
 
 
-@pytest.mark.slow
+@pytest.mark.long
 def test_a_build_started_while_a_point_trains_waits_until_the_point_is_done(tmp_path, env_python, digits_dir):
     """The point runs as a training job does (python -m dlbench.cli train); a build asked for mid-training waits."""
     from dlbench.sweep import one_point
@@ -319,7 +319,7 @@ def test_data_preparation_waits_for_a_measurement_on_its_node(tmp_path, digits_d
     prepare(tmp_path / "waited")
     after = time.monotonic()
     ended = float(holder.stdout.readline())
-    holder.wait()
+    holder.wait(timeout=600)
     assert after > ended > began, (began, ended, after)
     holder = subprocess.Popen([sys.executable, "-c", HOLDER, str(lock), "5"], cwd=ROOT, stdout=subprocess.PIPE,
                               text=True)
@@ -329,7 +329,7 @@ def test_data_preparation_waits_for_a_measurement_on_its_node(tmp_path, digits_d
     prepare(tmp_path / "inside")
     took = time.monotonic() - t0
     holder.kill()
-    holder.wait()
+    holder.wait(timeout=600)
     assert took < 4.5, took
 
 

@@ -129,7 +129,7 @@ print(json.dumps({net: adapter.params(models.resolve(net, 10), shape) for net, s
 """
 
 
-@pytest.mark.slow
+@pytest.mark.long
 @pytest.mark.parametrize("framework", registry.names())
 def test_every_framework_builds_the_parameters_of_the_spec(env_python, framework):
     """Each adapter's own count of the network it builds (a masked conv: its connected weights) is the spec's."""

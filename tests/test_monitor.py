@@ -18,7 +18,7 @@ ALLOC = ("import time\nblock = bytearray({mb} * 2**20)\nfor i in range(0, len(bl
 def run_monitored(code: str, interval: float = 0.05, **kw) -> Monitor:
     proc = subprocess.Popen([sys.executable, "-c", code], start_new_session=True)
     mon = Monitor(proc.pid, interval, **kw).start()
-    proc.wait()
+    proc.wait(timeout=600)
     time.sleep(interval * 2)
     mon.stop()
     return mon

@@ -101,7 +101,7 @@ def test_the_monitor_keeps_the_gpu_fields_nvml_answered(monkeypatch):
     monkeypatch.setitem(sys.modules, "pynvml", fake_nvml())
     proc = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(0.8)"])
     mon = Monitor(proc.pid, 0.05, gpu_index=0).start()
-    proc.wait()
+    proc.wait(timeout=600)
     mon.stop()
     assert len(mon.samples) >= 3
     assert all(s["gpu_mem_mb"] == 700.0 and s["gpu_util_pct"] == 37 and "gpu_power_w" not in s for s in mon.samples)

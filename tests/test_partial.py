@@ -32,7 +32,7 @@ def two_points(tmp_path_factory):
     return copy_workflow(tmp_path_factory.mktemp("partial"), TWO, "two.yaml")
 
 
-@pytest.mark.slow
+@pytest.mark.long
 def test_partial_with_one_point_missing_trains_nothing_and_says_1_of_2(two_points):
     root = two_points
     first, second = planned(TWO)
@@ -55,7 +55,7 @@ def test_partial_with_one_point_missing_trains_nothing_and_says_1_of_2(two_point
     assert "Nothing to be done" in again, again[-1500:]
 
 
-@pytest.mark.slow
+@pytest.mark.long
 def test_partial_beside_a_running_study_and_the_progress_lines(two_points):
     root = two_points
     first, second = planned(TWO)
@@ -77,7 +77,7 @@ def test_partial_beside_a_running_study_and_the_progress_lines(two_points):
     finally:
         if study.poll() is None:
             study.terminate()
-            study.wait()
+            study.wait(timeout=600)
         log.close()
     runs = pd.read_parquet(root / "results/runs.parquet")
     assert len(runs) == 2 and (runs.status == "ok").all()

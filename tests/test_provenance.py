@@ -11,9 +11,10 @@ from dlbench.paths import ROOT
 
 def test_the_checkout_gives_its_commit_and_whether_tracked_files_changed():
     got = provenance.dlbench_build()
-    head = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "HEAD"], capture_output=True, text=True).stdout
+    head = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "HEAD"], capture_output=True, text=True,
+                          timeout=60).stdout
     status = subprocess.run(["git", "-C", str(ROOT), "status", "--porcelain", "--untracked-files=no"],
-                            capture_output=True, text=True).stdout
+                            capture_output=True, text=True, timeout=600).stdout
     assert got == {"dlbench_version": dlbench.__version__, "dlbench_commit": head.strip(),
                    "dlbench_dirty": bool(status.strip())}
     assert len(got["dlbench_commit"]) == 40
@@ -22,7 +23,7 @@ def test_the_checkout_gives_its_commit_and_whether_tracked_files_changed():
 def test_a_copy_outside_git_says_it_does_not_know(tmp_path):
     shutil.copytree(ROOT / "dlbench", tmp_path / "dlbench", ignore=shutil.ignore_patterns("__pycache__"))
     out = subprocess.run([sys.executable, "-c", "from dlbench import provenance; print(provenance.dlbench_build())"],
-                         cwd=tmp_path, capture_output=True, text=True, env={"PATH": "/usr/bin:/bin"})
+                         cwd=tmp_path, capture_output=True, text=True, env={"PATH": "/usr/bin:/bin"}, timeout=600)
     assert out.stdout.strip() == (f"{{'dlbench_version': '{dlbench.__version__}', 'dlbench_commit': None, "
                                   "'dlbench_dirty': None}"), out.stderr
 

@@ -34,7 +34,7 @@ print(json.dumps({"runs": out, "asked": asked}))
 """
 
 
-@pytest.mark.slow
+@pytest.mark.long
 @pytest.mark.parametrize("framework", FRAMEWORKS)
 def test_the_untimed_step_leaves_the_training_as_it_was(env_python, digits_dir, framework):
     # momentum and a moving average: state the untimed step must not leave behind; dropout-free LeNet, own seed

@@ -29,7 +29,7 @@ STUDY = {"datasets": ["digits"], "frameworks": ["pytorch"], "preset": ["caffe"],
 def cluster_up() -> bool:
     if not shutil.which("sinfo"):
         return False
-    proc = subprocess.run(["sinfo", "-h", "-o", "%T"], capture_output=True, text=True)
+    proc = subprocess.run(["sinfo", "-h", "-o", "%T"], capture_output=True, text=True, timeout=60)
     return proc.returncode == 0 and any(s.strip("*") in ("idle", "mixed", "allocated") for s in proc.stdout.split())
 
 
@@ -82,9 +82,10 @@ def released_requeues(every_s: float = 2.0):
 
     def release() -> None:
         while not stop.wait(every_s):
-            out = subprocess.run(["squeue", "-h", "-t", "PD", "-o", "%i %r"], capture_output=True, text=True).stdout
+            out = subprocess.run(["squeue", "-h", "-t", "PD", "-o", "%i %r"], capture_output=True, text=True,
+                                 timeout=60).stdout
             for job in [line.split()[0] for line in out.splitlines() if line.split()[1:] == ["BeginTime"]]:
-                subprocess.run(["scontrol", "update", f"JobId={job}", "StartTime=now"], capture_output=True)
+                subprocess.run(["scontrol", "update", f"JobId={job}", "StartTime=now"], capture_output=True, timeout=60)
 
     thread = threading.Thread(target=release, daemon=True)
     thread.start()
@@ -125,9 +126,9 @@ def suspended(lab: Lab) -> dict:
     run = _run_dir(wf, p)
     proc = slurm_snakemake(wf)
     job = _training_job(run)
-    subprocess.run(["scontrol", "suspend", job], check=True)
+    subprocess.run(["scontrol", "suspend", job], check=True, timeout=60)
     time.sleep(hang + 7)
-    subprocess.run(["scontrol", "resume", job], check=True)
+    subprocess.run(["scontrol", "resume", job], check=True, timeout=60)
     out = _finish(proc)
     kept = _statuses(run)
     result = records.read(run / records.RESULT) if (run / records.RESULT).exists() else {}
@@ -147,9 +148,10 @@ def preempted(lab: Lab) -> dict:
     run = _run_dir(wf, p)
     proc = slurm_snakemake(wf)
     _training_job(run)
-    cpus = subprocess.run(["sinfo", "-h", "-o", "%c"], capture_output=True, text=True).stdout.split()[0]
+    cpus = subprocess.run(["sinfo", "-h", "-o", "%c"], capture_output=True, text=True, timeout=60).stdout.split()[0]
     urgent = subprocess.run(["sbatch", "--parsable", "-p", "urgent", "-c", cpus, "--mem", "500", "-o", "/dev/null",
-                             "--wrap", "sleep 3"], capture_output=True, text=True, check=True).stdout.strip()
+                             "--wrap", "sleep 3"], capture_output=True, text=True, check=True,
+                            timeout=60).stdout.strip()
     out = _finish(proc, timeout=1200)
     kept = _statuses(run)
     result = records.read(run / records.RESULT) if (run / records.RESULT).exists() else {}
@@ -185,7 +187,7 @@ def requeued_group(lab: Lab) -> dict:
         return _row("SLURM requeue of a job group", "scontrol requeue mid-group", False, False,
                     skipped="the group never had one point finished and one training")
     before = records.read(first / records.RESULT)
-    subprocess.run(["scontrol", "requeue", job], check=True)
+    subprocess.run(["scontrol", "requeue", job], check=True, timeout=60)
     out = _finish(proc, timeout=1200)
     after = records.read(first / records.RESULT) if (first / records.RESULT).exists() else {}
     measured = [r["status"] for r in _statuses(first)]
@@ -217,14 +219,15 @@ def _descendants(pid: int) -> list[int]:
 
 
 def _state(job: str) -> str:
-    out = subprocess.run(["squeue", "-h", "--states=all", "-j", job, "-o", "%T"], capture_output=True, text=True)
+    out = subprocess.run(["squeue", "-h", "--states=all", "-j", job, "-o", "%T"], capture_output=True, text=True,
+                         timeout=60)
     return out.stdout.strip()
 
 
 def _history(job: str) -> list[str]:
     """The states of every run of a SLURM job, oldest first (sacct -D: a requeued job's earlier runs too)."""
     out = subprocess.run(["sacct", "-n", "-P", "-X", "-D", "-j", job, "--format=State"], capture_output=True,
-                         text=True).stdout
+                         text=True, timeout=60).stdout
     return [line.strip() for line in out.splitlines() if line.strip()]
 
 
@@ -243,7 +246,7 @@ def node_died(lab: Lab) -> dict:
         job = _training_job(run, timeout=600)
         slurmd = int((state / "run" / "slurmd.pid").read_text())
         steps = [int(line.split()[0]) for line in subprocess.run(
-            ["ps", "-eo", "pid=,args="], capture_output=True, text=True).stdout.splitlines()
+            ["ps", "-eo", "pid=,args="], capture_output=True, text=True, timeout=60).stdout.splitlines()
             if f"slurmstepd: [{job}." in line]
         for pid in [slurmd, *steps, *(d for s in steps for d in _descendants(s))]:
             try:
@@ -254,7 +257,7 @@ def node_died(lab: Lab) -> dict:
         while time.monotonic() < deadline and _state(job) in ("RUNNING", "COMPLETING"):
             time.sleep(2)
         killed.append((job, _state(job)))
-        subprocess.run(["/usr/sbin/slurmd"], check=True)  # the node comes back (ReturnToService=2)
+        subprocess.run(["/usr/sbin/slurmd"], check=True, timeout=60)  # the node comes back (ReturnToService=2)
     out = _finish(proc, timeout=1500)
     result = records.read(run / records.RESULT) if (run / records.RESULT).exists() else {}
     tables = (wf / "results" / "runs.parquet").exists()
