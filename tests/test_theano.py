@@ -3,10 +3,13 @@
 Every test needs the Theano environment (built on first use, minutes) and marks itself slow.
 """
 
+import hashlib
 import json
 import os
 import subprocess
 import threading
+from collections import Counter
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -182,8 +185,18 @@ def test_a_huge_learning_rate_diverges_and_stops_early(train):
     assert r["diverged_at_iteration"] is not None and r["diverged_at_iteration"] < 400
 
 
+def compiled_modules(cache: Path) -> Counter:
+    """How many folders of Theano's compile cache hold each module, by its source (mod.cpp's digest): Theano
+    compiles a module into a folder of its own once, and loads it from there in every later process."""
+    return Counter(hashlib.sha256(f.read_bytes()).hexdigest() for f in cache.rglob("mod.cpp"))
+
+
 def test_two_theano_points_at_once_share_the_compile_cache(train):
     """Both compile into the environment's one cache at the same time; Theano's lock keeps them apart."""
+    from dlbench import envs
+
+    cache = envs.env_dir("theano") / "theano-cache"
+    before = compiled_modules(cache)
     records, errors = {}, []
 
     def go(lr):
@@ -203,6 +216,23 @@ def test_two_theano_points_at_once_share_the_compile_cache(train):
         assert r["status"] == "ok", r.get("log_tail")
         assert r["accuracy"] > 0.7
     assert len({str(r["_out"]) for r in records.values()}) == 2
+    # One cache: both trainers compiled into the same folder, the environment's, under Theano's lock (the lock
+    # file it takes in that folder while it compiles)
+    compiledirs = {json.loads(r["build_json"])["compiledir"] for r in records.values()}
+    assert len(compiledirs) == 1, compiledirs
+    (compiledir,) = compiledirs
+    assert compiledir.startswith(str(cache) + os.sep), compiledir
+    assert (Path(compiledir) / ".lock").is_file()
+    # Shared, not raced: no module compiled twice (the second trainer found what the first compiled, or waited for
+    # it), nothing lost from before, and what they compiled is all a point of this network needs: a third point
+    # after them compiles nothing.
+    after = compiled_modules(cache)
+    assert after and max(after.values()) == 1, [n for n in after.values() if n > 1]
+    assert not before - after
+    third = train("theano", "caffe", iterations=5, threads=1, learning_rate=0.03)
+    assert third["status"] == "ok", third.get("log_tail")
+    assert json.loads(third["build_json"])["compiledir"] == compiledir
+    assert compiled_modules(cache) == after
 
 
 def test_a_point_that_differs_only_in_its_learning_rate_compiles_nothing_new(train):
