@@ -2,11 +2,22 @@
 
 Each environment (a framework's CPU one, `pytorch`, or a variant, `pytorch-cuda`: see
 frameworks/registry.py) is a virtual environment under $DLBENCH_CACHE (default
-~/.cache/dlbench) named `<env>-<key>`, where the key digests everything it was built from
-(its pins envs/<env>.txt, its framework's build recipe envs/<framework>/, the Python
-version). A second clone, or CI, finds it already there. A build happens in a temporary
-folder renamed into place at the end, under a lock, so an interrupted build never looks
-finished. pip needs no GPU: a CUDA environment builds on a login node.
+~/.cache/dlbench) named `<env>-<key>`, where the key digests everything it was built from:
+its pins envs/<env>.txt and lock, its framework's build recipe envs/<framework>/, the full
+version and real path of the base interpreter that builds it (two clones with their own
+.venv on one Python share it, another Python does not), and for a recipe with a
+debian-packages.txt (Caffe) the installed versions of those Debian packages. A second clone,
+or CI, finds it already there. A build happens in a temporary folder renamed into place at
+the end, under a lock, so an interrupted build never looks finished; READY and ENV_INFO.json
+are written atomically and fsynced. pip needs no GPU: a CUDA environment builds on a login node.
+
+A cached environment is reused on its READY marker alone, except where set-up asks for a check
+(`build ENV --check`, check_env): the environment must import its framework's trainer (probe)
+and train one iteration of a tiny point on the embedded digits with the real trainer. A passing
+check leaves CHECKED.json in the environment; it is repeated only where that stamp is missing or
+older than the key's inputs (or than the environment's site-packages folder). An environment that
+fails it is renamed `<name>.broken-<host>-<pid>` (a process still running from it keeps its
+files) and built again, in one line on stderr saying why.
 
 A site environment is an existing interpreter the config names instead (`envs.site`): it is
 checked, not built (site_env).
@@ -14,24 +25,27 @@ checked, not built (site_env).
 The conda files workflow/envs/<env>.yaml (for `snakemake --sdm conda`) are generated from the same
 pins (conda_yaml), so both ways install the same versions:
 
-    python -m dlbench.envs build ENV --out resources/envs/ENV.json
+    python -m dlbench.envs build ENV [--check] [--out resources/envs/ENV.json]
     python -m dlbench.envs conda [--check]
 """
 
 from __future__ import annotations
 
 import argparse
+import functools
 import hashlib
 import json
 import os
+import platform
 import re
 import shutil
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
-from dlbench.atomic import write_json
+from dlbench.atomic import fsync_dir, write_json, write_text
 from dlbench.frameworks import registry
 from dlbench.locks import flocked, heavy_work, node_lock
 from dlbench.paths import CONDA_ENVS, ENVS, ROOT, cache_root
@@ -88,13 +102,49 @@ def variant_of(env: str) -> str | None:
     return split_version(env)[0][len(name) + 1:] or None
 
 
+def interpreter() -> tuple[str, str]:
+    """(full version, real path) of the base interpreter that builds the environments (the one behind a venv)."""
+    base = getattr(sys, "_base_executable", None) or sys.executable
+    return platform.python_version(), os.path.realpath(base)
+
+
+def debian_packages(env: str) -> list[str]:
+    """The Debian packages its framework's build recipe names (envs/<framework>/debian-packages.txt); [] if none."""
+    listed = ENVS / registry.framework_of_env(env).name / "debian-packages.txt"
+    if not listed.is_file():
+        return []
+    return [ln.strip() for ln in listed.read_text().splitlines() if ln.strip() and not ln.lstrip().startswith("#")]
+
+
+@functools.cache
+def debian_versions(names: tuple[str, ...]) -> dict[str, str]:
+    """{package: installed version, or "absent"}: one dpkg-query for them all, asked once per process."""
+    found: dict[str, list[str]] = {}
+    try:
+        proc = subprocess.run(["dpkg-query", "-W", "-f", "${Package}\t${db:Status-Abbrev}\t${Version}\n", *names],
+                              capture_output=True, text=True, timeout=60)
+        lines = proc.stdout.splitlines()
+    except (OSError, subprocess.TimeoutExpired):  # no dpkg on this machine: none of them is installed
+        lines = []
+    for line in lines:
+        name, status, version = (line.split("\t") + ["", ""])[:3]
+        if status.startswith("ii") and version:  # installed (a removed package keeps its config files: not this)
+            found.setdefault(name.split(":")[0], []).append(version)
+    return {name: ",".join(sorted(found.get(name, []))) or "absent" for name in names}
+
+
 def env_key(env: str) -> str:
-    h = hashlib.sha256(f"python{sys.version_info.major}.{sys.version_info.minor}".encode())
-    for path in recipe_files(env):
-        if not path.exists():
-            raise EnvError(f"{path.relative_to(ROOT)} is missing: the pins of the {env} environment")
-        h.update(path.relative_to(ROOT).as_posix().encode())
-        h.update(path.read_bytes())
+    version, path = interpreter()
+    h = hashlib.sha256(f"python{version}\0{path}\0".encode())
+    for file in recipe_files(env):
+        if not file.exists():
+            raise EnvError(f"{file.relative_to(ROOT)} is missing: the pins of the {env} environment")
+        h.update(file.relative_to(ROOT).as_posix().encode())
+        h.update(file.read_bytes())
+    packages = debian_packages(env)
+    if packages:
+        versions = debian_versions(tuple(packages))
+        h.update("".join(f"deb:{name}={versions[name]}\n" for name in packages).encode())
     return h.hexdigest()[:12]
 
 
@@ -138,21 +188,32 @@ def probe(framework: str, python: str | os.PathLike, timeout_s: float = 600) -> 
         raise EnvError(f"{python} gave no versions for {framework} (stdout: {proc.stdout[-200:]!r})") from None
 
 
-def build(env: str) -> Path:
+def build(env: str, check: bool = False) -> Path:
     """The environment's folder, building it first if this machine has none for its key.
 
+    check: make sure a cached one still works before it is handed out (check_env), unless its last passing
+    check is newer than everything its key is made of (checked); one that fails is moved aside and built
+    again. Set-up asks for it; the workflow and the tests do not (a check trains, build() is called often).
     A build is heavy work: no point measures on this node while it runs (dlbench.locks.heavy_work); builds of
     other environments run beside it.
     """
     if split_version(env)[0] not in registry.env_names():
         raise EnvError(f"unknown environment {env!r}; known: {', '.join(registry.env_names())}")
     final = env_dir(env)
-    if (final / "READY").exists():
+    if (final / "READY").exists() and (not check or checked(env, final)):
         return final
     # The heavy side first, then the build lock: a builder waiting for another one holds no lock a point needs.
     with heavy_work(node_lock(), f"building {env}"), flocked(final.with_name(final.name + ".lock")):
         if (final / "READY").exists():
-            return final
+            if not check or checked(env, final):
+                return final
+            try:
+                _check_and_stamp(env, final)
+                return final
+            except EnvError as exc:
+                aside = _move_aside(final)
+                print(f"dlbench: rebuilding the {env} environment: its check failed ({exc}); the old one is "
+                      f"{aside.name} (delete it once nothing runs from it)", file=sys.stderr)
         # A failed or killed build leaves its multi-GB folder: remove those of dead builders of this host.
         remove_dead_leftovers(final.parent, f"{final.name}.building-")
         tmp = final.with_name(final.name + f".building-{owner_tag()}")
@@ -165,7 +226,100 @@ def build(env: str) -> Path:
         if final.exists():
             shutil.rmtree(final)
         os.replace(tmp, final)
+        fsync_dir(final.parent)
+        if check:  # in place: what the check leaves (Theano's compile cache) names the final path
+            try:
+                _check_and_stamp(env, final)
+            except EnvError as exc:
+                aside = _move_aside(final)
+                raise EnvError(f"the {env} environment, just built, fails its check ({exc}); it is kept as "
+                               f"{aside}, its build log is {final.name}.build.log") from None
         return final
+
+
+def _move_aside(folder: Path) -> Path:
+    """Rename a broken environment out of the way, not delete it: a point may still be running from it."""
+    aside = folder.with_name(f"{folder.name}.broken-{owner_tag()}")
+    shutil.rmtree(aside, ignore_errors=True)
+    os.replace(folder, aside)
+    return aside
+
+
+# The stamp of an environment's last passing check (check_env), inside it.
+CHECKED = "CHECKED.json"
+
+
+def _inputs_mtime(env: str, folder: Path) -> float:
+    """The newest modification time of what the environment's key is made of (its pins, lock and recipe, the
+    base interpreter, its Debian packages' file lists) and of its own site-packages folder (a package added
+    or removed there)."""
+    paths = [*recipe_files(env), Path(interpreter()[1]), *folder.glob("lib/python*/site-packages")]
+    for name in debian_packages(env):
+        paths += [*Path("/var/lib/dpkg/info").glob(f"{name}.list"), *Path("/var/lib/dpkg/info").glob(f"{name}:*.list")]
+    return max((p.stat().st_mtime for p in paths if p.exists()), default=0.0)
+
+
+def checked(env: str, folder: Path) -> bool:
+    """Whether the environment's last passing check still stands: its stamp is for this key and newer than
+    everything the key is made of."""
+    try:
+        stamp = json.loads((folder / CHECKED).read_text())
+        return stamp["key"] == env_key(env) and float(stamp["checked_at"]) >= _inputs_mtime(env, folder)
+    except (OSError, ValueError, KeyError, TypeError):
+        return False
+
+
+def _check_and_stamp(env: str, folder: Path) -> None:
+    started = time.time()  # an input changed while the check ran makes the stamp stale
+    versions = check_env(env, folder)
+    write_json(folder / CHECKED, {"env": env, "key": env_key(env), "checked_at": started,
+                                  "checked": time.strftime("%Y-%m-%dT%H:%M:%S%z", time.localtime(started)),
+                                  "seconds": round(time.time() - started, 1), "versions": versions})
+
+
+def check_env(env: str, folder: str | os.PathLike, timeout_s: float = 1200) -> dict:
+    """That an environment works: it imports its framework's trainer (probe) and trains one iteration of a tiny
+    point (the `caffe` preset, one thread, on the CPU; `library: mkl` in an MKL variant) on the embedded
+    digits, with the real trainer (python -m dlbench.trainer) as a point runs it. Its versions, or EnvError."""
+    from dlbench.datasets import prepare
+    from dlbench.runner import trainer_env
+    from dlbench.sweep import one_point
+
+    framework = registry.framework_of_env(env).name
+    python = Path(folder) / "bin" / "python"
+    versions = probe(framework, python)
+    settings = {"iterations": 1, "threads": 1, "device": "cpu"}
+    if "mkl" in (variant_of(env) or "").split("-"):
+        settings["library"] = "mkl"  # the variant's reason to be: its adapter refuses the point without MKL
+    point = one_point(framework, "caffe", **settings)
+    with tempfile.TemporaryDirectory(prefix=f"dlbench-check-{env}-") as tmp:
+        work = Path(tmp)
+        prepare.prepare("digits", work / "digits")
+        (work / "point.json").write_text(json.dumps(point))
+        events, log = work / "events.jsonl", work / "trainer.log"
+        try:
+            with open(log, "wb") as out:
+                proc = subprocess.run([str(python), "-m", "dlbench.trainer", str(work / "point.json"),
+                                       str(work / "digits"), str(events)], stdout=out, stderr=subprocess.STDOUT,
+                                      env=trainer_env(point), cwd=ROOT, timeout=timeout_s)
+        except subprocess.TimeoutExpired:
+            raise EnvError(f"{python} did not train one {framework} iteration within {timeout_s:.0f} s") from None
+        ended = {}
+        if events.exists():
+            for line in events.read_text().splitlines():
+                try:
+                    event = json.loads(line)
+                except json.JSONDecodeError:
+                    break
+                if event.get("e") == "status":
+                    ended = event
+        if proc.returncode != 0 or ended.get("status") != "ok":
+            last = next((ln.strip() for ln in reversed(log.read_text(errors="replace").splitlines()) if ln.strip()),
+                        "no output")
+            why = ended.get("reason") or last
+            raise EnvError(f"{python} did not train one {framework} iteration (exit {proc.returncode}, "
+                           f"status {ended.get('status', 'none')}: {why})")
+    return versions
 
 
 def _build_into(env: str, tmp: Path, log_path: Path) -> None:
@@ -188,10 +342,13 @@ def _build_into(env: str, tmp: Path, log_path: Path) -> None:
         raise EnvError(f"the {env} environment got a build without CUDA ({framework} "
                        f"{versions.get('framework_version')}); check the pins of {pins_file(env).name} "
                        f"and {log_path}")
-    info = {"env": env, "framework": framework, "key": env_key(env), "python": sys.version.split()[0],
-            "versions": versions, "packages": freeze.split(), "build_seconds": round(time.monotonic() - started, 1)}
-    (tmp / "ENV_INFO.json").write_text(json.dumps(info, indent=2))
-    (tmp / "READY").write_text("ok\n")
+    version, interp = interpreter()
+    info = {"env": env, "framework": framework, "key": env_key(env), "python": version, "interpreter": interp,
+            "debian_packages": debian_versions(tuple(debian_packages(env))), "versions": versions,
+            "packages": freeze.split(), "build_seconds": round(time.monotonic() - started, 1)}
+    # Atomic and fsynced, READY last: after a crash the folder holds both, or no READY.
+    write_json(tmp / "ENV_INFO.json", info)
+    write_text(tmp / "READY", "ok\n")
 
 
 def lock(env: str) -> Path:
@@ -252,10 +409,11 @@ def describe(env: str, folder: Path) -> dict:
             "packages": info["packages"]}
 
 
-def provide(env: str, out: str | os.PathLike | None = None) -> int:
-    """Build (or find) an environment and write its description to `out`; 2 with one line on failure."""
+def provide(env: str, out: str | os.PathLike | None = None, check: bool = False) -> int:
+    """Build (or find) an environment and write its description to `out`; 2 with one line on failure.
+    check: check a cached one first (build)."""
     try:
-        desc = describe(env, build(env))
+        desc = describe(env, build(env, check=check))
     except EnvError as exc:
         print(f"dlbench: {env} environment: {exc}", file=sys.stderr)
         return 2
@@ -336,6 +494,8 @@ def main(argv: list[str] | None = None) -> int:
     b = sub.add_parser("build", help="build (or find) an environment: a framework's (pytorch) or a variant's")
     b.add_argument("env")
     b.add_argument("--out", help="write the environment's description here (JSON)")
+    b.add_argument("--check", action="store_true", help="check that a cached one imports and trains one step "
+                   "(unless checked since its inputs last changed); move a broken one aside and build it again")
     sub.add_parser("key", help="print an environment's cache key").add_argument("env")
     lst = sub.add_parser("list", help="print the frameworks' CPU environments (what set-up builds), one a line")
     lst.add_argument("--all", action="store_true", help="every environment, the variants too")
@@ -359,7 +519,7 @@ def main(argv: list[str] | None = None) -> int:
         for env in stale:
             print(f"workflow/envs/{env}.yaml {'differs from' if args.check else 'written from'} envs/{env}.txt")
         return 1 if args.check and stale else 0
-    return provide(args.env, args.out)
+    return provide(args.env, args.out, check=args.check)
 
 
 if __name__ == "__main__":

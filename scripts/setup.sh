@@ -2,14 +2,25 @@
 # Sets up dlbench on this machine: Debian packages (when root), the base environment
 # in .venv/, and the framework environments (cached under $DLBENCH_CACHE, default
 # ~/.cache/dlbench, keyed by what they are built from, so a second run or clone reuses them).
+# A cached framework environment is checked before it is reused (it imports and trains one
+# step); one that fails is moved aside and built again.
 #
-#   bash scripts/setup.sh            what the default study needs
-#   bash scripts/setup.sh --tests    also what the tests need (all four frameworks, SLURM, Chromium)
+#   bash scripts/setup.sh                 what the default study needs
+#   bash scripts/setup.sh --tests         also what the tests need (all four frameworks, SLURM, Chromium)
+#   bash scripts/setup.sh --long-tests    also what the long tier needs: the MKL variants (caffe-mkl,
+#                                         theano-mkl; tests/test_blas.py), so that no test builds one
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 for_tests=0
-[[ "${1:-}" == "--tests" ]] && for_tests=1
+long_tests=0
+for arg in "$@"; do
+  case $arg in
+    --tests) for_tests=1 ;;
+    --long-tests) for_tests=1 long_tests=1 ;;
+    *) echo "dlbench setup: unknown option $arg (known: --tests, --long-tests)" >&2; exit 2 ;;
+  esac
+done
 
 log() { printf '[setup %(%H:%M:%S)T] %s\n' -1 "$*"; }
 
@@ -44,10 +55,14 @@ if [[ ! -f $stamp ]]; then
   rm -f .venv/.base-* && touch "$stamp"
 fi
 
-# Framework environments, built once per machine and key (Caffe's from source: ~10 minutes once).
-mapfile -t frameworks < <(.venv/bin/python -m dlbench.envs list)
-for fw in "${frameworks[@]}"; do
-  log "framework environment: $fw"
-  .venv/bin/python -m dlbench.envs build "$fw" >/dev/null
+# Framework environments, built once per machine and key (Caffe's from source: ~10 minutes once),
+# each checked (--check: it imports and trains one step, unless checked since its inputs changed).
+mapfile -t environments < <(.venv/bin/python -m dlbench.envs list)
+if ((long_tests)); then  # the MKL variants (Caffe's from source again)
+  mapfile -t -O "${#environments[@]}" environments < <(.venv/bin/python -m dlbench.envs list --all | grep -- '-mkl$')
+fi
+for env in "${environments[@]}"; do
+  log "framework environment: $env"
+  .venv/bin/python -m dlbench.envs build "$env" --check >/dev/null
 done
 log "ready"
