@@ -28,11 +28,24 @@ def pytest_configure(config):
     config.addinivalue_line("markers", "slurm: needs the test SLURM cluster (cluster/slurm-up.sh)")
 
 
+# Time limits beyond pyproject.toml's 600 s (pytest-timeout, setup and call together): the first test to ask for
+# the session's tiny study trains it; a long test may run a whole fault scenario or study.
+TINY_RUN_TIMEOUT_S = 1200
+LONG_TIMEOUT_S = 1800
+
+
 def pytest_collection_modifyitems(config, items):
-    """A long test is also slow: `-m "not slow"` keeps the quick tests of either tier."""
+    """A long test is also slow (`-m "not slow"` keeps the quick tests of either tier); time limits by what a test
+    sets up, unless it names its own."""
     for item in items:
-        if item.get_closest_marker("long") is not None and item.get_closest_marker("slow") is None:
+        long = item.get_closest_marker("long") is not None
+        if long and item.get_closest_marker("slow") is None:
             item.add_marker(pytest.mark.slow)
+        if item.get_closest_marker("timeout") is None:
+            if long:
+                item.add_marker(pytest.mark.timeout(LONG_TIMEOUT_S))
+            elif "tiny_run" in getattr(item, "fixturenames", ()):
+                item.add_marker(pytest.mark.timeout(TINY_RUN_TIMEOUT_S))
 
 
 @pytest.hookimpl(wrapper=True)
