@@ -16,7 +16,7 @@ import pandas as pd
 import pytest
 from test_charts import DRAWS, SVG_MARKS, assert_draws_its_data, html_rows, svg_marks  # tests/ is on sys.path
 
-from dlbench import chartlist, charts, findings, guidance, summary, tables
+from dlbench import chartlist, charts, findings, guidance, observations, summary, tables, verdicts
 from dlbench.chart_pieces import MAX_MARKS
 from dlbench.testing import study as hand_made
 from dlbench.testing.browser import CHROMIUM, MISSING, chromium
@@ -276,11 +276,62 @@ def test_a_screenshot_of_a_chart_in_the_report_is_not_blank(study, tmp_path):
         assert near > 20, (rgb, near)
 
 
+def section(text: str, title: str) -> str:
+    """A findings section's text, from its title to the next section's."""
+    start = text.index(f"\n## {title}")
+    end = text.find("\n## ", start + 1)
+    return text[start:end if end > 0 else len(text)]
+
+
+NOT_TESTED = re.compile(r"not tested in this run \(.+\)")
+
+
+def assert_findings_say_what_the_runs_do(text: str, runs: pd.DataFrame) -> None:
+    """findings.md of a study on the CPU (one preset, one batch size, no MNIST- or CIFAR-like dataset, no GPU) states
+    its runs table's counts and names, each framework's mean time as the leaders' section words it, and every
+    observation of the study, by its letter and words, with a verdict of the allowed words."""
+    ok = runs[runs["status"] == "ok"]
+    assert (f"{len(runs)} points ({len(ok)} ok, {len(runs) - len(ok)} failed); frameworks: "
+            f"{', '.join(sorted(set(runs.framework)))}; datasets: {', '.join(sorted(set(runs.dataset)))}; "
+            f"devices: {', '.join(sorted(set(runs.device)))};") in text
+    # The leaders: the frameworks' ok points timed without outside load, on the settings (learning rates: nothing
+    # else varies) every framework ran, if any (paired), else all of them; each framework's mean (4 digits)
+    assert (runs[["dataset", "device", "preset", "batch_size", "iterations", "threads"]].nunique() == 1).all()
+    quiet = ok[~ok["contended"].map(lambda v: v is True or v == 1)] if "contended" in ok else ok
+    shared = set.intersection(*(set(g.learning_rate) for _, g in quiet.groupby("framework"))) if len(quiet) else {}
+    compared = quiet[quiet.learning_rate.isin(shared)] if shared else quiet
+    leaders = section(text, "Fastest and most accurate framework")
+    (place,) = {f"{d}/{dev}" for d, dev in zip(runs.dataset, runs.device)}
+    if compared["framework"].nunique() >= 2:
+        times = compared.groupby("framework")["train_time_s"].mean()
+        accuracy = compared.groupby("framework")["accuracy"].mean() * 100
+        assert f"**{place}, caffe's whole preset: fastest {times.idxmin()}**" in leaders, leaders
+        for fw in times.index:
+            assert f" {fw} {times[fw]:.4g} s" in leaders and f" {fw} {accuracy[fw]:.4g}%" in leaders, (fw, leaders)
+    else:
+        assert "No dataset and device where two frameworks ran ok with the same defaults." in leaders, leaders
+    # The observations: each one, in order, in its words, with a verdict of the allowed words
+    seen = re.findall(r"^- \((\w)\) (.+) \*\*(.+?)\*\*", section(text, "The study's observations"), re.M)
+    assert [(key, words) for key, words, _ in seen] == [(o.key, o.text) for o in observations.OBSERVATIONS]
+    assert [key for key, _, _ in seen] == list("abcdefghij")
+    verdict = {key: v for key, _, v in seen}
+    allowed = {verdicts.AGREES, verdicts.DISAGREES, verdicts.TIED, verdicts.SINGLE}
+    assert all(v in allowed or NOT_TESTED.fullmatch(v) for v in verdict.values()), verdict
+    told = sum(v in (verdicts.AGREES, verdicts.DISAGREES, verdicts.TIED) for v in verdict.values())
+    assert f"Answered (agrees, disagrees or tied within noise) for {told} of 10 observations" in text
+    # What these runs cannot test says so: no GPU point, no MNIST- or CIFAR-like dataset, one preset and batch size
+    assert not (runs.device == "gpu").any() and runs.batch_size.nunique() == 1 and runs.preset.nunique() == 1
+    assert not set(runs.dataset) & {"mnist", "fashion_mnist", "cifar10"}
+    assert verdict["c"] == "not tested in this run (no ok GPU point)"
+    for key in "abdegij":
+        assert NOT_TESTED.fullmatch(verdict[key]), (key, verdict[key])
+
+
 @pytest.mark.slow
 def test_findings_of_the_tiny_study(study):
     text = (study / "results/findings.md").read_text()
     runs = pd.read_parquet(study / "results/runs.parquet")
-    assert "## The study's observations" in text and text.count("- (") >= 6
+    assert_findings_say_what_the_runs_do(text, runs)
     if (runs.status == "ok").all():
         assert "None: every point finished ok." in text
     # one run per point: the leaders say so rather than name a winner, unless outside load left them out
