@@ -219,7 +219,7 @@ def assert_nothing_changed_beyond_the_noise(a: Path, b: Path) -> None:
             if busy else "No run of either set is marked contended" in text)
 
 
-@pytest.mark.slow
+@pytest.mark.long
 def test_two_real_runs_of_one_config_differ_in_nothing_beyond_the_noise(two_runs):
     a, b, _ = two_runs
     runs = pd.read_parquet(b / "results/runs.parquet")
@@ -236,7 +236,7 @@ def test_two_real_runs_of_one_config_differ_in_nothing_beyond_the_noise(two_runs
     assert_nothing_changed_beyond_the_noise(a, b)
 
 
-@pytest.mark.slow
+@pytest.mark.long
 def test_the_compare_rule_runs_when_the_config_names_a_baseline_and_nothing_else_reruns(two_runs):
     a, b, jobs = two_runs
     assert "rule compare:" in jobs or "localrule compare:" in jobs
@@ -250,7 +250,7 @@ def test_the_compare_rule_runs_when_the_config_names_a_baseline_and_nothing_else
     assert proc.returncode != 0 and len(lines) == 1 and "nothing-here holds no runs.parquet" in lines[0]
 
 
-@pytest.mark.slow
+@pytest.mark.long
 def test_selecting_finished_points_by_status_runs_them_again(two_runs):
     _, b, _ = two_runs
     plain = snakemake(b, "-n", "--configfile", "tiny.yaml", "--config", 'select={"status": ["ok"]}')

@@ -165,7 +165,7 @@ def other_python_with(site_packages: Path, where: Path) -> Path | None:
     debian = Path("/usr/bin/python3.11")
     if not debian.exists():
         return None
-    subprocess.run([str(debian), "-m", "venv", "--without-pip", str(where)], check=True)
+    subprocess.run([str(debian), "-m", "venv", "--without-pip", str(where)], check=True, timeout=600)
     lib = next((where / "lib").glob("python3.11")) / "site-packages"
     (lib / "built-env.pth").write_text(f"{site_packages}\n")
     return where / "bin" / "python"
@@ -188,7 +188,7 @@ def site_wrapper(path: Path, python: str | Path) -> str:
     return str(path)
 
 
-@pytest.mark.slow
+@pytest.mark.long
 def test_a_site_environment_runs_its_points_and_another_build_reruns_them_only(env_python, tmp_path):
     first = env_python("pytorch")  # the built environment's own Python, as a site's
     probe = envs.probe("pytorch", first)

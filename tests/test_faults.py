@@ -69,7 +69,7 @@ def test_gpu_point_without_gpu(lab):
     assert row["record"]["status"] == "unavailable" and "GPU" in row["record"]["reason"]
 
 
-@pytest.mark.slow
+@pytest.mark.long
 def test_a_cancelled_job_leaves_an_attempt_no_result_and_no_orphan(lab):
     row = faultmatrix.job_cancelled(lab)
     assert row["exit_code"] != 0
@@ -87,7 +87,7 @@ def test_a_corrupt_dataset_file_is_refused_naming_file_and_digests(lab):
     assert ".gz" in row["message"] and "expected" in row["message"] and "found" in row["message"]
 
 
-@pytest.mark.slow
+@pytest.mark.long
 def test_sigkill_of_the_whole_workflow_then_rerun_loses_nothing(lab):
     row = faultmatrix.workflow_killed(lab)
     assert row["finished_before_kill"] >= 1
@@ -152,7 +152,7 @@ def test_kill_tree_ends_the_group_also_when_its_leader_has_exited():
                                "print(c.pid, flush=True)"], stdout=subprocess.PIPE, text=True,
                               start_new_session=True)
     child = int(leader.stdout.readline())
-    leader.wait()
+    leader.wait(timeout=600)
     assert os.path.exists(f"/proc/{child}")
     kill_tree(leader.pid)
     deadline = time.monotonic() + 10
@@ -163,7 +163,7 @@ def test_kill_tree_ends_the_group_also_when_its_leader_has_exited():
     assert not alive, "the leader's child outlived kill_tree"
 
 
-@pytest.mark.slow
+@pytest.mark.long
 def test_only_snakemake_killed_its_live_job_is_not_run_twice_and_nothing_is_lost(lab):
     row = faultmatrix.snakemake_main_killed(lab)
     assert row["second_run_exit"] != 0 and row["said"], row

@@ -30,7 +30,7 @@ needs_chromium = pytest.mark.skipif(CHROMIUM is None, reason=MISSING)
 
 def snakemake(workdir: Path, *args: str) -> subprocess.CompletedProcess:
     proc = subprocess.run([sys.executable, "-m", "snakemake", *TARGETS, "--cores", "2", "--configfile", "tiny.yaml",
-                           *args], cwd=workdir, capture_output=True, text=True)
+                           *args], cwd=workdir, capture_output=True, text=True, timeout=600)
     if proc.returncode != 0:
         raise AssertionError(proc.stdout[-3000:] + proc.stderr[-3000:])
     return proc
@@ -202,12 +202,13 @@ def large_study(tmp_path_factory):
     summary.summary_table(pd.read_parquet(out / "runs.parquet")).to_parquet(out / "summary.parquet", index=False)
     svgs = [f for f in chartlist.chart_files("results/charts") if f.endswith(".svg")]
     proc = subprocess.run([sys.executable, "-m", "snakemake", "--cores", "1", "--configfile", "tiny.yaml", "--report",
-                           "report.html", "results/findings.md", *svgs], cwd=root, capture_output=True, text=True)
+                           "report.html", "results/findings.md", *svgs], cwd=root, capture_output=True, text=True,
+                          timeout=600)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     return root
 
 
-@pytest.mark.slow
+@pytest.mark.long
 def test_every_chart_of_20000_points_is_drawn_small_enough_and_says_what_it_samples(large_study):
     folder = large_study / "results/charts"
     runs, curves, samples = (pd.read_parquet(large_study / "results" / f"{n}.parquet")
@@ -244,7 +245,7 @@ def test_every_chart_of_20000_points_is_drawn_small_enough_and_says_what_it_samp
     assert charts.NO_DATA not in (folder / "train_time_by_framework.svg").read_text()
 
 
-@pytest.mark.slow
+@pytest.mark.long
 @needs_chromium
 def test_the_report_of_20000_points_opens_with_every_chart_drawn(large_study, tmp_path):
     seen = walk_report(large_study, tmp_path / "profile")
@@ -430,7 +431,7 @@ def modern(tmp_path_factory):
     return root
 
 
-@pytest.mark.slow
+@pytest.mark.long
 def test_the_modern_study_in_miniature_has_its_charts_and_findings(modern):
     runs = pd.read_parquet(modern / "results/runs.parquet")
     assert len(runs) == 8 and (runs.status == "ok").all(), runs[["run_id", "status", "reason"]]

@@ -34,7 +34,7 @@ def study(tmp_path_factory):
     return root
 
 
-@pytest.mark.slow
+@pytest.mark.long
 def test_the_records_say_the_reading_and_both_thread_counts(study):
     runs = pd.read_parquet(study / "results/runs.parquet")
     # own 2 + caffe's settings 2 + caffe's whole preset 2 + tuning 8 (its 2 defaults are the own points) + interop 1
@@ -55,7 +55,7 @@ def test_the_records_say_the_reading_and_both_thread_counts(study):
     assert runs[runs.framework == "pytorch"].interop_threads_in_effect.notna().all()  # PyTorch has the pool too
 
 
-@pytest.mark.slow
+@pytest.mark.long
 def test_the_tuning_grid_and_the_reading_reach_the_findings_and_charts(study):
     runs = pd.read_parquet(study / "results/runs.parquet")
     grid = runs[runs.tuning_grid.notna()]

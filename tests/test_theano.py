@@ -113,6 +113,7 @@ print(json.dumps({"worst": worst, "shapes": shapes}))
 """
 
 
+@pytest.mark.long
 def test_layers_compute_what_caffe_computes(env_python):
     """Ceil-rounded pooling (max, average, padded) and cross-channel LRN against numpy; every layer's shape."""
     out = in_theano_env(env_python, LAYERS)
@@ -179,6 +180,7 @@ def test_gpu_point_is_unavailable(train):
     assert r["iterations_done"] == 0
 
 
+@pytest.mark.long
 def test_a_huge_learning_rate_diverges_and_stops_early(train):
     r = train("theano", "caffe", iterations=400, learning_rate=1000.0, threads=1)
     assert r["status"] == "diverged", r.get("log_tail")
@@ -191,6 +193,7 @@ def compiled_modules(cache: Path) -> Counter:
     return Counter(hashlib.sha256(f.read_bytes()).hexdigest() for f in cache.rglob("mod.cpp"))
 
 
+@pytest.mark.long
 def test_two_theano_points_at_once_share_the_compile_cache(train):
     """Both compile into the environment's one cache at the same time; Theano's lock keeps them apart."""
     from dlbench import envs
@@ -235,6 +238,7 @@ def test_two_theano_points_at_once_share_the_compile_cache(train):
     assert compiled_modules(cache) == after
 
 
+@pytest.mark.long
 def test_a_point_that_differs_only_in_its_learning_rate_compiles_nothing_new(train):
     """Each trainer is a new process: the compile cache must hit across processes (no module per point)."""
     from dlbench import envs
@@ -255,6 +259,7 @@ def test_a_point_that_differs_only_in_its_learning_rate_compiles_nothing_new(tra
     assert modules() == before
 
 
+@pytest.mark.long
 def test_theano_preset_lenet5_tanh_learns_digits(train):
     # the tutorial's network and SGD (lr 0.1, no momentum); a smaller batch than its 500 for enough steps
     r = train("theano", "theano", epochs=5, batch_size=50, threads=2)
@@ -263,6 +268,7 @@ def test_theano_preset_lenet5_tanh_learns_digits(train):
     assert r["accuracy"] > 0.85
 
 
+@pytest.mark.long
 def test_tensorflow_preset_mnist_deep_with_adam_and_dropout_learns_digits(train):
     r = train("theano", "tensorflow", epochs=3, threads=2)
     assert r["status"] == "ok", r.get("log_tail")
