@@ -35,6 +35,24 @@ LOCK_TIMEOUT_S = 1800.0  # longest wait for the node's measurement lock (measure
 WATCH_S = 2.0  # how often the runner looks at a running trainer
 KILL_WAIT_S = 30.0  # longest wait for a killed trainer to be reaped (one stuck in the kernel never is)
 PAUSE_S = 30.0  # a watch that wakes this late was stopped (SIGSTOP: a suspended job), not merely slow
+# The trainer module the runner starts. It exists for the tests of the runner itself (its time budget, hang watch,
+# memory guards: dlbench/testing/faults*.py), which set DLBENCH_TRAINER=dlbench.testing.small_trainer, a trainer
+# without a framework, so that they do not import one in every point. Read at each start (an environment variable
+# reaches the jobs of a Snakemake run too); only dlbench.trainer or a module under dlbench.testing is started: it
+# is no way to run other code.
+TRAINER = "dlbench.trainer"
+TRAINER_VARIABLE = "DLBENCH_TRAINER"
+
+
+def trainer_module() -> str:
+    """The trainer module to start (TRAINER, or the test trainer DLBENCH_TRAINER names); ValueError for another."""
+    name = os.environ.get(TRAINER_VARIABLE) or TRAINER
+    parts = name.split(".")
+    if name != TRAINER and not (parts[:2] == ["dlbench", "testing"] and len(parts) > 2
+                                and all(part.isidentifier() for part in parts)):
+        raise ValueError(f"{TRAINER_VARIABLE}={name!r}: the runner starts {TRAINER}, or for tests a module under "
+                         f"dlbench.testing (dlbench.testing.small_trainer); unset {TRAINER_VARIABLE}")
+    return name
 
 
 def read_events(path: Path) -> list[dict]:
@@ -184,6 +202,7 @@ def _run_point(point: dict, dataset_dir: str | Path, out_dir: str | Path, *, pyt
     Every finished attempt (any status) is also kept under out_dir/attempts/ (dlbench.records).
     A full disk while the record is written raises MachineFailure("disk_full"), leaving what was there.
     """
+    trainer = trainer_module()  # refused before anything is made
     # Absolute: the trainer runs in the repository, the workflow's working directory may be elsewhere.
     out_dir, dataset_dir = Path(out_dir).resolve(), Path(dataset_dir).resolve()
     try:
@@ -233,7 +252,7 @@ def _run_point(point: dict, dataset_dir: str | Path, out_dir: str | Path, *, pyt
     if refused is None:
         try:
             with open(log_path, "wb") as log:
-                proc = subprocess.Popen([python or sys.executable, "-m", "dlbench.trainer", str(work / "point.json"),
+                proc = subprocess.Popen([python or sys.executable, "-m", trainer, str(work / "point.json"),
                                          str(dataset_dir), str(events_path)], stdout=log, stderr=subprocess.STDOUT,
                                         env=environ, cwd=REPO, start_new_session=True,
                                         preexec_fn=_child_setup(memory_limit_mb))

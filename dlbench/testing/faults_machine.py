@@ -3,7 +3,9 @@
 Each scenario injects its fault for real (a held lock, SIGSTOP of the whole job, a frozen cgroup, a
 full tmpfs, a lock file another user owns, a dataset changed on disk, another run's file in a record's
 folder, a YAML bomb, markup in a failure reason) and returns a row like dlbench.testing.faults does.
-Scenarios that need root (mount, cgroups, another user) say so in `skipped` where they cannot run.
+Scenarios that need root (mount, cgroups, another user) say so in `skipped` where they cannot run. The
+scenarios of the runner and the workflow train the small trainer (`@on_small_trainer`); a damaged framework
+environment is PyTorch's.
 """
 
 from __future__ import annotations
@@ -26,7 +28,7 @@ import numpy as np
 from dlbench import config, locks, records, results, runner, sweep
 from dlbench.outcomes import EXIT_RETRY
 from dlbench.paths import ROOT as REPO
-from dlbench.testing.faults import Lab, _row, _wait_for_training, _workflow, point
+from dlbench.testing.faults import Lab, _row, _wait_for_training, _workflow, on_small_trainer, point
 
 FREEZER = Path("/sys/fs/cgroup/freezer")
 
@@ -40,7 +42,7 @@ def _job(lab: Lab, p: dict, out: Path, *extra: str, env: dict | None = None, use
     """The training job as Snakemake starts it (dlbench.cli train), in a process of its own."""
     env_json = out.parent / f"{out.name}-env.json"
     out.parent.mkdir(parents=True, exist_ok=True)
-    env_json.write_text(json.dumps({"python": python or lab.python}))
+    env_json.write_text(json.dumps({"python": python or lab.trainer_python()}))
     cmd = [sys.executable, "-m", "dlbench.cli", "train", "--point", json.dumps(p), "--dataset-dir",
            str(lab.digits), f"--env={env_json}", "--out", str(out), *extra]
     if user:
@@ -59,6 +61,7 @@ def _in_thread(fn) -> tuple[threading.Thread, dict]:
     return worker, result
 
 
+@on_small_trainer()
 def lock_timeout_retried(lab: Lab) -> dict:
     """Another process holds the node's lock past lock_timeout_s: the job fails (no result), Snakemake runs it
     again, and once the lock is free the point measures; every attempt is kept."""
@@ -72,7 +75,7 @@ def lock_timeout_retried(lab: Lab) -> dict:
     target = str(out.relative_to(wf) / records.RESULT)
     # The point's inputs first: their preparation is heavy work, which waits for the lock held below to be free.
     subprocess.run(cmd[:3] + ["resources/datasets/digits/data.npz", "resources/envs/pytorch.json"] + cmd[3:], cwd=wf,
-                   capture_output=True, text=True, check=True)
+                   capture_output=True, text=True, check=True, timeout=600)
     release = threading.Event()
 
     def hold():
@@ -83,7 +86,7 @@ def lock_timeout_retried(lab: Lab) -> dict:
     held = threading.Event()
     holder = threading.Thread(target=hold)
     holder.start()
-    held.wait()
+    held.wait(timeout=60)
     run = subprocess.Popen(cmd[:3] + [target] + cmd[3:], cwd=wf, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                            text=True)
     deadline = time.monotonic() + 300
@@ -102,6 +105,7 @@ def lock_timeout_retried(lab: Lab) -> dict:
                 said=[ln for ln in stderr.splitlines() if "runs again" in ln][:1])
 
 
+@on_small_trainer()
 def job_suspended(lab: Lab) -> dict:
     """The whole job stopped and resumed (what `scontrol suspend` / `resume` does) for longer than hang_s: the
     point is not ended as hung, its times (which include the pause) are not published, and the job fails to
@@ -109,7 +113,7 @@ def job_suspended(lab: Lab) -> dict:
     p = point(iterations=100000)
     out = lab.out("suspended")
     hang = lab.hang_s(5)
-    job = _job(lab, p, out, "--hang-limit", f"{hang:g}", "--time-limit", f"{2 * hang + 30:g}", "--attempt", "1",
+    job = _job(lab, p, out, "--hang-limit", f"{hang:g}", "--time-limit", f"{2 * hang + 12:g}", "--attempt", "1",
                "--retries", "1")
     trainer = _wait_for_training(out)
     time.sleep(2)
@@ -130,14 +134,15 @@ def job_suspended(lab: Lab) -> dict:
                 reason=last.get("reason"))
 
 
+@on_small_trainer()
 def mtime_stepped(lab: Lab) -> dict:
     """The events file's time stamp set a day back over and over (what a clock step does to the difference
     between the clock and file mtimes): the watchdog reads neither, so a live point is not ended as hung."""
     p = point(iterations=100000)
     out = lab.out("mtime")
     hang = lab.hang_s(5)
-    worker, result = _in_thread(lambda: runner.run_point(p, lab.digits, out, python=lab.python, hang_s=hang,
-                                                         time_limit_s=hang + 20))
+    worker, result = _in_thread(lambda: runner.run_point(p, lab.digits, out, python=lab.trainer_python(),
+                                                         hang_s=hang, time_limit_s=hang + 20))
     _wait_for_training(out)
     end = time.monotonic() + 12
     while time.monotonic() < end:
@@ -154,11 +159,12 @@ def mtime_stepped(lab: Lab) -> dict:
                 status=result.get("status"), wall_time_s=result.get("wall_time_s"), time_limit_s=hang + 20)
 
 
+@on_small_trainer()
 def realtime_signal(lab: Lab) -> dict:
     """A trainer killed by a real-time signal (no name in Python's enum): `killed`, naming it."""
     p = point(iterations=100000)
     out = lab.out("rtsig")
-    worker, result = _in_thread(lambda: runner.run_point(p, lab.digits, out, python=lab.python))
+    worker, result = _in_thread(lambda: runner.run_point(p, lab.digits, out, python=lab.trainer_python()))
     trainer = _wait_for_training(out)
     os.kill(trainer, signal.SIGRTMIN + 5)
     worker.join(120)
@@ -167,6 +173,7 @@ def realtime_signal(lab: Lab) -> dict:
                 not (out / records.RESULT).exists(), status=result.get("status"), reason=result.get("reason"))
 
 
+@on_small_trainer()
 def harmless_oom_line(lab: Lab) -> dict:
     """An ok point whose log holds TensorFlow's allocator warning, with limits.memory_mb set: still ok."""
     site = lab.root / "oom-line-site"
@@ -202,6 +209,7 @@ def _frozen_cgroup(name: str):
             pass
 
 
+@on_small_trainer()
 def trainer_unkillable(lab: Lab) -> dict:
     """A trainer stuck in the kernel (its cgroup frozen: SIGKILL stays pending) goes silent: it is ended as hung
     after a bounded wait, named as left behind, and the node's lock is free for the next point."""
@@ -214,8 +222,8 @@ def trainer_unkillable(lab: Lab) -> dict:
     try:
         with _frozen_cgroup(f"dlbench-fault-{os.getpid()}") as group:
             hang = lab.hang_s(4)
-            worker, result = _in_thread(lambda: runner.run_point(p, lab.digits, out, python=lab.python, hang_s=hang,
-                                                                 measure_lock=str(lock)))
+            worker, result = _in_thread(lambda: runner.run_point(p, lab.digits, out, python=lab.trainer_python(),
+                                                                 hang_s=hang, measure_lock=str(lock)))
             trainer = _wait_for_training(out)
             (group / "cgroup.procs").write_text(str(trainer))
             (group / "freezer.state").write_text("FROZEN")
@@ -237,11 +245,11 @@ def trainer_unkillable(lab: Lab) -> dict:
 @contextmanager
 def _small_tmpfs(where: Path, size: str):
     where.mkdir(parents=True, exist_ok=True)
-    subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(where)], check=True)
+    subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(where)], check=True, timeout=60)
     try:
         yield where
     finally:
-        subprocess.run(["umount", "-l", str(where)], check=False)
+        subprocess.run(["umount", "-l", str(where)], check=False, timeout=60)
 
 
 def _fill(folder: Path, leave_bytes: int) -> None:
@@ -252,6 +260,7 @@ def _fill(folder: Path, leave_bytes: int) -> None:
         fh.write(b"\0" * max(0, free - leave_bytes))
 
 
+@on_small_trainer()
 def disk_full(lab: Lab) -> dict:
     """The disk fills while a point trains and its record is written: the job fails to run again, the point
     published before keeps its whole record, no half record is left, and a table written over an earlier one
@@ -323,17 +332,18 @@ def lock_squatted(lab: Lab) -> dict:
         shutil.rmtree(shared, ignore_errors=True)
 
 
+@on_small_trainer()
 def lock_deleted(lab: Lab) -> dict:
     """The node's lock file deleted while a point holds it, and a second point measuring meanwhile: the holder's
     record says its lock was lost (a failure of the machine, run again), not a result."""
     lock = lab.root / "deleted.lock"
     out = lab.out("lockdeleted")
     worker, result = _in_thread(lambda: runner.run_point(point(iterations=100000), lab.digits, out,
-                                                         python=lab.python, measure_lock=str(lock), time_limit_s=30,
-                                                         final_attempt=False))
+                                                         python=lab.trainer_python(), measure_lock=str(lock),
+                                                         time_limit_s=10, final_attempt=False))
     _wait_for_training(out)
     lock.unlink()
-    beside = runner.run_point(point(iterations=20), lab.digits, lab.out("lockbeside"), python=lab.python,
+    beside = runner.run_point(point(iterations=20), lab.digits, lab.out("lockbeside"), python=lab.trainer_python(),
                               measure_lock=str(lock), lock_timeout_s=5)
     worker.join(120)
     return _row("lock file deleted while held", "unlink of the held lock file, a second point started",
@@ -341,6 +351,7 @@ def lock_deleted(lab: Lab) -> dict:
                 status=result.get("status"), second_point=beside["status"], attempts=_statuses(out))
 
 
+@on_small_trainer()
 def dataset_changed(lab: Lab) -> dict:
     """The prepared data changed after preparation (one pixel): the trainer refuses what it read."""
     folder = lab.root / "datasets" / "digits-changed"
@@ -350,18 +361,19 @@ def dataset_changed(lab: Lab) -> dict:
     arrays["train_x"][0, 0, 0, 0] ^= 1
     with open(folder / "data.npz", "wb") as fh:
         np.savez(fh, **arrays)
-    r = runner.run_point(point(iterations=10), folder, lab.out("changed"), python=lab.python)
+    r = runner.run_point(point(iterations=10), folder, lab.out("changed"), python=lab.trainer_python())
     return _row("dataset changed after preparation", "one pixel of data.npz flipped, meta.json kept",
                 r["status"] == "error" and "changed since" in (r["reason"] or ""), False, status=r["status"],
                 reason=r["reason"])
 
 
+@on_small_trainer()
 def files_disagree(lab: Lab) -> dict:
     """Another run's curve.csv in a record's folder (two runners publishing into one): the aggregation names the
     record, leaves it out, and sets it aside so that the point runs again."""
     a, b = lab.out("agree-a"), lab.out("agree-b")
-    runner.run_point(point(iterations=30, learning_rate=0.01), lab.digits, a, python=lab.python)
-    runner.run_point(point(iterations=60, learning_rate=0.02), lab.digits, b, python=lab.python)
+    runner.run_point(point(iterations=30, learning_rate=0.01), lab.digits, a, python=lab.trainer_python())
+    runner.run_point(point(iterations=60, learning_rate=0.02), lab.digits, b, python=lab.trainer_python())
     shutil.copy(b / "curve.csv", a / "curve.csv")
     said = io.StringIO()
     with redirect_stderr(said):
@@ -373,6 +385,7 @@ def files_disagree(lab: Lab) -> dict:
                 rows=len(runs), said=named[:1], set_aside=[p.parent.name for p in aside])
 
 
+@on_small_trainer(step_s=0.05)
 def unpublished_kept(lab: Lab) -> dict:
     """The runner killed after its trainer finished and before it published: the next run of the point keeps
     that folder under attempts/ rather than deleting it."""
@@ -388,8 +401,8 @@ def unpublished_kept(lab: Lab) -> dict:
                 partial = folder
         time.sleep(0.2)
     os.kill(job.pid, signal.SIGKILL)
-    job.communicate()
-    runner.run_point(point(iterations=10), lab.digits, out, python=lab.python)
+    job.communicate(timeout=60)
+    runner.run_point(point(iterations=10), lab.digits, out, python=lab.trainer_python())
     kept = [f for f in (out / records.ATTEMPTS).glob("*-unpublished")]
     finished = bool(kept) and any(e["e"] == "status" and e["status"] == "ok"
                                   for e in runner.read_events(kept[0] / "events.jsonl"))
@@ -400,7 +413,8 @@ def unpublished_kept(lab: Lab) -> dict:
 
 def env_damaged(lab: Lab) -> dict:
     """The framework's interpreter gone, or its environment without the framework: a failure of the machine,
-    kept as an attempt, nothing published before the last attempt."""
+    kept as an attempt, nothing published before the last attempt. On PyTorch: what is damaged is its
+    environment (this Python lacks torch)."""
     gone = runner.run_point(point(iterations=10), lab.digits, lab.out("envgone"),
                             python=str(lab.root / "no-such-env" / "bin" / "python"), final_attempt=False)
     bare = runner.run_point(point(iterations=10), lab.digits, lab.out("envbare"), python=sys.executable,
@@ -416,9 +430,10 @@ def _killed_while_training(lab: Lab, out: Path, attempt: int, retries: int) -> N
     job = _job(lab, point(iterations=100000), out, "--attempt", str(attempt), "--retries", str(retries))
     _wait_for_training(out)
     job.kill()  # the runner; its trainer dies with it (PR_SET_PDEATHSIG)
-    job.communicate()
+    job.communicate(timeout=60)
 
 
+@on_small_trainer()
 def job_died(lab: Lab) -> dict:
     """The whole job SIGKILLed under a point (its node dying: no record, no status, only the attempt's mark):
     twice of three attempts, then the last allowed attempt publishes `node_lost` without training; on the last
@@ -484,15 +499,17 @@ def config_hazards(lab: Lab) -> dict:
 PAYLOAD = "</script><script>document.title='injected'</script><img src=x onerror=alert(1)>"
 
 
+@on_small_trainer()
 def markup_in_reason(lab: Lab) -> dict:
     """A failure reason holding `</script>` and HTML: the chart pages keep it inside their data (escaped), and
     findings.md shows it as text."""
     from dlbench import charts, findings
 
     out = lab.out("markup")
-    record = runner.run_point(point(iterations=100000), lab.digits, out, python=lab.python, time_limit_s=8)
+    record = runner.run_point(point(iterations=100000), lab.digits, out, python=lab.trainer_python(),
+                              time_limit_s=3)
     ok = lab.out("markup-ok")
-    runner.run_point(point(iterations=20), lab.digits, ok, python=lab.python)
+    runner.run_point(point(iterations=20), lab.digits, ok, python=lab.trainer_python())
     record = {**records.read(out / records.RESULT), "reason": PAYLOAD}
     (out / records.RESULT).write_text(json.dumps(record))
     runs, curves, samples = results.collect([out / records.RESULT, ok / records.RESULT])
