@@ -36,15 +36,15 @@ def test_a_killed_trainer_is_recorded_as_killed(lab):
     r = row["record"]
     assert r["status"] == "killed" and "SIGKILL" in r["reason"]
     assert not row["data_lost"]
-    # Killed mid-training: its record keeps how far it got. The phases before training ended (their times are in
-    # the record), training had started (the events kept beside the record), and the iterations done are the last
-    # the trainer reported (none yet, where the kill came before its first report: 0).
+    # Killed mid-training, after its first report of a step: its record keeps how far it got. The phases before
+    # training ended (their times are in the record), training had started and not ended (the events kept beside
+    # the record), and the iterations done are the last the trainer reported.
     events = runner.read_events(lab.out("killed") / "events.jsonl")
     names = [(e["e"], e.get("name")) for e in events]
     assert ("phase_start", "train") in names and ("phase_end", "train") not in names, names[-5:]
     assert r["data_load_time_s"] > 0 and r["build_time_s"] > 0
     steps = [e["iteration"] for e in events if e["e"] == "step"]
-    assert r["iterations_done"] == (steps[-1] if steps else 0) < 100000
+    assert steps and 0 < r["iterations_done"] == steps[-1] < 100000, (steps[-3:], r["iterations_done"])
 
 
 @pytest.mark.slow

@@ -156,9 +156,9 @@ def trainer_killed(lab: Lab) -> dict:
     worker = threading.Thread(target=lambda: result.update(runner.run_point(p, lab.digits, out,
                                                                             python=lab.trainer_python())))
     worker.start()
-    trainer = _wait_for_training(out)
+    trainer = _wait_for_training(out, reported_a_step=True)  # mid-training, with progress to keep
     os.kill(trainer, signal.SIGKILL)
-    worker.join()
+    worker.join(timeout=600)
     return _row("trainer killed by a signal", "SIGKILL to the trainer mid-training", result["status"] == "killed",
                 not _record_is_whole(out), status=result["status"], reason=result["reason"], record=result)
 
@@ -174,13 +174,14 @@ def _trainers_in(folder: Path) -> list[psutil.Process]:
             and str(folder) in " ".join(p.info["cmdline"] or [])]
 
 
-def _wait_for_training(out: Path, timeout: float = 300) -> int:
-    """The trainer's pid, once it has started its training phase."""
+def _wait_for_training(out: Path, timeout: float = 300, reported_a_step: bool = False) -> int:
+    """The trainer's pid, once it has started its training phase (and, with reported_a_step, reported a step)."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         for partial in out.parent.glob(f".{out.name}.partial-*"):
             events = runner.read_events(partial / "events.jsonl")
-            if any(e["e"] == "phase_start" and e["name"] == "train" for e in events):
+            if any(e["e"] == "step" if reported_a_step else (e["e"] == "phase_start" and e["name"] == "train")
+                   for e in events):
                 for proc in psutil.process_iter(["pid", "cmdline"]):
                     cmd = proc.info["cmdline"] or []
                     if _is_trainer(cmd) and str(partial / "point.json") in cmd:
