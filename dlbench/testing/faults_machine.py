@@ -499,20 +499,17 @@ def config_hazards(lab: Lab) -> dict:
 PAYLOAD = "</script><script>document.title='injected'</script><img src=x onerror=alert(1)>"
 
 
-@on_small_trainer()
 def markup_in_reason(lab: Lab) -> dict:
     """A failure reason holding `</script>` and HTML: the chart pages keep it inside their data (escaped), and
-    findings.md shows it as text."""
+    findings.md shows it as text. On hand-made records (dlbench.testing.study): escaping is what is tested, so
+    nothing is trained for it."""
     from dlbench import charts, findings
+    from dlbench.testing import study
 
-    out = lab.out("markup")
-    record = runner.run_point(point(iterations=100000), lab.digits, out, python=lab.trainer_python(),
-                              time_limit_s=3)
-    ok = lab.out("markup-ok")
-    runner.run_point(point(iterations=20), lab.digits, ok, python=lab.trainer_python())
-    record = {**records.read(out / records.RESULT), "reason": PAYLOAD}
-    (out / records.RESULT).write_text(json.dumps(record))
-    runs, curves, samples = results.collect([out / records.RESULT, ok / records.RESULT])
+    runs = study.make_runs()
+    failed = runs.index[runs["status"] != "ok"]
+    runs.loc[failed, "reason"] = PAYLOAD
+    curves, samples = study.make_curves(runs), study.make_samples(runs)
     pages = lab.root / "markup-charts"
     raw, escaped = [], 0
     for name in ("accuracy_by_framework", "status_by_framework", "train_time_vs_batch_size"):
@@ -521,9 +518,10 @@ def markup_in_reason(lab: Lab) -> dict:
         raw += [name] if "<script>document.title" in html or "<img src=x" in html else []
         escaped += html.count("\\u003c/script\\u003e")
     table = findings.md_table(findings.failures(runs), {"status": "status", "example_reason": "reason"})
-    return _row("markup in a failure reason", "reason set to </script><script>...; three chart pages and the "
-                "findings' failure table", not raw and escaped > 0 and "&lt;/script&gt;" in table
-                and "</script>" not in table, False, raw_in_pages=raw, escaped_copies=escaped)
+    return _row("markup in a failure reason", "reason set to </script><script>... in hand-made failed records; "
+                "three chart pages and the findings' failure table", not raw and escaped > 0
+                and "&lt;/script&gt;" in table and "</script>" not in table, False, raw_in_pages=raw,
+                escaped_copies=escaped, failure_table=table)
 
 
 SCENARIOS = [lock_timeout_retried, job_suspended, mtime_stepped, realtime_signal, harmless_oom_line,
