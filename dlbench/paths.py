@@ -23,6 +23,16 @@ REPORT = WORKFLOW / "report"
 PUBLISHED_CSV = PACKAGE / "reference" / "gtdlbench_results.csv"
 
 
+def as_workflow_input(path: str | os.PathLike) -> str:
+    """A file of the checkout named as a workflow input: relative to the working directory where it lies inside it
+    (the study run in its checkout), else as it is (--directory elsewhere). Snakemake records each input by the path
+    it was given, so an absolute one would make a moved or copied checkout run every job that reads it again."""
+    try:
+        return str(Path(path).relative_to(os.getcwd()))
+    except ValueError:
+        return str(path)
+
+
 def cache_root() -> Path:
     """Where framework environments and compile caches are kept, shared by every clone: $DLBENCH_CACHE."""
     return Path(os.environ.get("DLBENCH_CACHE") or Path.home() / ".cache" / "dlbench").expanduser()

@@ -31,6 +31,7 @@ from dlbench import config as dlconfig
 from dlbench.codedigest import adapter_digest
 from dlbench.datasets.catalog import INFO as DATASETS
 from dlbench.frameworks import caffe_data, registry
+from dlbench.paths import as_workflow_input
 
 # The site environments the main process probed, as JSON, for its jobs' own Snakemake (see the module's doc).
 SITE_ENVS_VAR = "DLBENCH_SITE_ENVS"
@@ -351,7 +352,7 @@ class Study:
         return self.cfg["data_test_copy"].get(wildcards.dataset, "")
 
     def env_pins(self, wildcards) -> str:
-        return str(envs.pins_file(wildcards.env))
+        return as_workflow_input(envs.pins_file(wildcards.env))  # a moved checkout rebuilds and reruns nothing
 
     def env_recipe_key(self, wildcards) -> str:
         """A digest of the pins and build recipe: a changed recipe is a new environment (one a dry run has not

@@ -92,6 +92,8 @@ def test_tiny_study_gives_parquet_and_charts(workflow_copy):
 
 @pytest.mark.slow
 def test_a_finished_run_has_nothing_to_do(workflow_copy):
+    """workflow_copy is the session's run copied to another folder: a moved checkout has nothing to do either (the
+    inputs Snakemake records are relative to the working directory, dlbench.paths.as_workflow_input)."""
     assert planned_jobs(workflow_copy) == []
 
 

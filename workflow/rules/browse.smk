@@ -43,6 +43,6 @@ rule partial:
         membership=MEMBERSHIP,
         tuning=TUNING,
         peak="results/machine/peak.json",
-        published=str(PUBLISHED_CSV),
+        published=as_workflow_input(PUBLISHED_CSV),
     script:
         "../scripts/partial.py"

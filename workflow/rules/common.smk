@@ -17,7 +17,7 @@ if _OWN:
     sys.path.insert(0, _ROOT)
 from dlbench import chartlist, wiring  # noqa: E402
 from dlbench.codedigest import caffe_data_digest  # noqa: E402
-from dlbench.paths import PUBLISHED_CSV  # noqa: E402
+from dlbench.paths import PUBLISHED_CSV, as_workflow_input  # noqa: E402
 
 if _OWN:
     wiring.own_package(_ROOT)

@@ -8,7 +8,7 @@ rule charts:
         runs="results/runs.parquet",
         curves="results/curves.parquet",
         samples="results/samples.parquet",
-        published=str(PUBLISHED_CSV),
+        published=as_workflow_input(PUBLISHED_CSV),
     output:
         [
             (
@@ -36,7 +36,7 @@ rule findings:
     input:
         runs="results/runs.parquet",
         curves="results/curves.parquet",
-        published=str(PUBLISHED_CSV),
+        published=as_workflow_input(PUBLISHED_CSV),
     output:
         report(
             "results/findings.md",
