@@ -1,14 +1,8 @@
-"""Shared fixtures: the prepared digits, the framework environments, one-point training; and the tiers' rules.
-
-Two tiers: the CI tier (every test not marked `long`: `bash scripts/test.sh`) and the long tier
-(`bash scripts/test.sh --long`). Under CI (CI=true) a test that would skip because something the tier needs is
-missing (SLURM, Chromium, root, a framework environment, a dataset) fails instead: a green CI then means every test
-ran. Only a test marked `gpu` still skips there, with its reason.
-"""
+"""Shared fixtures: the prepared digits, the framework environments, one-point training, the session's tiny study.
+The tiers' rules (markers, time limits, no skip in CI) are the plugin dlbench.testing.tiers."""
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import pytest
@@ -18,46 +12,7 @@ from dlbench.datasets import prepare
 from dlbench.sweep import one_point, point_id
 from dlbench.testing.sandbox import copy_run, copy_workflow, snakemake, tiny_study
 
-IN_CI = os.environ.get("CI") == "true"
-
-
-def pytest_configure(config):
-    config.addinivalue_line("markers", "slow: trains real models or runs the whole workflow (minutes)")
-    config.addinivalue_line("markers", "long: the long tier (scripts/test.sh --long), not run by CI")
-    config.addinivalue_line("markers", "gpu: needs an NVIDIA GPU (the one kind of test that may skip in CI)")
-    config.addinivalue_line("markers", "slurm: needs the test SLURM cluster (cluster/slurm-up.sh)")
-
-
-# Time limits beyond pyproject.toml's 600 s (pytest-timeout, setup and call together): the first test to ask for
-# the session's tiny study trains it; a long test may run a whole fault scenario or study.
-TINY_RUN_TIMEOUT_S = 1200
-LONG_TIMEOUT_S = 1800
-
-
-def pytest_collection_modifyitems(config, items):
-    """A long test is also slow (`-m "not slow"` keeps the quick tests of either tier); time limits by what a test
-    sets up, unless it names its own."""
-    for item in items:
-        long = item.get_closest_marker("long") is not None
-        if long and item.get_closest_marker("slow") is None:
-            item.add_marker(pytest.mark.slow)
-        if item.get_closest_marker("timeout") is None:
-            if long:
-                item.add_marker(pytest.mark.timeout(LONG_TIMEOUT_S))
-            elif "tiny_run" in getattr(item, "fixturenames", ()):
-                item.add_marker(pytest.mark.timeout(TINY_RUN_TIMEOUT_S))
-
-
-@pytest.hookimpl(wrapper=True)
-def pytest_runtest_makereport(item, call):
-    """In CI, a skip is a failure unless the test needs a GPU: what the tier needs must be there."""
-    report = yield
-    if IN_CI and report.skipped and not hasattr(report, "wasxfail") and item.get_closest_marker("gpu") is None:
-        reason = report.longrepr[2] if isinstance(report.longrepr, tuple) else str(report.longrepr)
-        report.outcome = "failed"
-        report.longrepr = (f"{item.nodeid} would skip in CI ({reason}); CI must provide what it needs "
-                           "(scripts/setup.sh --tests, cluster/slurm-up.sh, root)")
-    return report
+pytest_plugins = ["dlbench.testing.tiers"]
 
 
 @pytest.fixture(scope="session")
