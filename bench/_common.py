@@ -20,6 +20,7 @@ from dlbench import envs, hostload, machine
 from dlbench.datasets import prepare
 from dlbench.frameworks import registry
 from dlbench.paths import ROOT
+from dlbench.testing.sandbox import environment
 
 REPO = ROOT  # the checkout the benchmarks measure
 WORK = Path(os.environ.get("DLBENCH_BENCH_DIR", "/tmp/dlbench-bench"))
@@ -150,16 +151,8 @@ def env_ready(framework: str) -> bool:
 @contextlib.contextmanager
 def trainer_env(extra: dict[str, str]):
     """Variables for the trainers started inside the block (runner.trainer_env starts from os.environ)."""
-    saved = {k: os.environ.get(k) for k in extra}
-    os.environ.update(extra)
-    try:
+    with environment(extra):
         yield
-    finally:
-        for k, v in saved.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
 
 
 def median(values) -> float:

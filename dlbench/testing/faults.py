@@ -49,18 +49,9 @@ def small_trainer(step_s: float = STEP_S, allocate_mb_per_s: float = 0.0):
     """Within the block, the points this process starts, and those of the jobs and Snakemake runs it starts
     (they inherit its environment), run the small trainer (runner.TRAINER_VARIABLE), each step lasting step_s
     and allocating allocate_mb_per_s (dlbench.testing.small_trainer)."""
-    settings = {runner.TRAINER_VARIABLE: SMALL_TRAINER, small.STEP_S: f"{step_s:g}",
-                small.ALLOCATE_MB_PER_S: f"{allocate_mb_per_s:g}"}
-    saved = {key: os.environ.get(key) for key in settings}
-    os.environ.update(settings)
-    try:
+    with sandbox.environment({runner.TRAINER_VARIABLE: SMALL_TRAINER, small.STEP_S: f"{step_s:g}",
+                              small.ALLOCATE_MB_PER_S: f"{allocate_mb_per_s:g}"}):
         yield
-    finally:
-        for key, value in saved.items():
-            if value is None:
-                os.environ.pop(key, None)
-            else:
-                os.environ[key] = value
 
 
 def on_small_trainer(step_s: float = STEP_S, allocate_mb_per_s: float = 0.0):

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+import os
 import shutil
 import subprocess
 import sys
@@ -15,6 +17,21 @@ from dlbench.paths import ROOT as REPO
 # default study, the pins and the profiles.
 WORKFLOW_FILES = ["workflow", "dlbench", "config", "envs", "profiles"]
 TINY_CONFIG = REPO / ".test" / "config" / "config.yaml"  # the small study the workflow tests run
+
+
+@contextlib.contextmanager
+def environment(settings: dict[str, str]):
+    """os.environ with `settings` inside the block, as it was after it: what this process starts inherits them."""
+    saved = {key: os.environ.get(key) for key in settings}
+    os.environ.update(settings)
+    try:
+        yield
+    finally:
+        for key, value in saved.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
 
 
 def tiny_study() -> dict:
