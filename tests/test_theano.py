@@ -229,8 +229,11 @@ def test_two_theano_points_at_once_share_the_compile_cache(train):
     # Shared, not raced: no module compiled twice (the second trainer found what the first compiled, or waited for
     # it), nothing lost from before, and what they compiled is all a point of this network needs: a third point
     # after them compiles nothing.
+    # (Theano can keep one source in several folders of a cache that earlier points filled, under other keys: only
+    # what these two compiled is counted.)
     after = compiled_modules(cache)
-    assert after and max(after.values()) == 1, [n for n in after.values() if n > 1]
+    added = after - before
+    assert after and all(n == 1 for n in added.values()), [n for n in added.values() if n > 1]
     assert not before - after
     third = train("theano", "caffe", iterations=5, threads=1, learning_rate=0.03)
     assert third["status"] == "ok", third.get("log_tail")
