@@ -3,6 +3,7 @@
     python -m dlbench.cli prepare DATASET --out DIR [--local PATH]
     python -m dlbench.cli train --point JSON --dataset-dir DIR --env ENV_JSON --out DIR
     python -m dlbench.cli validate CONFIG.yaml
+    python -m dlbench.cli evidence [--scale 0.05] [--cores 2]   docs/reproduction.md's tables (dlbench.evidence)
 
 Each function returns an exit status: 0, or 2 after one line on stderr naming the problem and the fix;
 `train` also 75 (dlbench.outcomes.EXIT_RETRY) where the machine failed the point and it is to run again.
@@ -145,7 +146,13 @@ def main(argv: list[str] | None = None) -> int:
                    help="reruns allowed: a failure of the machine before the last attempt exits 75, publishing nothing")
     v = sub.add_parser("validate", help="check a config file")
     v.add_argument("config")
+    from dlbench.evidence import command as evidence
+
+    evidence.add_arguments(sub.add_parser("evidence", help="run config/evidence.yaml and write docs/reproduction.md's "
+                                          "evidence tables"))
     args = parser.parse_args(argv)
+    if args.cmd == "evidence":
+        return evidence.run(args)
     if args.cmd == "prepare":
         return prepare(args.dataset, args.out, args.local, args.downloads, args.test_copy)
     if args.cmd == "train":

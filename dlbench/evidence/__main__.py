@@ -1,0 +1,5 @@
+import sys
+
+from dlbench.evidence.command import main
+
+sys.exit(main())
