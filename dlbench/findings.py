@@ -45,7 +45,7 @@ from dlbench.tables import (
     points,
 )
 from dlbench.tuning import tuning_table
-from dlbench.verdicts import UNITS, answered, leader_text, state, value
+from dlbench.verdicts import UNITS, answered, headline, judgement_text, leader_text, state, value
 
 LISTED = 20  # sweeps worded one by one in a section (the rest counted)
 EXAMPLES = 3  # settings worded in full per framework (the rest are in the chart)
@@ -199,12 +199,12 @@ def _config_name(r) -> str:
     return f"{r.framework} {r.compile}, {r.precision}"
 
 
-def modern_section(runs: pd.DataFrame, curves: pd.DataFrame | None) -> list[str]:
+def modern_section(runs: pd.DataFrame, curves: pd.DataFrame | None, margins: stats.Margins | None = None) -> list[str]:
     """Which framework, compiled or not, in which precision, is fastest to a target accuracy on this machine; what
     compiling and bfloat16 each bought per framework, and what they cost in accuracy. runs: tables.points."""
     out = ["## Compiled or not, and in which precision", ""]
     fast = fastest_configurations(runs, curves)
-    speed = {axis: axis_speedups(runs, axis) for axis in AXIS_PAIRS}
+    speed = {axis: axis_speedups(runs, axis, margins) for axis in AXIS_PAIRS}
     if fast.empty and all(t.empty for t in speed.values()):
         return out + ["Not tested in this run: no framework ran both eager and compiled, or both fp32 and bf16, "
                       "with its other settings the same (sweep `compile` and `precision`, as config/modern.yaml "
@@ -275,16 +275,21 @@ def _contended_line(df: pd.DataFrame, contended: int) -> str:
             "left out of every mean, interval, test and verdict below; the charts mark them.")
 
 
-def _leaders_section(runs: pd.DataFrame, published: pd.DataFrame | None) -> list[str]:
+def _leaders_section(runs: pd.DataFrame, published: pd.DataFrame | None, margins: stats.Margins) -> list[str]:
     out = ["## Fastest and most accurate framework", "",
-           "Per dataset and device, among each framework's own defaults and among the frameworks that ran one "
-           "preset: the leader, its mean [95 % interval], and whether a named test tells it from the runner-up "
-           "(paired by setting and seed where both ran the same ones, else Welch's t; Holm over the rivals).", ""]
-    for metric, what in (("train_time_s", "fastest"), ("accuracy_pct", "most accurate")):
-        table = framework_leaders(runs, metric)
+           "Per dataset and device, among each framework's own defaults (its default point: no swept value; the "
+           "frameworks matched on threads and library) and among the frameworks that ran one preset: the leader, "
+           "its mean [95 % interval], and what a named test tells of it against each rival (paired by setting "
+           "and seed where both ran the same ones, else Welch's t; Holm over the rivals): better, equivalent "
+           f"within the margin ({margins.time_pct:g} % of time, {margins.accuracy_pp:g} "
+           "points of accuracy; two one-sided tests), inconclusive (with the smallest difference the data could "
+           "have detected), or not testable (fewer than three runs a side, or no spread).", ""]
+    for metric in ("train_time_s", "accuracy_pct"):
+        table = framework_leaders(runs, metric, margins)
         for r in table.itertuples():
-            out.append(f"- **{r.dataset}/{r.device}, {r.comparison}: {what} {r.leader}** ({state(r.result)}). "
-                       + leader_text(r.result, metric))
+            where = f"{r.dataset}/{r.device}" + ("" if r.comparison == "own defaults" else f", {r.comparison}")
+            where += ", own defaults" if r.comparison == "own defaults" else ""
+            out.append(f"- {headline(r.result, metric, where)}. {leader_text(r.result, metric)}")
     if len(out) == 4:
         out.append("No dataset and device where two frameworks ran ok with the same defaults.")
     vs = leaders_vs_published(runs, published)
@@ -299,26 +304,31 @@ def _leaders_section(runs: pd.DataFrame, published: pd.DataFrame | None) -> list
     return out
 
 
-def _framework_effect_section(runs: pd.DataFrame) -> list[str]:
+def _framework_effect_section(runs: pd.DataFrame, margins: stats.Margins) -> list[str]:
     out = ["## Does the framework matter? (the same network, data and settings)", ""]
-    effect = framework_effect(runs)
+    effect = framework_effect(runs, margins=margins)
     if effect.empty:
         return out + ["Not tested in this run: no whole preset ran on two or more frameworks with three or more "
                       "seeds each (cross_apply: preset, repeats: 3).", ""]
     out += ["Where several frameworks trained the same network on the same data with the same settings, three "
-            "or more seeds each: the one-way ANOVA of the frameworks' means, and Friedman's test with the seed as "
-            "block where every framework ran the same seeds.", ""]
+            "or more seeds each: the test the design calls for (the seed as block where every framework ran the "
+            "same seeds: Friedman's test, or the paired t for two; else the one-way ANOVA, or Welch's t), and "
+            "equivalence where every two frameworks lie within the margin (two one-sided tests each).", ""]
+    words = {"differ": "the frameworks differ", "equivalent": "the frameworks are equivalent within the margin",
+             "inconclusive": "inconclusive", "untestable": "not testable"}
     for r in effect.itertuples():
         unit = UNITS[r.metric]
         means = "; ".join(f"{fw} {value(d, unit)}" for fw, d in r.means.items())
-        if not math.isfinite(r.anova_p):
-            verdict = "not testable"
-        else:
-            verdict = ("the frameworks differ" if r.anova_p < stats.ALPHA
-                       else "no difference between the frameworks that the data can tell")
         what = "test accuracy" if r.metric == "accuracy_pct" else "training time"
-        out.append(f"- {r.dataset}/{r.device}, {r.settings}, {what}: {means}. {r.anova.text()}; "
-                   f"{r.friedman.text()}: {verdict}.")
+        shown = [r.test] + [t for t in (r.anova, r.friedman) if t is not r.test and t.name != r.test.name]
+        tests = "; ".join(t.text() for t in shown)
+        detail = ""
+        if r.verdict == "inconclusive":
+            detail = f" (the closest two: {judgement_text(r.closest, unit.strip() and unit)})"
+        elif r.verdict == "equivalent":
+            detail = f" ({r.closest.tost_text(unit)}, the widest pair)"
+        out.append(f"- {r.dataset}/{r.device}, {r.settings}, {what}: {means}. {tests}: **{words[r.verdict]}**"
+                   f"{detail}.")
     return out + [""]
 
 
@@ -346,7 +356,9 @@ def _repeats_section(runs: pd.DataFrame) -> list[str]:
     return out + [""]
 
 
-def render(runs: pd.DataFrame, curves: pd.DataFrame | None = None, published: pd.DataFrame | None = None) -> str:
+def render(runs: pd.DataFrame, curves: pd.DataFrame | None = None, published: pd.DataFrame | None = None,
+           margins: stats.Margins | None = None) -> str:
+    margins = margins or stats.Margins()
     # The points once, handed to every table (each one's own points() is then a copy, not a recomputation).
     df = points(runs)
     n_ok = int((df["status"] == "ok").sum())
@@ -362,22 +374,24 @@ def render(runs: pd.DataFrame, curves: pd.DataFrame | None = None, published: pd
                else "") + ". Means are over ok points, each with its 95 % Student-t interval [low, high] and n; "
             "failed points are counted apart; times are this machine's.", "",
             _contended_line(df, contended), ""]
-    out += _leaders_section(df, published)
-    out += _framework_effect_section(df)
+    out += _leaders_section(df, published, margins)
+    out += _framework_effect_section(df, margins)
     out += _repeats_section(df)
 
     out += ["## Best batch size and learning rate per framework", "",
             "By mean test accuracy of ok points, per framework and fixed other settings, where two or more values "
             "ran; the best against the runner-up by a named test (Holm over the values tried).", ""]
     for param, name in (("batch_size", "batch size"), ("learning_rate", "learning rate")):
-        best = best_values(df, param)
+        best = best_values(df, param, margins)
         out += [f"Best {name}:", ""]
         if best.empty:
             out += [f"Not swept in this run (one {name} per framework).", ""]
             continue
         counts = best["state"].value_counts()
-        out += [f"{len(best)} sweeps: the best told apart from the runner-up in {int(counts.get('distinct', 0))}, "
-                f"tied (within noise) in {int(counts.get('tied', 0))}, single runs in {int(counts.get('single', 0))}"
+        out += [f"{len(best)} sweeps: the best told apart from every other value in "
+                f"{int(counts.get('distinct', 0))}, equivalent within the margin to one or more in "
+                f"{int(counts.get('equivalent', 0))}, inconclusive in {int(counts.get('inconclusive', 0))}, not "
+                f"testable in {int(counts.get('untestable', 0))}"
                 + (f"; the first {LISTED} of them:" if len(best) > LISTED else ":"), ""]
         out += [f"- {r.framework} on {r.dataset}/{r.device} ({r.settings}; tried {r.tried}): best {name} "
                 f"{getattr(r, param):g}, {state(r.result)}. {leader_text(r.result, 'accuracy_pct')}"
@@ -387,8 +401,8 @@ def render(runs: pd.DataFrame, curves: pd.DataFrame | None = None, published: pd
     out += _tuning_section(df)
 
     out += ["## Are a framework's own defaults best for it?", ""]
-    ovc = own_vs_cross(df)
-    ovc = ovc.assign(test_text=[t.text() for t in ovc["test"]])
+    ovc = own_vs_cross(df, margins)
+    ovc = ovc.assign(test_text=[judgement_text(t, " points") for t in ovc["test"]])
     out += [md_table(ovc, {"framework": "framework", "dataset": "dataset", "device": "device",
                            "reading": "applied as", "own_accuracy_pct": "own defaults: accuracy (%)",
                            "best_cross": "best other defaults", "best_cross_accuracy_pct": "their accuracy (%)",
@@ -408,12 +422,13 @@ def render(runs: pd.DataFrame, curves: pd.DataFrame | None = None, published: pd
             if not cross.empty else "Not tested: every framework ran with one preset only.", ""]
 
     out += ["## Do one framework's best settings carry over to another?", ""]
-    carry = carry_over(df)
-    out += [f"The preset that served framework A best, applied to framework B, against B's best; it carries over "
-            f"when B loses at most {NEAR_BEST_PP:g} points with it, and falls short when it loses more and B's two "
-            "presets are told apart by the test (else tied, or a single run).", "",
+    carry = carry_over(df, margins)
+    out += [f"The preset that served framework A best, applied to framework B, against B's best: it carries over "
+            f"where B's accuracy with it is equivalent to B's best within {margins.accuracy_pp:g} points (two "
+            "one-sided tests) or is B's best itself, and falls short where B's best is told better (else "
+            "inconclusive, or not testable below three runs a side).", "",
             md_table(carry.assign(reading=carry["reading"].map(READINGS),
-                                  test_text=[t.text() for t in carry["test"]]),
+                                  test_text=[judgement_text(t, " points") for t in carry["test"]]),
                      {"dataset": "dataset", "device": "device", "reading": "applied as",
                       "from_framework": "A", "best_preset": "A's best preset", "to_framework": "B",
                       "accuracy_with_pct": "B with it (%)", "to_best_preset": "B's best preset",
@@ -421,7 +436,7 @@ def render(runs: pd.DataFrame, curves: pd.DataFrame | None = None, published: pd
                       "told": "as far as the data can tell", "test_text": "test"})
             if not carry.empty else "Not tested: no two frameworks each ran two or more frameworks' presets.", ""]
 
-    out += modern_section(df, curves)
+    out += modern_section(df, curves, margins)
     out += compare.version_section(runs)  # the records as they are: it sets two result sets side by side
 
     out += ["## Failed points", ""]
@@ -440,10 +455,15 @@ def render(runs: pd.DataFrame, curves: pd.DataFrame | None = None, published: pd
         out += ["Not compared: no ok point with the frameworks' own defaults on a dataset of the published "
                 "table's shape and size (MNIST, or Fashion-MNIST standing in for it; CIFAR-10) and device.", ""]
     else:
-        out += ["Own-defaults points only, like with like: fashion_mnist stands in for MNIST (its shape and size) "
-                "beside the published MNIST row; the embedded digits are never set beside published figures.", "",
+        fp64 = sorted(set(ratios.loc[ratios["precision"] == "fp64", "framework"]))
+        out += ["Each framework's default point, like with like: fashion_mnist stands in for MNIST (its shape and "
+                "size) beside the published MNIST row; the embedded digits are never set beside published figures. "
+                "Each in the precision the study's scripts ran it where this run has it (Theano in float64, its "
+                "floatX default; Torch7's CIFAR-10 script in double)"
+                + (f": {', '.join(fp64)} here in float64" if fp64 else ": none ran in float64 here, so every row is "
+                   "float32") + ".", "",
                 md_table(ratios, {"dataset": "dataset", "published_dataset": "published", "framework": "framework",
-                                  "device": "device", "train_time_s": "train time (s)",
+                                  "device": "device", "precision": "precision", "train_time_s": "train time (s)",
                                   "published_train_time_s": "published (s)", "train_time_ratio": "ratio",
                                   "accuracy_pct": "accuracy (%)", "published_accuracy_pct": "published (%)",
                                   "accuracy_diff_pp": "difference (points)"}), ""]
@@ -454,10 +474,12 @@ def render(runs: pd.DataFrame, curves: pd.DataFrame | None = None, published: pd
                                "cpu_over_gpu": "speed-up", "published_cpu_over_gpu": "published speed-up"}), ""]
 
     out += ["## The study's observations", ""]
-    verdicts = observations(df, curves, published)
+    verdicts = observations(df, curves, published, margins)
     told = sum(answered(v.verdict) for v in verdicts.values())
-    out += [f"Answered (agrees, disagrees or tied within noise) for {told} of {len(OBSERVATIONS)} observations; an "
-            "observation agrees or disagrees only where a named test tells the frameworks or settings apart.", ""]
+    out += [f"Answered (agrees, disagrees or equivalent within the margin) for {told} of {len(OBSERVATIONS)} "
+            "observations; an observation agrees or disagrees only where a named test tells the frameworks or "
+            "settings apart, and is equivalent only where two one-sided tests place them within the margin; "
+            "inconclusive and not testable are no answer.", ""]
     for obs in OBSERVATIONS:
         v = verdicts[obs.key]
         out.append(f"- ({obs.key}) {obs.text} **{v.verdict}**" + (f". {v.evidence}" if v.evidence else ""))
@@ -475,13 +497,14 @@ def render(runs: pd.DataFrame, curves: pd.DataFrame | None = None, published: pd
     return "\n".join(out)
 
 
-def write_findings(runs_df, curves_df, path, published_csv=None) -> str:
-    """Write the findings as Markdown to `path` (atomically); runs/curves: DataFrames or Parquet paths."""
+def write_findings(runs_df, curves_df, path, published_csv=None, margins: stats.Margins | None = None) -> str:
+    """Write the findings as Markdown to `path` (atomically); runs/curves: DataFrames or Parquet paths; `margins`:
+    the equivalence margins (config `verdicts`)."""
     runs = _frame(runs_df)
     curves = _frame(curves_df)
     pub_path = Path(published_csv) if published_csv else PUBLISHED_CSV
     published = pd.read_csv(pub_path) if pub_path.exists() else None
-    text = render(runs, curves, published)
+    text = render(runs, curves, published, margins)
     with atomic.atomic_path(path, suffix=".md") as tmp:
         tmp.chmod(0o644)
         tmp.write_text(text)

@@ -1,6 +1,7 @@
-"""The published study's observations, each tested on this run: agrees, disagrees, tied (within noise), a
-single run (no interval), or not tested (and why). An observation counts as agreeing or disagreeing only where
-the data can tell: the leaders and differences are tested (dlbench.summary, dlbench.stats), not read off means.
+"""The published study's observations, each tested on this run: agrees, disagrees, equivalent within the margin,
+inconclusive, not testable (fewer than three runs a side, or no spread) or not tested (and why). An observation
+counts as answered only where the data can tell: the leaders and differences are tested (dlbench.summary,
+dlbench.stats), not read off means; an observation that pools several sweeps corrects their tests (Holm).
 """
 
 from __future__ import annotations
@@ -33,9 +34,19 @@ from dlbench.tables import (
     ok_points,
     points,
     settings_label,
-    told,
 )
-from dlbench.verdicts import AGREES, DISAGREES, SINGLE, TIED, claim, combine, leader_text, not_tested, value
+from dlbench.verdicts import (
+    AGREES,
+    DISAGREES,
+    INCONCLUSIVE,
+    claim,
+    combine,
+    judgement_text,
+    leader_text,
+    not_tested,
+    untestable,
+    value,
+)
 
 MNIST_LIKE = catalog.members("mnist")  # the datasets the MNIST observations are tested on, MNIST first
 CIFAR_LIKE = catalog.members("cifar10")
@@ -44,14 +55,15 @@ EXAMPLES = 6  # sweeps worded in full in an observation's evidence (the rest cou
 
 @dataclass(frozen=True)
 class Verdict:
-    verdict: str  # agrees, disagrees, tied (within noise), single run: no interval, or not tested in this run (why)
+    verdict: str  # agrees, disagrees, equivalent within the margin, inconclusive, not testable or not tested (why)
     evidence: str = ""
 
 
-def _own_claim(runs: pd.DataFrame, metric: str, claimed: str, cpu_only: bool) -> Verdict:
+def _own_claim(runs: pd.DataFrame, metric: str, claimed: str, cpu_only: bool,
+               margins: stats.Margins | None = None) -> Verdict:
     """`claimed` leads on `metric` among the frameworks' own defaults, on the first MNIST-like dataset where it
     ran beside another framework (tested: summary.framework_leaders)."""
-    table = framework_leaders(runs, metric)
+    table = framework_leaders(runs, metric, margins)
     table = table[(table["comparison"] == "own defaults") & table["dataset"].isin(MNIST_LIKE)]
     if cpu_only:
         table = table[table["device"] == "cpu"]
@@ -70,18 +82,18 @@ def _own_claim(runs: pd.DataFrame, metric: str, claimed: str, cpu_only: bool) ->
                    f"{what} (mean [95 % interval]): {leader_text(row['result'], metric)}")
 
 
-def observe_caffe_fastest_on_cpu(runs: pd.DataFrame) -> Verdict:
-    return _own_claim(runs, "train_time_s", "caffe", cpu_only=True)
+def observe_caffe_fastest_on_cpu(runs: pd.DataFrame, margins: stats.Margins | None = None) -> Verdict:
+    return _own_claim(runs, "train_time_s", "caffe", cpu_only=True, margins=margins)
 
 
-def observe_tensorflow_most_accurate(runs: pd.DataFrame) -> Verdict:
-    return _own_claim(runs, "accuracy_pct", "tensorflow", cpu_only=False)
+def observe_tensorflow_most_accurate(runs: pd.DataFrame, margins: stats.Margins | None = None) -> Verdict:
+    return _own_claim(runs, "accuracy_pct", "tensorflow", cpu_only=False, margins=margins)
 
 
-def observe_gpu_faster(runs: pd.DataFrame) -> Verdict:
+def observe_gpu_faster(runs: pd.DataFrame, margins: stats.Margins | None = None) -> Verdict:
     """Per framework and dataset, CPU against GPU training time over the settings both ran (published.device_pairs:
     the ratio's interval and test). Agrees when the GPU is told faster everywhere; disagrees where the CPU is told
-    faster; else tied, or single runs."""
+    faster; else inconclusive, or not testable."""
     pairs = device_pairs(runs, "train_time_s", own_only=False)
     if pairs.empty:
         if not (points(runs)["device"] == "gpu").any():
@@ -97,15 +109,16 @@ def observe_gpu_faster(runs: pd.DataFrame) -> Verdict:
     return Verdict(combine(states), evidence)
 
 
-def observe_best_does_not_carry_over(runs: pd.DataFrame) -> Verdict:
+def observe_best_does_not_carry_over(runs: pd.DataFrame, margins: stats.Margins | None = None) -> Verdict:
     """The study's claim: the best settings of one framework often do not work as well for another.
 
-    Tested per pair: the preset that served A best, applied to B, against B's best (summary.carry_over); it
-    falls short when B loses more than NEAR_BEST_PP points with it and B's two presets are told apart (the test
-    in the table). Agrees when more than half of the pairs fall short, disagrees when more than half carry over,
-    else tied; under the study's reading (settings only) where it ran, else the whole preset.
+    Tested per pair: the preset that served A best, applied to B, against B's best (summary.carry_over): it
+    falls short where B's best is told better, carries over where the two are equivalent within the accuracy
+    margin (two one-sided tests). Agrees when more than half of the pairs fall short, disagrees when more than
+    half carry over, else inconclusive; under the study's reading (settings only) where it ran, else the whole
+    preset.
     """
-    table = carry_over(runs)
+    table = carry_over(runs, margins)
     if table.empty:
         return Verdict(not_tested("no two frameworks each ran at least two frameworks' presets, among them "
                                   "the one that served the other best"))
@@ -115,12 +128,14 @@ def observe_best_does_not_carry_over(runs: pd.DataFrame) -> Verdict:
     short, carries = int(counts.get("falls short", 0)), int(counts.get("carries over", 0))
     what = (f"under the {READINGS[reading]} reading" + (" (the study's)" if reading == "settings" else
                                                          " (not the study's reading: settings only did not run)"))
-    evidence = (f"{what}, the preset that served framework A best, applied to framework B, fell more than "
-                f"{NEAR_BEST_PP:g} points short of B's best, told apart, in {short} of {len(pairs)} pairs, carried "
-                f"over in {carries}, and could not be told in {len(pairs) - short - carries}: " + "; ".join(
+    margin = (margins or stats.Margins()).text("accuracy_pct")
+    evidence = (f"{what}, the preset that served framework A best, applied to framework B, fell short of B's "
+                f"best, told apart, in {short} of {len(pairs)} pairs, carried over (equivalent within {margin}, "
+                f"or B's best itself) in {carries}, and could not be told in {len(pairs) - short - carries}: "
+                + "; ".join(
                     f"{r.from_framework}'s best ({r.best_preset}'s) on {r.to_framework} ({r.dataset}/{r.device}): "
                     f"{r.accuracy_with_pct:.2f}% vs its best ({r.to_best_preset}'s) {r.to_best_pct:.2f}%: {r.told}"
-                    + (f" ({r.test.text()})" if r.told in ("falls short", "tied") else "")
+                    + (f" ({judgement_text(r.test, ' points')})" if r.best_preset != r.to_best_preset else "")
                     for r in pairs.itertuples()))
     other = table[table["reading"] != reading]
     if not other.empty:
@@ -130,9 +145,9 @@ def observe_best_does_not_carry_over(runs: pd.DataFrame) -> Verdict:
         return Verdict(AGREES, evidence)
     if carries * 2 > len(pairs):
         return Verdict(DISAGREES, evidence)
-    if (pairs["told"] == "single").all():
-        return Verdict(SINGLE, evidence)
-    return Verdict(TIED, evidence)
+    if (pairs["told"] == stats.UNTESTABLE).all():
+        return Verdict(untestable("fewer than three runs, or no spread, on a side of every pair"), evidence)
+    return Verdict(INCONCLUSIVE, evidence)
 
 
 def _published_leaders_text(column: str, largest: bool) -> str:
@@ -154,7 +169,8 @@ def _published_leaders_text(column: str, largest: bool) -> str:
     return "; ".join(parts)
 
 
-def _leaders_verdict(runs: pd.DataFrame, published: pd.DataFrame | None, what: str) -> Verdict:
+def _leaders_verdict(runs: pd.DataFrame, published: pd.DataFrame | None, what: str,
+                     margins: stats.Margins | None = None) -> Verdict:
     """Per dataset and device: is the published leader (among the same frameworks) the leader here, told apart?
     Digits are compared by order only: no published figure is set beside them."""
     if published is None or published.empty:
@@ -164,7 +180,7 @@ def _leaders_verdict(runs: pd.DataFrame, published: pd.DataFrame | None, what: s
         return Verdict(not_tested("no dataset and device with ok own-defaults points of two or more frameworks of "
                                   "the published table"))
     metric = "train_time_s" if what == "fastest" else "accuracy_pct"
-    tested = framework_leaders(runs, metric)
+    tested = framework_leaders(runs, metric, margins)
     tested = tested[tested["comparison"] == "own defaults"].set_index(["dataset", "device"])
     states, rows = [], []
     for r in table.itertuples():
@@ -185,12 +201,14 @@ def _leaders_verdict(runs: pd.DataFrame, published: pd.DataFrame | None, what: s
     return Verdict(combine(states), "own defaults, ok points, mean [95 % interval]: " + "; ".join(rows))
 
 
-def observe_fastest_per_dataset_device(runs: pd.DataFrame, published: pd.DataFrame | None = None) -> Verdict:
-    return _leaders_verdict(runs, published, "fastest")
+def observe_fastest_per_dataset_device(runs: pd.DataFrame, published: pd.DataFrame | None = None,
+                                       margins: stats.Margins | None = None) -> Verdict:
+    return _leaders_verdict(runs, published, "fastest", margins)
 
 
-def observe_most_accurate_per_dataset_device(runs: pd.DataFrame, published: pd.DataFrame | None = None) -> Verdict:
-    return _leaders_verdict(runs, published, "most_accurate")
+def observe_most_accurate_per_dataset_device(runs: pd.DataFrame, published: pd.DataFrame | None = None,
+                                             margins: stats.Margins | None = None) -> Verdict:
+    return _leaders_verdict(runs, published, "most_accurate", margins)
 
 
 def _published_speedups_text() -> str:
@@ -213,17 +231,18 @@ def _speedup_pairs(g: pd.DataFrame) -> list[tuple[str, str, str]]:
     adjusted = stats.holm([r.test.p for r in results])
     out = []
     for (a, b), r, p in zip(pairs, results, adjusted):
-        if "fewer than two" in r.test.why:
-            state = SINGLE
+        if r.test.why or any(len(v) < stats.MIN_RUNS for _, v in rows.at[a, "parts"] + rows.at[b, "parts"]):
+            state = untestable(r.test.why or f"fewer than {stats.MIN_RUNS} runs on a side")
         elif p < stats.ALPHA:
             state = AGREES if r.estimate > 0 else DISAGREES
         else:
-            state = TIED
+            state = INCONCLUSIVE
         out.append((a, b, state))
     return out
 
 
-def observe_gpu_speedup_order(runs: pd.DataFrame, published: pd.DataFrame | None = None) -> Verdict:
+def observe_gpu_speedup_order(runs: pd.DataFrame, published: pd.DataFrame | None = None,
+                              margins: stats.Margins | None = None) -> Verdict:
     """The frameworks rank by GPU speed-up of training (CPU time / GPU time, own defaults) as published.
 
     The ratios themselves depend on the CPU and the GPU (the study's: a 4-core Xeon E5-1620 and a GTX 1080
@@ -253,7 +272,8 @@ def observe_gpu_speedup_order(runs: pd.DataFrame, published: pd.DataFrame | None
                    "settings [95 % interval]): " + "; ".join(words))
 
 
-def observe_tensorflow_cifar_testing(runs: pd.DataFrame, published: pd.DataFrame | None = None) -> Verdict:
+def observe_tensorflow_cifar_testing(runs: pd.DataFrame, published: pd.DataFrame | None = None,
+                                     margins: stats.Margins | None = None) -> Verdict:
     """TensorFlow tests CIFAR-10 more slowly on GPU than on CPU (published: 5.76 s against 2.69 s): told by the
     test of the CPU / GPU ratio of test time (published.device_pairs)."""
     pairs = device_pairs(runs, "test_time_s")
@@ -287,56 +307,67 @@ def _sweeps(runs: pd.DataFrame, param: str) -> list[tuple[str, str, str, pd.Data
             for _, g in df.groupby("key", sort=True)]
 
 
-def _ends(g: pd.DataFrame, param: str, metric: str):
-    """The smallest and the largest value of `param`: their runs' {seed: metric}, and the test between them."""
+def _ends(g: pd.DataFrame, param: str, metric: str, margins: stats.Margins | None):
+    """The smallest and the largest value of `param`: their runs' {seed: metric}, and the judgement of the largest
+    against the smallest (stats.judge on the metric's scale and margin; its `direction` says larger or smaller)."""
     values = setting_values(g, metric, param)
     low, high = min(values), max(values)
-    change, test = stats.difference(values[high], values[low])
-    return values[low], values[high], change, test
+    return values[low], values[high], stats.judge_metric(values[high], values[low], metric, margins)
 
 
-def observe_batch_size(runs: pd.DataFrame) -> Verdict:
+def _holm(judgements: list[stats.Judgement]) -> list[stats.Judgement]:
+    """The judgements of the sweeps an observation pools, each read at its Holm-corrected p: one of many sweeps
+    told apart by chance is not evidence."""
+    return [j.reread(p) for j, p in zip(judgements, stats.holm([j.p for j in judgements]))]
+
+
+def observe_batch_size(runs: pd.DataFrame, margins: stats.Margins | None = None) -> Verdict:
     """Larger batches train faster and can lower accuracy at a fixed number of epochs: per sweep, the largest
-    batch against the smallest (paired by seed, or Welch's t). Agrees when the largest is told faster in more
-    than half of the sweeps and told less accurate in one or more; disagrees when it is told slower in more than
-    half, or faster but never told less accurate while told more accurate in every sweep; else tied."""
+    batch against the smallest (paired by seed, or Welch's t), Holm-corrected over the sweeps (time and accuracy
+    apart). Agrees when the largest is told faster in more than half of the sweeps and told less accurate in one
+    or more; disagrees when it is told slower in more than half, or faster but told more accurate in every sweep;
+    not testable when no sweep could be tested; else inconclusive."""
     df = points(runs)
     groups = _sweeps(df[df["length_unit"] == "epochs"], "batch_size")
     if not groups:
         if _sweeps(df, "batch_size"):
             return Verdict(not_tested("batch sizes were swept at a fixed number of iterations, not epochs"))
         return Verdict(not_tested("no batch-size sweep at a fixed number of epochs with ok points"))
-    time_change, acc_change, words = [], [], []
-    for fw, settings, dataset, g in groups:
-        t0, t1, tc, tt = _ends(g, "batch_size", "train_time_s")
-        a0, a1, ac, at = _ends(g, "batch_size", "accuracy_pct")
-        time_change.append(tc)
-        acc_change.append(ac)
+    ends = [(_ends(g, "batch_size", "train_time_s", margins), _ends(g, "batch_size", "accuracy_pct", margins))
+            for *_, g in groups]
+    times = _holm([t[2] for t, _ in ends])
+    accs = _holm([a[2] for _, a in ends])
+    words = []
+    for (fw, settings, dataset, g), ((t0, t1, _), (a0, a1, _)), tj, aj in zip(groups, ends, times, accs):
         b0, b1 = g["batch_size"].min(), g["batch_size"].max()
         words.append(f"{fw} on {dataset} ({settings}): batch {b0:g} -> {b1:g}: time "
-                     f"{value(stats.describe(t0.values()), ' s')} -> {value(stats.describe(t1.values()), ' s')} "
-                     f"({_change(tc, 'shorter', 'longer')}; {tt.text()}), accuracy "
-                     f"{value(stats.describe(a0.values()), '%')} -> {value(stats.describe(a1.values()), '%')} "
-                     f"({_change(ac, 'higher', 'lower')}; {at.text()})")
+                     f"{value(stats.describe(t0.values(), scale='log'), ' s')} -> "
+                     f"{value(stats.describe(t1.values(), scale='log'), ' s')} "
+                     f"({_change(tj, 'shorter', 'longer')}; {judgement_text(tj, ' s', 'Holm')}), accuracy "
+                     f"{value(stats.describe(a0.values(), scale='logit%'), '%')} -> "
+                     f"{value(stats.describe(a1.values(), scale='logit%'), '%')} "
+                     f"({_change(aj, 'higher', 'lower')}; {judgement_text(aj, ' points', 'Holm')})")
     n = len(groups)
+    time_change, acc_change = [j.direction for j in times], [j.direction for j in accs]
     faster, slower = time_change.count("smaller"), time_change.count("larger")
     lower, higher = acc_change.count("smaller"), acc_change.count("larger")
-    summary = (f"the largest batch against the smallest, told apart by the test: faster in {faster} of {n} sweeps "
-               f"(slower in {slower}), less accurate in {lower} (more accurate in {higher}); the rest within noise or "
-               f"single runs. " + (f"The first {EXAMPLES} of the sweeps: " if n > EXAMPLES else ""))
-    if time_change.count("single") == n:
-        verdict = SINGLE
+    summary = (f"the largest batch against the smallest, told apart by the test (Holm over the {n} sweeps): faster "
+               f"in {faster} of {n} sweeps (slower in {slower}), less accurate in {lower} (more accurate in "
+               f"{higher}); the rest equivalent, inconclusive or not testable. "
+               + (f"The first {EXAMPLES} of the sweeps: " if n > EXAMPLES else ""))
+    if time_change.count(stats.UNTESTABLE) == n:
+        verdict = untestable(times[0].why)
     elif faster * 2 > n and lower:
         verdict = AGREES
     elif slower * 2 > n or (faster * 2 > n and higher == n):
         verdict = DISAGREES
     else:
-        verdict = TIED
+        verdict = INCONCLUSIVE
     return Verdict(verdict, summary + "; ".join(words[:EXAMPLES]))
 
 
-def _change(change: str, smaller: str, larger: str) -> str:
-    return {"smaller": smaller, "larger": larger, "tied": TIED, "single": SINGLE}[change]
+def _change(j: stats.Judgement, smaller: str, larger: str) -> str:
+    return {"smaller": smaller, "larger": larger}.get(j.direction, j.direction)
 
 
 SATURATES, KEEPS_GAINING = "saturates", "keeps gaining"
@@ -345,53 +376,79 @@ SATURATES, KEEPS_GAINING = "saturates", "keeps gaining"
 def _slope_change(lengths, values) -> tuple[str, stats.Contrast]:
     """Does accuracy gain less per unit of length in the last step than in the first? `values`: each length's
     accuracies (one per seed). The first step's slope minus the last step's, tested by Welch's t of that
-    contrast of means: SATURATES or KEEPS_GAINING where the test tells, else TIED, or SINGLE."""
+    contrast of means (its p read by the caller, corrected over the settings an observation pools)."""
     first, last = lengths[1] - lengths[0], lengths[-1] - lengths[-2]
     parts = [(1 / first, values[1]), (-1 / first, values[0]), (-1 / last, values[-1]), (1 / last, values[-2])]
     if len(lengths) == 3:  # the middle length is in both steps: one group, weights summed
         parts = [(1 / first + 1 / last, values[1]), (-1 / first, values[0]), (-1 / last, values[2])]
     result = stats.contrast(parts)
-    return told(result, SATURATES, KEEPS_GAINING), result
+    if not result.test.why and any(len(stats._clean(v)) < stats.MIN_RUNS for _, v in parts):
+        result = stats.Contrast(result.estimate, result.low, result.high,
+                                stats.Test(result.test.name, why=f"fewer than {stats.MIN_RUNS} runs at a length"))
+    return result
+
+
+def _saturation(results: list[stats.Contrast]) -> list[str]:
+    """Each slope contrast's word, Holm-corrected over the settings an observation pools: SATURATES or
+    KEEPS_GAINING where told, else inconclusive or not testable."""
+    adjusted = stats.holm([r.test.p for r in results])
+    out = []
+    for r, p in zip(results, adjusted):
+        if r.test.why:
+            out.append(stats.UNTESTABLE)
+        elif p < stats.ALPHA:
+            out.append(SATURATES if r.estimate > 0 else KEEPS_GAINING)
+        else:
+            out.append(stats.INCONCLUSIVE)
+    return out
 
 
 def _length_verdict(grows: list[str], saturation: list[str]) -> str:
     """Agrees when time is told longer in more than half the sweeps and accuracy told to saturate in more than
     half; disagrees when time is told shorter in more than half, or accuracy told to keep gaining in more than
-    half; single when nothing could be tested; else tied."""
-    if all(g == "single" for g in grows) and all(x == SINGLE for x in saturation):  # stats.difference's "single"
-        return SINGLE
+    half; not testable when nothing could be tested; else inconclusive."""
+    if all(g == stats.UNTESTABLE for g in grows) and all(x == stats.UNTESTABLE for x in saturation):
+        return untestable("fewer than three runs, or no spread, at every length")
     longer, shorter = grows.count("larger"), grows.count("smaller")
     sat, gaining = saturation.count(SATURATES), saturation.count(KEEPS_GAINING)
     if (grows and shorter * 2 > len(grows)) or (saturation and gaining * 2 > len(saturation)):
         return DISAGREES
     if (not grows or longer * 2 > len(grows)) and saturation and sat * 2 > len(saturation):
         return AGREES
-    return TIED
+    return INCONCLUSIVE
 
 
-def observe_length(runs: pd.DataFrame, curves: pd.DataFrame | None = None) -> Verdict:
+def observe_length(runs: pd.DataFrame, curves: pd.DataFrame | None = None,
+                   margins: stats.Margins | None = None) -> Verdict:
     """Training time grows with the length of training while accuracy saturates. Per length sweep: the longest
     against the shortest training time (paired by seed, or Welch's t), and the first step's accuracy gain per
-    unit of length against the last step's (_slope_change). Without a length sweep, the same slope test on the
-    learning curves of each setting, its seeds the repeats."""
+    unit of length against the last step's (_slope_change), each Holm-corrected over the sweeps. Without a length
+    sweep, the same slope test on the learning curves of each setting, its seeds the repeats."""
     df = points(runs)
     groups = _sweeps(df, "length")
     if groups:
-        grows, saturation, words = [], [], []
-        for fw, settings, dataset, g in groups:
-            t0, t1, change, test = _ends(g, "length", "train_time_s")
-            grows.append(change)
+        times = _holm([_ends(g, "length", "train_time_s", margins)[2] for *_, g in groups])
+        grows = [j.direction for j in times]
+        slopes, texts = [], []
+        for (fw, settings, dataset, g), tj in zip(groups, times):
+            t0, t1, _ = _ends(g, "length", "train_time_s", margins)
             acc = setting_values(g, "accuracy_pct", "length")
             lengths = sorted(acc)
-            text = (f"{fw} on {dataset} ({settings}): time {value(stats.describe(t0.values()), ' s')} -> "
-                    f"{value(stats.describe(t1.values()), ' s')} ({_change(change, 'shorter', 'longer')}; "
-                    f"{test.text()})")
-            if len(lengths) >= 3:
-                state, result = _slope_change(lengths, [list(acc[n].values()) for n in lengths])
-                saturation.append(state)
-                text += ("; accuracy " + ", ".join(f"{n:g}: {value(stats.describe(acc[n].values()), '%')}"
-                                                    for n in lengths) + f", first step's gain per unit minus the "
-                         f"last's {result.estimate:+.3g} points ({result.test.text()}): {state}")
+            texts.append(f"{fw} on {dataset} ({settings}): time {value(stats.describe(t0.values(), scale='log'), ' s')}"
+                         f" -> {value(stats.describe(t1.values(), scale='log'), ' s')} "
+                         f"({_change(tj, 'shorter', 'longer')}; {judgement_text(tj, ' s', 'Holm')})")
+            slopes.append((lengths, acc, _slope_change(lengths, [list(acc[n].values()) for n in lengths]))
+                          if len(lengths) >= 3 else None)
+        saturation = _saturation([x[2] for x in slopes if x])
+        states = iter(saturation)
+        words = []
+        for text, slope in zip(texts, slopes):
+            if slope:
+                lengths, acc, result = slope
+                text += ("; accuracy " + ", ".join(
+                    f"{n:g}: {value(stats.describe(acc[n].values(), scale='logit%'), '%')}" for n in lengths)
+                    + f", first step's gain per unit minus the last's {result.estimate:+.3g} points "
+                    f"({result.test.text()}, Holm over the sweeps): {next(states)}")
             words.append(text)
         if not saturation:
             return Verdict(not_tested(f"lengths swept with only two values (time longer, told apart, in "
@@ -410,7 +467,7 @@ def observe_length(runs: pd.DataFrame, curves: pd.DataFrame | None = None) -> Ve
     tests = curves[(curves["kind"] == "test") & curves["accuracy"].notna() & curves["run_id"].isin(set(ok["run_id"]))]
     tests = tests[["run_id", "iteration", "accuracy"]].drop_duplicates(["run_id", "iteration"]).merge(
         ok[["run_id", "key", "framework", "settings"]], on="run_id")  # the curves' own columns left behind
-    saturation, words = [], []
+    results, words = [], []
     for _, g in tests.groupby("key", sort=True):
         per_run = g.groupby("run_id")["iteration"].agg(set)
         common = sorted(set.intersection(*per_run))  # the checkpoints every seed of the setting was tested at
@@ -418,11 +475,12 @@ def observe_length(runs: pd.DataFrame, curves: pd.DataFrame | None = None) -> Ve
             continue
         picked = common[:2] + common[-2:] if len(common) > 3 else common
         values = [list(g.loc[g["iteration"] == i, "accuracy"] * 100) for i in picked]
-        state, result = _slope_change([float(i) for i in picked], values)
-        saturation.append(state)
+        result = _slope_change([float(i) for i in picked], values)
+        results.append(result)
         words.append(f"{g['framework'].iloc[0]} ({g['settings'].iloc[0]}, {len(per_run)} run(s)): first step's "
-                     f"gain per iteration minus the last's {result.estimate:+.3g} points ({result.test.text()}): "
-                     f"{state}")
+                     f"gain per iteration minus the last's {result.estimate:+.3g} points ({result.test.text()})")
+    saturation = _saturation(results)
+    words = [f"{w}: {state}" for w, state in zip(words, saturation)]
     if not saturation:
         return Verdict(not_tested("no sweep over iterations/epochs, and no setting was tested 3+ times during "
                                   "training"))
@@ -468,18 +526,18 @@ _NEEDS_PUBLISHED = {"g", "h", "i", "j"}
 
 
 def observations(runs: pd.DataFrame, curves: pd.DataFrame | None = None,
-                 published: pd.DataFrame | None = None) -> dict[str, Verdict]:
+                 published: pd.DataFrame | None = None, margins: stats.Margins | None = None) -> dict[str, Verdict]:
     """Every observation's verdict; `published`: the published table (read from the package when None)."""
     if published is None and PUBLISHED_CSV.exists():
         published = read_published()
     out = {}
     for obs in OBSERVATIONS:
         if obs.key in _NEEDS_CURVES:
-            out[obs.key] = obs.check(runs, curves)
+            out[obs.key] = obs.check(runs, curves, margins=margins)
         elif obs.key in _NEEDS_PUBLISHED:
-            out[obs.key] = obs.check(runs, published)
+            out[obs.key] = obs.check(runs, published, margins=margins)
         else:
-            out[obs.key] = obs.check(runs)
+            out[obs.key] = obs.check(runs, margins=margins)
     return out
 
 

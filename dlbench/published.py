@@ -18,9 +18,8 @@ from dlbench import stats
 from dlbench.datasets import catalog
 from dlbench.frameworks import registry
 from dlbench.paths import PUBLISHED_CSV
-from dlbench.tables import TIE, group_key, ok_points, points
+from dlbench.tables import TIE, default_points, group_key, ok_points, points
 from dlbench.tables import told as tables_told
-from dlbench.verdicts import SINGLE
 
 # The published table names frameworks its own way (Torch for PyTorch).
 PUBLISHED_FRAMEWORK = {f.name: f.published_as for f in registry.FRAMEWORKS.values() if f.published_as}
@@ -55,20 +54,20 @@ def read_published(path: str | Path | None = None) -> pd.DataFrame:
 def published_ratios(runs: pd.DataFrame, published: pd.DataFrame) -> pd.DataFrame:
     """This run's figures next to the study's published ones, per dataset x framework x device.
 
-    Own-preset ok points only (the study ran each framework with its own defaults).
-    train_time_ratio = this run's mean train time / published train time (same for test
-    time); accuracy_diff_pp = this run's mean accuracy (%) - published accuracy (%).
+    Each framework's default point (tables.default_points), in the precision the study's scripts ran it where
+    this run has it (Theano, and Torch on CIFAR-10, in float64: `precision` says which).
+    train_time_ratio = this run's mean train time / published train time (same for test time); accuracy_diff_pp = this run's mean accuracy (%) - published accuracy (%).
     Fashion-MNIST is compared with the published MNIST row (a stand-in: MNIST's shape and size); digits
     are not (FAMILY).
     """
-    cols = ["dataset", "published_dataset", "framework", "device", "n", "train_time_s", "published_train_time_s",
+    cols = ["dataset", "published_dataset", "framework", "device", "precision", "n", "train_time_s",
+            "published_train_time_s",
             "train_time_ratio", "test_time_s", "published_test_time_s", "test_time_ratio", "accuracy_pct",
             "published_accuracy_pct", "accuracy_diff_pp"]
-    df = ok_points(points(runs), "train_time_s")
-    df = df[df["is_own"]]
+    df = _at_defaults(ok_points(points(runs), "train_time_s"))
     if df.empty or published is None or published.empty:
         return pd.DataFrame(columns=cols)
-    mine = df.groupby(["dataset", "framework", "device"], as_index=False).agg(
+    mine = df.groupby(["dataset", "framework", "device", "precision"], as_index=False).agg(
         n=("train_time_s", "size"), train_time_s=("train_time_s", "mean"), test_time_s=("test_time_s", "mean"),
         accuracy_pct=("accuracy_pct", "mean"))
     mine["published_dataset"] = mine["dataset"].map(FAMILY)
@@ -82,6 +81,20 @@ def published_ratios(runs: pd.DataFrame, published: pd.DataFrame) -> pd.DataFram
     both["test_time_ratio"] = both["test_time_s"] / both["published_test_time_s"]
     both["accuracy_diff_pp"] = both["accuracy_pct"] - both["published_accuracy_pct"]
     return both[cols].sort_values(["dataset", "device", "framework"], ignore_index=True)
+
+
+def _at_defaults(df: pd.DataFrame) -> pd.DataFrame:
+    """The default points set beside the published figures: in the study's precision where this run has it, and
+    the machine's knobs the most of them ran (one setting per framework: no thread count or library pooled)."""
+    df = default_points(df, precision="study")
+    if df.empty:
+        return df
+    knobs = ["threads", "interop_threads", "library"]
+    key = df[knobs].astype(object).where(df[knobs].notna(), "-").astype(str).agg("|".join, axis=1)
+    counts = key.groupby([df["framework"], df["dataset"], df["device"]]).value_counts()
+    best = counts.groupby(level=[0, 1, 2]).idxmax().map(lambda t: t[-1])
+    wanted = [best.get((f, d, v)) for f, d, v in zip(df["framework"], df["dataset"], df["device"])]
+    return df[key.to_numpy() == np.array(wanted, dtype=object)]
 
 
 def _top(values: pd.Series, *, largest: bool, tie: float) -> list[str]:
@@ -105,8 +118,8 @@ def leaders_vs_published(runs: pd.DataFrame, published: pd.DataFrame | None) -> 
             "published_fastest", "published_fastest_train_time_s", "fastest_agrees", "most_accurate",
             "most_accurate_pct", "published_most_accurate", "published_most_accurate_pct", "most_accurate_agrees",
             "figures_comparable"]
-    df = ok_points(points(runs), "train_time_s", "accuracy")
-    df = df[df["is_own"] & df["framework"].isin(PUBLISHED_FRAMEWORK)]
+    df = _at_defaults(ok_points(points(runs), "train_time_s", "accuracy"))
+    df = df[df["framework"].isin(PUBLISHED_FRAMEWORK)]
     if df.empty or published is None or published.empty:
         return pd.DataFrame(columns=cols)
     rows = []
@@ -142,20 +155,22 @@ GPU_FASTER, CPU_FASTER = "GPU faster", "CPU faster"
 def device_pairs(runs: pd.DataFrame, metric: str = "train_time_s", own_only: bool = True) -> pd.DataFrame:
     """Per framework and dataset: `metric` on CPU and on GPU over the same settings, their ratio, and how sure.
 
-    Only settings that ran ok on both devices count (threads, inter-op threads and library are CPU knobs, not
-    settings here). `cpu_over_gpu`: the geometric mean over those settings of CPU mean / GPU mean (> 1: the GPU
-    is faster), with its 95 % interval and test (stats.contrast of the log means); `told`: GPU_FASTER or
-    CPU_FASTER where the test tells them apart, else TIED, or SINGLE where a side ran once. `parts`: that
+    Only settings that ran ok on both devices count, matched on everything but the device (threads, library,
+    compile and precision included: a CPU's thread counts are settings, not repeats). `own_only`: each
+    framework's default point only. `cpu_over_gpu`: the geometric mean over the matched settings of CPU mean /
+    GPU mean (> 1: the GPU is faster), with its 95 % interval and test (stats.contrast of the log means, each
+    setting's runs its repeats); `told`: GPU_FASTER or CPU_FASTER where the test tells them apart, else
+    inconclusive, or not testable where a side has fewer than three runs or no spread. `parts`: that
     contrast's [(weight, values)], so two frameworks' speed-ups can be tested against each other.
     """
     cols = ["framework", "dataset", "cpu_s", "gpu_s", "cpu_over_gpu", "ratio_ci_low", "ratio_ci_high", "told",
             "test", "n_cpu", "n_gpu", "settings_compared", "parts"]
     df = ok_points(points(runs), metric, positive=True)
     if own_only:
-        df = df[df["is_own"]]
+        df = default_points(df)
     if df.empty or not (df["device"] == "gpu").any():
         return pd.DataFrame(columns=cols)
-    df = df.assign(key=group_key(df, {"device", "threads", "interop_threads", "library"}))
+    df = df.assign(key=group_key(df, {"device"}))
     rows = []
     for (framework, dataset), g in df.groupby(["framework", "dataset"]):
         values = g.groupby(["key", "device"])[metric].agg(list).unstack()
@@ -167,6 +182,9 @@ def device_pairs(runs: pd.DataFrame, metric: str = "train_time_s", own_only: boo
         k = len(matched)
         parts = [(1 / k, v) for v in matched["cpu"]] + [(-1 / k, v) for v in matched["gpu"]]
         result = stats.contrast(parts, log=True)
+        if any(len(v) < stats.MIN_RUNS for v in [*matched["cpu"], *matched["gpu"]]):
+            result = stats.Contrast(result.estimate, math.nan, math.nan,
+                                    stats.Test(result.test.name, why=f"fewer than {stats.MIN_RUNS} runs on a side"))
         told = tables_told(result, GPU_FASTER, CPU_FASTER)
         rows.append({"framework": framework, "dataset": dataset,
                      "cpu_s": float(np.mean([np.mean(v) for v in matched["cpu"]])),
@@ -179,9 +197,9 @@ def device_pairs(runs: pd.DataFrame, metric: str = "train_time_s", own_only: boo
 
 
 def ratio_text(r, unit: str = "x") -> str:
-    """"4.2x [3.9, 4.6]", or "4.2x (single run: no interval)": a device_pairs row's ratio in words."""
+    """"4.2x [3.9, 4.6]", or "4.2x (not testable: why)": a device_pairs row's ratio in words."""
     if math.isnan(r.ratio_ci_low):
-        return f"{r.cpu_over_gpu:.3g}{unit} ({SINGLE})"
+        return f"{r.cpu_over_gpu:.3g}{unit} ({stats.UNTESTABLE}: {r.test.why or 'no interval'})"
     return f"{r.cpu_over_gpu:.3g}{unit} [{r.ratio_ci_low:.3g}, {r.ratio_ci_high:.3g}]"
 
 

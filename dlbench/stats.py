@@ -5,13 +5,19 @@ interval and test dlbench states: the Student-t interval of a mean, Welch's t, t
 Holm's correction for many pairs, Welch's t of a contrast of means (a ratio, a change of slope), the
 one-way ANOVA and Friedman's test with the seed as block, the repeats a target half-width needs, and
 `leader`: which of several groups leads, and whether the data can tell it from the others.
+
+A verdict (`judge`, `leader`) ends as one of four words, each earned: one side better (its test's p, corrected
+where several were tested, below ALPHA), **equivalent** within a stated margin (two one-sided tests, TOST), or
+**inconclusive** (neither; with the smallest difference the data could have detected), and "not testable" where
+a side has fewer than MIN_RUNS runs or no run differs from another. Intervals respect their metric's scale
+(`scale_of`): times and ratios on the log scale, accuracies on the logit scale (never past 0 or 100 %).
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 from scipy import special
@@ -19,6 +25,47 @@ from scipy import stats as sps
 
 CONFIDENCE = 0.95  # every interval dlbench states
 ALPHA = 0.05  # a difference is told from noise when its (corrected) p is below this
+MIN_RUNS = 3  # fewer runs on a side, and a verdict is "not testable": two runs give one degree of freedom
+POWER = 0.80  # the power at which `detectable` sizes the smallest difference a test could have found
+
+BETTER, WORSE, EQUIVALENT, INCONCLUSIVE, UNTESTABLE = "better", "worse", "equivalent", "inconclusive", "not testable"
+
+
+@dataclass(frozen=True)
+class Margins:
+    """How close two means must be to be called equivalent (config `verdicts`): accuracy in points, times (and
+    every other positive metric, compared as a ratio) in per cent."""
+    accuracy_pp: float = 0.5
+    time_pct: float = 5.0
+
+    @classmethod
+    def from_config(cls, cfg: Mapping | None) -> Margins:
+        v = (cfg or {}).get("verdicts") or {}
+        return cls(float(v.get("accuracy_margin_pp", cls.accuracy_pp)), float(v.get("time_margin_pct", cls.time_pct)))
+
+    def for_metric(self, metric: str) -> tuple[float, bool]:
+        """(margin, log): the margin on the scale a difference of `metric` is tested on; `log`: a ratio, tested
+        as a difference of logarithms."""
+        if metric == "accuracy_pct":
+            return self.accuracy_pp, False
+        if metric == "accuracy":
+            return self.accuracy_pp / 100, False
+        return math.log1p(self.time_pct / 100), True
+
+    def text(self, metric: str) -> str:
+        return (f"{self.accuracy_pp:g} points" if metric.startswith("accuracy") else f"{self.time_pct:g} %")
+
+
+def scale_of(metric: str) -> str:
+    """The scale `metric`'s intervals are taken on: "logit" (a fraction in 0-1), "logit%" (a percentage),
+    "log" (a positive quantity: times, rates, memory) or "linear"."""
+    if metric == "accuracy":
+        return "logit"
+    if metric == "accuracy_pct":
+        return "logit%"
+    if metric.endswith(("_s", "_mb", "_img_s", "_gflops", "_w")) or metric in ("throughput_img_s", "achieved_gflops"):
+        return "log"
+    return "linear"
 
 
 def t_quantile(q, df):
@@ -46,25 +93,82 @@ def half_width(sd, n, confidence: float = CONFIDENCE):
     return float(out) if out.ndim == 0 else out
 
 
-def t_interval(values, confidence: float = CONFIDENCE) -> tuple[float, float, float]:
-    """(mean, low, high): the Student-t interval of the mean; low and high are NaN for fewer than two values."""
+def _to_scale(a: np.ndarray, scale: str) -> np.ndarray | None:
+    """The values on `scale` (None where they do not fit it: a non-positive value on the log scale)."""
+    if scale == "log":
+        return np.log(a) if (a > 0).all() else None
+    if scale in ("logit", "logit%"):
+        top = 100.0 if scale == "logit%" else 1.0
+        p = np.clip(a / top, 1e-6, 1 - 1e-6)  # an accuracy of exactly 0 or 100 % has no logit
+        return np.log(p / (1 - p))
+    return a
+
+
+def _from_scale(x, scale: str):
+    if scale == "log":
+        return np.exp(x)
+    if scale in ("logit", "logit%"):
+        return special.expit(x) * (100.0 if scale == "logit%" else 1.0)
+    return x
+
+
+def t_interval(values, confidence: float = CONFIDENCE, scale: str = "linear") -> tuple[float, float, float]:
+    """(mean, low, high): the arithmetic mean and the Student-t interval of the mean, taken on `scale` (scale_of)
+    and brought back, so that a time's interval stays positive and an accuracy's within 0-100 %; low and high
+    are NaN for fewer than two values, and the mean itself where no value differs."""
     a = _clean(values)
     if len(a) == 0:
         return math.nan, math.nan, math.nan
     mean = float(a.mean())
     if len(a) < 2:
         return mean, math.nan, math.nan
-    half = half_width(a.std(ddof=1), len(a), confidence)
-    return mean, mean - half, mean + half
+    x = _to_scale(a, scale)
+    if x is None:
+        x, scale = a, "linear"
+    sd = x.std(ddof=1)
+    if sd == 0:
+        return mean, mean, mean
+    half = half_width(sd, len(x), confidence)
+    low, high = _from_scale(x.mean() - half, scale), _from_scale(x.mean() + half, scale)
+    # the interval holds the mean it is printed beside (a log or logit interval is centred on another mean)
+    return mean, float(min(low, mean)), float(max(high, mean))
 
 
-def describe(values, confidence: float = CONFIDENCE) -> dict:
-    """n, mean, sd (n - 1), the t interval (ci_low, ci_high), its half-width, min and max of the finite values."""
+def scaled_intervals(values, keys, scale: str, confidence: float = CONFIDENCE):
+    """t_interval's (low, high) for each group of `values` (grouped by `keys`, a pandas grouper), vectorised:
+    a large study has tens of thousands of settings. Returns a DataFrame indexed by key: count, mean, std, min,
+    max (of the values themselves) and ci_low, ci_high (on `scale`; NaN below two values)."""
+    import pandas as pd  # the tables' type; the rest of this module works on plain arrays
+
+    v = pd.Series(np.asarray(values, dtype=float), index=getattr(values, "index", None))
+    agg = v.groupby(keys).agg(["count", "mean", "std", "min", "max"])
+    x = _to_scale(v.to_numpy(), scale) if scale != "linear" else v.to_numpy()
+    if x is None or not np.isfinite(x[np.isfinite(v.to_numpy())]).all():
+        x, scale = v.to_numpy(), "linear"
+    t = pd.Series(x, index=v.index).groupby(keys).agg(["mean", "std"])
+    half = half_width(t["std"].to_numpy(), agg["count"].to_numpy(), confidence)
+    with np.errstate(invalid="ignore", over="ignore"):
+        low = _from_scale(t["mean"].to_numpy() - half, scale)
+        high = _from_scale(t["mean"].to_numpy() + half, scale)
+    mean = agg["mean"].to_numpy()
+    flat = t["std"].to_numpy() == 0
+    agg["ci_low"] = np.where(flat, mean, np.fmin(low, mean))
+    agg["ci_high"] = np.where(flat, mean, np.fmax(high, mean))
+    agg.loc[agg["count"] < 2, ["ci_low", "ci_high"]] = np.nan
+    return agg
+
+
+def describe(values, confidence: float = CONFIDENCE, scale: str = "linear") -> dict:
+    """n, mean, sd (n - 1), the t interval (ci_low, ci_high; on `scale`), its half-width, min and max of the
+    finite values."""
     a = _clean(values)
-    mean, low, high = t_interval(a, confidence)
+    mean, low, high = t_interval(a, confidence, scale)
     return {"n": len(a), "mean": mean, "sd": float(a.std(ddof=1)) if len(a) >= 2 else math.nan,
             "ci_low": low, "ci_high": high, "half_width": (high - low) / 2 if len(a) >= 2 else math.nan,
             "min": float(a.min()) if len(a) else math.nan, "max": float(a.max()) if len(a) else math.nan}
+
+
+NO_SPREAD = "no spread: every run gave the same value"
 
 
 @dataclass(frozen=True)
@@ -102,9 +206,8 @@ def welch(a, b) -> Test:
     if len(x) < 2 or len(y) < 2:
         return Test(name, why="fewer than two runs on a side")
     vx, vy = x.var(ddof=1) / len(x), y.var(ddof=1) / len(y)
-    if vx + vy == 0:
-        same = float(x.mean() == y.mean())
-        return Test(name, 0.0 if same else math.copysign(math.inf, x.mean() - y.mean()), 1.0 if same else 0.0)
+    if vx + vy == 0:  # no spread to measure noise by: no test can say how sure a difference is
+        return Test(name, why=NO_SPREAD)
     t = (x.mean() - y.mean()) / math.sqrt(vx + vy)
     df = (vx + vy) ** 2 / (vx ** 2 / (len(x) - 1) + vy ** 2 / (len(y) - 1))
     return Test(name, float(t), float(2 * t_sf(abs(t), df)), float(df))
@@ -120,8 +223,7 @@ def paired(a, b) -> Test:
         return Test(name, why="fewer than two seeds in common")
     sd = d.std(ddof=1)
     if sd == 0:
-        same = float(d.mean() == 0)
-        return Test(name, 0.0 if same else math.copysign(math.inf, d.mean()), 1.0 if same else 0.0, len(d) - 1.0)
+        return Test(name, why=NO_SPREAD)
     t = d.mean() / (sd / math.sqrt(len(d)))
     return Test(name, float(t), float(2 * t_sf(abs(t), len(d) - 1)), len(d) - 1.0)
 
@@ -167,8 +269,7 @@ def contrast(parts: Sequence[tuple[float, Sequence[float]]], log: bool = False,
     shares = np.array([w * w * v.var(ddof=1) / len(v) / (m * m if log else 1.0) for (w, v), m in zip(groups, means)])
     var = float(shares.sum())
     if var == 0:
-        exact = Test(name, 0.0 if estimate == 0 else math.copysign(math.inf, estimate), float(estimate == 0))
-        return Contrast(estimate, estimate, estimate, exact)
+        return Contrast(estimate, estimate, estimate, Test(name, why=NO_SPREAD))
     df = var ** 2 / float(sum(s * s / (len(v) - 1) for s, (_, v) in zip(shares, groups)))
     t = estimate / math.sqrt(var)
     half = float(t_quantile(0.5 + confidence / 2, df)) * math.sqrt(var)
@@ -252,70 +353,214 @@ def repeats_for(sd: float, target: float, confidence: float = CONFIDENCE, most: 
 
 
 @dataclass(frozen=True)
+class Judgement:
+    """a against b: the difference a - b (`log`: log(a / b)) with its 95 % interval, the test, and the word it
+    earned (`word`): BETTER (a is better, by `larger_is_better`), WORSE, EQUIVALENT (within `margin`, by two
+    one-sided tests: `tost_p`), INCONCLUSIVE, or UNTESTABLE (`why`). `p`: the p the word is read from (a
+    corrected one where several were tested: `reread`); `detectable`: the smallest difference (same scale) the
+    test would have found with POWER."""
+    estimate: float
+    low: float
+    high: float
+    test: Test
+    p: float
+    tost_p: float
+    detectable: float
+    margin: float
+    log: bool
+    larger_is_better: bool = True
+    why: str = ""
+
+    @property
+    def word(self) -> str:
+        if self.why:
+            return UNTESTABLE
+        if np.isfinite(self.p) and self.p < ALPHA:
+            return BETTER if (self.estimate > 0) == self.larger_is_better else WORSE
+        if np.isfinite(self.tost_p) and self.tost_p < ALPHA:
+            return EQUIVALENT
+        return INCONCLUSIVE
+
+    @property
+    def direction(self) -> str:
+        """"larger" or "smaller" (a against b) where told apart, else the word."""
+        word = self.word
+        if word in (BETTER, WORSE):
+            return "larger" if self.estimate > 0 else "smaller"
+        return word
+
+    def reread(self, p: float) -> Judgement:
+        """The same comparison read at a corrected p (Holm's, Benjamini-Hochberg's)."""
+        return replace(self, p=p)
+
+    def size(self, unit: str = "", digits: int = 2) -> str:
+        """A difference of this judgement's scale in words: "1.4x" (a ratio) or "0.8 points"."""
+        return _size(self.detectable, self.log, unit, digits)
+
+    def tost_text(self, unit: str = "") -> str:
+        return f"TOST within +/-{_size(self.margin, self.log, unit, 3)}: {format_p(self.tost_p)}"
+
+
+def _size(x: float, log: bool, unit: str, digits: int) -> str:
+    if not np.isfinite(x):
+        return "n/a"
+    return f"{math.exp(x):.{digits}g}x" if log else f"{x:.{digits}g}{unit}"
+
+
+def untestable(why: str, log: bool = False, larger_is_better: bool = True, name: str = "") -> Judgement:
+    return Judgement(math.nan, math.nan, math.nan, Test(name or "no test", why=why), math.nan, math.nan, math.nan,
+                     math.nan, log, larger_is_better, why)
+
+
+def judge(a: Mapping, b: Mapping, margin: float = math.nan, log: bool = False, larger_is_better: bool = True,
+          confidence: float = CONFIDENCE) -> Judgement:
+    """a ({seed: value}) against b: paired by seed where both ran the same seeds (the paired t), else Welch's t;
+    `log`: on the logarithms (a ratio of means). Not testable below MIN_RUNS runs a side or with no spread;
+    else better or worse where the test tells them apart, equivalent where the difference lies within +/-
+    `margin` by two one-sided tests (each at ALPHA: the 90 % interval within the margin), else inconclusive."""
+    f = np.log if log else (lambda v: v)
+    a = {k: float(v) for k, v in a.items() if np.isfinite(v) and (v > 0 or not log)}
+    b = {k: float(v) for k, v in b.items() if np.isfinite(v) and (v > 0 or not log)}
+    suffix = " of log values" if log else ""
+    if not a or not b:
+        return untestable("no run on a side", log, larger_is_better, "t test" + suffix)
+    if min(len(a), len(b)) < MIN_RUNS:  # the difference is still stated; no test says how sure it is
+        x, y = f(np.array(list(a.values()))), f(np.array(list(b.values())))
+        return replace(untestable(f"fewer than {MIN_RUNS} runs on a side", log, larger_is_better,
+                                  "t test" + suffix), estimate=float(x.mean() - y.mean()))
+    if set(a) == set(b):
+        seeds = sorted(a, key=str)
+        x, y = f(np.array([a[k] for k in seeds])), f(np.array([b[k] for k in seeds]))
+        test = paired(x, y)
+        d = x - y
+        estimate, se, df = float(d.mean()), float(d.std(ddof=1) / math.sqrt(len(d))), len(d) - 1.0
+    else:
+        x, y = f(np.array(list(a.values()))), f(np.array(list(b.values())))
+        test = welch(x, y)
+        va, vb = x.var(ddof=1) / len(x), y.var(ddof=1) / len(y)
+        estimate, se = float(x.mean() - y.mean()), math.sqrt(va + vb)
+        df = (va + vb) ** 2 / (va ** 2 / (len(x) - 1) + vb ** 2 / (len(y) - 1)) if se > 0 else math.nan
+    test = replace(test, name=test.name + suffix)
+    if se <= 1e-12 * max(1.0, abs(estimate)):  # exact (to rounding), but no noise to judge it against
+        return replace(untestable(NO_SPREAD, log, larger_is_better, test.name), estimate=estimate, low=estimate,
+                       high=estimate)
+    half = float(t_quantile(0.5 + confidence / 2, df)) * se
+    tost = (max(float(t_sf((estimate + margin) / se, df)), float(t_sf((margin - estimate) / se, df)))
+            if np.isfinite(margin) else math.nan)
+    detectable = float(t_quantile(1 - ALPHA / 2, df) + t_quantile(POWER, df)) * se
+    return Judgement(estimate, estimate - half, estimate + half, test, test.p, tost, detectable,
+                     margin, log, larger_is_better)
+
+
+def judge_metric(a: Mapping, b: Mapping, metric: str, margins: Margins | None = None,
+                 larger_is_better: bool = True) -> Judgement:
+    """judge() on `metric`'s scale and margin (Margins.for_metric)."""
+    margin, log = (margins or Margins()).for_metric(metric)
+    return judge(a, b, margin, log, larger_is_better)
+
+
+@dataclass(frozen=True)
 class Rival:
-    """One group against the leader: its test (paired or Welch), the Holm-adjusted p over every rival."""
+    """One group against the leader: its judgement (paired or Welch; Holm-corrected over every rival)."""
     name: str
     mean: float
     n: int
-    test: Test
+    judgement: Judgement
     p_holm: float
 
     @property
+    def test(self) -> Test:
+        return self.judgement.test
+
+    @property
     def distinct(self) -> bool:
-        return np.isfinite(self.p_holm) and self.p_holm < ALPHA
+        return self.judgement.word == BETTER
+
+    @property
+    def equivalent(self) -> bool:
+        return self.judgement.word == EQUIVALENT
 
 
 @dataclass(frozen=True)
 class Leader:
     """Which group leads (highest mean, or lowest), each group's interval, and what the data can tell.
 
-    `state`: "distinct" (the leader is told from every other group), "tied" (one or more rivals cannot be
-    told from it: `tied_with`), "single" (a group has one run: no interval, no test), or "alone".
+    `state`: "distinct" (the leader is told better than every other group), "equivalent" (every other group
+    is told worse or equivalent within the margin, one or more equivalent), "inconclusive" (one or more rivals
+    neither), "untestable" (a group with fewer than MIN_RUNS runs, or no spread), or "alone".
     """
     name: str
     state: str
     intervals: dict = field(default_factory=dict)  # group -> describe()
     rivals: tuple = ()
+    margin_text: str = ""  # the equivalence margin, in words
 
     @property
-    def tied_with(self) -> list[str]:
-        return [r.name for r in self.rivals if not r.distinct]
+    def equivalent_to(self) -> list[str]:
+        return [r.name for r in self.rivals if r.equivalent]
+
+    @property
+    def undecided(self) -> list[str]:
+        return [r.name for r in self.rivals if not (r.distinct or r.equivalent)]
 
     @property
     def runner_up(self) -> Rival | None:
         return self.rivals[0] if self.rivals else None
 
 
-def leader(groups: Mapping[str, Mapping], larger_is_better: bool) -> Leader | None:
-    """The leading group of `groups` ({name: {seed: value}}), tested against each other group (compare), the p
-    values Holm-corrected over the rivals. Groups without a finite value are left out; None if none is left."""
+def leader(groups: Mapping[str, Mapping], larger_is_better: bool, metric: str | None = None,
+           margins: Margins | None = None) -> Leader | None:
+    """The leading group of `groups` ({name: {seed: value}}), judged against each other group (judge: paired by
+    seed where both ran the same seeds, else Welch's t; on `metric`'s scale and with its equivalence margin), the
+    p values Holm-corrected over the rivals. Groups without a finite value are left out; None if none is left."""
     clean = {g: {k: float(v) for k, v in vals.items() if np.isfinite(v)} for g, vals in groups.items()}
     clean = {g: v for g, v in clean.items() if v}
     if not clean:
         return None
-    intervals = {g: describe(v.values()) for g, v in clean.items()}
+    scale = scale_of(metric) if metric else "linear"
+    margin, log = (margins or Margins()).for_metric(metric) if metric else (math.nan, False)
+    intervals = {g: describe(v.values(), scale=scale) for g, v in clean.items()}
     sign = -1 if larger_is_better else 1
     order = sorted(clean, key=lambda g: (sign * intervals[g]["mean"], g))
     top = order[0]
+    margin_text = (margins or Margins()).text(metric) if metric else ""
     if len(order) == 1:
-        return Leader(top, "alone", intervals)
-    tests = [compare(clean[top], clean[g]) for g in order[1:]]
-    adjusted = holm([t.p for t in tests])
-    rivals = tuple(Rival(g, intervals[g]["mean"], intervals[g]["n"], t, p)
-                   for g, t, p in zip(order[1:], tests, adjusted))
-    if any(intervals[g]["n"] < 2 for g in order):
-        state = "single"
+        return Leader(top, "alone", intervals, margin_text=margin_text)
+    judged = [judge(clean[top], clean[g], margin, log, larger_is_better) for g in order[1:]]
+    adjusted = holm([j.p for j in judged])
+    rivals = tuple(Rival(g, intervals[g]["mean"], intervals[g]["n"], j.reread(p), p)
+                   for g, j, p in zip(order[1:], judged, adjusted))
+    words = {r.judgement.word for r in rivals}
+    if UNTESTABLE in words:
+        state = "untestable"
+    elif INCONCLUSIVE in words or WORSE in words:
+        state = "inconclusive"
+    elif EQUIVALENT in words:
+        state = "equivalent"
     else:
-        state = "distinct" if all(r.distinct for r in rivals) else "tied"
-    return Leader(top, state, intervals, rivals)
+        state = "distinct"
+    return Leader(top, state, intervals, rivals, margin_text)
 
 
-def difference(a: Mapping, b: Mapping) -> tuple[str, Test]:
-    """Is a larger than b, smaller, tied, or untestable? ("larger" / "smaller" / "tied" / "single", its test)."""
-    test = compare(a, b)
-    if min(len(a), len(b)) < 2:
-        return "single", test
-    if not (np.isfinite(test.p) and test.p < ALPHA):
-        return "tied", test
-    mean_a, mean_b = np.mean(list(a.values())), np.mean(list(b.values()))
-    return ("larger" if mean_a > mean_b else "smaller"), test
+def difference(a: Mapping, b: Mapping, metric: str | None = None, margins: Margins | None = None) -> Judgement:
+    """a against b on `metric`'s scale and margin (linear, no margin where None): judge(); its `direction`
+    says "larger", "smaller", EQUIVALENT, INCONCLUSIVE or UNTESTABLE."""
+    if metric is None:
+        return judge(a, b)
+    return judge_metric(a, b, metric, margins)
+
+
+def benjamini_hochberg(pvalues: Sequence[float]) -> list[float]:
+    """Benjamini-Hochberg's step-up adjustment (the false discovery rate) of many p-values at once (NaNs stay
+    NaN, not counted): where a comparison tests thousands of settings, Holm's family-wise control would need
+    an effect many times the noise to call anything."""
+    p = np.asarray(list(pvalues), dtype=float)
+    out = np.full(len(p), math.nan)
+    idx = np.flatnonzero(np.isfinite(p))
+    m = len(idx)
+    if not m:
+        return out.tolist()
+    order = idx[np.argsort(p[idx], kind="stable")]
+    ranked = p[order] * m / np.arange(1, m + 1)
+    out[order] = np.minimum(1.0, np.minimum.accumulate(ranked[::-1])[::-1])
+    return out.tolist()

@@ -13,12 +13,14 @@ import pandas as pd
 from dlbench import stats
 from dlbench.frameworks import registry
 from dlbench.tables import (
+    DEFAULT_KNOBS,
     FRAMEWORKS,
     NEAR_BEST_PP,
     PRESET_ORDER,
     READINGS,
     SETTINGS,
     TIE,
+    default_points,
     defaults_table,
     group_key,
     in_studies_varying,
@@ -42,7 +44,8 @@ LARGER_IS_BETTER = {"accuracy_pct": True, "train_time_s": False, "test_time_s": 
 
 def summary_table(runs: pd.DataFrame) -> pd.DataFrame:
     """One row per setting (every parameter of a point but its repeat and seed) and metric: n, mean, sd, the
-    Student-t 95 % interval of the mean (ci_low, ci_high), min and max over the setting's ok, uncontended runs;
+    Student-t 95 % interval of the mean (ci_low, ci_high; on the metric's scale, stats.scale_of: an accuracy's
+    within 0-1, a time's positive), min and max over the setting's ok, uncontended runs;
     `n_failed` and `n_contended`: its runs that failed, and ok runs left out for outside load."""
     df = points(runs)
     if df.empty:
@@ -60,12 +63,12 @@ def summary_table(runs: pd.DataFrame) -> pd.DataFrame:
         values = pd.to_numeric(counted[metric], errors="coerce")
         if values.notna().sum() == 0:
             continue
-        agg = values.groupby(counted["key"]).agg(["count", "mean", "std", "min", "max"])
+        present = values.notna()
+        agg = stats.scaled_intervals(values[present], counted["key"][present], stats.scale_of(metric))
         agg = agg[agg["count"] > 0]
-        half = stats.half_width(agg["std"].to_numpy(), agg["count"].to_numpy())
         rows.append(pd.DataFrame({"key": agg.index, "metric": metric, "n": agg["count"].astype(int).to_numpy(),
                                   "mean": agg["mean"].to_numpy(), "sd": agg["std"].to_numpy(),
-                                  "ci_low": agg["mean"].to_numpy() - half, "ci_high": agg["mean"].to_numpy() + half,
+                                  "ci_low": agg["ci_low"].to_numpy(), "ci_high": agg["ci_high"].to_numpy(),
                                   "min": agg["min"].to_numpy(), "max": agg["max"].to_numpy()}))
     # A setting whose every run failed (or was contended) still has its rows: n 0, the counts apart.
     keys = pd.DataFrame({"key": first.index})
@@ -82,11 +85,15 @@ def summary_table(runs: pd.DataFrame) -> pd.DataFrame:
 
 def framework_means(points_df: pd.DataFrame, metric: str) -> pd.DataFrame:
     """Per framework, dataset and device: the mean of `metric` over the given (counted) points, its 95 % interval
-    (ci_low, ci_high; two or more points) and n_ok: the per-framework bars of the charts."""
-    agg = points_df.groupby(["framework", "dataset", "device"], as_index=False).agg(
-        **{metric: (metric, "mean"), "sd": (metric, "std"), "n_ok": (metric, "size")})
-    half = stats.half_width(agg["sd"].to_numpy(), agg["n_ok"].to_numpy()) if len(agg) else np.array([])
-    return agg.assign(ci_low=agg[metric] - half, ci_high=agg[metric] + half).drop(columns="sd")
+    (ci_low, ci_high; two or more points; on the metric's scale) and n_ok: the per-framework bars of the charts."""
+    cols = ["framework", "dataset", "device", metric, "n_ok", "ci_low", "ci_high"]
+    df = points_df[points_df[metric].notna()]
+    if df.empty:
+        return pd.DataFrame(columns=cols)
+    keys = [df["framework"], df["dataset"], df["device"]]
+    agg = stats.scaled_intervals(pd.to_numeric(df[metric]), keys, stats.scale_of(metric)).reset_index()
+    agg.columns = ["framework", "dataset", "device", *agg.columns[3:]]
+    return agg.rename(columns={"mean": metric, "count": "n_ok"})[cols]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -104,20 +111,44 @@ def _values(g: pd.DataFrame, metric: str) -> dict:
 
 def comparisons(runs: pd.DataFrame) -> list[tuple[str, str, str, pd.DataFrame]]:
     """The sets of points on which frameworks are compared, per dataset and device: each framework's own
-    defaults ("own defaults"), and each preset applied to several frameworks, per reading (that preset's owner
-    on its own defaults beside the others under it). Points: ok and uncontended."""
+    defaults (its default point, tables.default_points: no swept value; frameworks matched on the machine's
+    knobs, "own defaults" for the combination most of them ran, "own defaults (1 threads)" for any other), and
+    each preset applied to several frameworks, per reading (that preset's owner on its own defaults beside the
+    others under it). Points: ok and uncontended."""
     df = ok_points(points(runs))
     df = df.assign(pair_label=settings_label(df, {"whose", "reading"}))
     out = []
     for (dataset, device), g in df.groupby(["dataset", "device"]):
-        own = g[g["is_own"]]
-        if own["framework"].nunique() >= 2:
-            out.append((dataset, device, "own defaults", own))
+        out += [(dataset, device, what, own) for what, own in _own_defaults(default_points(g))]
         for whose, w in g.groupby("whose"):
             for reading in ("settings", "preset"):
                 under = _shared(w[w["reading"].isin(["own", reading])])
                 if (under["reading"] == reading).any() and under["framework"].nunique() >= 2:
                     out.append((dataset, device, f"{whose}'s {READINGS[reading]}", under))
+    return out
+
+
+def _own_defaults(defaults: pd.DataFrame) -> list[tuple[str, pd.DataFrame]]:
+    """The default points split by the machine's knobs (threads, inter-op threads, library), where two or more
+    frameworks ran a combination: "own defaults" the one most frameworks ran (then the most points, then the
+    most threads), the others named by their knobs."""
+    if defaults.empty:
+        return []
+    knobs = defaults[DEFAULT_KNOBS].astype(object).where(defaults[DEFAULT_KNOBS].notna(), "-")
+    groups = [(key, defaults.loc[rows]) for key, rows in knobs.groupby(DEFAULT_KNOBS).groups.items()]
+    groups = [(key, g) for key, g in groups if g["framework"].nunique() >= 2]
+    if not groups:
+        return []
+    def rank(item):
+        key, g = item
+        threads = key[0] if isinstance(key[0], (int, float)) else -1
+        return (-g["framework"].nunique(), -len(g), -threads)
+    groups.sort(key=rank)
+    out = [("own defaults", groups[0][1])]
+    for (threads, interop, library), g in groups[1:]:
+        parts = [f"{threads:g} threads" if threads != "-" else "", f"{interop:g} inter-op" if interop != "-" else "",
+                 str(library) if library not in ("-", "default") else ""]
+        out.append((f"own defaults ({', '.join(p for p in parts if p)})", g))
     return out
 
 
@@ -128,10 +159,11 @@ def _shared(g: pd.DataFrame) -> pd.DataFrame:
     return g[g["pair_label"].isin(common)] if common else g
 
 
-def framework_leaders(runs: pd.DataFrame, metric: str) -> pd.DataFrame:
+def framework_leaders(runs: pd.DataFrame, metric: str, margins: stats.Margins | None = None) -> pd.DataFrame:
     """Per comparison (see comparisons) and `metric`: the leading framework, and whether it is told from each
     other one (stats.leader: paired by setting and seed where both ran the same ones, else Welch's t; Holm over
-    the rivals). `result`: the stats.Leader; `settings`: how many settings each framework's runs span."""
+    the rivals; equivalent within `margins`). `result`: the stats.Leader; `settings`: how many settings each
+    framework's runs span."""
     cols = ["dataset", "device", "comparison", "metric", "frameworks", "leader", "state", "settings", "result"]
     rows = []
     for dataset, device, what, g in comparisons(runs):
@@ -139,7 +171,7 @@ def framework_leaders(runs: pd.DataFrame, metric: str) -> pd.DataFrame:
         if g["framework"].nunique() < 2:
             continue
         groups = {fw: _values(f, metric) for fw, f in g.groupby("framework")}
-        result = stats.leader(groups, LARGER_IS_BETTER[metric])
+        result = stats.leader(groups, LARGER_IS_BETTER[metric], metric, margins)
         spans = {fw: int(f["pair_label"].nunique()) for fw, f in g.groupby("framework")}
         rows.append({"dataset": dataset, "device": device, "comparison": what, "metric": metric,
                      "frameworks": ", ".join(sorted(groups, key=_framework_order)), "leader": result.name,
@@ -166,12 +198,22 @@ def setting_values(df: pd.DataFrame, metric: str, by: str) -> dict[object, dict]
 # The framework effect: the same network, data and settings on several frameworks
 # ---------------------------------------------------------------------------------------------
 
-def framework_effect(runs: pd.DataFrame, min_seeds: int = 3) -> pd.DataFrame:
+EFFECT_WORDS = {"differ": "the frameworks differ", "equivalent": "equivalent within the margin",
+                "inconclusive": "inconclusive", "untestable": "not testable"}
+
+
+def framework_effect(runs: pd.DataFrame, min_seeds: int = stats.MIN_RUNS,
+                     margins: stats.Margins | None = None) -> pd.DataFrame:
     """Per setting that several frameworks ran with the same network, data and settings (a whole preset), each
-    with `min_seeds` or more seeds: does the framework matter? One-way ANOVA of accuracy and of training time
-    over the frameworks, and Friedman's test with the seed as block where every framework ran the same seeds."""
+    with `min_seeds` or more seeds: does the framework matter?
+
+    The test the design calls for (`test`): where every framework ran the same seeds, the seed is a block
+    (Friedman's test for three or more frameworks, the paired t for two); else the one-way ANOVA (Welch's t for
+    two). `verdict`: "differ" (its p below ALPHA), "equivalent" (every two frameworks equivalent within the
+    margin: two one-sided tests each, all of which must pass), "inconclusive", or "untestable". The ANOVA and
+    Friedman's test are kept beside it (`anova`, `friedman`) for the reader."""
     cols = ["dataset", "device", "settings", "network", "metric", "frameworks", "n_per_framework", "means",
-            "anova", "anova_p", "friedman", "friedman_p"]
+            "anova", "anova_p", "friedman", "friedman_p", "test", "test_p", "verdict", "closest"]
     df = ok_points(points(runs))
     if df.empty:
         return pd.DataFrame(columns=cols)
@@ -197,13 +239,37 @@ def framework_effect(runs: pd.DataFrame, min_seeds: int = 3) -> pd.DataFrame:
             same = all(set(v.index) == seeds for v in values.values())
             fried = (stats.friedman([[values[fw][s] for fw in order] for s in sorted(seeds)]) if same
                      else stats.Test("Friedman (seed as block)", why="the frameworks did not run the same seeds"))
+            test, verdict, closest = _effect_verdict({fw: values[fw].to_dict() for fw in order}, metric, same, anova,
+                                                     fried, margins)
             first = g.iloc[0]
             rows.append({"dataset": first["dataset"], "device": first["device"], "settings": first["settings"],
                          "network": first["network"], "metric": metric, "frameworks": ", ".join(order),
                          "n_per_framework": ", ".join(f"{fw} {len(values[fw])}" for fw in order),
-                         "means": {fw: stats.describe(values[fw]) for fw in order}, "anova": anova,
-                         "anova_p": anova.p, "friedman": fried, "friedman_p": fried.p})
+                         "means": {fw: stats.describe(values[fw], scale=stats.scale_of(metric)) for fw in order},
+                         "anova": anova, "anova_p": anova.p, "friedman": fried, "friedman_p": fried.p, "test": test,
+                         "test_p": test.p, "verdict": verdict, "closest": closest})
     return pd.DataFrame(rows, columns=cols)
+
+
+def _effect_verdict(values: dict[str, dict], metric: str, paired_by_seed: bool, anova: stats.Test,
+                    friedman: stats.Test, margins: stats.Margins | None) -> tuple[stats.Test, str, object]:
+    """(the design's test, its verdict, the judgement of the closest two frameworks: what the data could have
+    detected or which equivalence held last)."""
+    names = list(values)
+    pairs = [stats.judge_metric(values[a], values[b], metric, margins) for i, a in enumerate(names)
+             for b in names[i + 1:]]
+    if len(names) == 2:
+        test = pairs[0].test
+    else:
+        test = friedman if paired_by_seed else anova
+    closest = min(pairs, key=lambda j: abs(j.estimate) if np.isfinite(j.estimate) else np.inf)
+    if test.why or any(j.word == stats.UNTESTABLE for j in pairs):
+        return test, "untestable", closest
+    if test.p < stats.ALPHA:
+        return test, "differ", closest
+    if all(j.tost_p < stats.ALPHA for j in pairs):
+        return test, "equivalent", max(pairs, key=lambda j: j.tost_p)
+    return test, "inconclusive", closest
 
 
 # ---------------------------------------------------------------------------------------------
@@ -239,16 +305,18 @@ def repeats_needed(runs: pd.DataFrame) -> pd.DataFrame:
 # Cross-application: does one framework's best preset carry over to another?
 # ---------------------------------------------------------------------------------------------
 
-def carry_over(runs: pd.DataFrame) -> pd.DataFrame:
+def carry_over(runs: pd.DataFrame, margins: stats.Margins | None = None) -> pd.DataFrame:
     """For every ordered pair of frameworks (A, B), per dataset, device and reading: the preset that served A
     best (highest mean accuracy, ties: faster), applied to B, against the preset that served B best.
 
     Only the frameworks' own presets count (registry.own_presets(); custom ones are left out), and only
     frameworks that ran at least two of them. A reading's pairs use its cross-applied points and the
     frameworks' own-defaults points. `shortfall_pp`: B's best accuracy minus B's accuracy with A's best
-    (points); `carries_over`: the shortfall is at most NEAR_BEST_PP. `told`: whether the data can tell:
-    "carries over", "falls short" (more than NEAR_BEST_PP, and B's two presets told apart by `test`), "tied"
-    (more, but within noise) or "single" (a side of one run).
+    (points). `told`, an equivalence verdict on B's runs with its best preset against B's runs with A's
+    (stats.judge, paired by seed where both ran the same ones): "carries over" (the same preset, or equivalent
+    within the accuracy margin by two one-sided tests), "falls short" (B's best told better), "inconclusive"
+    (neither), or "not testable" (a side of fewer than three runs, or no spread). `carries_over` is the
+    means' reading (a shortfall of at most NEAR_BEST_PP), kept for the charts.
     """
     cols = ["dataset", "device", "reading", "from_framework", "best_preset", "from_accuracy_pct", "to_framework",
             "accuracy_with_pct", "to_best_preset", "to_best_pct", "shortfall_pp", "carries_over", "told", "test"]
@@ -273,14 +341,13 @@ def carry_over(runs: pd.DataFrame) -> pd.DataFrame:
                         continue
                     shortfall = fb["acc"].iloc[0] - fb.loc[best, "acc"]
                     mine = pts[pts["framework"] == b]
-                    test = stats.compare(*(_values(mine[mine["whose"] == w], "accuracy_pct")
-                                           for w in (fb.index[0], best)))
-                    if shortfall <= NEAR_BEST_PP:
-                        told = "carries over"
-                    elif min((mine["whose"] == w).sum() for w in (fb.index[0], best)) < 2:
-                        told = "single"
+                    test = stats.judge_metric(*(_values(mine[mine["whose"] == w], "accuracy_pct")
+                                                for w in (fb.index[0], best)), "accuracy_pct", margins)
+                    if best == fb.index[0]:
+                        told = "carries over"  # A's best is B's best: nothing to test
                     else:
-                        told = "falls short" if test.p < stats.ALPHA else "tied"
+                        told = {stats.BETTER: "falls short", stats.EQUIVALENT: "carries over"}.get(test.word,
+                                                                                               test.word)
                     rows.append({"dataset": dataset, "device": device, "reading": reading, "from_framework": a,
                                  "best_preset": best, "from_accuracy_pct": fa["acc"].iloc[0], "to_framework": b,
                                  "accuracy_with_pct": fb.loc[best, "acc"], "to_best_preset": fb.index[0],
@@ -293,7 +360,7 @@ def carry_over(runs: pd.DataFrame) -> pd.DataFrame:
 # Settings against settings: the best batch size and learning rate, own defaults against others'
 # ---------------------------------------------------------------------------------------------
 
-def best_values(runs: pd.DataFrame, param: str) -> pd.DataFrame:
+def best_values(runs: pd.DataFrame, param: str, margins: stats.Margins | None = None) -> pd.DataFrame:
     """Per framework, dataset, device and the other settings: the value of `param` with the best mean accuracy,
     and whether it is told from the runner-up (stats.leader over the values; Holm over them).
 
@@ -310,7 +377,7 @@ def best_values(runs: pd.DataFrame, param: str) -> pd.DataFrame:
     for _, g in df.groupby("key", sort=True):
         if g[param].nunique() < 2:
             continue
-        result = stats.leader(setting_values(g, "accuracy_pct", param), larger_is_better=True)
+        result = stats.leader(setting_values(g, "accuracy_pct", param), True, "accuracy_pct", margins)
         first = g.iloc[0]
         rows.append({"framework": first["framework"], "dataset": first["dataset"], "device": first["device"],
                      "settings": first["settings"], param: result.name,
@@ -319,12 +386,13 @@ def best_values(runs: pd.DataFrame, param: str) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=cols)
 
 
-def own_vs_cross(runs: pd.DataFrame) -> pd.DataFrame:
+def own_vs_cross(runs: pd.DataFrame, margins: stats.Margins | None = None) -> pd.DataFrame:
     """Per framework, dataset, device and reading with both: own-defaults accuracy vs the best cross-applied preset.
 
     Cross-applied: another framework's own defaults (registry.own_presets()), under the reading in
     `reading` (settings only, or the whole preset); custom presets are left out. `told`: "own better",
-    "other better", "tied" or "single" (stats.difference of the two presets' runs); `test`: its test.
+    "other better", equivalent, inconclusive or not testable (stats.judge of the two presets' runs, within the
+    accuracy margin); `test`: its judgement.
     """
     cols = ["framework", "dataset", "device", "reading", "own_accuracy_pct", "best_cross", "best_cross_accuracy_pct",
             "own_is_best", "told", "test"]
@@ -340,10 +408,10 @@ def own_vs_cross(runs: pd.DataFrame) -> pd.DataFrame:
                 continue
             best = cross.sort_values("accuracy_pct", ascending=False).iloc[0]
             own_acc = own["accuracy_pct"].mean()
-            change, test = stats.difference(_values(here[here["is_own"]], "accuracy_pct"),
-                                            _values(here[(here["whose"] == best["whose"]) &
-                                                         (here["reading"] == reading)], "accuracy_pct"))
-            told = {"larger": "own better", "smaller": "other better"}.get(change, change)
+            test = stats.judge_metric(_values(here[here["is_own"]], "accuracy_pct"),
+                                      _values(here[(here["whose"] == best["whose"]) & (here["reading"] == reading)],
+                                              "accuracy_pct"), "accuracy_pct", margins)
+            told = {"larger": "own better", "smaller": "other better"}.get(test.direction, test.direction)
             rows.append({"framework": framework, "dataset": dataset, "device": device, "reading": READINGS[reading],
                          "own_accuracy_pct": own_acc, "best_cross": best["whose"],
                          "best_cross_accuracy_pct": best["accuracy_pct"],

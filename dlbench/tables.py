@@ -17,8 +17,8 @@ import numpy as np
 import pandas as pd
 
 from dlbench import stats
+from dlbench.datasets import catalog
 from dlbench.frameworks import registry
-from dlbench.verdicts import SINGLE, TIED
 
 FRAMEWORKS = registry.names()  # the order every chart and table lists frameworks in
 OWN_PRESET = {f.name: f.own_preset for f in registry.FRAMEWORKS.values()}
@@ -223,8 +223,8 @@ def settings_label(df: pd.DataFrame, exclude: set[str]) -> pd.Series:
             parts.append(str(r["library"]))
         if "compile" not in exclude and isinstance(r.get("compile"), str) and not r.get("natural_compile", True):
             parts.append(str(r["compile"]))
-        if "precision" not in exclude and r.get("precision") == "bf16":
-            parts.append("bf16")
+        if "precision" not in exclude and isinstance(r.get("precision"), str) and r["precision"] != "fp32":
+            parts.append(r["precision"])  # bf16 or fp64: never the label of its float32 twin
         return ", ".join(parts)
     if not len(df):
         return pd.Series([], dtype=str)
@@ -458,13 +458,64 @@ def status_counts(runs: pd.DataFrame) -> pd.DataFrame:
 # The compile and precision axes: what compiling and bfloat16 buy, and what they cost in accuracy
 # ---------------------------------------------------------------------------------------------
 
-def told(result: stats.Contrast, larger: str, smaller: str) -> str:
-    """What a change's test tells: `larger` or `smaller` where told from noise, else tied, or single."""
-    if "fewer than two" in result.test.why:
-        return SINGLE
+def told(result: stats.Contrast | stats.Judgement, larger: str, smaller: str) -> str:
+    """What a change's test tells: `larger` or `smaller` where told from noise; else, for a judgement, equivalent
+    (within its margin) or inconclusive; for a contrast (no margin), inconclusive; or not testable."""
+    if isinstance(result, stats.Judgement):
+        return {"larger": larger, "smaller": smaller}.get(result.direction, result.direction)
+    if result.test.why:
+        return stats.UNTESTABLE
     if not result.told:
-        return TIED
+        return stats.INCONCLUSIVE
     return larger if result.estimate > 0 else smaller
+
+
+# What a framework's own defaults hold fixed: its hyper-parameters (one combination: the default point) and the
+# machine's knobs (matched across frameworks: one comparison per combination the study ran).
+DEFAULT_HYPER = ["network", "optimizer", "momentum", "weight_decay", "learning_rate", "batch_size", "length",
+                 "length_unit"]
+DEFAULT_KNOBS = ["threads", "interop_threads", "library"]
+
+
+def default_points(df: pd.DataFrame, precision: str = "usual") -> pd.DataFrame:
+    """Each framework's own defaults: the points of its default setting, per dataset and device. df: points().
+
+    Own-preset points only (not another framework's preset, not a tuning grid's other cells); of those, the
+    combination of hyper-parameters (DEFAULT_HYPER) most of them share: a study sweeps one axis at a time around
+    the defaults, so every sweep but the axis' own runs at the default value (where two combinations are tied, the
+    study swept without a default, and the framework has no default point there). The machine's knobs
+    (DEFAULT_KNOBS) are kept as they ran: a comparison matches them across frameworks. Compile mode: the
+    framework's natural one. `precision`: "usual" (float32: like with like), or "study": the precision the study's
+    scripts ran the framework in (registry `study_precision`: Theano and Torch's CIFAR-10 in float64) where this
+    run has points at it, else float32; the `precision` column says which."""
+    own = df[df["is_own"] & (df["natural_compile"] | df["compile"].isna())]  # Caffe, Theano: no compile switch
+    if "tuning_grid" in own.columns and "tuning_is_default" in own.columns:
+        in_grid = own["tuning_grid"].notna() & ~own["tuning_is_default"].fillna(False).astype(bool)
+        own = own[~in_grid]
+    if own.empty:
+        return own
+    wanted = pd.Series("fp32", index=own.index, dtype=object)
+    if precision == "study":
+        family = own["dataset"].map(lambda d: _family(d))
+        wanted = pd.Series([registry.FRAMEWORKS[f].study_precision.get(fam, "fp32")
+                            if f in registry.FRAMEWORKS else "fp32" for f, fam in zip(own["framework"], family)],
+                           index=own.index, dtype=object)
+        has = own[own["precision"].fillna("fp32") == wanted]
+        ran = set(zip(has["framework"], has["dataset"], has["device"]))
+        at_study = [(f, d, v) in ran for f, d, v in zip(own["framework"], own["dataset"], own["device"])]
+        wanted = wanted.where(at_study, "fp32")
+    own = own[own["precision"].fillna("fp32") == wanted]
+    hyper = group_key(own[DEFAULT_HYPER], set()) if len(own) else pd.Series([], dtype=object)
+    keep = pd.Series(False, index=own.index)
+    for _, rows in own.groupby(["framework", "dataset", "device"]).groups.items():
+        counts = hyper.loc[rows].value_counts()
+        if len(counts) == 1 or counts.iloc[0] > counts.iloc[1]:
+            keep.loc[rows] = (hyper.loc[rows] == counts.index[0]).to_numpy()
+    return own[keep]
+
+
+def _family(dataset: str) -> str:
+    return catalog.family(dataset) if dataset in catalog.INFO else dataset
 
 
 def _by_seed(df: pd.DataFrame, keys: list[str], metrics: tuple[str, ...]) -> dict:
@@ -479,7 +530,7 @@ def _by_seed(df: pd.DataFrame, keys: list[str], metrics: tuple[str, ...]) -> dic
     return out
 
 
-def axis_speedups(runs: pd.DataFrame, axis: str) -> pd.DataFrame:
+def axis_speedups(runs: pd.DataFrame, axis: str, margins: stats.Margins | None = None) -> pd.DataFrame:
     """Per group of points alike but for `axis` (compile or precision): the training speed-up of its other value
     over its baseline (compiled over eager, bf16 over fp32) and what it did to the accuracy.
 
@@ -487,8 +538,9 @@ def axis_speedups(runs: pd.DataFrame, axis: str) -> pd.DataFrame:
     > 1: faster); `accuracy_change_pp`: accuracy with it minus with the baseline (points); `compile_time_s`:
     the compile phase of the points with the other value (what compiling costs once). Only groups where both
     values ran ok. Each with its 95 % interval (`speedup_low`/`_high`, `change_low`/`_high`) and what the test
-    tells (`speedup_told`: faster / slower / tied / single; `change_told`: higher / lower / ...), paired by seed
-    where both values ran the same seeds (stats.change; the speed-up on the log of the ratio).
+    tells (`speedup_told`: faster / slower / equivalent / inconclusive / not testable; `change_told`: higher /
+    lower / ...), paired by seed where both values ran the same seeds (stats.judge; the speed-up on the log scale,
+    equivalent within `margins`).
     """
     base, other = AXIS_PAIRS[axis]
     cols = ["framework", "dataset", "device", "whose", "threads", "settings", "with", axis, "speedup",
@@ -516,9 +568,10 @@ def axis_speedups(runs: pd.DataFrame, axis: str) -> pd.DataFrame:
         if group not in bases:
             continue
         b = bases[group]
-        speed = stats.change(by_seed[(group, other)]["throughput_img_s"], by_seed[(group, base)]["throughput_img_s"],
-                             log=True)
-        change = stats.change(by_seed[(group, other)]["accuracy_pct"], by_seed[(group, base)]["accuracy_pct"])
+        speed = stats.judge_metric(by_seed[(group, other)]["throughput_img_s"],
+                                   by_seed[(group, base)]["throughput_img_s"], "throughput_img_s", margins)
+        change = stats.judge_metric(by_seed[(group, other)]["accuracy_pct"], by_seed[(group, base)]["accuracy_pct"],
+                                    "accuracy_pct", margins)
         rows.append({**{k: o[k] for k in ("framework", "dataset", "device", "whose", "threads", "settings", "with")},
                      axis: other, "speedup": o["throughput_img_s"] / b["throughput_img_s"],
                      "speedup_low": math.exp(speed.low), "speedup_high": math.exp(speed.high),

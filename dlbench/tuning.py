@@ -9,7 +9,6 @@ import pandas as pd
 
 from dlbench import stats
 from dlbench.tables import NEAR_BEST_PP, TIE, by_seed, points, settings_label, told
-from dlbench.verdicts import SINGLE
 
 TUNED = ["batch_size", "learning_rate", "length"]
 CHOICES = ["defaults", "best accuracy", f"fastest within {NEAR_BEST_PP:g} points"]
@@ -46,7 +45,8 @@ def tuning_table(runs: pd.DataFrame) -> pd.DataFrame:
     Three rows per grid (`choice`: CHOICES). Accuracy: mean over ok repeats (ties broken by training
     time). accuracy_gain_pp: the cell's accuracy minus the defaults' (points); time_saved_pct: how much
     less training time than the defaults, in % of theirs (negative: it took longer). Each with its 95 %
-    interval and what the test tells (`gain_told`: higher / lower / TIED / SINGLE; `time_told`: shorter /
+    interval and what the test tells (`gain_told`: higher / lower / equivalent / inconclusive / not testable;
+    `time_told`: shorter /
     longer / ...; see gains()). `best_told`: whether the best-accuracy cell is told apart from every other cell
     of its grid (stats.leader, Holm over the rivals). Cells whose every repeat failed are not candidates;
     `tried`/`failed`: cells of the grid, and cells with a failed point.
@@ -94,8 +94,8 @@ def gains(cell: pd.Series, default: pd.Series) -> dict:
     by seed where both ran the same seeds: stats.change)."""
     if cell is default or cell.name == default.name:
         return {"accuracy_gain_pp": 0.0, "time_saved_pct": 0.0, "gain_told": "-", "time_told": "-"}
-    acc = stats.change(cell["accuracies"], default["accuracies"])
-    time = stats.change(cell["times"], default["times"], log=True)
+    acc = stats.judge_metric(cell["accuracies"], default["accuracies"], "accuracy_pct")
+    time = stats.judge_metric(cell["times"], default["times"], "train_time_s")
     saved = {"time_saved_pct": (1 - math.exp(time.estimate)) * 100 if math.isfinite(time.estimate) else math.nan,
              "saved_ci_low": (1 - math.exp(time.high)) * 100, "saved_ci_high": (1 - math.exp(time.low)) * 100}
     return {"accuracy_gain_pp": cell["accuracy_pct"] - default["accuracy_pct"], "gain_ci_low": acc.low,
@@ -108,10 +108,10 @@ def _best_told(good: pd.DataFrame, best: pd.Series) -> str:
     if len(good) < 2:
         return "the only cell"
     groups = {i: c["accuracies"] for i, c in good.iterrows()}
-    result = stats.leader(groups, larger_is_better=True)
-    if result.state == "single":
-        return SINGLE
-    tied = [r for r in result.rivals if not r.distinct]
-    if result.name == best.name and not tied:
+    result = stats.leader(groups, True, "accuracy_pct")
+    if result.state == "untestable":
+        return stats.UNTESTABLE
+    close = [r for r in result.rivals if not r.distinct]
+    if result.name == best.name and not close:
         return f"told apart from the other {len(good) - 1} cells"
-    return f"tied with {len(tied) + (result.name != best.name)} other cell(s)"
+    return f"not told apart from {len(close) + (result.name != best.name)} other cell(s)"

@@ -91,16 +91,67 @@ def test_repeats_for_a_target_half_width():
     assert stats.repeats_for(float("nan"), 0.5) is None
 
 
-def test_the_leader_tied_distinct_and_single():
-    tied = stats.leader({"a": {1: 1.0, 2: 1.1, 3: 0.9}, "b": {1: 1.05, 2: 1.0, 3: 1.2}}, larger_is_better=False)
-    # differences a - b by seed: -0.05, 0.1, -0.3: mean -0.0833, sd 0.2021, t = -0.714 on 2 df
-    assert tied.name == "a" and tied.state == "tied" and tied.tied_with == ["b"]
-    assert tied.rivals[0].test.p == pytest.approx(p_t2(-0.0833333 / (0.2020726 / math.sqrt(3))), rel=1e-4)
+def test_the_leader_inconclusive_distinct_and_untestable():
+    close = stats.leader({"a": {1: 1.0, 2: 1.1, 3: 0.9}, "b": {1: 1.05, 2: 1.0, 3: 1.2}}, larger_is_better=False)
+    # differences a - b by seed: -0.05, 0.1, -0.3: mean -0.0833, sd 0.2021, t = -0.714 on 2 df; no margin given,
+    # so no equivalence either: inconclusive, not "tied"
+    assert close.name == "a" and close.state == "inconclusive" and close.undecided == ["b"]
+    assert close.rivals[0].test.p == pytest.approx(p_t2(-0.0833333 / (0.2020726 / math.sqrt(3))), rel=1e-4)
     apart = stats.leader({"a": {1: 10.0, 2: 12.0, 3: 14.0}, "b": {1: 20.0, 2: 22.0, 4: 24.0}}, larger_is_better=True)
     assert apart.name == "b" and apart.state == "distinct" and apart.rivals[0].test.name == "Welch's t"
     assert apart.rivals[0].p_holm == pytest.approx(p_t4(10 / math.sqrt(8 / 3)))
-    single = stats.leader({"a": {1: 1.0}, "b": {1: 2.0, 2: 2.5}}, larger_is_better=True)
-    assert single.state == "single" and single.name == "b"
+    few = stats.leader({"a": {1: 1.0, 2: 1.2}, "b": {1: 2.0, 2: 2.5, 3: 2.2}}, larger_is_better=True)
+    assert few.state == "untestable" and few.name == "b"  # two runs on a side: below MIN_RUNS
+
+
+def test_no_spread_is_never_told_apart():
+    # before: p = 0 and "told apart" for any difference at all, even with two runs a side
+    assert math.isnan(stats.welch([1.0, 1.0], [2.0, 2.0]).p) and "no spread" in stats.welch([1.0, 1.0], [2.0, 2.0]).why
+    assert math.isnan(stats.paired([1.0, 2.0, 3.0], [2.0, 3.0, 4.0]).p)
+    flat = stats.leader({"a": {1: 1.0, 2: 1.0, 3: 1.0}, "b": {1: 2.0, 2: 2.0, 3: 2.0}}, False, "train_time_s")
+    assert flat.state == "untestable" and "no spread" in flat.rivals[0].judgement.why
+
+
+def test_equivalence_by_two_one_sided_tests():
+    from scipy import stats as sps
+
+    rng = np.random.default_rng(4)
+    for _ in range(50):
+        a, b = rng.normal(10, 1, 5), rng.normal(10.2, 1.5, 6)
+        j = stats.judge(dict(enumerate(a)), {k + 10: v for k, v in enumerate(b)}, margin=0.8)
+        lower = sps.ttest_ind(a + 0.8, b, equal_var=False, alternative="greater").pvalue  # H0: diff <= -0.8
+        upper = sps.ttest_ind(a - 0.8, b, equal_var=False, alternative="less").pvalue  # H0: diff >= 0.8
+        assert j.tost_p == pytest.approx(max(lower, upper), rel=1e-9)
+    same = {s: 95.0 + 0.05 * (s % 3) for s in range(5)}
+    near = {s: v + 0.1 + 0.01 * (s % 2) for s, v in same.items()}  # 0.1 points apart, paired by seed
+    j = stats.judge_metric(same, near, "accuracy_pct")
+    assert j.word == stats.WORSE  # a real 0.1-point difference, told apart: better wins over equivalent
+    noisy = {s: v + 0.2 * (-1) ** s for s, v in same.items()}
+    eq = stats.judge_metric(same, noisy, "accuracy_pct")
+    assert eq.word == stats.EQUIVALENT and eq.tost_p < stats.ALPHA
+    wide = stats.judge_metric(same, {s: v + 3.0 * (-1) ** s for s, v in same.items()}, "accuracy_pct")
+    assert wide.word == stats.INCONCLUSIVE and wide.detectable > 0.5  # it says what it could have found
+    assert stats.Margins.from_config({"verdicts": {"accuracy_margin_pp": 4}}).for_metric("accuracy_pct") == (4.0, False)
+    assert stats.judge_metric(same, {s: v + 3.0 * (-1) ** s for s, v in same.items()}, "accuracy_pct",
+                              stats.Margins(accuracy_pp=8.0)).word == stats.EQUIVALENT
+
+
+def test_benjamini_hochberg_is_scipys():
+    from scipy import stats as sps
+
+    p = np.random.default_rng(2).uniform(0, 0.2, 300)
+    assert stats.benjamini_hochberg(p) == pytest.approx(sps.false_discovery_control(p), rel=1e-12)
+    assert math.isnan(stats.benjamini_hochberg([0.01, math.nan])[1])
+
+
+def test_accuracy_intervals_stay_within_0_and_100_and_times_positive():
+    # before: "tensorflow 90.95% [78.56, 103.3], n 2"
+    mean, low, high = stats.t_interval([99.0, 99.9], scale="logit%")
+    assert mean == pytest.approx(99.45) and 0 < low < mean < high < 100
+    mean, low, high = stats.t_interval([0.5, 3.0, 0.2], scale="log")
+    assert low > 0 and low < mean < high
+    linear = stats.t_interval([99.0, 99.9])
+    assert linear[2] > 100  # what the linear interval said
 
 
 def test_a_contrast_of_two_means_is_welchs_t_and_a_ratio_is_tested_on_its_log():
@@ -136,4 +187,5 @@ def test_a_change_pairs_by_seed_where_both_ran_the_same_seeds():
     unpaired = stats.change(a, {4: 95.0, 5: 95.4, 6: 95.2})
     assert unpaired.test.name.startswith("Welch") and unpaired.estimate == pytest.approx(1.2)
     exact = stats.change({1: 2.0, 2: 4.0}, {1: 1.0, 2: 2.0}, log=True)  # twice as much on both seeds
-    assert (exact.estimate, exact.low, exact.high) == pytest.approx((math.log(2),) * 3) and exact.told
+    assert (exact.estimate, exact.low, exact.high) == pytest.approx((math.log(2),) * 3)
+    assert not exact.told and "no spread" in exact.test.why  # exact, but no noise to tell it from

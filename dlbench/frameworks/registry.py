@@ -79,6 +79,9 @@ class Framework:
     # What it runs where a point leaves an axis out (compile: eager); a point giving that value leaves it out
     # too, so that it is the same point (the same id) as one that never named the axis.
     natural: dict[str, str] = field(default_factory=dict)
+    # The precision the study's own scripts trained it in, per dataset family where not float32: its figures
+    # stand beside the published ones at that precision where this run has it.
+    study_precision: dict[str, str] = field(default_factory=dict)
     # Variables set to the point's thread count before the framework is imported (its own thread knob).
     threads_env: tuple[str, ...] = ()
     # Whether dlbench's shared training loop drives it (stepped.SteppedAdapter); Caffe runs its own solver.
@@ -170,6 +173,8 @@ FRAMEWORKS: dict[str, Framework] = {f.name: f for f in (
               accepts={"device": ("cpu", "gpu"), "library": ("default", "no_onednn"),
                        "compile": ("eager", "compiled"), "precision": ("fp32", "bf16", "fp64")},
               natural={"compile": "eager", "precision": "fp32"}, threads_env=("TORCHINDUCTOR_COMPILE_THREADS",),
+              # Torch7's default tensor type is double, which train-on-cifar.lua keeps (its MNIST script sets float)
+              study_precision={"cifar10": "fp64"},
               # torch.compile starts cold every time, as XLA does (no on-disk cache), so its compile time repeats.
               axis_env={("compile", "compiled"): {"TORCHINDUCTOR_FORCE_DISABLE_CACHES": "1"}}, variants=("cuda",),
               cost=Cost(efficiency=1.46, thread_exponent=0.75, step_overhead_s=0.0011, fixed_s=2.0),
@@ -181,6 +186,7 @@ FRAMEWORKS: dict[str, Framework] = {f.name: f for f in (
     Framework("theano", "Theano", own_preset="theano", published_as="theano", color="#3d6ab0",
               accepts={"device": ("cpu", "gpu"), "library": ("default", "mkl"), "precision": ("fp32", "fp64")},
               natural={"precision": "fp32"}, variants=("mkl",), env={"PYTHONHASHSEED": "0"},
+              study_precision={"mnist": "fp64", "cifar10": "fp64"},  # the study's command left floatX at float64
               axis_env={("library", "mkl"): {"DLBENCH_BLAS": "mkl"},
                         ("precision", "fp64"): {"DLBENCH_FLOATX": "float64"}},
               cost=Cost(efficiency=0.69, thread_exponent=0.0, step_overhead_s=0.0, fixed_s=4.1),
