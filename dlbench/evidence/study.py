@@ -32,11 +32,10 @@ class StudyFailed(RuntimeError):
 
 
 def command(workdir: Path, configfile: Path, scale: float, cores: int) -> list[str]:
-    cmd = [sys.executable, "-m", "snakemake", "--cores", str(cores), "--configfile", str(configfile),
+    cmd = [sys.executable, "-m", "snakemake", str(RUNS), "--cores", str(cores), "--configfile", str(configfile),
            "--directory", str(workdir)]
-    if scale != 1:
-        cmd += ["--config", f"scale={scale:g}"]
-    return [*cmd, str(RUNS)]
+    # --config last: it takes every word after it, a target included.
+    return cmd + (["--config", f"scale={scale:g}"] if scale != 1 else [])
 
 
 def run(workdir: Path = WORKDIR, configfile: Path = CONFIG, scale: float = 1.0, cores: int = 2,
