@@ -160,9 +160,11 @@ def seed_table(g: pd.DataFrame, effect: pd.DataFrame) -> str:
 
 
 def tests_text(effect: pd.DataFrame) -> list[str]:
-    """framework_effect's tests, one line per metric: the one-way ANOVA and Friedman's test with the seed as block."""
+    """framework_effect's tests, one line per metric: the one-way ANOVA, Friedman's test with the seed as block, and
+    its verdict where it gives one."""
     what = {"accuracy_pct": "test accuracy", "train_time_s": "training time"}
-    return [f"- {what.get(r.metric, r.metric)} ({r.n_per_framework}): {r.anova.text()}; {r.friedman.text()}."
+    return [f"- {what.get(r.metric, r.metric)} ({r.n_per_framework}): {r.anova.text()}; {r.friedman.text()}"
+            + (f"; verdict: **{r.verdict}**." if isinstance(getattr(r, "verdict", None), str) else ".")
             for r in effect.itertuples()]
 
 
