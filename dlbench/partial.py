@@ -44,11 +44,12 @@ def note(k: int, n: int) -> str:
 
 
 def draw(metrics_paths: list[str], out: dict, *, membership=None, tuning=None, peak_path=None,
-         published=None) -> int:
-    """Findings, charts and the table of runs from the records of metrics_paths that exist; how many there were."""
+         published=None, verdicts=None) -> int:
+    """Findings, charts and the table of runs from the records of metrics_paths that exist; how many there were.
+    `verdicts`: the config's equivalence margins (stats.Margins.from_config)."""
     import pandas as pd  # here, not above: the workflow imports this module (state) every time it starts
 
-    from dlbench import charts, findings, results, runs_table
+    from dlbench import charts, findings, results, runs_table, stats
 
     done = [path for path in finished(metrics_paths) if records.read_or_skip(path) is not None]
     k, n = len(done), len(metrics_paths)
@@ -62,7 +63,8 @@ def draw(metrics_paths: list[str], out: dict, *, membership=None, tuning=None, p
     charts.draw_all(out["runs"], out["curves"], out["samples"], Path(out["charts"][0]).parent,
                     published=published, subtitle=line)
     reference = pd.read_csv(published) if published and Path(published).exists() else None
-    text = findings.render(runs, pd.read_parquet(out["curves"]), reference)
+    margins = stats.Margins.from_config({"verdicts": verdicts})
+    text = findings.render(runs, pd.read_parquet(out["curves"]), reference, margins)
     atomic.write_text(out["findings"], headed(text, k, n))
     runs_table.write(out["runs"], out["runs_html"], title=f"Every run so far: {line}")
     return k

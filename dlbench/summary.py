@@ -314,7 +314,8 @@ def carry_over(runs: pd.DataFrame, margins: stats.Margins | None = None) -> pd.D
     frameworks' own-defaults points. `shortfall_pp`: B's best accuracy minus B's accuracy with A's best
     (points). `told`, an equivalence verdict on B's runs with its best preset against B's runs with A's
     (stats.judge, paired by seed where both ran the same ones): "carries over" (the same preset, or equivalent
-    within the accuracy margin by two one-sided tests), "falls short" (B's best told better), "inconclusive"
+    within the accuracy margin by two one-sided tests: a real difference smaller than the margin still carries
+    over), "falls short" (B's best told better, beyond the margin's reach), "inconclusive"
     (neither), or "not testable" (a side of fewer than three runs, or no spread). `carries_over` is the
     means' reading (a shortfall of at most NEAR_BEST_PP), kept for the charts.
     """
@@ -343,11 +344,10 @@ def carry_over(runs: pd.DataFrame, margins: stats.Margins | None = None) -> pd.D
                     mine = pts[pts["framework"] == b]
                     test = stats.judge_metric(*(_values(mine[mine["whose"] == w], "accuracy_pct")
                                                 for w in (fb.index[0], best)), "accuracy_pct", margins)
-                    if best == fb.index[0]:
-                        told = "carries over"  # A's best is B's best: nothing to test
+                    if best == fb.index[0] or (test.word != stats.UNTESTABLE and test.tost_p < stats.ALPHA):
+                        told = "carries over"  # B's best itself, or within the margin of it (even if told apart)
                     else:
-                        told = {stats.BETTER: "falls short", stats.EQUIVALENT: "carries over"}.get(test.word,
-                                                                                               test.word)
+                        told = "falls short" if test.word == stats.BETTER else test.word
                     rows.append({"dataset": dataset, "device": device, "reading": reading, "from_framework": a,
                                  "best_preset": best, "from_accuracy_pct": fa["acc"].iloc[0], "to_framework": b,
                                  "accuracy_with_pct": fb.loc[best, "acc"], "to_best_preset": fb.index[0],

@@ -16,7 +16,7 @@ import math
 import numpy as np
 import pandas as pd
 
-from dlbench import stats
+from dlbench import presets, stats
 from dlbench.datasets import catalog
 from dlbench.frameworks import registry
 
@@ -470,27 +470,26 @@ def told(result: stats.Contrast | stats.Judgement, larger: str, smaller: str) ->
     return larger if result.estimate > 0 else smaller
 
 
-# What a framework's own defaults hold fixed: its hyper-parameters (one combination: the default point) and the
-# machine's knobs (matched across frameworks: one comparison per combination the study ran).
-DEFAULT_HYPER = ["network", "optimizer", "momentum", "weight_decay", "learning_rate", "batch_size", "length",
-                 "length_unit"]
+# What a framework's own defaults hold fixed: its hyper-parameters (one value each: the default point; the swept
+# ones first) and the machine's knobs (matched across frameworks: one comparison per combination the study ran).
+DEFAULT_HYPER = ["batch_size", "learning_rate", "length", "length_unit", "network", "optimizer", "momentum",
+                 "weight_decay"]
 DEFAULT_KNOBS = ["threads", "interop_threads", "library"]
 
 
 def default_points(df: pd.DataFrame, precision: str = "usual") -> pd.DataFrame:
     """Each framework's own defaults: the points of its default setting, per dataset and device. df: points().
 
-    Own-preset points only (not another framework's preset, not a tuning grid's other cells); of those, the
-    combination of hyper-parameters (DEFAULT_HYPER) most of them share: a study sweeps one axis at a time around
-    the defaults, so every sweep but the axis' own runs at the default value (where two combinations are tied, the
-    study swept without a default, and the framework has no default point there). The machine's knobs
+    Own-preset points only (not another framework's preset, not a tuning grid's other cells); of those, the ones
+    at the default value of every hyper-parameter (DEFAULT_HYPER; _default_rows): a study sweeps one axis at a
+    time around the defaults, so that no swept value enters "own defaults". The machine's knobs
     (DEFAULT_KNOBS) are kept as they ran: a comparison matches them across frameworks. Compile mode: the
     framework's natural one. `precision`: "usual" (float32: like with like), or "study": the precision the study's
     scripts ran the framework in (registry `study_precision`: Theano and Torch's CIFAR-10 in float64) where this
     run has points at it, else float32; the `precision` column says which."""
     own = df[df["is_own"] & (df["natural_compile"] | df["compile"].isna())]  # Caffe, Theano: no compile switch
     if "tuning_grid" in own.columns and "tuning_is_default" in own.columns:
-        in_grid = own["tuning_grid"].notna() & ~own["tuning_is_default"].fillna(False).astype(bool)
+        in_grid = own["tuning_grid"].notna() & ~own["tuning_is_default"].map(lambda v: v is True or v == 1)
         own = own[~in_grid]
     if own.empty:
         return own
@@ -505,13 +504,38 @@ def default_points(df: pd.DataFrame, precision: str = "usual") -> pd.DataFrame:
         at_study = [(f, d, v) in ran for f, d, v in zip(own["framework"], own["dataset"], own["device"])]
         wanted = wanted.where(at_study, "fp32")
     own = own[own["precision"].fillna("fp32") == wanted]
-    hyper = group_key(own[DEFAULT_HYPER], set()) if len(own) else pd.Series([], dtype=object)
-    keep = pd.Series(False, index=own.index)
-    for _, rows in own.groupby(["framework", "dataset", "device"]).groups.items():
-        counts = hyper.loc[rows].value_counts()
-        if len(counts) == 1 or counts.iloc[0] > counts.iloc[1]:
-            keep.loc[rows] = (hyper.loc[rows] == counts.index[0]).to_numpy()
-    return own[keep]
+    # by position: a frame put together from others may repeat index labels
+    kept = [rows[_default_rows(own.iloc[rows], _preset_values(framework, dataset))]
+            for (framework, dataset, _), rows in own.groupby(["framework", "dataset", "device"]).indices.items()]
+    return own.iloc[np.sort(np.concatenate(kept))] if kept else own.iloc[:0]
+
+
+def _preset_values(framework: str, dataset: str) -> dict:
+    """The framework's own preset's batch size and learning rate (what a sweep around its defaults holds)."""
+    try:
+        preset = presets.resolve("own", framework, dataset)
+    except (KeyError, ValueError):  # a framework or dataset without an own preset: the points alone decide
+        return {}
+    return {k: preset.get(k) for k in ("batch_size", "learning_rate") if preset.get(k) is not None}
+
+
+def _default_rows(g: pd.DataFrame, preferred: dict) -> np.ndarray:
+    """Which rows of one framework, dataset and device are at its default value of each hyper-parameter: the own
+    preset's where the points have it (a sweep around it), else the value most of them share (every sweep but the
+    axis' own runs at it; a config may set every point's length); none where two values tie: a study swept
+    without a default there."""
+    keep = np.ones(len(g), dtype=bool)
+    for axis in DEFAULT_HYPER:
+        values = g[axis].astype(object).where(g[axis].notna(), "-")[keep]
+        counts = values.value_counts()
+        if axis in preferred and preferred[axis] in set(values):
+            value = preferred[axis]
+        elif len(counts) == 1 or counts.iloc[0] > counts.iloc[1]:
+            value = counts.index[0]
+        else:
+            return np.zeros(len(g), dtype=bool)
+        keep[np.flatnonzero(keep)[(values != value).to_numpy()]] = False
+    return keep
 
 
 def _family(dataset: str) -> str:

@@ -44,5 +44,6 @@ rule partial:
         tuning=TUNING,
         peak="results/machine/peak.json",
         published=as_workflow_input(PUBLISHED_CSV),
+        verdicts=CFG["verdicts"],
     script:
         "../scripts/partial.py"

@@ -45,6 +45,8 @@ rule findings:
         ),
     log:
         "logs/findings.log",
+    params:
+        verdicts=CFG["verdicts"],  # the equivalence margins: findings.md is written again where they change
     localrule: True
     conda:
         "../envs/base.yaml"

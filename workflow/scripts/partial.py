@@ -8,7 +8,8 @@ sm = snakemake  # noqa: F821 - the object Snakemake gives a script
 def main() -> int:
     try:
         k = partial.draw(sm.params.metrics, sm.output, membership=sm.params.membership, tuning=sm.params.tuning,
-                         peak_path=sm.params.peak, published=sm.params.published)
+                         peak_path=sm.params.peak, published=sm.params.published,
+                         verdicts=sm.params.verdicts)
     except partial.NothingFinished as exc:
         print(f"dlbench: {exc}")
         return 2
