@@ -56,7 +56,8 @@ def published_ratios(runs: pd.DataFrame, published: pd.DataFrame) -> pd.DataFram
 
     Each framework's default point (tables.default_points), in the precision the study's scripts ran it where
     this run has it (Theano, and Torch on CIFAR-10, in float64: `precision` says which).
-    train_time_ratio = this run's mean train time / published train time (same for test time); accuracy_diff_pp = this run's mean accuracy (%) - published accuracy (%).
+    train_time_ratio = this run's mean train time / published train time (same for test time);
+    accuracy_diff_pp = this run's mean accuracy (%) - published accuracy (%).
     Fashion-MNIST is compared with the published MNIST row (a stand-in: MNIST's shape and size); digits
     are not (FAMILY).
     """

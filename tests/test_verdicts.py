@@ -7,7 +7,6 @@ from __future__ import annotations
 import math
 import re
 
-import numpy as np
 import pandas as pd
 import pytest
 
