@@ -5,9 +5,10 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 import pytest
+from scipy import stats as sps
 
 from dlbench import findings, observations, published, summary
-from dlbench.testing.study import make_curves, make_runs, make_samples, preset_matrix
+from dlbench.testing.study import make_curves, make_runs, make_samples, one_default, preset_matrix
 
 T975_DF2 = 4.302652729749462  # the t table: two-sided 95 %, 2 degrees of freedom
 
@@ -25,14 +26,20 @@ def own_points(times: dict, accs: dict, dataset="mnist", device="cpu") -> pd.Dat
     return pd.DataFrame(rows)
 
 
-# Three seeds of each point: times off by -2 %, 0, +2 % and accuracies by -0.1, 0, +0.1 points, alike for every
-# framework, so that the pairs by seed differ by the same amount each (told apart where the means differ).
+# Three seeds of each point: times off by -2 %, 0, +2 % and accuracies by -0.1, 0, +0.1 points, and a small
+# jitter of each point's own (JITTER, by its row), so that the pairs by seed differ a little from seed to seed:
+# a difference with no spread at all is not testable (told apart where the means differ by more than noise).
 SPREAD = ((1, 0.98, -0.001), (2, 1.0, 0.0), (3, 1.02, 0.001))
+JITTER = (-0.5, 0.0, 0.5)
 
 
 def repeated(df: pd.DataFrame) -> pd.DataFrame:
-    return pd.concat([df.assign(run_id=df["run_id"] + f"-s{seed}", seed=seed, train_time_s=df["train_time_s"] * t,
-                                accuracy=df["accuracy"] + a) for seed, t, a in SPREAD], ignore_index=True)
+    def jitter(seed: int) -> np.ndarray:
+        return np.array([JITTER[(i + seed) % 3] for i in range(len(df))])
+    return pd.concat([df.assign(run_id=df["run_id"] + f"-s{seed}", seed=seed,
+                                train_time_s=df["train_time_s"] * (t + 0.004 * jitter(seed)),
+                                accuracy=df["accuracy"] + a + 0.0002 * jitter(seed)) for seed, t, a in SPREAD],
+                     ignore_index=True)
 
 
 def test_findings_pick_the_fastest_and_most_accurate_framework():
@@ -45,30 +52,45 @@ def test_findings_pick_the_fastest_and_most_accurate_framework():
     assert fast.loc["cpu", "leader"] == "caffe" and fast.loc["cpu", "state"] == "distinct"
     assert accurate.loc["cpu", "leader"] == "tensorflow" and accurate.loc["cpu", "state"] == "distinct"
     assert fast.loc["gpu", "leader"] == "tensorflow"
-    assert accurate.loc["gpu", "state"] == "tied"  # the same accuracy on every seed: not told apart
-    # caffe's three times 9.8, 10, 10.2: mean 10, sd 0.2, interval 10 -/+ t(0.975, 2) 0.2 / sqrt(3)
-    half = T975_DF2 * 0.2 / np.sqrt(3)
+    # the same 90 % on the GPU, seed by seed within 0.02 points of each other: equivalent within 0.5 points
+    assert accurate.loc["gpu", "state"] == "equivalent"
+    # caffe's three CPU times 9.8, 10.02, 10.18 s (SPREAD and its JITTER): mean 10, the interval on the log scale,
+    # exp(mean(log t) -/+ t(0.975, 2) sd(log t) / sqrt(3))
+    caffe = runs[(runs["framework"] == "caffe") & (runs["device"] == "cpu")]["train_time_s"]
+    assert sorted(caffe) == pytest.approx([9.8, 10.02, 10.18])
+    logs = np.log([9.8, 10.02, 10.18])
+    half = T975_DF2 * logs.std(ddof=1) / np.sqrt(3)
+    low, high = np.exp(logs.mean() - half), np.exp(logs.mean() + half)
     text = findings.render(runs)
-    assert f"caffe 10 s [{10 - half:.4g}, {10 + half:.4g}], n 3" in text
-    assert "**mnist/cpu, own defaults: fastest caffe** (told apart)" in text
-    assert "**mnist/gpu, own defaults: most accurate" in text and "tied (within noise)" in text
+    assert f"caffe 10 s [{low:.4g}, {high:.4g}], n 3" in text
+    assert "**Fastest on mnist/cpu, own defaults: caffe**, 10 s against pytorch 15 s" in text
+    assert "No single most accurate on mnist/gpu, own defaults: caffe 90% and tensorflow are equivalent within " \
+        "0.5 points" in text
 
 
 def test_a_single_run_and_a_tie_read_as_such():
     single = own_points({"caffe": 10, "tensorflow": 20}, {"caffe": 0.97, "tensorflow": 0.99})
     v = observations.observe_caffe_fastest_on_cpu(single)
-    assert v.verdict == "single run: no interval" and "caffe 10 s (single run: no interval)" in v.evidence
-    # the tie: caffe 9, 10, 11 s against tensorflow 10, 10.5, 9.5 s by seed; differences -1, -0.5, 1.5: mean 0,
-    # so t = 0 and p = 1 (two degrees of freedom)
+    assert v.verdict == "not testable (fewer than 3 runs on a side)"
+    assert "caffe 10 s (a single run: no interval)" in v.evidence
+    # the tie: caffe 9, 10, 11 s against tensorflow 10, 10.5, 9.5 s by seed, both 10 s on average: the paired t of
+    # the log times (two degrees of freedom) cannot tell them apart, and the spread is too wide for equivalence
+    # within 5 %: inconclusive, with the smallest ratio the test would have found
     tie = pd.concat([own_points({"caffe": t, "tensorflow": u}, {"caffe": 0.9, "tensorflow": 0.9}).assign(
         seed=seed, run_id=lambda d, s=seed: d["run_id"] + f"-{s}") for seed, t, u in ((1, 9.0, 10.0),
                                                                                      (2, 10.0, 10.5),
                                                                                      (3, 11.0, 9.5))])
     v = observations.observe_caffe_fastest_on_cpu(tie)
-    assert v.verdict == "tied (within noise)"
-    assert "paired t by seed: t(2) = 0, p = 1" in v.evidence
-    half = T975_DF2 * 1.0 / np.sqrt(3)  # caffe: sd 1
-    assert f"caffe 10 s [{10 - half:.4g}, {10 + half:.4g}], n 3" in v.evidence
+    assert v.verdict == "inconclusive"
+    d = np.log([9.0, 10.0, 11.0]) - np.log([10.0, 10.5, 9.5])
+    se = d.std(ddof=1) / np.sqrt(3)
+    p = 2 * sps.t.sf(abs(d.mean()) / se, 2)
+    detectable = np.exp((T975_DF2 + sps.t.ppf(0.8, 2)) * se)
+    assert f"caffe not told apart from (inconclusive) tensorflow (paired t by seed of log values, p = {p:.3g}; a " \
+        f"{detectable:.2g}x difference would have been detected)" in v.evidence
+    logs = np.log([9.0, 10.0, 11.0])  # caffe's interval on the log scale
+    half = T975_DF2 * logs.std(ddof=1) / np.sqrt(3)
+    assert f"caffe 10 s [{np.exp(logs.mean() - half):.4g}, {np.exp(logs.mean() + half):.4g}], n 3" in v.evidence
 
 
 def test_observations_a_and_b_agree_and_disagree():
@@ -92,19 +114,28 @@ def test_observation_c_gpu_faster():
     cpu = own_points({"caffe": 10, "tensorflow": 20}, {"caffe": 0.9, "tensorflow": 0.9})
     gpu = own_points({"caffe": 1, "tensorflow": 2}, {"caffe": 0.9, "tensorflow": 0.9}, device="gpu")
     v = observations.observe_gpu_faster(repeated(pd.concat([cpu, gpu])))
-    # caffe: CPU 9.8, 10, 10.2 s against GPU 0.98, 1, 1.02 s: ratio 10, var(log) 0.04 / 300 + 0.0004 / 3 on
-    # 4 degrees of freedom (Welch-Satterthwaite), half-width t(0.975, 4) x 0.01633 = 0.04533 on the log
-    assert v.verdict == "agrees" and "caffe on mnist 10x [9.56, 10.5], GPU faster" in v.evidence
-    assert observations.observe_gpu_faster(pd.concat([cpu, gpu])).verdict == "single run: no interval"
+    # caffe: CPU 9.8, 10.02, 10.18 s against GPU 0.978, 1, 1.022 s (SPREAD and JITTER): ratio of the means 10; the
+    # variance of its log by the delta method, var / (n mean^2) of each side, its degrees of freedom by
+    # Welch-Satterthwaite
+    c, g = np.array([9.8, 10.02, 10.18]), np.array([0.978, 1.0, 1.022])
+    shares = np.array([c.var(ddof=1) / 3 / c.mean() ** 2, g.var(ddof=1) / 3 / g.mean() ** 2])
+    df = shares.sum() ** 2 / (shares ** 2 / 2).sum()
+    half = sps.t.ppf(0.975, df) * np.sqrt(shares.sum())
+    assert v.verdict == "agrees"
+    assert f"caffe on mnist 10x [{10 * np.exp(-half):.3g}, {10 * np.exp(half):.3g}], GPU faster" in v.evidence
+    single = observations.observe_gpu_faster(pd.concat([cpu, gpu]))
+    assert single.verdict.startswith("not testable")
+    assert "caffe on mnist 10x (not testable: fewer than 3 runs on a side)" in single.evidence
     slow = own_points({"caffe": 1, "tensorflow": 40}, {"caffe": 0.9, "tensorflow": 0.9}, device="gpu")
     v = observations.observe_gpu_faster(repeated(pd.concat([cpu, slow])))
     assert v.verdict == "disagrees" and "tensorflow on mnist 0.5x [" in v.evidence and "CPU faster" in v.evidence
-    # tensorflow's GPU 1 % slower than its CPU, within the 2 % spread of the seeds: tied, not "disagrees"
+    # tensorflow's GPU 1 % slower than its CPU, within the 2 % spread of the seeds: inconclusive, not "disagrees"
     close = repeated(pd.concat([cpu, own_points({"caffe": 1, "tensorflow": 20.2}, {"caffe": 0.9, "tensorflow": 0.9},
                                                 device="gpu")]))
     close.loc[(close["framework"] == "tensorflow") & (close["device"] == "gpu"), "train_time_s"] = [20.6, 19.8, 20.2]
     v = observations.observe_gpu_faster(close)
-    assert v.verdict == "tied (within noise)" and "tensorflow on mnist 0.99x [" in v.evidence
+    assert v.verdict == "inconclusive" and "tensorflow on mnist 0.99x [" in v.evidence
+    assert "tensorflow on mnist 0.99x [0.947, 1.03], inconclusive" in v.evidence
     assert observations.observe_gpu_faster(cpu).verdict == "not tested in this run (no ok GPU point)"
 
 
@@ -158,7 +189,9 @@ def test_observation_d_best_settings_do_not_carry_over():
     one_preset = preset_matrix({"caffe": {"caffe": 0.99}, "tensorflow": {"tensorflow": 0.99}})
     single = observations.observe_best_does_not_carry_over(preset_matrix(
         {"caffe": {"caffe": 0.99, "tensorflow": 0.97}, "tensorflow": {"tensorflow": 0.99, "caffe": 0.96}}))
-    assert single.verdict == "single run: no interval"  # one run per preset: a shortfall, but no test
+    # one run per preset: a shortfall, but no test
+    assert single.verdict == "not testable (fewer than three runs, or no spread, on a side of every pair)"
+    assert "96.00% vs its best (tensorflow's) 99.00%: not testable (fewer than 3 runs on a side)" in single.evidence
     assert observations.observe_best_does_not_carry_over(one_preset).verdict.startswith("not tested in this run (")
 
 
@@ -203,15 +236,17 @@ def test_observation_i_gpu_speedups_in_the_published_order():
     assert v.verdict == "agrees" and "pytorch 20x [" in v.evidence and "(published 28.5x)" in v.evidence
     assert "pytorch > tensorflow agrees, pytorch > caffe agrees, tensorflow > caffe agrees" in v.evidence
     single = observations.observe_gpu_speedup_order(pd.concat([cpu, same]), published_table())
-    assert single.verdict == "single run: no interval" and "pytorch 20x (single run: no interval)" in single.evidence
+    assert single.verdict.startswith("not testable (")
+    assert "pytorch 20x (not testable: fewer than 3 runs on a side)" in single.evidence
     swapped = same.assign(train_time_s=[1.0, 4.0, 2.0])  # caffe 10x now gains more than tensorflow 5x
     v = observations.observe_gpu_speedup_order(repeated(pd.concat([cpu, swapped])), published_table())
     assert v.verdict == "disagrees" and "tensorflow > caffe disagrees" in v.evidence
-    # tensorflow 5x against caffe 4.95x, within the seeds' spread: that pair is tied, the others agree
+    # tensorflow 5x against caffe 4.95x, within the seeds' spread: that pair is inconclusive, the others agree
     near = repeated(pd.concat([cpu, same.assign(train_time_s=[10 / 4.95, 4.0, 2.0])]))
     near.loc[(near["framework"] == "caffe") & (near["device"] == "gpu"), "train_time_s"] *= [1.03, 0.97, 1.0]
     v = observations.observe_gpu_speedup_order(near, published_table())
-    assert v.verdict == "tied (within noise)" and "tensorflow > caffe tied (within noise)" in v.evidence
+    assert v.verdict == "inconclusive" and "tensorflow > caffe inconclusive" in v.evidence
+    assert "pytorch > tensorflow agrees, pytorch > caffe agrees" in v.evidence
     alone = observations.observe_gpu_speedup_order(pd.concat([cpu, same.iloc[:1]]), published_table())
     assert alone.verdict.startswith("not tested in this run (one framework per dataset")
     assert "mnist: caffe 5.28x, tensorflow 16.3x, theano 20.6x, torch 28.5x" in \
@@ -231,9 +266,11 @@ def test_observation_j_tensorflow_tests_cifar10_more_slowly_on_gpu():
     assert "(published: CPU 2.69 s, GPU 5.76 s)" in v.evidence and "Welch's t of log means" in v.evidence
     assert observations.observe_tensorflow_cifar_testing(seeds(2.0, 0.5), published_table()).verdict == "disagrees"
     noisy = seeds(2.0, 2.04, spread=(0.9, 1.0, 1.1))
-    assert observations.observe_tensorflow_cifar_testing(noisy, published_table()).verdict == "tied (within noise)"
+    v = observations.observe_tensorflow_cifar_testing(noisy, published_table())
+    assert v.verdict == "inconclusive" and "CPU / GPU 0.98x [" in v.evidence
     once = pd.concat([cpu.assign(test_time_s=2.0), gpu.assign(test_time_s=3.0)])
-    assert observations.observe_tensorflow_cifar_testing(once, published_table()).verdict == "single run: no interval"
+    v = observations.observe_tensorflow_cifar_testing(once, published_table())
+    assert v.verdict.startswith("not testable") and "0.667x (not testable: fewer than 3 runs on a side)" in v.evidence
     mnist = seeds(2.0, 3.0).assign(dataset="mnist")
     assert observations.observe_tensorflow_cifar_testing(mnist, published_table()).verdict.startswith("not tested")
 
@@ -254,12 +291,14 @@ def test_provider_guidance_carries_its_numbers_or_says_what_is_missing():
     assert "default library, 1 threads, 2 inter-op gave the most throughput per core in 1 of 1" in line
     assert "900 img/s per core" in line and "600 img/s per core" in line
     assert "No ok point measured" in findings.provider_guidance(runs.assign(throughput_img_s=np.nan))[0]
-    assert "single run: no interval on a side, so no test tells them apart" in lines[0]
-    # three seeds, 2 % apart: tensorflow's 600 img/s per core told apart from caffe's 500 (paired t by seed)
+    assert "tensorflow 600 img/s (a single run: no interval); caffe 500 img/s (a single run: no interval): not " \
+        "testable (fewer than 3 runs on a side)" in lines[0]
+    # three seeds, 2 % apart (caffe 490, 510, 500 img/s per core by seed, tensorflow 600, 588, 612): tensorflow's
+    # 600 img/s per core told apart from caffe's 500 (paired t by seed)
     seeded = repeated(runs.assign(train_time_s=1.0))
     seeded = seeded.assign(throughput_img_s=seeded["throughput_img_s"] * np.tile([0.98, 1.0, 1.02], 2))
     line = findings.provider_guidance(seeded)[0]
-    assert "tensorflow 600 img/s [" in line and "tensorflow is told apart from the runner-up caffe (paired t" in line
+    assert "tensorflow 600 img/s [" in line and "tensorflow told apart from caffe (paired t by seed" in line
 
 
 def test_consumer_guidance_names_the_soonest_to_a_target():
@@ -271,13 +310,14 @@ def test_consumer_guidance_names_the_soonest_to_a_target():
     assert lines[0].startswith("To reach 93.0% test accuracy on mnist/cpu") and "the soonest was caffe" in lines[0]
     assert "2 s of training (test at iteration 50" in lines[0] and "then tensorflow 8 s" in lines[0]
     assert "cannot be said" in findings.consumer_guidance(runs, pd.DataFrame())[0]
-    assert "caffe 2 s (single run: no interval); tensorflow 8 s (single run: no interval)" in lines[0]
-    # three seeds of each: caffe reaches 93 % in 1.9, 2.0, 2.1 s, tensorflow in 7.8, 8.0, 8.2 s: told apart
+    assert "caffe 2 s (a single run: no interval); tensorflow 8 s (a single run: no interval): not testable (fewer " \
+        "than 3 runs on a side)" in lines[0]
+    # three seeds of each: caffe reaches 93 % in 1.95, 2.0, 2.05 s, tensorflow in 7.8, 8.0, 8.2 s: told apart
     seeded = repeated(runs)
     curves3 = pd.concat([curves.assign(run_id=curves["run_id"] + f"-s{seed}", train_time_s=curves["train_time_s"] +
                                        (seed - 2) * np.array([0.05, 0.1, 0.1, 0.2])) for seed in (1, 2, 3)])
     line = findings.consumer_guidance(seeded, curves3)[0]
-    assert "caffe 2 s [" in line and "caffe is told apart from the runner-up tensorflow (paired t by seed" in line
+    assert "caffe 2 s [" in line and "caffe told apart from tensorflow (paired t by seed" in line
 
 
 def test_the_tuning_table_in_the_findings():
@@ -288,10 +328,11 @@ def test_the_tuning_table_in_the_findings():
                      "train_time_s": t, "tuning_grid": "tuning:x", "tuning_is_default": bs == 64})
     text = findings.render(pd.DataFrame(rows), None, published_table())
     section = text.split("## Tuned against own defaults")[1].split("\n## ")[0]
-    assert ("| caffe | mnist | cpu | caffe | best accuracy | 32 | 0.01 | 100 | iterations | 97 | 150 | +2, single run: "
-            "no interval | -50, single run: no interval | single run: no interval |") in section
-    assert ("| fastest within 0.5 points | 128 | 0.01 | 100 | iterations | 96.6 | 60 | +1.6, single run: no interval "
-            "| +40, single run: no interval |") in section
+    # one run per cell: every gain and the best cell's lead are not testable
+    assert ("| caffe | mnist | cpu | caffe | best accuracy | 32 | 0.01 | 100 | iterations | 97 | 150 | +2, not "
+            "testable | -50, not testable | not testable |") in section
+    assert ("| fastest within 0.5 points | 128 | 0.01 | 100 | iterations | 96.6 | 60 | +1.6, not testable "
+            "| +40, not testable |") in section
     assert "| defaults | 64 | 0.01 | 100 | iterations | 95 | 100 | +0 | +0 |" in section
     assert "Not tested in this run: no sub-study tunes" in findings.render(pd.DataFrame(rows[:1]).drop(
         columns=["tuning_grid"]), None, published_table())
@@ -310,12 +351,14 @@ def test_observation_e_batch_size():
     assert e(repeated(batch_runs([10.0, 4.0], [0.98, 0.95]))).verdict == "agrees"
     assert e(repeated(batch_runs([10.0, 14.0], [0.98, 0.95]))).verdict == "disagrees"
     assert e(repeated(batch_runs([10.0, 4.0], [0.95, 0.98]))).verdict == "disagrees"
-    assert e(batch_runs([10.0, 4.0], [0.98, 0.95])).verdict == "single run: no interval"
-    # faster, but the accuracies cannot be told apart: tied, not "agrees"
+    assert e(batch_runs([10.0, 4.0], [0.98, 0.95])).verdict == "not testable (fewer than 3 runs on a side)"
+    # faster, but the accuracies (98 % against 97, 99, 97.5 %) can neither be told apart nor held within 0.5 points
+    # of each other: inconclusive, not "agrees"
     noisy = repeated(batch_runs([10.0, 4.0], [0.98, 0.98]))
     noisy.loc[noisy["batch_size"] == 256, "accuracy"] = [0.97, 0.99, 0.975]
     v = e(noisy)
-    assert v.verdict == "tied (within noise)" and "faster in 1 of 1 sweeps" in v.evidence
+    assert v.verdict == "inconclusive" and "faster in 1 of 1 sweeps" in v.evidence
+    assert "less accurate in 0 (more accurate in 0)" in v.evidence and "(inconclusive; paired t by seed" in v.evidence
     v = observations.observe_batch_size(batch_runs([10.0, 40.0], [0.95, 0.98], length="iterations"))
     assert v.verdict == "not tested in this run (batch sizes were swept at a fixed number of iterations, not epochs)"
 
@@ -334,11 +377,12 @@ def test_observation_f_length():
     assert v.verdict == "agrees" and "last's +9 points" in v.evidence and "saturate in 1 of 1" in v.evidence
     assert f(repeated(length_runs([0.80, 0.81, 0.95]))).verdict == "disagrees"  # 1 then 7 points per epoch
     assert f(repeated(length_runs([0.80, 0.90, 0.92], times=(4.0, 2.0, 1.0)))).verdict == "disagrees"
-    assert f(length_runs([0.80, 0.90, 0.92])).verdict == "single run: no interval"
-    # 0.4 points per epoch against 0.35: within the seeds' spread of 0.5 points, tied
+    once = f(length_runs([0.80, 0.90, 0.92]))
+    assert once.verdict == "not testable (fewer than three runs, or no spread, at every length)"
+    # 0.4 points per epoch against 0.35: within the seeds' spread of 0.5 points, inconclusive
     noisy = repeated(length_runs([0.800, 0.804, 0.811]))
     noisy["accuracy"] = noisy["accuracy"] + np.repeat([-0.004, 0.0, 0.004], 3)
-    assert f(noisy).verdict == "tied (within noise)"
+    assert f(noisy).verdict == "inconclusive"
     two = repeated(length_runs([0.80, 0.90, 0.92]))
     two = two[two["epochs"] < 4]
     assert "saturation needs at least three" in f(two).verdict
@@ -355,7 +399,7 @@ def test_observation_f_from_learning_curves_without_a_length_sweep():
     # 10 points per 100 iterations, then 2: saturates, told by the slopes' contrast over the three seeds
     assert v.verdict == "agrees" and "learning curves" in v.evidence and "3 run(s)" in v.evidence
     one = observations.observe_length(runs.iloc[:1], curves[curves["run_id"] == runs["run_id"].iloc[0]])
-    assert one.verdict == "single run: no interval"
+    assert one.verdict == "not testable (fewer than three runs, or no spread, at every length)"
 
 
 def test_findings_count_failed_points(study):
@@ -368,7 +412,12 @@ def test_findings_count_failed_points(study):
 
 
 def test_write_findings_writes_markdown_with_every_observation(study, tmp_path):
-    runs, curves, _ = study
+    # make_runs is a full factorial: every framework's own points split evenly between epochs 2 and 8, threads 1
+    # and 4, and its tuning grid's batch sizes and learning rates, so none of them is its default point (a tie)
+    # and nothing would be set beside the published figures: one_default keeps its own points at one setting.
+    full, _, _ = study
+    runs = one_default(full)
+    curves = make_curves(runs)
     out = tmp_path / "results" / "findings.md"
     text = findings.write_findings(runs, curves, out, published.PUBLISHED_CSV)
     assert out.read_text() == text
@@ -377,26 +426,29 @@ def test_write_findings_writes_markdown_with_every_observation(study, tmp_path):
     assert "## This machine next to the published figures" in text and "| cifar10 | cifar10 |" in text
     assert "| digits | mnist |" not in text  # digits (1,797 small images) are not timed against MNIST
     # Every observation's verdict, as the hand-made study (dlbench.testing.study.make_runs) was built to give it;
-    # findings.md states each one.
+    # findings.md states each one. One seed per point: each default point is a single run, so no comparison of
+    # them is testable (three runs a side at least).
+    single = "not testable (fewer than 3 runs on a side)"
     expected = {
-        "a": "agrees",  # Caffe's base time is the lowest: fastest on the CPU
-        "b": "tied (within noise)",  # accuracy has no framework term: the own defaults' accuracies are alike
-        "c": "single run: no interval",  # GPU 10x faster, but some frameworks' pairs are single runs
+        "a": single,  # Caffe's base time is the lowest, but one run per framework
+        "b": single,  # accuracy has no framework term, and one run per framework
+        "c": "not testable",  # GPU 10x faster, but every CPU/GPU pair is single runs
         "d": "not tested in this run (no two frameworks each ran at least two frameworks' presets, among them "
              "the one that served the other best)",  # presets `own` and `caffe`: Caffe's own is `caffe`
-        "e": "single run: no interval",  # larger batches faster and less accurate, but one run per setting
-        "f": "not tested in this run (lengths swept with only two values (time longer, told apart, in 0 of 196 "
+        "e": single,  # larger batches faster and less accurate, but one run per setting
+        "f": "not tested in this run (lengths swept with only two values (time longer, told apart, in 0 of 84 "
              "sweeps), and saturation needs at least three)",  # epochs 2 and 8 only, one run each
-        "g": "disagrees",  # published: Theano fastest on CIFAR-10's CPU; here Caffe
-        "h": "tied (within noise)",  # as b: TensorFlow is not told apart from the rest
-        "i": "tied (within noise)",  # every framework's GPU speed-up is about 10x: no order to tell
-        "j": "disagrees",  # here TensorFlow tests CIFAR-10 ten times faster on the GPU, the study slower
+        "g": single,  # published: Theano fastest on CIFAR-10's CPU; here Caffe, by one run each
+        "h": single,  # as b
+        "i": "not testable (fewer than two runs in a group)",  # every framework's GPU speed-up is 10x, one run each
+        "j": "not testable",  # TensorFlow tests CIFAR-10 ten times faster on the GPU here, by one run a device
     }
     verdicts = observations.observations(runs, curves, pd.read_csv(published.PUBLISHED_CSV))
     assert {key: v.verdict for key, v in verdicts.items()} == expected
     for obs in observations.OBSERVATIONS:
         assert f"- ({obs.key}) {obs.text} **{expected[obs.key]}**" in text
-    assert "Answered (agrees, disagrees or tied within noise) for 6 of 10 observations" in text  # not c, d, e, f
+    assert "here caffe 48 s (a single run: no interval); pytorch 96 s" in verdicts["g"].evidence
+    assert "Answered (agrees, disagrees or equivalent within the margin) for 0 of 10 observations" in text
 
 
 def test_write_findings_on_an_empty_run(tmp_path):
@@ -419,7 +471,7 @@ def test_the_modern_section_names_the_fastest_configuration_to_a_target_and_what
     # one seed per point: every pair's speed-up and accuracy change is a single run, no interval
     assert "- pytorch: compiled trained 1.30-1.30x as fast as eager over 4 setting(s), told faster in 0" in section
     assert "- jax: bf16 trained 0.80-0.80x as fast as fp32" in section
-    assert "1 thread(s): 0.8x, single run: no interval, accuracy -0.4, single run: no interval points" in section
+    assert "1 thread(s): 0.8x, not testable, accuracy -0.4, not testable points" in section
     plain = findings.render(make_runs(), make_curves(make_runs()))
     assert "Not tested in this run: no framework ran both eager and compiled" in plain
 
@@ -440,5 +492,8 @@ def test_the_findings_test_the_framework_effect_as_docs_reproduction_cites_it():
     line = next(li for li in section.splitlines() if "test accuracy" in li)
     assert "one-way ANOVA: F(3, 16) = 0.352, p = 0.788" in line
     assert "Friedman (seed as block): chi2(3) = 1.32, p = 0.724" in line
-    assert "no difference between the frameworks that the data can tell" in line
+    # every two frameworks' accuracies within 0.5 points by two one-sided tests (paired by seed); the widest pair,
+    # pytorch and theano (0.14 points apart), at p = 0.0452
+    assert "**the frameworks are equivalent within the margin** (TOST within +/-0.5%: p = 0.0452, the widest pair)" \
+        in line
     assert "caffe 89.73% [89.4, 90.05], n 5" in line  # the interval docs/reproduction.md's table gives
