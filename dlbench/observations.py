@@ -99,7 +99,7 @@ def observe_gpu_faster(runs: pd.DataFrame, margins: stats.Margins | None = None)
         if not (points(runs)["device"] == "gpu").any():
             return Verdict(not_tested("no ok GPU point"))
         return Verdict(not_tested("no framework has ok CPU and GPU points with the same settings"))
-    states = [{GPU_FASTER: AGREES, CPU_FASTER: DISAGREES}.get(r.told, r.told) for r in pairs.itertuples()]
+    states = [_device_state(r.told, r.test, GPU_FASTER, CPU_FASTER) for r in pairs.itertuples()]
     evidence = "CPU time / GPU time of training over matched settings (geometric mean [95 % interval]; " + \
         pairs["test"].iloc[0].name + "): " + "; ".join(
             f"{r.framework} on {r.dataset} {ratio_text(r)}, {r.told}" for r in pairs.itertuples())
@@ -107,6 +107,14 @@ def observe_gpu_faster(runs: pd.DataFrame, margins: stats.Margins | None = None)
     if untested:
         evidence += f"; not compared (no matched CPU and GPU points): {', '.join(untested)}"
     return Verdict(combine(states), evidence)
+
+
+def _device_state(told: str, test: stats.Test, claimed: str, other: str) -> str:
+    """A device pair's word as an observation's: the claimed device told faster agrees, the other disagrees, a
+    pair without a test says why."""
+    if told == stats.UNTESTABLE:
+        return untestable(test.why or "no interval")
+    return {claimed: AGREES, other: DISAGREES}.get(told, told)
 
 
 def observe_best_does_not_carry_over(runs: pd.DataFrame, margins: stats.Margins | None = None) -> Verdict:
@@ -231,8 +239,10 @@ def _speedup_pairs(g: pd.DataFrame) -> list[tuple[str, str, str]]:
     adjusted = stats.holm([r.test.p for r in results])
     out = []
     for (a, b), r, p in zip(pairs, results, adjusted):
-        if r.test.why or any(len(v) < stats.MIN_RUNS for _, v in rows.at[a, "parts"] + rows.at[b, "parts"]):
-            state = untestable(r.test.why or f"fewer than {stats.MIN_RUNS} runs on a side")
+        if any(len(v) < stats.MIN_RUNS for _, v in rows.at[a, "parts"] + rows.at[b, "parts"]):
+            state = untestable(f"fewer than {stats.MIN_RUNS} runs on a side")
+        elif r.test.why:
+            state = untestable(r.test.why)
         elif p < stats.ALPHA:
             state = AGREES if r.estimate > 0 else DISAGREES
         else:
@@ -286,7 +296,7 @@ def observe_tensorflow_cifar_testing(runs: pd.DataFrame, published: pd.DataFrame
         t = tf.set_index("device")["test_time_s"]
         if {"cpu", "gpu"} <= set(t.index):
             pub = f" (published: CPU {t['cpu']:.3g} s, GPU {t['gpu']:.3g} s)"
-    states = [{CPU_FASTER: AGREES, GPU_FASTER: DISAGREES}.get(r.told, r.told) for r in pairs.itertuples()]
+    states = [_device_state(r.told, r.test, CPU_FASTER, GPU_FASTER) for r in pairs.itertuples()]
     evidence = "; ".join(f"{r.dataset}, own defaults, mean test time: CPU {r.cpu_s:.3g} s, GPU {r.gpu_s:.3g} s, "
                          f"CPU / GPU {ratio_text(r)} ({r.test.text()}): {r.told}" for r in pairs.itertuples()) + pub
     return Verdict(combine(states), evidence)

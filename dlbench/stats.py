@@ -395,9 +395,10 @@ class Judgement:
 
     def size(self, unit: str = "", digits: int = 2) -> str:
         """A difference of this judgement's scale in words: "1.4x" (a ratio) or "0.8 points"."""
-        return _size(self.detectable, self.log, unit, digits)
+        return _size(self.detectable, self.log, " points" if unit == "%" else unit, digits)
 
     def tost_text(self, unit: str = "") -> str:
+        unit = " points" if unit == "%" else unit  # a margin of accuracy is in points, not per cent of it
         return f"TOST within +/-{_size(self.margin, self.log, unit, 3)}: {format_p(self.tost_p)}"
 
 

@@ -263,11 +263,11 @@ def _effect_verdict(values: dict[str, dict], metric: str, paired_by_seed: bool, 
     else:
         test = friedman if paired_by_seed else anova
     closest = min(pairs, key=lambda j: abs(j.estimate) if np.isfinite(j.estimate) else np.inf)
-    if test.why or any(j.word == stats.UNTESTABLE for j in pairs):
+    if test.why:  # a pair without spread leaves the design's test standing; it only cannot be shown equivalent
         return test, "untestable", closest
     if test.p < stats.ALPHA:
         return test, "differ", closest
-    if all(j.tost_p < stats.ALPHA for j in pairs):
+    if all(j.word != stats.UNTESTABLE and j.tost_p < stats.ALPHA for j in pairs):
         return test, "equivalent", max(pairs, key=lambda j: j.tost_p)
     return test, "inconclusive", closest
 

@@ -432,7 +432,6 @@ def test_write_findings_writes_markdown_with_every_observation(study, tmp_path):
     expected = {
         "a": single,  # Caffe's base time is the lowest, but one run per framework
         "b": single,  # accuracy has no framework term, and one run per framework
-        "c": "not testable",  # GPU 10x faster, but every CPU/GPU pair is single runs
         "d": "not tested in this run (no two frameworks each ran at least two frameworks' presets, among them "
              "the one that served the other best)",  # presets `own` and `caffe`: Caffe's own is `caffe`
         "e": single,  # larger batches faster and less accurate, but one run per setting
@@ -440,8 +439,9 @@ def test_write_findings_writes_markdown_with_every_observation(study, tmp_path):
              "sweeps), and saturation needs at least three)",  # epochs 2 and 8 only, one run each
         "g": single,  # published: Theano fastest on CIFAR-10's CPU; here Caffe, by one run each
         "h": single,  # as b
-        "i": "not testable (fewer than two runs in a group)",  # every framework's GPU speed-up is 10x, one run each
-        "j": "not testable",  # TensorFlow tests CIFAR-10 ten times faster on the GPU here, by one run a device
+        "i": single,  # every framework's GPU speed-up is 10x, one run each
+        "j": single,  # TensorFlow tests CIFAR-10 ten times faster on the GPU here, by one run a device
+        "c": single,  # GPU 10x faster, but every CPU/GPU pair is single runs
     }
     verdicts = observations.observations(runs, curves, pd.read_csv(published.PUBLISHED_CSV))
     assert {key: v.verdict for key, v in verdicts.items()} == expected
@@ -494,6 +494,6 @@ def test_the_findings_test_the_framework_effect_as_docs_reproduction_cites_it():
     assert "Friedman (seed as block): chi2(3) = 1.32, p = 0.724" in line
     # every two frameworks' accuracies within 0.5 points by two one-sided tests (paired by seed); the widest pair,
     # pytorch and theano (0.14 points apart), at p = 0.0452
-    assert "**the frameworks are equivalent within the margin** (TOST within +/-0.5%: p = 0.0452, the widest pair)" \
+    assert "**the frameworks are equivalent within the margin** (TOST within +/-0.5 points: p = 0.0452, the widest pair)" \
         in line
     assert "caffe 89.73% [89.4, 90.05], n 5" in line  # the interval docs/reproduction.md's table gives
