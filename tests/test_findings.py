@@ -494,6 +494,6 @@ def test_the_findings_test_the_framework_effect_as_docs_reproduction_cites_it():
     assert "Friedman (seed as block): chi2(3) = 1.32, p = 0.724" in line
     # every two frameworks' accuracies within 0.5 points by two one-sided tests (paired by seed); the widest pair,
     # pytorch and theano (0.14 points apart), at p = 0.0452
-    assert "**the frameworks are equivalent within the margin** (TOST within +/-0.5 points: p = 0.0452, the widest pair)" \
-        in line
+    assert ("**the frameworks are equivalent within the margin** (TOST within +/-0.5 points: p = 0.0452, the "
+            "widest pair)") in line
     assert "caffe 89.73% [89.4, 90.05], n 5" in line  # the interval docs/reproduction.md's table gives
