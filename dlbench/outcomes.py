@@ -20,6 +20,8 @@ import signal
 RESULTS = ("ok", "diverged", "oom", "timeout", "hung", "error", "killed", "unavailable")
 RETRIED = ("lock_timeout", "lock_unusable", "lock_lost", "gpu_lost", "env_damaged", "disk_full", "suspended",
            "preempted", "node_lost")
+# The aggregation's word for a record whose files disagree with it (never a run's): a failed row of the tables.
+DAMAGED = "damaged"
 EXIT_RETRY = 75  # EX_TEMPFAIL: "try again later"
 
 

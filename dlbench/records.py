@@ -257,19 +257,6 @@ def _event(line: str) -> str | None:
         return None
 
 
-def set_aside_result(path: str | os.PathLike, why: str) -> Path:
-    """Move a result whose files disagree into attempts/ (metrics.json and its files as found): the point is
-    then not done, and its next run measures it again."""
-    path = Path(path)
-    target = path.parent / ATTEMPTS / f"{time.strftime('%Y%m%dT%H%M%S')}-{why}-{uuid.uuid4().hex[:6]}"
-    target.mkdir(parents=True, exist_ok=True)
-    for file in RUN_FILES:
-        if (path.parent / file).exists():
-            _link_or_copy(path.parent / file, target / file)
-    os.replace(path, target / RESULT)
-    return target
-
-
 def attempts(out_dir: str | os.PathLike) -> list[Path]:
     """The kept attempts of a point, oldest first."""
     root = Path(out_dir) / ATTEMPTS

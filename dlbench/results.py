@@ -12,7 +12,7 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.csv as pa_csv
 
-from dlbench import aggcache, record_schema, records
+from dlbench import aggcache, outcomes, record_schema, records
 from dlbench.atomic import atomic_path
 
 KEYS = ("id", "framework", "dataset")
@@ -54,8 +54,26 @@ def _stack(tables: list[pa.Table], owners: list[dict], rows: list[int]) -> pd.Da
     return table.to_pandas()
 
 
+def damaged(path: Path, record: dict, problem: str) -> dict:
+    """A record whose files disagree with it, as a failed point: `damaged`, the reason naming the files and the
+    fix, said on stderr too. Nothing is moved (a study may be live: `partial` reads it) and nothing is lost."""
+    reason = (f"its files disagree with its record ({problem}; the record says {record.get('status')}): measure "
+              f"the point again with `snakemake --forcerun {path}` (every attempt stays in attempts/)")
+    print(f"dlbench: {path}: {reason}", file=sys.stderr)
+    return {**record, "status": outcomes.DAMAGED, "reason": reason}
+
+
+def _row(path: Path, record: dict) -> dict:
+    """The record as a row of the runs table."""
+    record = {k: v for k, v in record.items() if k != "files"}  # the record's own integrity: no column
+    # How many finished attempts the point has had (this one included): a rerun that failed is visible.
+    record["attempts"] = max(1, len(records.attempts(path.parent)))
+    return record
+
+
 def collect(metrics_paths, cache: str | Path | None = None) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
-    """The records and their curves and samples; a file that is not a record is skipped with one line.
+    """The records and their curves and samples; a file that is not a record is skipped with one line, and a
+    record whose files disagree with it is a failed row (damaged) without curve or samples.
 
     cache: a folder for the parsed CSVs (dlbench.aggcache), so that only new or changed records' CSVs are
     parsed; the frames are the same with or without it.
@@ -78,15 +96,10 @@ def collect(metrics_paths, cache: str | Path | None = None) -> tuple[pd.DataFram
                 if problem:
                     break
             parsed[name] = table, fresh
-        if problem:  # a record is whole or absent: this one is not a result, and its point runs again
-            aside = records.set_aside_result(path, "disagreeing")
-            print(f"dlbench: {path}: its files disagree with it ({problem}); the point counts as unfinished and "
-                  f"runs again (the record is kept in {aside})", file=sys.stderr)
+        if problem:  # loud and kept: a failed row, its files left as they are, no curve or samples from them
+            runs.append(_row(path, damaged(path, record, problem)))
             continue
-        record.pop("files", None)  # the record's own integrity, checked above: no column of the tables
-        # How many finished attempts the point has had (this one included): a rerun that failed is visible.
-        record["attempts"] = max(1, len(records.attempts(path.parent)))
-        runs.append(record)
+        runs.append(_row(path, record))
         for name, (tables, owners, rows) in found.items():
             table, fresh = parsed[name]
             if store and fresh:

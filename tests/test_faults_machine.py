@@ -94,9 +94,11 @@ def test_data_changed_since_preparation_is_refused(lab):
 
 
 @pytest.mark.long
-def test_a_record_whose_files_disagree_is_named_and_set_aside(lab):
+def test_a_record_whose_files_disagree_is_a_failed_row_and_stays_where_it_is(lab):
     row = machine.files_disagree(lab)
-    assert row["rows"] == 1 and row["said"] and row["set_aside"], row
+    assert row["survived"] and not row["data_lost"], row
+    assert row["status"] == "damaged" and "curve.csv" in row["reason"] and "--forcerun" in row["reason"], row
+    assert len(row["curve_runs"]) == 1, row  # the damaged record's curve is left out, the other's drawn
 
 
 @pytest.mark.long

@@ -25,7 +25,7 @@ from pathlib import Path
 
 import numpy as np
 
-from dlbench import config, locks, records, results, runner, sweep
+from dlbench import config, locks, outcomes, records, results, runner, sweep
 from dlbench.outcomes import EXIT_RETRY
 from dlbench.paths import ROOT as REPO
 from dlbench.testing.faults import Lab, _row, _wait_for_training, _workflow, on_small_trainer, point
@@ -370,19 +370,22 @@ def dataset_changed(lab: Lab) -> dict:
 @on_small_trainer()
 def files_disagree(lab: Lab) -> dict:
     """Another run's curve.csv in a record's folder (two runners publishing into one): the aggregation names the
-    record, leaves it out, and sets it aside so that the point runs again."""
+    record and the fix, and keeps the point as a failed row (`damaged`); nothing is moved or lost."""
     a, b = lab.out("agree-a"), lab.out("agree-b")
     runner.run_point(point(iterations=30, learning_rate=0.01), lab.digits, a, python=lab.trainer_python())
     runner.run_point(point(iterations=60, learning_rate=0.02), lab.digits, b, python=lab.trainer_python())
     shutil.copy(b / "curve.csv", a / "curve.csv")
+    before = sorted(str(p.relative_to(a)) for p in a.rglob("*"))
     said = io.StringIO()
     with redirect_stderr(said):
         runs, curves, _ = results.collect([a / records.RESULT, b / records.RESULT])
-    named = [ln for ln in said.getvalue().splitlines() if str(a) in ln]
-    aside = [p for p in records.attempts(a) if "disagreeing" in p.parent.name]
+    named = [ln for ln in said.getvalue().splitlines() if str(a) in ln and "--forcerun" in ln]
+    row = runs.set_index("run_id").loc[json.loads((a / records.RESULT).read_text())["id"]]
+    untouched = sorted(str(p.relative_to(a)) for p in a.rglob("*")) == before
     return _row("a record's files disagree", "another run's curve.csv copied into a published record's folder",
-                len(runs) == 1 and bool(named) and not (a / records.RESULT).exists() and bool(aside), not aside,
-                rows=len(runs), said=named[:1], set_aside=[p.parent.name for p in aside])
+                len(runs) == 2 and row["status"] == outcomes.DAMAGED and bool(named) and untouched,
+                not untouched, rows=len(runs), status=row["status"], reason=row["reason"], said=named[:1],
+                curve_runs=sorted(set(curves["run_id"])), untouched=untouched)
 
 
 @on_small_trainer(step_s=0.05)
