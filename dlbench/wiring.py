@@ -26,7 +26,7 @@ import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from dlbench import cluster, envchoice, envs, locks, records, selection, sweep, versions
+from dlbench import cluster, envchoice, envs, incomplete, locks, records, selection, sweep, versions
 from dlbench import config as dlconfig
 from dlbench.codedigest import adapter_digest
 from dlbench.datasets import prepare
@@ -146,13 +146,20 @@ class Study:
 
     def _clear_stale_locks(self) -> None:
         """A run killed outright leaves Snakemake's lock files; clear them where a kernel lock proves that no
-        other run is alive here (dlbench/locks.py)."""
+        other run is alive here (dlbench/locks.py). Once its jobs have ended, keep the points they finished
+        (dlbench.incomplete)."""
         removed, alive = locks.hold_and_clear_stale()
         if removed:
             self._say("dlbench: removed stale Snakemake locks left by a killed run")
         if alive:
             self._say(f"dlbench: a killed run's jobs are still running here ({', '.join(alive)}); Snakemake's "
                       "locks stay until they end (or stop them)")
+            return
+        kept = incomplete.keep_finished()  # a running job's outputs are absent: only finished ones are kept
+        if kept:
+            self._say(f"dlbench: {len(kept)} points finished by the jobs of a killed run are kept, not measured "
+                      f"again (Snakemake's incomplete marks removed): {', '.join(kept[:3])}"
+                      + (", ..." if len(kept) > 3 else ""))
 
     def record_status(self, p: dict) -> str | None:
         """The status of a point's existing record (None: none yet), read once per point."""

@@ -443,12 +443,14 @@ def snakemake_main_killed(lab: Lab) -> dict:
     third = subprocess.run(cmd, cwd=wf, capture_output=True, text=True, timeout=600)
     kept_attempts = [json.loads(p.read_text())["status"] for p in runs.rglob(f"attempts/*/{records.RESULT}")]
     said = [ln for ln in second.stderr.splitlines() if "still running here" in ln]
+    kept_said = [ln for ln in third.stderr.splitlines() if "finished by the jobs of a killed run" in ln]
+    # Measured once: the orphan's record is the point's, the next run trains nothing.
     return _row("only Snakemake's main process killed", "SIGKILL to snakemake alone mid-training (its job's trainer "
                 "held by SIGSTOP while the next invocation runs)",
                 second.returncode != 0 and bool(said) and kept and len(trainers) == 1 and third.returncode == 0
-                and "ok" in kept_attempts, not kept or "ok" not in kept_attempts,
+                and kept_attempts == ["ok"], not kept or "ok" not in kept_attempts,
                 second_run_exit=second.returncode, said=said[:1], partial_kept=kept, trainers_alive=len(trainers),
-                third_run_exit=third.returncode, attempts=kept_attempts)
+                third_run_exit=third.returncode, attempts=kept_attempts, kept_said=kept_said[:1])
 
 
 SCENARIOS = [diverged, trainer_raises, trainer_killed, time_budget, memory_budget, gpu_missing, job_cancelled,
