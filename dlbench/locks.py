@@ -331,6 +331,9 @@ def live_jobs(meta: str | os.PathLike = ".snakemake") -> list[str]:
             continue
         if job.get("slurm_job_id"):
             running = _slurm_job_running(str(job["slurm_job_id"]))
+            if running is None:  # squeue failed or timed out: unknown, never "gone"
+                print(f"dlbench: SLURM did not say whether job {job['slurm_job_id']} still runs (squeue failed); "
+                      f"its live-job mark {mark} is kept, and asked about again at the next run", file=sys.stderr)
         elif job.get("host") == socket.gethostname():
             running = procs.alive(int(job["pid"]))
         else:

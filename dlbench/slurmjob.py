@@ -35,12 +35,15 @@ def restart_count() -> int:
 
 
 def running(job: str) -> bool | None:
-    """Whether SLURM still runs (or queues) the job (None: no SLURM to ask)."""
+    """Whether SLURM still runs (or queues) the job: False where SLURM says it is unknown; None where SLURM cannot
+    be asked (no squeue, or squeue failed or timed out: unknown, never "gone")."""
     try:
         proc = subprocess.run(["squeue", "-h", "-j", job, "-o", "%T"], capture_output=True, text=True, timeout=30)
     except (OSError, subprocess.SubprocessError):
         return None
-    return proc.returncode == 0 and bool(proc.stdout.strip())
+    if proc.returncode != 0:  # a job it forgot is gone; any other refusal (no controller) says nothing
+        return False if "Invalid job id" in proc.stderr else None
+    return bool(proc.stdout.strip())
 
 
 def final_state(job: str) -> str | None:
