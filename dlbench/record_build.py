@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 
-from dlbench import hostload, identity, initialisers, inputs, models, outcomes, presets
+from dlbench import hostload, identity, initialisers, inputs, models, outcomes, presets, slurmjob
 from dlbench.frameworks import base, registry
 from dlbench.monitor import GPU_SAMPLE_FIELDS
 from dlbench.record_schema import INFO
@@ -161,6 +161,10 @@ def status_of(events: list[dict], facts: Facts) -> tuple[str, str | None]:
         return "cancelled", ("the job was cancelled (SIGTERM or SIGINT) before the point finished; "
                              "it runs again next time")
     if facts.ended == "preempted":
+        refused = slurmjob.requeue_refused()
+        if refused:
+            return "preempted", (f"SLURM preempted the job before the point finished and refused to requeue it "
+                                 f"(scontrol: {refused}); the point ends as failed so that the sweep goes on")
         return "preempted", "SLURM preempted the job before the point finished; the job requeued itself"
     if facts.pauses:
         return "suspended", (f"the job was stopped for {sum(facts.pauses):.0f} s while the point measured "

@@ -75,25 +75,34 @@ def preempted() -> bool:
     return bool(when) and when not in ("None", "Unknown")
 
 
-def requeue() -> bool:
-    """Ask SLURM to run this job again; whether it agreed."""
+def requeue() -> str | None:
+    """Ask SLURM to run this job again: None where it agreed, else why not (scontrol's own words)."""
     job = job_id()
     if job is None:
-        return False
+        return "not a SLURM job"
     try:
-        return subprocess.run(["scontrol", "requeue", job], capture_output=True, timeout=TIMEOUT_S).returncode == 0
-    except (OSError, subprocess.SubprocessError):
-        return False
+        proc = subprocess.run(["scontrol", "requeue", job], capture_output=True, text=True, timeout=TIMEOUT_S)
+    except (OSError, subprocess.SubprocessError) as exc:
+        return f"scontrol requeue {job} did not answer ({type(exc).__name__}: {exc})"
+    if proc.returncode == 0:
+        return None
+    return (proc.stderr.strip() or proc.stdout.strip() or f"scontrol requeue {job} exited {proc.returncode}")
 
 
-_answered: list[bool] = []  # this process's answer to a preemption, once given
+_answered: dict[str, object] = {}  # this process's answer to a preemption, once given: preempted, refused
 
 
 def requeue_if_preempted() -> bool:
     """Whether this job is being preempted; if so, requeue it (once per process, however often it is asked:
-    SLURM's KillWait leaves seconds between its SIGTERM and its SIGKILL)."""
+    SLURM's KillWait leaves seconds between its SIGTERM and its SIGKILL). Where SLURM refused, requeue_refused
+    says why."""
     if not _answered:
-        _answered.append(preempted())
-        if _answered[0]:
-            _answered.append(requeue())
-    return _answered[0]
+        _answered["preempted"] = preempted()
+        _answered["refused"] = requeue() if _answered["preempted"] else None
+    return bool(_answered["preempted"])
+
+
+def requeue_refused() -> str | None:
+    """Why SLURM refused to requeue this preempted job (scontrol's words); None where it agreed or was not asked.
+    Such a job ends PREEMPTED, which Snakemake's SLURM plugin waits on for ever: its point must end here."""
+    return _answered.get("refused")  # type: ignore[return-value]

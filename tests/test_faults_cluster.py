@@ -2,10 +2,25 @@
 refusing (fake squeue and scontrol on PATH: the outside world), the node's memory cgroup, partial beside a
 measurement."""
 
+import pytest
+
+from dlbench.testing import faults as faultmatrix
 from dlbench.testing import faults_cluster as cluster
+
+
+@pytest.fixture(scope="module")
+def lab(tmp_path_factory):
+    return faultmatrix.Lab(tmp_path_factory.mktemp("faults-cluster"))
 
 
 def test_a_failing_squeue_keeps_the_marks_and_the_locks_and_says_so(tmp_path):
     row = cluster.squeue_fails(tmp_path)
     assert row["survived"] and not row["data_lost"], row
     assert row["mark_kept"] and row["lock_kept"] and row["removed"] == 0 and row["said"], row
+
+
+def test_a_refused_requeue_ends_the_point_as_a_failed_record_with_scontrols_words(lab):
+    row = cluster.requeue_refused(lab)
+    assert row["status"] == "preempted" and "presently disabled" in row["reason"], row
+    assert row["whole"] and row["attempts"] == ["preempted"] and row["said"], row
+    assert row["exit_code"] != 0, row  # the job still ends as SLURM's preemption ended it

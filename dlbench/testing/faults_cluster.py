@@ -9,13 +9,14 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 from pathlib import Path
 
-from dlbench import locks
+from dlbench import locks, records
 from dlbench.paths import ROOT as REPO
-from dlbench.testing.faults import _row
+from dlbench.testing.faults import Lab, _row, _wait_for_training, on_small_trainer, point
 
 
 def _on_path(folder: Path, name: str, script: str) -> dict:
@@ -52,3 +53,46 @@ def squeue_fails(root: Path) -> dict:
     return _row("squeue fails", "a squeue on PATH that exits 1 (no controller) while a killed run's job is marked",
                 removed == 0 and bool(alive) and lock.exists() and mark.exists() and bool(said), not mark.exists(),
                 removed=removed, alive=alive, lock_kept=lock.exists(), mark_kept=mark.exists(), said=said[:1])
+
+
+# scontrol as SLURM answers a preempted job that may not be requeued (sbatch --no-requeue, JobRequeue=0).
+REFUSING_SCONTROL = """#!/bin/sh
+case "$1" in
+  show) echo "JobId=$3 JobState=RUNNING Restarts=0 PreemptTime=2026-12-03T10:00:00" ;;
+  requeue) echo "Requested operation is presently disabled for job $2" >&2; exit 1 ;;
+esac
+"""
+# The training job as the workflow's script runs it (workflow/scripts/train.py).
+JOB = """import json, sys
+from pathlib import Path
+from dlbench import cli, preemption
+point, data, env, out = json.loads(sys.argv[1]), sys.argv[2], sys.argv[3], Path(sys.argv[4])
+with preemption.settled(out):
+    sys.exit(cli.train(point, data, str(out), env))
+"""
+
+
+@on_small_trainer()
+def requeue_refused(lab: Lab) -> dict:
+    """SLURM preempts a job (SIGTERM, PreemptTime set) and refuses its `scontrol requeue`: the point is published
+    as a failed record with scontrol's words, not left as one that "requeued itself"."""
+    out = lab.out("requeue-refused")
+    env = {**_on_path(lab.root / "refusing-scontrol", "scontrol", REFUSING_SCONTROL), "SLURM_JOB_ID": "4242",
+           "SLURM_RESTART_COUNT": "0"}
+    env_json = lab.root / "requeue-refused-env.json"
+    env_json.write_text(json.dumps({"python": lab.trainer_python()}))
+    job = subprocess.Popen([sys.executable, "-c", JOB, json.dumps(point(iterations=100000)), str(lab.digits),
+                            str(env_json), str(out)], cwd=REPO, env=env, stdout=subprocess.PIPE,
+                           stderr=subprocess.PIPE, text=True)
+    _wait_for_training(out)
+    job.send_signal(signal.SIGTERM)  # what SLURM sends a job it preempts
+    _, err = job.communicate(timeout=120)
+    record = json.loads((out / records.RESULT).read_text()) if (out / records.RESULT).exists() else {}
+    whole = bool(record) and records.disagreement(out / records.RESULT, record) is None
+    kept = [json.loads(p.read_text())["status"] for p in records.attempts(out)]
+    said = [ln for ln in err.splitlines() if "refused to requeue" in ln]
+    return _row("SLURM refuses to requeue a preempted job", "SIGTERM with PreemptTime set, a scontrol on PATH whose "
+                "requeue exits 1", record.get("status") == "preempted" and "presently disabled" in record.get(
+                    "reason", "") and whole and kept == ["preempted"] and bool(said),
+                not kept, exit_code=job.returncode, status=record.get("status"), reason=record.get("reason"),
+                whole=whole, attempts=kept, said=said[:1])

@@ -2,15 +2,18 @@
 
 from pathlib import Path
 
-from dlbench import cli, joblog, locks
+from dlbench import cli, joblog, locks, preemption
 
 sm = snakemake  # noqa: F821 - the object Snakemake gives a script
 
 
 def main() -> int:
-    with locks.live_job():  # a killed Snakemake's next run sees this job is still measuring
+    out = Path(sm.output.metrics).parent
+    # live_job: a killed Snakemake's next run sees this job is still measuring; settled: a preemption that SLURM
+    # would not requeue ends the point as a failed record.
+    with locks.live_job(), preemption.settled(out):
         # attempt and retries are resources, not params: a changed --retries must not rerun finished points.
-        return cli.train(sm.params.point, Path(sm.input.data).parent, Path(sm.output.metrics).parent,
+        return cli.train(sm.params.point, Path(sm.input.data).parent, out,
                          sm.input.env[0] if sm.input.env else None, env=sm.params.env, **sm.params.runner,
                          attempt=int(sm.resources.dlbench_attempt), retries=int(sm.resources.dlbench_retries))
 
