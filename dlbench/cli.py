@@ -4,6 +4,7 @@
     python -m dlbench.cli train --point JSON --dataset-dir DIR --env ENV_JSON --out DIR
     python -m dlbench.cli validate CONFIG.yaml
     python -m dlbench.cli evidence [--scale 0.05] [--cores 2]   docs/reproduction.md's tables (dlbench.evidence)
+    python -m dlbench.cli calibrate [--quick] [--json PATH]      how often each verdict errs (dlbench.calibrate)
 
 Each function returns an exit status: 0, or 2 after one line on stderr naming the problem and the fix;
 `train` also 75 (dlbench.outcomes.EXIT_RETRY) where the machine failed the point and it is to run again.
@@ -150,6 +151,14 @@ def main(argv: list[str] | None = None) -> int:
 
     evidence.add_arguments(sub.add_parser("evidence", help="run config/evidence.yaml and write docs/reproduction.md's "
                                           "evidence tables"))
+    # listed here; its arguments are dlbench.calibrate's own, read there (it imports pandas, which `train` need not)
+    sub.add_parser("calibrate", add_help=False, help="simulate runs with a known truth: how often each verdict errs "
+                   "(python -m dlbench.calibrate --help)")
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["calibrate"]:
+        from dlbench import calibrate
+
+        return calibrate.main(argv[1:])
     args = parser.parse_args(argv)
     if args.cmd == "evidence":
         return evidence.run(args)

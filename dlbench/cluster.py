@@ -12,7 +12,7 @@ from __future__ import annotations
 import math
 import os
 
-from dlbench import estimate
+from dlbench import estimate, memcap
 
 ENV = {"partition": "DLBENCH_SLURM_PARTITION", "gpu_partition": "DLBENCH_SLURM_GPU_PARTITION",
        "account": "DLBENCH_SLURM_ACCOUNT"}
@@ -54,9 +54,10 @@ def runtime_table(cfg: dict, points: list[dict], done: estimate.Finished,
 
 
 def mem_mb(cfg: dict) -> int:
-    """A point's memory: half as much again as its budget (limits.memory_mb), else the cluster's default."""
+    """A point's memory: what covers the runner's own cap on its budget (limits.memory_mb: dlbench.memcap.job_mb),
+    else the cluster's default."""
     limit = cfg.get("limits", {}).get("memory_mb")
-    return int(limit * 1.5) if limit else int(cfg.get("cluster", {}).get("mem_mb", 8000))
+    return memcap.job_mb(limit) if limit else int(cfg.get("cluster", {}).get("mem_mb", 8000))
 
 
 def slurm_extra(cfg: dict) -> str:

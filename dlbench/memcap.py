@@ -15,11 +15,15 @@ ends it (cgroup); the record then says `oom` with the cap named in `memory_cap`.
 
 from __future__ import annotations
 
+import math
 import os
 import resource
 from pathlib import Path
 
 HEADROOM_MB = 1024  # mappings a framework makes beyond its resident data (thread stacks, arenas)
+# A job's processes beside its trainer: its own Snakemake (142 MB resident once imported, the study's parse on
+# top) and the runner with its monitor (36 MB once imported), measured here 2026-12.
+JOB_OVERHEAD_MB = 512
 CGROUP_ROOT = Path("/sys/fs/cgroup")
 # What a trainer's log says when an allocation failed under the cap.
 FAILED_ALLOCATION = ("MemoryError", "std::bad_alloc", "Cannot allocate memory", "out of memory", "ran out of memory",
@@ -43,6 +47,17 @@ def _own_cgroup() -> Path | None:
     return folder if "memory" in controllers and os.access(folder, os.W_OK) else None
 
 
+def hard_cap_mb(budget_mb: float) -> float:
+    """The most a trainer under a budget may map before a cap stops it: RLIMIT_DATA's (a cgroup's is the budget)."""
+    return budget_mb + HEADROOM_MB
+
+
+def job_mb(budget_mb: float) -> int:
+    """What a cluster job of a point under this budget asks for: its trainer's hard cap and the job's own
+    processes, so that the cluster's cgroup never ends a point that the runner's own guards let run."""
+    return math.ceil(hard_cap_mb(budget_mb) + JOB_OVERHEAD_MB)
+
+
 def kind() -> str:
     """Which cap a trainer started now gets: "cgroup" or "rlimit_data"."""
     return "cgroup" if _own_cgroup() is not None else "rlimit_data"
@@ -62,7 +77,7 @@ def apply_in_child(limit_mb: float) -> None:
             return
         except OSError:
             pass
-    cap = limit + HEADROOM_MB * 2**20
+    cap = int(hard_cap_mb(limit_mb) * 2**20)
     try:
         resource.setrlimit(resource.RLIMIT_DATA, (cap, cap))
     except (ValueError, OSError):

@@ -24,3 +24,13 @@ def test_a_refused_requeue_ends_the_point_as_a_failed_record_with_scontrols_word
     assert row["status"] == "preempted" and "presently disabled" in row["reason"], row
     assert row["whole"] and row["attempts"] == ["preempted"] and row["said"], row
     assert row["exit_code"] != 0, row  # the job still ends as SLURM's preemption ended it
+
+
+def test_a_jobs_memory_request_covers_the_runners_own_cap():
+    """SLURM's cgroup must not end a point before the runner's guards would (1.5 x the budget did, below 2 GB)."""
+    from dlbench import cluster as slurm_resources
+    from dlbench import memcap
+
+    for budget in (150, 1000, 2000, 16000):
+        asked = slurm_resources.mem_mb({"limits": {"memory_mb": budget}})
+        assert asked >= memcap.hard_cap_mb(budget) + memcap.JOB_OVERHEAD_MB, (budget, asked)

@@ -174,7 +174,7 @@ def framework_effect_block(df: pd.DataFrame, scale: float, cores: int | None = N
     out = [stamp(df, scale, cores), ""]
     for (dataset, device, whose), g in df.groupby(["dataset", "device", "whose"]):
         effect = framework_effect(counted(g))
-        out += [f"{whose}'s defaults on {dataset}/{device}, test accuracy in % per seed:", "", seed_table(g, effect),
+        out += [f"The `{whose}` preset on {dataset}/{device}, test accuracy in % per seed:", "", seed_table(g, effect),
                 ""]
         out += (["`dlbench.summary.framework_effect` on these points:", "", *tests_text(effect), ""] if len(effect)
                 else ["`dlbench.summary.framework_effect` tests nothing here: it needs two or more frameworks that ran "
