@@ -156,7 +156,7 @@ def test_a_missing_or_doubled_marker_is_one_line_and_the_doc_stays_as_it_was(tmp
 
 @pytest.mark.long
 def test_the_command_runs_the_study_in_its_own_folder_and_writes_the_doc(tmp_path):
-    """config/evidence.yaml on PyTorch alone at scale 0.01: 6 real points (about 2 minutes on 2 cores)."""
+    """config/evidence.yaml on PyTorch alone at scale 0.01: 6 real points (40 s on 2 cores)."""
     cfg = yaml.safe_load(study.CONFIG.read_text())
     cfg["frameworks"] = ["pytorch"]
     (tmp_path / "evidence.yaml").write_text(yaml.safe_dump(cfg))
