@@ -312,8 +312,9 @@ def _framework_effect_section(runs: pd.DataFrame, margins: stats.Margins) -> lis
                       "seeds each (cross_apply: preset, repeats: 3).", ""]
     out += ["Where several frameworks trained the same network on the same data with the same settings, three "
             "or more seeds each: the test the design calls for (the seed as block where every framework ran the "
-            "same seeds: Friedman's test, or the paired t for two; else the one-way ANOVA, or Welch's t), and "
-            "equivalence where every two frameworks lie within the margin (two one-sided tests each).", ""]
+            "same seeds: the two-way ANOVA with the seed as block, times on their logarithms, or the paired t for "
+            "two; else the one-way ANOVA, or Welch's t), and equivalence where every two frameworks lie within the "
+            "margin (two one-sided tests each). Friedman's rank test is shown beside it.", ""]
     words = {"differ": "the frameworks differ", "equivalent": "the frameworks are equivalent within the margin",
              "inconclusive": "inconclusive", "untestable": "not testable"}
     for r in effect.itertuples():

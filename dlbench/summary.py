@@ -208,10 +208,11 @@ def framework_effect(runs: pd.DataFrame, min_seeds: int = stats.MIN_RUNS,
     with `min_seeds` or more seeds: does the framework matter?
 
     The test the design calls for (`test`): where every framework ran the same seeds, the seed is a block
-    (Friedman's test for three or more frameworks, the paired t for two); else the one-way ANOVA (Welch's t for
-    two). `verdict`: "differ" (its p below ALPHA), "equivalent" (every two frameworks equivalent within the
-    margin: two one-sided tests each, all of which must pass), "inconclusive", or "untestable". The ANOVA and
-    Friedman's test are kept beside it (`anova`, `friedman`) for the reader."""
+    (the two-way ANOVA with the seed as block for three or more frameworks, on log times; the paired t for two);
+    else the one-way ANOVA (Welch's t for two). `verdict`: "differ" (its p below ALPHA), "equivalent" (every
+    two frameworks equivalent within the margin: two one-sided tests each, all of which must pass),
+    "inconclusive", or "untestable". The one-way
+    ANOVA and Friedman's rank test are kept beside it (`anova`, `friedman`) for the reader."""
     cols = ["dataset", "device", "settings", "network", "metric", "frameworks", "n_per_framework", "means",
             "anova", "anova_p", "friedman", "friedman_p", "test", "test_p", "verdict", "closest"]
     df = ok_points(points(runs))
@@ -237,10 +238,15 @@ def framework_effect(runs: pd.DataFrame, min_seeds: int = stats.MIN_RUNS,
             anova = stats.anova([values[fw].to_numpy() for fw in order])
             seeds = set.intersection(*(set(v.index) for v in values.values()))
             same = all(set(v.index) == seeds for v in values.values())
-            fried = (stats.friedman([[values[fw][s] for fw in order] for s in sorted(seeds)]) if same
+            matrix = [[values[fw][s] for fw in order] for s in sorted(seeds)]
+            fried = (stats.friedman(matrix) if same
                      else stats.Test("Friedman (seed as block)", why="the frameworks did not run the same seeds"))
+            # the blocked ANOVA of times on their logarithms: a framework's effect on time is a factor
+            blocked = (stats.blocked_anova(np.log(matrix) if metric == "train_time_s" else matrix) if same
+                       else stats.Test("two-way ANOVA (seed as block)", why="the frameworks did not run the same "
+                                                                          "seeds"))
             test, verdict, closest = _effect_verdict({fw: values[fw].to_dict() for fw in order}, metric, same, anova,
-                                                     fried, margins)
+                                                     blocked, margins)
             first = g.iloc[0]
             rows.append({"dataset": first["dataset"], "device": first["device"], "settings": first["settings"],
                          "network": first["network"], "metric": metric, "frameworks": ", ".join(order),
@@ -252,7 +258,7 @@ def framework_effect(runs: pd.DataFrame, min_seeds: int = stats.MIN_RUNS,
 
 
 def _effect_verdict(values: dict[str, dict], metric: str, paired_by_seed: bool, anova: stats.Test,
-                    friedman: stats.Test, margins: stats.Margins | None) -> tuple[stats.Test, str, object]:
+                    blocked: stats.Test, margins: stats.Margins | None) -> tuple[stats.Test, str, object]:
     """(the design's test, its verdict, the judgement of the closest two frameworks: what the data could have
     detected or which equivalence held last)."""
     names = list(values)
@@ -261,7 +267,7 @@ def _effect_verdict(values: dict[str, dict], metric: str, paired_by_seed: bool, 
     if len(names) == 2:
         test = pairs[0].test
     else:
-        test = friedman if paired_by_seed else anova
+        test = blocked if paired_by_seed else anova
     closest = min(pairs, key=lambda j: abs(j.estimate) if np.isfinite(j.estimate) else np.inf)
     if test.why:  # a pair without spread leaves the design's test standing; it only cannot be shown equivalent
         return test, "untestable", closest

@@ -7,6 +7,7 @@ from __future__ import annotations
 import math
 import re
 
+import numpy as np
 import pandas as pd
 import pytest
 
@@ -107,8 +108,26 @@ def test_the_framework_effect_reads_friedman_where_the_seeds_pair_the_frameworks
             for s in range(5)]
     effect = summary.framework_effect(pd.DataFrame(rows)).set_index("metric").loc["train_time_s"]
     assert effect["anova_p"] > 0.5
-    assert effect["test"].name.startswith("Friedman") and effect["test_p"] < 0.01
+    assert effect["test"].name == "two-way ANOVA (seed as block)" and effect["test_p"] < 0.01
+    assert effect["friedman_p"] < 0.01  # the rank test agrees, with less power at few seeds
     assert effect["verdict"] == "differ"
+
+
+def test_the_blocked_anova_is_the_randomised_block_f_test():
+    from scipy import stats as sps
+
+    rng = np.random.default_rng(7)
+    m = rng.normal(0, 1, (5, 3)) + rng.normal(0, 3, (5, 1)) + np.array([0.0, 0.5, 1.0])
+    test = stats.blocked_anova(m)
+    # the residual sum of squares of the additive model, by its own formula
+    resid = m - m.mean(axis=1, keepdims=True) - m.mean(axis=0, keepdims=True) + m.mean()
+    ss_treat = 5 * ((m.mean(axis=0) - m.mean()) ** 2).sum()
+    f = (ss_treat / 2) / ((resid ** 2).sum() / 8)
+    assert test.statistic == pytest.approx(f) and test.p == pytest.approx(sps.f.sf(f, 2, 8))
+    assert (test.df, test.df2) == (2.0, 8.0)
+    # three seeds of three frameworks, ranked alike every time: Friedman cannot go below e^-3; the F test can
+    alike = np.array([[10.0, 10.4, 10.9], [14.0, 14.5, 14.8], [12.0, 12.3, 12.9]])
+    assert stats.friedman(alike).p == pytest.approx(math.exp(-3)) and stats.blocked_anova(alike).p < 0.01
 
 
 # -------------------------------------------------------------------------------------------- four words
