@@ -21,13 +21,13 @@ import sys
 def prepare(dataset: str, out: str, local: str | None = None, downloads: str = "resources/downloads",
             test_copy: str | None = None) -> int:
     from dlbench.datasets import prepare as datasets
-    from dlbench.locks import heavy_work, node_lock
+    from dlbench.locks import LockTimeout, LockUnusable, heavy_work, node_lock
 
     try:
         with heavy_work(node_lock(), f"preparing {dataset}"):  # never beside a measurement on this node
             meta = datasets.prepare(dataset, out, local=local or None, downloads=downloads,
                                     test_copy=test_copy or None)
-    except datasets.DatasetError as exc:
+    except (datasets.DatasetError, LockTimeout, LockUnusable) as exc:
         print(f"dlbench: dataset {dataset}: {exc}", file=sys.stderr)
         return 2
     print(f"{dataset}: {meta['train_count']} train / {meta['test_count']} test images, "

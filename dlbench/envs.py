@@ -47,7 +47,7 @@ from pathlib import Path
 
 from dlbench.atomic import fsync_dir, write_json, write_text
 from dlbench.frameworks import registry
-from dlbench.locks import flocked, heavy_work, node_lock
+from dlbench.locks import LockTimeout, LockUnusable, flocked, heavy_work, node_lock
 from dlbench.paths import CONDA_ENVS, ENVS, ROOT, cache_root
 from dlbench.procs import owner_tag, remove_dead_leftovers
 
@@ -414,7 +414,7 @@ def provide(env: str, out: str | os.PathLike | None = None, check: bool = False)
     check: check a cached one first (build)."""
     try:
         desc = describe(env, build(env, check=check))
-    except EnvError as exc:
+    except (EnvError, LockTimeout, LockUnusable) as exc:  # the node's locks: held too long, or unusable here
         print(f"dlbench: {env} environment: {exc}", file=sys.stderr)
         return 2
     if out:

@@ -26,8 +26,12 @@ def main(argv: list[str] | None = None) -> int:
     command = args.command[1:] if args.command[:1] == ["--"] else args.command
     if not command:
         parser.error("no command given: python -m dlbench.heavyrun -- COMMAND [ARG ...]")
-    with locks.heavy_work(locks.node_lock(), args.what):
-        return subprocess.call(command)
+    try:
+        with locks.heavy_work(locks.node_lock(), args.what):
+            return subprocess.call(command)
+    except (locks.LockTimeout, locks.LockUnusable) as exc:  # the node's locks: held too long, or unusable here
+        print(f"dlbench: {exc}", file=sys.stderr)
+        return 1
 
 
 if __name__ == "__main__":

@@ -12,6 +12,8 @@ import sys
 import traceback
 from pathlib import Path
 
+from dlbench.locks import LockTimeout, LockUnusable
+
 
 @contextlib.contextmanager
 def to_log(path: str | os.PathLike):
@@ -45,6 +47,9 @@ def run(log_path: str | os.PathLike, main) -> None:
             code = code if isinstance(code, int) and not isinstance(code, bool) else 0
         except SystemExit as exc:
             code = exc.code if isinstance(exc.code, int) else 1
+        except (LockTimeout, LockUnusable) as exc:  # heavy work kept off the node: its one line says why and how
+            print(f"dlbench: {exc}", file=sys.stderr)
+            code = 1
         except BaseException:  # noqa: BLE001 - whatever it was, the log is where the user will look
             traceback.print_exc()
             code = 1

@@ -31,9 +31,12 @@ wait for itself. Starvation: whoever holds the gate is next of its kind, and no 
 kind gets in until it is through, so a stream of builds cannot keep a point out, nor a stream of GPU
 points a build: the running jobs of the other kind finish and no new ones start.
 
-`measurement.lock_timeout_s` bounds the wait for other measurements (the node lock); the wait for
-heavy work, which always ends, is not bounded, so a point queued behind a long build is not lost as
-a timeout. Both waits are in the record's `lock_wait_s`.
+`measurement.lock_timeout_s` bounds every wait of an entrant, for the gate, for heavy work and for the node
+lock alike: a lock file lies where any local user can lock it, so one user's process, or one hung build, could
+otherwise stop the node's points for good. A point that waits longer ends as `lock_timeout` (recorded, run
+again: dlbench.outcomes); heavy work that waits longer fails in one line. Both waits are in the record's
+`lock_wait_s`. Every lock held through a point's measurement (the node lock, its GPU's lock) is checked at its
+end for having been removed or replaced meanwhile (`Slot.intact`); heavy work says so in its log.
 
 Snakemake locks its working directory with plain files, which a SIGKILL or a power loss leaves
 behind; the next run then refuses to start until `--unlock`. Every dlbench run also holds an
@@ -58,13 +61,22 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from dlbench import procs
+from dlbench import atomic, procs
+from dlbench.slurmjob import queued_in as _slurm_jobs_in
 from dlbench.slurmjob import running as _slurm_job_running
 
 _held = None  # this run's open lock file, kept for the life of the process
 POLL_S = 0.2  # how often a GPU point waiting for a free GPU tries them all again
-NODE_LOCK = "/tmp/dlbench-measure.lock"  # measurement.lock_file's default (workflow/schemas/config.schema.yaml)
+# measurement.lock_file's default (workflow/schemas/config.schema.yaml). Not in /tmp: SLURM's job_container/tmpfs
+# gives each job a private /tmp and /dev/shm (its default Dirs), where the lock would be another file per job and
+# two jobs on one node would measure together. /var/tmp is node-local, sticky and open to every user on every
+# Linux (FHS); /run/lock would do as well, but on RHEL-family nodes only root may create files there. A site that
+# makes /var/tmp private too names another node-local path; private_to_job() refuses where it can tell.
+NODE_LOCK = "/var/tmp/dlbench-measure.lock"
 NODE_LOCK_ENV = "DLBENCH_NODE_LOCK"  # the workflow's measurement.lock_file for its jobs; empty: not kept apart
+LOCK_TIMEOUT_S = 1800.0  # measurement.lock_timeout_s's default: the longest wait for any of the node's locks
+LOCK_TIMEOUT_ENV = "DLBENCH_LOCK_TIMEOUT_S"  # the workflow's measurement.lock_timeout_s, for its heavy jobs
+LOCK_MODE = 0o644  # every user may open it to lock it (an flock needs only read access); only its owner may change it
 HEAVY_HELD = "DLBENCH_HEAVY_HELD"  # set while a process does heavy work: its children are inside it too
 MEASURING = "DLBENCH_MEASURING"  # set while a process measures: its trainer's own preparation is part of it
 WAIT_NOTE_S = 1.0  # a heavy job that waited longer for a measurement says so in its log
@@ -80,13 +92,15 @@ class LockUnusable(PermissionError):
 
 
 def _open_for_lock(path: Path) -> int:
-    """A descriptor to flock `path` with, creating it readable and writable by every user.
+    """A descriptor to flock `path` with, creating it LOCK_MODE.
 
     An flock needs no write access, so the file is opened read-only: a lock file that another user
-    created (a node's measurement lock in /tmp, say) can still be locked by this one.
+    created (a node's measurement lock in /var/tmp, say) can still be locked by this one. Readable by every
+    user, not 0600: users sharing a node must share its lock, or their points would measure together; not
+    writable by them either, as nothing writes it and a writable file in a shared folder invites tampering.
     """
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o666)
+        fd = os.open(path, os.O_RDONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, LOCK_MODE)
     except FileExistsError:
         try:  # not through a link: a link planted in /tmp would have us lock, and create, whatever it names
             fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
@@ -97,7 +111,7 @@ def _open_for_lock(path: Path) -> int:
                                "private or a link; give this node's jobs another one (measurement.lock_file)") from exc
         return _plain_file(fd, path)
     try:
-        os.fchmod(fd, 0o666)  # the umask took some bits: give them back, so every user's jobs can lock it
+        os.fchmod(fd, LOCK_MODE)  # the umask took some bits: give them back, so every user's jobs can lock it
     except OSError:
         pass
     return fd
@@ -163,6 +177,16 @@ def _same_file(fd: int, path: Path) -> bool:
     return _identity(path) == (held.st_dev, held.st_ino)
 
 
+def _taken(path: str | os.PathLike) -> tuple[str, tuple[int, int] | None]:
+    """A lock this process holds, and the file its path names now (right after it was taken: the file locked)."""
+    return str(path), _identity(path)
+
+
+def _still_held(held: Sequence[tuple[str, tuple[int, int] | None]]) -> list[str]:
+    """The locks of `held` whose path no longer names the file locked (removed, or replaced by another)."""
+    return [path for path, identity in held if _identity(path) != identity]
+
+
 @dataclass(frozen=True)
 class Slot:
     """What a point measures with: `exclusive` (alone on the node) or `per_device` (its own GPU, `device`)."""
@@ -170,13 +194,13 @@ class Slot:
     mode: str
     device: str | None
     wait_s: float
-    lock: str | None = None  # the node lock's path, and the file it named when it was taken
-    identity: tuple[int, int] | None = None
+    held: tuple[tuple[str, tuple[int, int] | None], ...] = ()  # the locks held through it, as _taken took them
 
     def intact(self) -> bool:
-        """Whether the node lock's path still names the file locked: if it was removed meanwhile, another
-        point may have locked a new file of that name and measured beside this one."""
-        return self.lock is None or _identity(self.lock) == self.identity
+        """Whether every lock held through the measurement (the node's, its GPU's) still names the file locked: if
+        one was removed meanwhile, another point may have locked a new file of that name and measured beside
+        this one."""
+        return not _still_held(self.held)
 
 
 def device_lock(node_lock: str | os.PathLike, device: str) -> Path:
@@ -221,19 +245,61 @@ def _marked(name: str, value: str):
             os.environ[name] = before
 
 
+def lock_timeout() -> float:
+    """The longest wait for the node's locks: the workflow's measurement.lock_timeout_s, else its default."""
+    value = os.environ.get(LOCK_TIMEOUT_ENV)
+    try:
+        return float(value) if value else LOCK_TIMEOUT_S
+    except ValueError:
+        raise ValueError(f"{LOCK_TIMEOUT_ENV}={value!r} is not a number of seconds; unset it") from None
+
+
+def private_to_job(lock: str | os.PathLike) -> str | None:
+    """Why the lock's folder is this SLURM job's own (a line to refuse with), or None: it is the node's, or that
+    cannot be told. A job-private mount (SLURM's job_container/tmpfs) is another folder than the same path as
+    the node's first process sees it (/proc/1/root, readable by root only on many nodes: there this says
+    nothing)."""
+    if not os.environ.get("SLURM_JOB_ID"):
+        return None
+    folder = Path(lock).absolute().parent
+    try:
+        mine = os.stat(folder)
+        node = os.stat(f"/proc/1/root{folder}")
+    except FileNotFoundError:  # the node has no such folder: it exists in this job's mounts only
+        mine = node = None
+    except OSError:
+        return None
+    if mine is not None and (mine.st_dev, mine.st_ino) == (node.st_dev, node.st_ino):
+        return None
+    return (f"the lock file {lock} lies in {folder}, which is private to this SLURM job (job_container/tmpfs): "
+            "other jobs on this node lock another file and would measure beside it; set measurement.lock_file "
+            "to a node-local path every job sees")
+
+
+def _refuse_private(node_lock: str | os.PathLike) -> None:
+    Path(node_lock).parent.mkdir(parents=True, exist_ok=True)  # what flocked would make: then it can be compared
+    why = private_to_job(node_lock)
+    if why:
+        raise LockUnusable(why)
+
+
+def _left(deadline: float) -> float:
+    return max(0.0, deadline - time.monotonic())
+
+
 @contextlib.contextmanager
-def _measurement_entry(node_lock: str | os.PathLike, *, shared: bool, timeout_s: float | None):
+def _measurement_entry(node_lock: str | os.PathLike, *, shared: bool, deadline: float):
     """Through the gate: no heavy work runs, then the node lock (shared for a GPU point); yields the node lock held.
 
-    Only the wait for the node lock, which other measurements hold, is bounded by timeout_s.
+    Every wait ends by the deadline (LockTimeout): the gate and .heavy too, as any local user can hold them.
     """
     if _heavy_inside(node_lock):
         raise RuntimeError(f"a measurement was asked for inside heavy work on {node_lock}: it would wait for itself")
     with contextlib.ExitStack() as held:
-        with flocked(gate_lock(node_lock)):
-            with flocked(heavy_lock(node_lock)):
+        with flocked(gate_lock(node_lock), timeout_s=_left(deadline)):
+            with flocked(heavy_lock(node_lock), timeout_s=_left(deadline)):
                 pass  # no heavy job runs now, and none gets in while this process holds the gate
-            held.enter_context(flocked(node_lock, shared=shared, timeout_s=timeout_s))
+            held.enter_context(flocked(node_lock, shared=shared, timeout_s=_left(deadline)))
         with _marked(MEASURING, str(node_lock)):
             yield
 
@@ -246,52 +312,68 @@ def measuring(node_lock: str | os.PathLike, devices: Sequence[str] | None, *, pe
     A CPU point (devices None), or any point when per_device is False: the node lock exclusively, so it
     measures alone; a GPU point then takes the first device. A GPU point with per_device: the lock of
     the first free device (tried every POLL_S), then the node lock shared, so GPU points on other devices
-    measure beside it and a CPU point waits for all of them. Past timeout_s of waiting for a GPU or for
-    other measurements: LockTimeout.
+    measure beside it and a CPU point waits for all of them. Past timeout_s (None: lock_timeout()) of waiting,
+    for a GPU, the gate, heavy work or other measurements: LockTimeout. A lock folder private to this SLURM
+    job: LockUnusable.
     """
     t0 = time.monotonic()
+    timeout_s = lock_timeout() if timeout_s is None else timeout_s
+    deadline = t0 + timeout_s
+    _refuse_private(node_lock)
     if not devices or not per_device:
-        with _measurement_entry(node_lock, shared=False, timeout_s=timeout_s):
-            yield Slot("exclusive", devices[0] if devices else None, time.monotonic() - t0, str(node_lock),
-                       _identity(node_lock))
+        with _measurement_entry(node_lock, shared=False, deadline=deadline):
+            yield Slot("exclusive", devices[0] if devices else None, time.monotonic() - t0, (_taken(node_lock),))
         return
     while True:
         for device in devices:
             with flocked(device_lock(node_lock, device), wait=False) as got:
                 if got is None:
                     continue
-                left = None if timeout_s is None else max(0.0, timeout_s - (time.monotonic() - t0))
-                with _measurement_entry(node_lock, shared=True, timeout_s=left):
-                    yield Slot("per_device", device, time.monotonic() - t0, str(node_lock), _identity(node_lock))
+                held = (_taken(device_lock(node_lock, device)),)
+                with _measurement_entry(node_lock, shared=True, deadline=deadline):
+                    yield Slot("per_device", device, time.monotonic() - t0, held + (_taken(node_lock),))
                 return
-        if timeout_s is not None and time.monotonic() - t0 >= timeout_s:
+        if time.monotonic() >= deadline:
             raise LockTimeout(f"no GPU of {', '.join(devices)} came free within {timeout_s:g} s")
         time.sleep(POLL_S)
 
 
 @contextlib.contextmanager
-def heavy_work(node_lock: str | os.PathLike | None, what: str = "heavy work") -> Iterator[float]:
+def heavy_work(node_lock: str | os.PathLike | None, what: str = "heavy work",
+               timeout_s: float | None = None) -> Iterator[float]:
     """Hold the heavy-work side of the node for the block: no measurement runs beside it (see the module's
     docstring); other heavy jobs may. Yields the seconds waited for measurements to end.
 
     node_lock None: measurements are not kept apart (measurement.exclusive: false), nothing is taken.
     Inside heavy work already (this process or its parent): nothing more is taken. Inside a measurement
     (a point's trainer preparing its own input): nothing is taken, the work is part of that point.
+    Past timeout_s (None: lock_timeout()) of waiting: LockTimeout, its message one line naming the setting.
     """
     if node_lock is None or _heavy_inside(node_lock) or os.environ.get(MEASURING) == str(node_lock):
         yield 0.0
         return
     t0 = time.monotonic()
+    timeout_s = lock_timeout() if timeout_s is None else timeout_s
+    deadline = t0 + timeout_s
+    _refuse_private(node_lock)
     with contextlib.ExitStack() as held:
-        with flocked(gate_lock(node_lock)):
-            held.enter_context(flocked(heavy_lock(node_lock), shared=True))
-            with flocked(node_lock):
-                pass  # no measurement runs now, and none gets in while this process holds the gate
+        try:
+            with flocked(gate_lock(node_lock), timeout_s=_left(deadline)):
+                held.enter_context(flocked(heavy_lock(node_lock), shared=True, timeout_s=_left(deadline)))
+                with flocked(node_lock, timeout_s=_left(deadline)):
+                    pass  # no measurement runs now, and none gets in while this process holds the gate
+        except LockTimeout as exc:
+            raise LockTimeout(f"{what} waited {timeout_s:g} s (measurement.lock_timeout_s) for the node's locks, "
+                              f"and another process held them the whole time ({exc})") from None
         waited = time.monotonic() - t0
         if waited > WAIT_NOTE_S:
             print(f"dlbench: {what} waited {waited:.1f} s for the measurement on this node to end", file=sys.stderr)
+        kept = (_taken(heavy_lock(node_lock)),)
         with _marked(HEAVY_HELD, str(node_lock)):
             yield waited
+        for path in _still_held(kept):
+            print(f"dlbench: {what}: the lock file {path} was removed or replaced while it was held; a point may "
+                  "have measured beside this work", file=sys.stderr)
 
 
 LIVE_JOBS = "dlbench-jobs"  # under .snakemake/: one file per running training job of this working directory
@@ -302,13 +384,13 @@ def live_job(meta: str | os.PathLike = ".snakemake"):
     """Mark a workflow job as alive for its lifetime: host, pid and SLURM job id, in .snakemake/dlbench-jobs/.
 
     A Snakemake killed alone (the OOM killer, a lost login) leaves its jobs running; the next run reads
-    these marks and keeps Snakemake's locks while any of those jobs lives (hold_and_clear_stale).
+    these marks and keeps Snakemake's locks while any of those jobs lives (hold_and_clear_stale). Written
+    atomically: a job killed while it writes leaves no half mark.
     """
     folder = Path(meta) / LIVE_JOBS
-    folder.mkdir(parents=True, exist_ok=True)
     mark = folder / f"{socket.gethostname()}-{os.getpid()}"
-    mark.write_text(json.dumps({"host": socket.gethostname(), "pid": os.getpid(),
-                                "slurm_job_id": os.environ.get("SLURM_JOB_ID")}))
+    atomic.write_text(mark, json.dumps({"host": socket.gethostname(), "pid": os.getpid(),
+                                        "slurm_job_id": os.environ.get("SLURM_JOB_ID")}))
     try:
         yield mark
     finally:
@@ -318,16 +400,20 @@ def live_job(meta: str | os.PathLike = ".snakemake"):
 def live_jobs(meta: str | os.PathLike = ".snakemake") -> list[str]:
     """The marked jobs that are still alive (a description each); marks of jobs known to be gone are removed.
 
-    A job of this host is alive while its pid is; one with a SLURM job id while SLURM runs it; one of
-    another host without a SLURM id cannot be checked from here, so it counts as alive.
+    A job of this host is alive while its pid is; one with a SLURM job id while SLURM runs or queues it; one of
+    another host without a SLURM id cannot be checked from here, so it counts as alive. So does a mark that
+    cannot be read: it is kept, with a warning, as nobody can tell whose job it was.
     """
     folder = Path(meta) / LIVE_JOBS
     alive = []
-    for mark in sorted(folder.glob("*")) if folder.is_dir() else []:
+    for mark in sorted(folder.glob("[!.]*")) if folder.is_dir() else []:  # .*: a mark being written (atomic)
         try:
             job = json.loads(mark.read_text())
-        except (OSError, ValueError):
-            mark.unlink(missing_ok=True)
+            pid = int(job["pid"])
+        except (OSError, ValueError, TypeError, KeyError) as exc:
+            print(f"dlbench: the live-job mark {mark} cannot be read ({type(exc).__name__}); it counts as a live "
+                  "job: remove it once no job of this workflow runs", file=sys.stderr)
+            alive.append(f"an unreadable mark ({mark.name})")
             continue
         if job.get("slurm_job_id"):
             running = _slurm_job_running(str(job["slurm_job_id"]))
@@ -335,13 +421,13 @@ def live_jobs(meta: str | os.PathLike = ".snakemake") -> list[str]:
                 print(f"dlbench: SLURM did not say whether job {job['slurm_job_id']} still runs (squeue failed); "
                       f"its live-job mark {mark} is kept, and asked about again at the next run", file=sys.stderr)
         elif job.get("host") == socket.gethostname():
-            running = procs.alive(int(job["pid"]))
+            running = procs.alive(pid)
         else:
             running = None
         if running is False:
             mark.unlink(missing_ok=True)
         else:
-            alive.append(f"pid {job.get('pid')} on {job.get('host')}"
+            alive.append(f"pid {pid} on {job.get('host')}"
                          + (f" (SLURM job {job['slurm_job_id']})" if job.get("slurm_job_id") else ""))
     return alive
 
@@ -349,6 +435,8 @@ def live_jobs(meta: str | os.PathLike = ".snakemake") -> list[str]:
 def hold_and_clear_stale(workdir: str | os.PathLike = ".") -> tuple[int, list[str]]:
     """Take this run's lock; if no other run and none of their jobs is alive, remove stale Snakemake locks.
 
+    A killed run's jobs are its marked ones (live_jobs) and, under SLURM, those it submitted that have not
+    started yet (pending: no mark), found by their working directory.
     Returns (how many lock files were removed, the live jobs of a killed run that kept them).
     """
     global _held
@@ -363,11 +451,24 @@ def hold_and_clear_stale(workdir: str | os.PathLike = ".") -> tuple[int, list[st
         fh.close()
         return 0, []
     _held = fh
+    stale = sorted((meta / "locks").glob("*.lock")) if (meta / "locks").is_dir() else []
     alive = live_jobs(meta)
-    if alive:  # a killed run's jobs still measure: its locks stay, and nothing of theirs is run again beside them
+    if stale and not alive:  # asked only where there is something to remove: squeue is a call to the controller
+        alive = _queued_here(workdir)
+    if alive:  # a killed run's jobs still measure or wait: its locks stay, nothing of theirs is run again beside them
         return 0, alive
-    removed = 0
-    for lock in (meta / "locks").glob("*.lock") if (meta / "locks").is_dir() else []:
+    for lock in stale:
         lock.unlink(missing_ok=True)
-        removed += 1
-    return removed, []
+    return len(stale), []
+
+
+def _queued_here(workdir: str | os.PathLike) -> list[str]:
+    """A killed run's jobs that SLURM queues or runs in workdir; where squeue failed, one entry that says so: whether
+    any waits is unknown, so Snakemake's locks stay (a job run twice beside itself costs more than a wait)."""
+    jobs = _slurm_jobs_in(workdir)
+    if jobs is None:
+        print("dlbench: SLURM did not say whether a killed run's jobs wait here (squeue failed); Snakemake's locks "
+              "stay, and SLURM is asked again at the next run (`snakemake --unlock` where no job of this workflow "
+              "is queued)", file=sys.stderr)
+        return ["jobs SLURM did not answer for (squeue failed)"]
+    return [f"SLURM job {job}" for job in jobs]

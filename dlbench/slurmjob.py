@@ -34,16 +34,43 @@ def restart_count() -> int:
         return 0
 
 
+# States of a job SLURM has done with (compact and long forms): squeue still lists one for MinJobAge after it ends.
+FINISHED = {"BF", "CA", "CD", "DL", "F", "NF", "OOM", "PR", "TO", "BOOT_FAIL", "CANCELLED", "COMPLETED", "DEADLINE",
+            "FAILED", "NODE_FAIL", "OUT_OF_MEMORY", "PREEMPTED", "TIMEOUT"}
+
+
 def running(job: str) -> bool | None:
-    """Whether SLURM still runs (or queues) the job: False where SLURM says it is unknown; None where SLURM cannot
-    be asked (no squeue, or squeue failed or timed out: unknown, never "gone")."""
+    """Whether SLURM still runs or queues the job: pending (PD) counts, a job SLURM has not started yet is
+    alive. False where SLURM says it is done or unknown; None where SLURM cannot be asked."""
     try:
         proc = subprocess.run(["squeue", "-h", "-j", job, "-o", "%T"], capture_output=True, text=True, timeout=30)
     except (OSError, subprocess.SubprocessError):
         return None
     if proc.returncode != 0:  # a job it forgot is gone; any other refusal (no controller) says nothing
         return False if "Invalid job id" in proc.stderr else None
-    return bool(proc.stdout.strip())
+    states = proc.stdout.split()
+    return bool(states) and states[0] not in FINISHED
+
+
+def queued_in(workdir: str | os.PathLike) -> list[str] | None:
+    """This user's jobs that SLURM has not done with (pending ones too) and that run in `workdir`, as
+    "ID (STATE)": those a Snakemake run there submitted (its SLURM plugin submits with -D <workdir>).
+    None where SLURM did not answer (squeue failed or timed out: unknown); [] where no squeue is installed."""
+    try:
+        proc = subprocess.run(["squeue", "--me", "-h", "-o", "%i|%t|%Z"], capture_output=True, text=True,
+                              timeout=30)
+    except FileNotFoundError:  # no SLURM on this machine: no job of it waits
+        return []
+    except (OSError, subprocess.SubprocessError):
+        return None
+    if proc.returncode != 0:
+        return None
+    here, jobs = os.path.realpath(workdir), []
+    for line in proc.stdout.splitlines():
+        job, state, folder = (line.split("|", 2) + ["", ""])[:3]
+        if state.strip() not in FINISHED and os.path.realpath(folder.strip() or "/nonexistent") == here:
+            jobs.append(f"{job.strip()} ({state.strip()})")
+    return jobs
 
 
 def final_state(job: str) -> str | None:

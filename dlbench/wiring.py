@@ -244,9 +244,10 @@ class Study:
 
     def export(self, environ=os.environ) -> None:
         """What the jobs read from the environment they inherit: the node's measurement lock, which the heavy
-        jobs (builds, data preparation, aggregation, charts) keep out of (dlbench.locks.node_lock), and the site
-        interpreters the main process probed."""
+        jobs (builds, data preparation, aggregation, charts) keep out of (dlbench.locks.node_lock), the longest
+        wait for it (dlbench.locks.lock_timeout), and the site interpreters the main process probed."""
         environ[locks.NODE_LOCK_ENV] = self.measure_lock or ""
+        environ[locks.LOCK_TIMEOUT_ENV] = f"{self.runner_options['lock_timeout_s']:g}"  # heavy jobs wait no longer
         if self.reader.main and self.site_envs:
             environ[SITE_ENVS_VAR] = json.dumps(list(self.site_envs.values()))
 
