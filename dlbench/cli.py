@@ -58,13 +58,7 @@ def train(point: dict, dataset_dir: str, out: str, env_json: str | None = None, 
     if env_json:
         with open(env_json) as fh:
             env.update(json.load(fh))
-    # A cancelled job (SIGTERM from Snakemake or scancel) still stops its trainer. Once: SLURM, srun and
-    # Snakemake may each pass the signal on, and a second one must not cut short the keeping of the attempt.
-    def on_term(*_):
-        signal.signal(signal.SIGTERM, signal.SIG_IGN)
-        sys.exit(143)
-
-    signal.signal(signal.SIGTERM, on_term)
+    _end_on_signals()
     runner.note_continue_signals()  # a suspended job, resumed: its point's times include the pause
     if attempt > 1 and runner.cancel_stands(out):
         print(f"dlbench: attempt {attempt} is not run: the attempt before it was cancelled (scancel, or SIGTERM "
@@ -104,6 +98,23 @@ def train(point: dict, dataset_dir: str, out: str, env_json: str | None = None, 
               file=sys.stderr)
         return outcomes.EXIT_RETRY
     return 0
+
+
+# Each ends a job as a cancel: SIGTERM (Snakemake, scancel), SIGINT (Ctrl-C), SIGHUP (a lost login).
+CANCEL_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
+
+
+def _end_on_signals() -> None:
+    """A cancelled job still stops its trainer and keeps its attempt (runner: cancelled), exiting 128 + the signal.
+    Once: SLURM, srun and Snakemake may each pass a signal on, and a second one must not cut short the keeping of
+    the attempt."""
+    def on_cancel(signum, _frame):
+        for sig in CANCEL_SIGNALS:
+            signal.signal(sig, signal.SIG_IGN)
+        sys.exit(128 + signum)
+
+    for sig in CANCEL_SIGNALS:
+        signal.signal(sig, on_cancel)
 
 
 def validate(config_path: str) -> int:

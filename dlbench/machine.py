@@ -53,8 +53,29 @@ def usable_cores() -> int:
         return os.cpu_count() or 1
 
 
-@functools.cache
 def gpus() -> list[dict]:
+    """The GPUs NVML finds (index, name, uuid, memory_mb, driver); none where NVML is missing, fails or hangs."""
+    return list(_inventory()[0])
+
+
+def gpu_state() -> str | None:
+    """None where NVML answered (GPUs or none); a line saying the GPU state is unknown where it did not in time."""
+    return _inventory()[1]
+
+
+@functools.cache
+def _inventory() -> tuple[tuple[dict, ...], str | None]:
+    """NVML's GPUs, read once and at most NVML_TIMEOUT_S: a hung driver must not hold a job, which may hold the
+    node's measurement lock. A call that timed out is not made again (it would hang beside the first)."""
+    from dlbench.monitor import NVML_TIMEOUT_S, bounded, unanswered
+
+    try:
+        return tuple(bounded(_nvml_gpus, NVML_TIMEOUT_S)), None
+    except TimeoutError:
+        return (), unanswered()
+
+
+def _nvml_gpus() -> list[dict]:
     try:
         import pynvml
 
@@ -118,8 +139,9 @@ def cpu_boost(root: str = SYS_CPU) -> bool | None:
     return None
 
 
-def host() -> dict:
-    g = gpus()
+def host(gpu: bool = True) -> dict:
+    """The machine's facts for a record; gpu False (a CPU point): NVML is not asked, the GPU fields are None."""
+    g = gpus() if gpu else []
     return {
         "host": socket.gethostname(),
         "cpu_model": cpu_model(),
@@ -133,7 +155,8 @@ def host() -> dict:
         "os": f"{platform.system()} {platform.release()}",
         "python_runner": platform.python_version(),
         "gpu_model": g[0]["name"] if g else None,
-        "gpu_count": len(g),
+        "gpu_count": len(g) if gpu else None,
         "gpu_driver": g[0]["driver"] if g else None,
+        "gpu_state": gpu_state() if gpu else None,
         "slurm_job_id": os.environ.get("SLURM_JOB_ID"),
     }

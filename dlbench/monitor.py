@@ -111,6 +111,11 @@ NVML_TIMEOUT_S = 5.0  # longest an NVML call may take before the GPU readings ar
 JOIN_S = 10.0  # longest stop() waits for the sampling thread
 
 
+def unanswered() -> str:
+    """A record's gpu_state where NVML did not answer within NVML_TIMEOUT_S."""
+    return f"unknown: NVML did not answer within {NVML_TIMEOUT_S:g} s (a hung driver?)"
+
+
 def bounded(fn, timeout_s: float):
     """fn() in a thread of its own, waited for at most timeout_s: its result, or TimeoutError (the thread is
     left to finish or hang on its own; it is a daemon, so it never keeps the process alive)."""

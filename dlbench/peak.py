@@ -118,7 +118,7 @@ def measure(thread_counts: list[int], n: int = 2048, bf16_python: str | None = N
         "gemm_n": n,
         "blas": blas,
         "gflops_by_threads": {str(t): round(gemm_gflops(n, t), 2) for t in sorted(set(thread_counts))},
-        **{k: v for k, v in machine.host().items() if k.startswith("cpu") or k == "host"},
+        **{k: v for k, v in machine.host(gpu=False).items() if k.startswith("cpu") or k == "host"},
     }
     if bf16_python:
         out.update(bf16_in(bf16_python, thread_counts, n))

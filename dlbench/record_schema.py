@@ -205,8 +205,10 @@ SECTIONS = (
         _f("os", str, "the operating system and kernel"),
         _f("python_runner", str, "the runner's Python"),
         _f("gpu_model", str, "the first GPU's model"),
-        _f("gpu_count", int, "GPUs visible"),
+        _f("gpu_count", int, "GPUs visible (none for a CPU point: NVML is not asked)"),
         _f("gpu_driver", str, "the NVIDIA driver"),
+        _f("gpu_state", str, "`unknown: ...` where NVML did not answer in time (a hung driver): the GPU fields are "
+           "missing for that reason"),
         _f("slurm_job_id", str, "the SLURM job, where one ran the point"),
         _f("dlbench_version", str, "dlbench's version"),
         _f("dlbench_commit", str, "the commit of the checkout it ran from"),

@@ -24,17 +24,18 @@ from pathlib import Path
 
 from dlbench import hostload, machine, memcap, outcomes, procs, provenance, record_build, records, slurmjob
 from dlbench.frameworks import base, registry
-from dlbench.locks import LockTimeout, LockUnusable, measuring
-from dlbench.monitor import SAMPLE_FIELDS, Monitor, idle_gpu, nvml_index
+from dlbench.locks import LockTimeout, LockUnusable, lock_timeout, measuring
+from dlbench.monitor import NVML_TIMEOUT_S, SAMPLE_FIELDS, Monitor, bounded, idle_gpu, nvml_index, unanswered
 from dlbench.outcomes import MachineFailure
 from dlbench.procs import die_with_parent, kill_tree, owner_tag, remove_dead_leftovers
 
 REPO = Path(__file__).resolve().parent.parent
 HANG_S = 1800.0  # a point silent this long is ended as hung (limits.hang_s)
-LOCK_TIMEOUT_S = 1800.0  # longest wait for the node's measurement lock (measurement.lock_timeout_s)
 WATCH_S = 2.0  # how often the runner looks at a running trainer
 KILL_WAIT_S = 30.0  # longest wait for a killed trainer to be reaped (one stuck in the kernel never is)
 PAUSE_S = 30.0  # a watch that wakes this late was stopped (SIGSTOP: a suspended job), not merely slow
+TICK_S = 0.1  # how often the watch notes that it runs (Popen.wait itself polls every 50 ms)
+STOPPED_GAP_S = 0.5  # a SIGCONT that finds the watch's last note this old ends a stop, not a lone SIGCONT
 # The trainer module the runner starts. It exists for the tests of the runner itself (its time budget, hang watch,
 # memory guards: dlbench/testing/faults*.py), which set DLBENCH_TRAINER=dlbench.testing.small_trainer, a trainer
 # without a framework, so that they do not import one in every point. Read at each start (an environment variable
@@ -80,12 +81,13 @@ def trainer_env(point: dict, device: str | None = None) -> dict[str, str]:
 
 
 def run_point(point: dict, dataset_dir: str | Path, out_dir: str | Path, *, measure_lock: str | None = None,
-              gpu_per_device: bool = True, lock_timeout_s: float | None = LOCK_TIMEOUT_S, after_last: bool = False,
+              gpu_per_device: bool = True, lock_timeout_s: float | None = None, after_last: bool = False,
               **kw) -> dict | None:
     """Train one point (see _run_point), holding the node's measurement lock if one is given.
 
     The lock is node-local: jobs sharing a machine (cluster jobs, grouped points) do not disturb each
     other's measurement. gpu_per_device: GPU points measure side by side, one per GPU (else one at a time).
+    lock_timeout_s: the longest wait for the node's locks (None: dlbench.locks.lock_timeout()).
     A lock that stays taken, or cannot be used, is a failure of the machine (dlbench.outcomes): the
     attempt is kept and, unless it is the last one allowed, nothing is published.
 
@@ -169,13 +171,14 @@ def _measure(point: dict, dataset_dir: str | Path, out_dir: str | Path, *, measu
     devices = machine.gpu_devices() if gpu else None
     if not measure_lock:
         return _run_point(point, dataset_dir, out_dir, device=devices[0] if devices else None, **kw)
+    lock_timeout_s = lock_timeout() if lock_timeout_s is None else lock_timeout_s
     try:
         with measuring(measure_lock, devices, per_device=gpu_per_device, timeout_s=lock_timeout_s) as slot:
             return _run_point(point, dataset_dir, out_dir, device=slot.device, lock_mode=slot.mode,
                               lock_wait_s=slot.wait_s, lock_intact=slot.intact, **kw)
     except LockTimeout as exc:
         reason = (f"waited {lock_timeout_s:g} s for the node's measurement lock (measurement.lock_timeout_s) "
-                  f"and another point held it the whole time ({exc})")
+                  f"and another process held it the whole time ({exc})")
         return _run_point(point, dataset_dir, out_dir, refused=("lock_timeout", reason), lock_wait_s=lock_timeout_s,
                           **kw)
     except LockUnusable as exc:
@@ -231,9 +234,10 @@ def _run_point(point: dict, dataset_dir: str | Path, out_dir: str | Path, *, pyt
     returncode, ended, watch, idle = None, None, Watch(t_launch), {}
     if refused is None and gpu_index is not None and not gpu_visible():
         # No GPU on this machine at all: say so without starting a framework to find out.
-        refused = ("unavailable", "no NVIDIA GPU is visible on this machine (no /dev/nvidia*, NVML finds none)")
+        refused = ("unavailable", "no NVIDIA GPU is visible on this machine (no /dev/nvidia*, NVML "
+                   + ("did not answer: GPU state unknown)" if machine.gpu_state() else "finds none)"))
     if refused is None and gpu_index is not None:  # NVML's figures are the whole GPU's: its idle ones first
-        idle = idle_gpu(gpu_index)
+        idle = _idle_gpu(gpu_index)
     env = env or {}
     # The runner's own fields of the attempt (dlbench.record_schema: the attempt, the environment, the limits).
     attempt_fields = {
@@ -276,6 +280,8 @@ def _run_point(point: dict, dataset_dir: str | Path, out_dir: str | Path, *, pyt
                 except subprocess.TimeoutExpired:
                     pass
                 _kill_and_reap(proc, watch)  # whatever of its group is left, also if the leader exited
+            else:  # it exited: what it started and left behind must not load the node's next measurement
+                kill_tree(proc.pid, signal.SIGKILL)
         except BaseException:  # the job itself is cancelled: take the trainer with it, keep the attempt
             ended = "preempted" if slurmjob.requeue_if_preempted() else "cancelled"  # first: KillWait is short
             _kill_and_reap(proc, watch)
@@ -318,7 +324,24 @@ def _record(point: dict, events: list[dict], mon: Monitor, returncode: int | Non
         kill_wait_s=KILL_WAIT_S, lock_intact=None if lock_intact is None else bool(lock_intact()),
         memory_limit_mb=memory_limit_mb, memory_cap=memcap.kind() if memory_limit_mb else None,
         monitor_cpu_s=mon.own_cpu_s, gpu_nvml_failures=mon.gpu_failures(), gpu_readings_stopped=mon.gpu_gave_up,
-        machine={**machine.host(), **provenance.dlbench_build()}, **facts))
+        machine=_machine(point, facts.get("gpu_idle")), **facts))
+
+
+def _machine(point: dict, idle: dict | None) -> dict:
+    """The record's machine fields: NVML is asked for a GPU point only; gpu_state says where it did not answer."""
+    facts = {**machine.host(gpu=point["device"] == "gpu"), **provenance.dlbench_build()}
+    if idle and idle.get("gpu_state"):
+        facts["gpu_state"] = idle["gpu_state"]
+    return facts
+
+
+def _idle_gpu(index: int | str) -> dict:
+    """monitor.idle_gpu within NVML_TIMEOUT_S (the node's lock is held now); where NVML hangs, no figures and
+    the gpu_state that says so."""
+    try:
+        return bounded(lambda: idle_gpu(index), NVML_TIMEOUT_S)
+    except TimeoutError:
+        return {"gpu_mem_idle_mb": None, "gpu_power_idle_w": None, "gpu_state": unanswered()}
 
 
 def _kill_and_reap(proc: subprocess.Popen, watch: Watch) -> None:
@@ -333,11 +356,20 @@ def _kill_and_reap(proc: subprocess.Popen, watch: Watch) -> None:
 
 
 def note_continue_signals() -> None:
-    """Count SIGCONTs (a suspended job resumed) for the watch; only the main thread may set a handler."""
-    signal.signal(signal.SIGCONT, lambda *_: _CONTINUED.append(time.monotonic()))
+    """Note the stops of this process (a suspended job, resumed) for the watch; only the main thread may set a
+    handler."""
+    signal.signal(signal.SIGCONT, _on_continue)
 
 
-_CONTINUED: list[float] = []  # monotonic times of the SIGCONTs this process received
+_CONTINUED: list[float] = []  # seconds each stop of this process lasted, as the SIGCONT that ended it found
+_TICK: list[float | None] = [None]  # when the watch last noted that it runs; None while no watch runs
+
+
+def _on_continue(*_) -> None:
+    """A SIGCONT that ends a stop (SIGSTOP, SIGTSTP) finds the watch's last note as old as the stop; a SIGCONT
+    alone (kill -CONT to a running job) finds it fresh, and is no suspension."""
+    if _TICK[0] is not None and (gap := time.monotonic() - _TICK[0]) > STOPPED_GAP_S:
+        _CONTINUED.append(gap)
 
 
 class Watch:
@@ -356,23 +388,29 @@ class Watch:
             hang_s: float | None) -> str | None:
         """Wait for the trainer; "timeout" past its time budget, "hung" after hang_s without an event, else None.
 
-        Woken every few seconds only (a busy waiter would cost a measured point a share of a core).
+        Looks at the events file every few seconds only (a busy waiter would cost a measured point a share of
+        a core).
         """
+        try:
+            return self._run(proc, events_path, time_limit_s, hang_s)
+        finally:
+            _TICK[0] = None
+
+    def _run(self, proc: subprocess.Popen, events_path: Path, time_limit_s: float | None,
+             hang_s: float | None) -> str | None:
         last_size, last_change = -1, self.t_launch
         last_wake = time.monotonic()
         while True:
             wake = WATCH_S if time_limit_s is None else max(0.05, min(WATCH_S, self.t_launch + time_limit_s
                                                                        - time.monotonic()))
-            try:
-                proc.wait(timeout=wake)
+            if _ended_within(proc, wake):
                 return None
-            except subprocess.TimeoutExpired:
-                pass
             now = time.monotonic()
             late = now - last_wake - wake
-            if len(_CONTINUED) > self._continued or late > PAUSE_S:
+            stops = _CONTINUED[self._continued:]
+            if stops or late > PAUSE_S:
                 self._continued = len(_CONTINUED)
-                self.pauses.append(round(max(late, 0.0), 3))
+                self.pauses.append(round(max(late, sum(stops), 0.0), 3))
                 last_change = now  # the trainer was stopped too: its silence was the pause
             last_wake = now
             size = _size(events_path)
@@ -382,6 +420,19 @@ class Watch:
                 return "timeout"
             if hang_s and now - last_change >= hang_s:
                 return "hung"
+
+
+def _ended_within(proc: subprocess.Popen, timeout_s: float) -> bool:
+    """Whether the trainer ends within timeout_s; notes every TICK_S that the watch runs (_on_continue)."""
+    end = time.monotonic() + timeout_s
+    while True:
+        _TICK[0] = time.monotonic()
+        try:
+            proc.wait(timeout=max(0.0, min(TICK_S, end - _TICK[0])))
+            return True
+        except subprocess.TimeoutExpired:
+            if time.monotonic() >= end:
+                return False
 
 
 def _size(path: Path) -> int:

@@ -24,12 +24,16 @@ Environment variables, read by this program only (behaviour a fault scenario nee
                                             second (up to ALLOCATE_CEILING_MB): a point that outgrows its budget.
                                             An allocation that fails says so in the log (as a framework's
                                             allocator does) and the point ends `oom`.
+    DLBENCH_SMALL_TRAINER_CHILD_S           it starts a child that sleeps this long and leaves it behind when it
+                                            exits, printing "left a child: PID" to its log (a trainer whose
+                                            helper outlives it)
 """
 
 from __future__ import annotations
 
 import json
 import os
+import subprocess
 import sys
 import time
 import types
@@ -42,6 +46,7 @@ from dlbench.frameworks.stepped import SteppedAdapter
 
 STEP_S = "DLBENCH_SMALL_TRAINER_STEP_S"
 ALLOCATE_MB_PER_S = "DLBENCH_SMALL_TRAINER_ALLOCATE_MB_PER_S"
+CHILD_S = "DLBENCH_SMALL_TRAINER_CHILD_S"
 ALLOCATE_CEILING_MB = 2048  # never more than this, whatever the rate: a cap that failed must not take the machine
 CHUNK_MB = 16
 
@@ -60,6 +65,9 @@ class SmallAdapter(SteppedAdapter):
         self.step_s = float(os.environ.get(STEP_S) or 0)
         self.allocate_mb_per_s = float(os.environ.get(ALLOCATE_MB_PER_S) or 0)
         self.held: list[np.ndarray] = []
+        if os.environ.get(CHILD_S):
+            child = subprocess.Popen(["sleep", os.environ[CHILD_S]])  # never waited for: it is left behind
+            print(f"left a child: {child.pid}", file=sys.stderr, flush=True)
 
     def load(self):
         loaded = super().load()
