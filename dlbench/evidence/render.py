@@ -160,12 +160,20 @@ def seed_table(g: pd.DataFrame, effect: pd.DataFrame) -> str:
 
 
 def tests_text(effect: pd.DataFrame) -> list[str]:
-    """framework_effect's tests, one line per metric: the one-way ANOVA, Friedman's test with the seed as block, and
-    its verdict where it gives one."""
+    """framework_effect's tests, one line per metric: the test its verdict is read from (the design's), then the
+    one-way ANOVA and Friedman's test with the seed as block beside it, and the verdict."""
     what = {"accuracy_pct": "test accuracy", "train_time_s": "training time"}
-    return [f"- {what.get(r.metric, r.metric)} ({r.n_per_framework}): {r.anova.text()}; {r.friedman.text()}"
+    return [f"- {what.get(r.metric, r.metric)} ({r.n_per_framework}): "
+            + "; ".join(t.text() for t in _tests(r))
             + (f"; verdict: **{r.verdict}**." if isinstance(getattr(r, "verdict", None), str) else ".")
             for r in effect.itertuples()]
+
+
+def _tests(r) -> list:
+    """The design's test first (where framework_effect names one), then the others it computed."""
+    design = getattr(r, "test", None)
+    shown = [design] if design is not None and hasattr(design, "text") else []
+    return shown + [t for t in (r.anova, r.friedman) if not shown or t.name != design.name]
 
 
 def framework_effect_block(df: pd.DataFrame, scale: float, cores: int | None = None) -> str:
