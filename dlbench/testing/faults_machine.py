@@ -37,14 +37,19 @@ def _skipped(fault: str, injected: str, why: str) -> dict:
     return _row(fault, injected, None, False, skipped=why)
 
 
-def _job(lab: Lab, p: dict, out: Path, *extra: str, env: dict | None = None, user: str | None = None,
-         python: str | None = None) -> subprocess.Popen:
-    """The training job as Snakemake starts it (dlbench.cli train), in a process of its own."""
+def _job_command(lab: Lab, p: dict, out: Path, *extra: str, python: str | None = None) -> list[str]:
+    """The training job's command line as Snakemake runs it (dlbench.cli train), its environment's JSON written."""
     env_json = out.parent / f"{out.name}-env.json"
     out.parent.mkdir(parents=True, exist_ok=True)
     env_json.write_text(json.dumps({"python": python or lab.trainer_python()}))
-    cmd = [sys.executable, "-m", "dlbench.cli", "train", "--point", json.dumps(p), "--dataset-dir",
-           str(lab.digits), f"--env={env_json}", "--out", str(out), *extra]
+    return [sys.executable, "-m", "dlbench.cli", "train", "--point", json.dumps(p), "--dataset-dir",
+            str(lab.digits), f"--env={env_json}", "--out", str(out), *extra]
+
+
+def _job(lab: Lab, p: dict, out: Path, *extra: str, env: dict | None = None, user: str | None = None,
+         python: str | None = None) -> subprocess.Popen:
+    """The training job as Snakemake starts it (dlbench.cli train), in a process of its own."""
+    cmd = _job_command(lab, p, out, *extra, python=python)
     if user:
         cmd = ["setpriv", f"--reuid={user}", f"--regid={user}", "--clear-groups", *cmd]
     return subprocess.Popen(cmd, cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)

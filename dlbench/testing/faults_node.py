@@ -1,0 +1,351 @@
+"""The fault matrix, round four: the node's locks held or made private by others, SLURM jobs not yet started,
+marks cut short, a hung NVML, signals, a trainer's leftovers.
+
+Each scenario injects its fault for real (a lock file flocked by another process, a job-private tmpfs in a mount
+namespace of its own, a `squeue` that answers PD, a file-size limit, a `pynvml` whose nvmlInit sleeps, SIGCONT,
+SIGHUP and SIGINT to a job, a trainer that leaves a child) and returns a row like dlbench.testing.faults does.
+The outside world is faked where it cannot be had here (SLURM's queue, NVML); dlbench's own code never is.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from contextlib import redirect_stderr
+from pathlib import Path
+
+from dlbench import locks, procs, records, runner
+from dlbench.outcomes import EXIT_RETRY
+from dlbench.paths import ROOT as REPO
+from dlbench.testing import sandbox
+from dlbench.testing import small_trainer as small
+from dlbench.testing.faults import Lab, _row, _wait_for_training, on_small_trainer, point
+from dlbench.testing.faults_machine import _job, _job_command, _statuses
+
+# Another process holds a lock file: flocked as any local user could (exclusive, or shared as a build holds
+# .heavy), then it says so and sleeps until it is killed.
+HOLDER = """
+import fcntl, os, sys, time
+fd = os.open(sys.argv[1], os.O_RDONLY | os.O_CREAT, 0o644)
+fcntl.flock(fd, fcntl.LOCK_SH if sys.argv[2] == "shared" else fcntl.LOCK_EX)
+print("held", flush=True)
+time.sleep(600)
+"""
+
+
+def _hold(path: Path, mode: str = "exclusive") -> subprocess.Popen:
+    holder = subprocess.Popen([sys.executable, "-c", HOLDER, str(path), mode], stdout=subprocess.PIPE, text=True)
+    assert holder.stdout.readline().strip() == "held"
+    return holder
+
+
+def _release(holder: subprocess.Popen) -> None:
+    holder.kill()
+    holder.communicate(timeout=60)
+
+
+@on_small_trainer()
+def gate_held(lab: Lab) -> dict:
+    """Another process holds the gate, or .heavy shared (a hung build), past lock_timeout_s = 2: the point ends
+    as `lock_timeout` within seconds (recorded, the sweep goes on); heavy work waiting on the gate fails in one
+    line."""
+    lock = lab.root / "gate-held.lock"
+    seen = {}
+    for name, held, mode in (("gate", locks.gate_lock(lock), "exclusive"),
+                             ("heavy", locks.heavy_lock(lock), "shared")):
+        holder = _hold(held, mode)
+        try:
+            t0 = time.monotonic()
+            r = runner.run_point(point(iterations=20), lab.digits, lab.out(f"gateheld-{name}"),
+                                 python=lab.trainer_python(), measure_lock=str(lock), lock_timeout_s=2)
+            seen[name] = {"status": r["status"], "seconds": round(time.monotonic() - t0, 1),
+                          "lock_wait_s": r["lock_wait_s"], "published": (lab.out(f"gateheld-{name}")
+                                                                          / records.RESULT).exists()}
+            if name == "gate":
+                t0 = time.monotonic()
+                try:
+                    with locks.heavy_work(lock, "a build", timeout_s=2):
+                        said = None
+                except locks.LockTimeout as exc:
+                    said = str(exc)
+                seen["heavy_work"] = {"said": said, "seconds": round(time.monotonic() - t0, 1)}
+        finally:
+            _release(holder)
+    return _row("the gate or .heavy held by another process", "a process flocks <lock>.gate (exclusive), then "
+                "<lock>.heavy (shared), lock_timeout_s = 2", all(seen[n]["status"] == "lock_timeout"
+                                                                  for n in ("gate", "heavy"))
+                and bool(seen["heavy_work"]["said"]), False, cases=seen)
+
+
+def _in_job_namespace(cmd: list[str], private: Path | None) -> list[str]:
+    """cmd in a mount namespace of its own, as SLURM's job_container/tmpfs runs a job: `private` (if given) a
+    tmpfs there, another folder than the node's at that path; the namespace's pid 1 keeps the node's view."""
+    mount = f"mount -t tmpfs tmpfs {private} && " if private else ""
+    # pid 1 is the first sh, which stays in the namespace's first mount view: it forks the inner unshare
+    return ["unshare", "--pid", "--fork", "--mount", "--mount-proc", "sh", "-c", '"$@"; exit $?', "sh",
+            "unshare", "--mount", "--propagation", "private", "sh", "-c", f'{mount}exec "$@"', "sh", *cmd]
+
+
+def private_lock_folder(lab: Lab) -> dict:
+    """A SLURM job whose lock folder is private to it (a tmpfs in its own mount namespace, as job_container/tmpfs
+    makes /tmp): refused in one line as `lock_unusable`; the same job with the node's folder trains."""
+    if os.geteuid() != 0 or not shutil.which("unshare"):
+        return _row("lock folder private to the job", "tmpfs in a mount namespace", None, False,
+                    skipped="needs root and unshare")
+    folder = lab.root / "jobtmp"
+    folder.mkdir(exist_ok=True)
+    env = {**os.environ, "SLURM_JOB_ID": "4242", "SLURM_RESTART_COUNT": "0",
+           runner.TRAINER_VARIABLE: "dlbench.testing.small_trainer"}
+    seen = {}
+    for name, private in (("private", folder), ("node's", None)):
+        out = lab.out(f"privatelock-{name[:4]}")
+        shutil.rmtree(out, ignore_errors=True)
+        cmd = _job_command(lab, point(iterations=20), out, "--measure-lock", str(folder / "measure.lock"),
+                           "--attempt", "1", "--retries", "1", python=sys.executable)
+        run = subprocess.run(_in_job_namespace(cmd, private), cwd=REPO, env=env, capture_output=True, text=True,
+                             timeout=300)
+        lines = [ln for ln in run.stderr.splitlines() if "private to this SLURM job" in ln]
+        seen[name] = {"exit": run.returncode, "attempts": _statuses(out), "said": lines[:1],
+                      "traceback": "Traceback" in run.stderr}
+    return _row("lock folder private to the job", "SLURM_JOB_ID set, a tmpfs over the lock's folder in the job's "
+                "own mount namespace", seen["private"]["exit"] == EXIT_RETRY
+                and seen["private"]["attempts"] == ["lock_unusable"] and len(seen["private"]["said"]) == 1
+                and not seen["private"]["traceback"] and seen["node's"]["exit"] == 0, False, cases=seen)
+
+
+FAKE_SQUEUE = """#!/bin/sh
+# squeue as SLURM answers for job 4242 in state $FAKE_STATE (PD: queued, not started; CD: done, still listed
+# for MinJobAge): -j JOB -o %T, or --me -o %i|%t|%Z
+case "$FAKE_STATE" in PD) long=PENDING ;; *) long=COMPLETED ;; esac
+case "$*" in
+  *-j*) echo "$long" ;;
+  *) echo "4242|$FAKE_STATE|$FAKE_WORKDIR" ;;
+esac
+"""
+CLEAR = "import sys\nfrom dlbench import locks\nprint(*locks.hold_and_clear_stale(sys.argv[1]), sep='\\n')"
+
+
+def _fake_squeue(folder: Path) -> dict:
+    """The environment of a process whose PATH finds a squeue that answers PD (FAKE_SQUEUE)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "squeue").write_text(FAKE_SQUEUE)
+    (folder / "squeue").chmod(0o755)
+    return {**os.environ, "PATH": f"{folder}{os.pathsep}{os.environ['PATH']}"}
+
+
+def pending_jobs(lab: Lab) -> dict:
+    """A Snakemake run killed after it submitted jobs that SLURM has not started (PD, no mark yet), and one whose
+    marked job is pending again (requeued): the next run keeps Snakemake's locks, so nothing runs twice."""
+    seen = {}
+    env = _fake_squeue(lab.root / "fake-squeue")
+    for name, state in (("submitted", "PD"), ("marked", "PD"), ("done", "CD")):
+        work = lab.root / f"pending-{name}"
+        shutil.rmtree(work, ignore_errors=True)
+        (work / ".snakemake" / "locks").mkdir(parents=True)
+        (work / ".snakemake" / "locks" / "0.input.lock").write_text("")
+        env.update(FAKE_STATE=state, FAKE_WORKDIR=str(work) if name != "marked" else "/elsewhere")
+        if name == "marked":
+            mark = work / ".snakemake" / locks.LIVE_JOBS / "another-node-77"
+            mark.parent.mkdir(parents=True)
+            mark.write_text(json.dumps({"host": "another-node", "pid": 77, "slurm_job_id": "4242"}))
+        run = subprocess.run([sys.executable, "-c", CLEAR, str(work)], cwd=REPO, env=env, capture_output=True,
+                             text=True, timeout=120)
+        removed, alive = run.stdout.splitlines()[:2] if run.returncode == 0 else ("?", run.stderr[-300:])
+        seen[name] = {"removed": removed, "alive": alive,
+                      "locks_kept": (work / ".snakemake" / "locks" / "0.input.lock").exists()}
+    kept = all(seen[n]["locks_kept"] and "4242" in seen[n]["alive"] for n in ("submitted", "marked"))
+    return _row("a killed run's jobs pending in SLURM", "a fake squeue on PATH answers PD (a job submitted, not "
+                "started; a marked job requeued); then CD (done)", kept and not seen["done"]["locks_kept"], False,
+                cases=seen)
+
+
+# A job's mark written under a file-size limit of 16 bytes (EFBIG part-way: what a full disk does to a write).
+CUT_MARK = """
+import resource, sys
+from dlbench import locks
+resource.setrlimit(resource.RLIMIT_FSIZE, (16, 16))
+try:
+    with locks.live_job(sys.argv[1]):
+        print("marked")
+except OSError as exc:
+    print("refused", exc.errno)
+"""
+
+
+def marks_cut_short(lab: Lab) -> dict:
+    """A live-job mark whose write fails part-way leaves nothing behind; a mark that cannot be read (cut short by
+    an older writer, or damaged) is kept and counted live, with a warning, and Snakemake's locks stay."""
+    meta = lab.root / "marks" / ".snakemake"
+    shutil.rmtree(meta.parent, ignore_errors=True)
+    (meta / "locks").mkdir(parents=True)
+    (meta / "locks" / "0.input.lock").write_text("")
+    cut = subprocess.run([sys.executable, "-c", CUT_MARK, str(meta)], cwd=REPO, capture_output=True, text=True,
+                         timeout=120)
+    left = sorted(p.name for p in (meta / locks.LIVE_JOBS).glob("*")) if (meta / locks.LIVE_JOBS).is_dir() else []
+    (meta / locks.LIVE_JOBS).mkdir(exist_ok=True)
+    broken = meta / locks.LIVE_JOBS / "node-4242"
+    broken.write_text('{"host": "node", "pi')
+    said = io.StringIO()
+    with redirect_stderr(said):
+        alive = locks.live_jobs(meta)
+    clear = subprocess.run([sys.executable, "-c", CLEAR, str(meta.parent)], cwd=REPO, capture_output=True,
+                           text=True, timeout=120)
+    return _row("a live-job mark cut short or unreadable", "the mark written under RLIMIT_FSIZE 16 bytes; a mark "
+                "holding half its JSON", cut.stdout.strip().startswith("refused") and not left
+                and broken.exists() and len(alive) == 1 and (meta / "locks" / "0.input.lock").exists(), False,
+                write=cut.stdout.strip(), left_by_cut_write=left, alive=alive,
+                warned=[ln for ln in said.getvalue().splitlines() if "cannot be read" in ln][:1],
+                next_run=clear.stdout.splitlines()[:1])
+
+
+# A measurement on a fake GPU ("0") under umask 077, its locks' modes and the slot's check after its GPU's lock
+# file is removed; then heavy work whose .heavy is removed while it works.
+REPLACED = """
+import json, os, sys
+from pathlib import Path
+from dlbench import locks
+os.umask(0o077)
+lock = Path(sys.argv[1])
+with locks.measuring(str(lock), ["0"], per_device=True, timeout_s=30) as slot:
+    modes = {p.name: oct(p.stat().st_mode & 0o777) for p in lock.parent.glob(lock.name + "*")}
+    before = slot.intact()
+    locks.device_lock(lock, "0").unlink()
+    after = slot.intact()
+with locks.heavy_work(lock, "a build", timeout_s=30):
+    locks.heavy_lock(lock).unlink()
+print(json.dumps({"modes": modes, "intact_before": before, "intact_after": after}))
+"""
+
+
+def lock_files_replaced(lab: Lab) -> dict:
+    """Every lock file is created 0644 (under umask 077 too), and every lock held through the work is checked for
+    removal: a GPU's lock removed under a point makes its slot not intact (`lock_lost`), .heavy removed under a
+    build is said in its log."""
+    folder = lab.root / "replaced"
+    shutil.rmtree(folder, ignore_errors=True)
+    folder.mkdir()
+    run = subprocess.run([sys.executable, "-c", REPLACED, str(folder / "measure.lock")], cwd=REPO,
+                         capture_output=True, text=True, timeout=120)
+    facts = json.loads(run.stdout) if run.returncode == 0 else {"error": run.stderr[-500:]}
+    said = [ln for ln in run.stderr.splitlines() if "removed or replaced" in ln]
+    modes = facts.get("modes", {})
+    return _row("a GPU's or heavy work's lock file removed while held; lock files' modes",
+                "unlink of <lock>.gpu-0 under a point, of <lock>.heavy under a build; umask 077",
+                facts.get("intact_before") is True and facts.get("intact_after") is False and len(said) == 1
+                and set(modes.values()) == {"0o644"}, False, said=said[:1], **{"modes": modes, **facts})
+
+
+FAKE_PYNVML = """
+import time
+from pathlib import Path
+CALLED = Path(__file__).with_name("called")
+
+
+def nvmlInit():
+    CALLED.write_text("nvmlInit")
+    time.sleep(300)  # a hung driver
+"""
+
+
+def nvml_hangs(lab: Lab) -> dict:
+    """NVML hangs (a pynvml whose nvmlInit sleeps, on PYTHONPATH) while a point holds the node's lock: a CPU point
+    never asks it and ends ok; a GPU point is answered within NVML's timeout, its GPU state said unknown."""
+    site = lab.root / "hung-pynvml"
+    shutil.rmtree(site, ignore_errors=True)
+    site.mkdir()
+    (site / "pynvml.py").write_text(FAKE_PYNVML)
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(site), os.environ.get("PYTHONPATH", "")]),
+           runner.TRAINER_VARIABLE: "dlbench.testing.small_trainer"}
+    env.pop("DLBENCH_GPU_DEVICES", None)
+    seen = {}
+    for device in ("cpu", "gpu"):
+        out = lab.out(f"nvml-{device}")
+        t0 = time.monotonic()
+        job = _job(lab, point(iterations=20, device=device), out, "--measure-lock", str(lab.root / "nvml.lock"),
+                   env=env, python=sys.executable)
+        _, stderr = job.communicate(timeout=180)
+        record = records.read(out / records.RESULT) if (out / records.RESULT).exists() else {}
+        seen[device] = {"exit": job.returncode, "seconds": round(time.monotonic() - t0, 1),
+                        "status": record.get("status"), "gpu_state": record.get("gpu_state"),
+                        "reason": (record.get("reason") or "")[:160], "nvml_called": (site / "called").exists()}
+        (site / "called").unlink(missing_ok=True)
+    return _row("NVML hangs", "a pynvml on PYTHONPATH whose nvmlInit sleeps 300 s",
+                seen["cpu"]["status"] == "ok" and not seen["cpu"]["nvml_called"]
+                and seen["gpu"]["status"] == "unavailable" and (seen["gpu"]["gpu_state"] or "").startswith("unknown"),
+                False, cases=seen)
+
+
+@on_small_trainer()
+def lone_sigcont(lab: Lab) -> dict:
+    """SIGCONT alone (no stop before it) to a job and its trainer while it trains: not a suspension, the point
+    ends ok."""
+    out = lab.out("lonecont")
+    job = _job(lab, point(iterations=300), out)
+    trainer = _wait_for_training(out)
+    for _ in range(3):
+        for pid in (job.pid, trainer):
+            try:
+                os.kill(pid, signal.SIGCONT)
+            except ProcessLookupError:
+                pass
+        time.sleep(0.3)
+    job.communicate(timeout=180)
+    record = records.read(out / records.RESULT) if (out / records.RESULT).exists() else {}
+    return _row("SIGCONT alone", "three SIGCONTs to the job and its trainer, 0.3 s apart, no stop",
+                record.get("status") == "ok", not record, status=record.get("status"),
+                paused_s=record.get("paused_s"), exit_code=job.returncode)
+
+
+@on_small_trainer()
+def child_left_behind(lab: Lab) -> dict:
+    """A trainer that starts a child (sleep 120) and exits normally, leaving it: the child is gone once the point
+    is, not loading the node's next measurement."""
+    out = lab.out("childleft")
+    with sandbox.environment({small.CHILD_S: "120"}):
+        r = runner.run_point(point(iterations=20), lab.digits, out, python=lab.trainer_python())
+    pids = [int(ln.split(":")[1]) for ln in (out / "trainer.log").read_text().splitlines()
+            if ln.startswith("left a child:")]
+    deadline = time.monotonic() + 5  # its parent gone, init reaps it
+    while pids and procs.alive(pids[0]) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    alive = bool(pids) and procs.alive(pids[0])
+    if alive:
+        os.kill(pids[0], signal.SIGKILL)
+    return _row("a trainer's child left behind", "the trainer starts `sleep 120` and exits ok without it",
+                r["status"] == "ok" and bool(pids) and not alive, False, status=r["status"], child=pids[:1],
+                child_alive_after=alive)
+
+
+def _cancelled_by(lab: Lab, sig: int) -> dict:
+    """SIGHUP (a lost login) or SIGINT (Ctrl-C) to a training job, as SIGTERM: the trainer is stopped, the attempt
+    kept as `cancelled`, exit 128 + the signal."""
+    name = signal.Signals(sig).name
+    out = lab.out(f"cancel-{name}")
+    job = _job(lab, point(iterations=100000), out)
+    trainer = _wait_for_training(out)
+    os.kill(job.pid, sig)
+    job.communicate(timeout=120)
+    trainer_left = procs.alive(trainer)
+    return _row(f"{name} to the job", f"{name} to the job mid-training", job.returncode == 128 + sig
+                and _statuses(out) == ["cancelled"] and not trainer_left, False, exit_code=job.returncode,
+                attempts=_statuses(out), trainer_left=trainer_left)
+
+
+@on_small_trainer()
+def cancel_sighup(lab: Lab) -> dict:
+    return _cancelled_by(lab, signal.SIGHUP)
+
+
+@on_small_trainer()
+def cancel_sigint(lab: Lab) -> dict:
+    return _cancelled_by(lab, signal.SIGINT)
+
+
+SCENARIOS = [gate_held, private_lock_folder, pending_jobs, marks_cut_short, lock_files_replaced, nvml_hangs,
+             lone_sigcont, child_left_behind, cancel_sighup, cancel_sigint]
