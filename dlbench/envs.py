@@ -32,6 +32,8 @@ pins (conda_yaml), so both ways install the same versions:
 from __future__ import annotations
 
 import argparse
+import contextlib
+import errno
 import functools
 import hashlib
 import json
@@ -39,9 +41,11 @@ import os
 import platform
 import re
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -49,7 +53,7 @@ from dlbench.atomic import fsync_dir, write_json, write_text
 from dlbench.frameworks import registry
 from dlbench.locks import LockTimeout, LockUnusable, flocked, heavy_work, node_lock
 from dlbench.paths import CONDA_ENVS, ENVS, ROOT, cache_root
-from dlbench.procs import owner_tag, remove_dead_leftovers
+from dlbench.procs import kill_tree, owner_tag, remove_dead_leftovers
 
 # The conda files' Python: the version dlbench is developed and tested on (pyproject's requires-python).
 CONDA_PYTHON = "3.11"
@@ -153,11 +157,42 @@ def env_dir(env: str) -> Path:
 
 
 def _run(cmd: list[str], log, **kw) -> None:
+    """Run one build step in a session of its own, so that what it starts ends with it (_end_group)."""
     log.write(f"$ {' '.join(map(str, cmd))}\n")
     log.flush()
-    proc = subprocess.run(cmd, stdout=log, stderr=subprocess.STDOUT, **kw)
-    if proc.returncode:
-        raise EnvError(f"`{' '.join(map(str, cmd))}` failed (exit {proc.returncode}); see {log.name}")
+    proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, start_new_session=True, **kw)
+    try:
+        # Exited but not reaped: its pid, the group's id, cannot be reused while the group is ended.
+        os.waitid(os.P_PID, proc.pid, os.WEXITED | os.WNOWAIT)
+    finally:
+        returncode = _end_group(proc)
+    if returncode:
+        raise EnvError(f"`{' '.join(map(str, cmd))}` failed (exit {returncode}); see {log.name}")
+
+
+# How long an interrupted build step has after SIGTERM before its group is killed.
+STEP_TERM_S = 5.0
+
+
+def _end_group(proc: subprocess.Popen) -> int | None:
+    """End a build step's process group (a step still running was interrupted: SIGTERM first) and reap it;
+    its exit status. A failed compiler or pip leaves children that would outlive the build and its folder."""
+    if not _exited(proc.pid):
+        kill_tree(proc.pid, signal.SIGTERM)
+        try:
+            proc.wait(timeout=STEP_TERM_S)
+        except subprocess.TimeoutExpired:
+            pass
+    kill_tree(proc.pid, signal.SIGKILL)
+    return proc.wait()
+
+
+def _exited(pid: int) -> bool:
+    """Whether a child has exited (a zombie not yet reaped), without reaping it."""
+    try:
+        return os.waitid(os.P_PID, pid, os.WEXITED | os.WNOHANG | os.WNOWAIT) is not None
+    except ChildProcessError:
+        return True
 
 
 def probe(framework: str, python: str | os.PathLike, timeout_s: float = 600) -> dict:
@@ -200,11 +235,11 @@ def build(env: str, check: bool = False) -> Path:
     if split_version(env)[0] not in registry.env_names():
         raise EnvError(f"unknown environment {env!r}; known: {', '.join(registry.env_names())}")
     final = env_dir(env)
-    if (final / "READY").exists() and (not check or checked(env, final)):
+    if ready(final) and (not check or checked(env, final)):
         return final
     # The heavy side first, then the build lock: a builder waiting for another one holds no lock a point needs.
     with heavy_work(node_lock(), f"building {env}"), flocked(final.with_name(final.name + ".lock")):
-        if (final / "READY").exists():
+        if ready(final):
             if not check or checked(env, final):
                 return final
             try:
@@ -223,10 +258,7 @@ def build(env: str, check: bool = False) -> Path:
         except BaseException:
             shutil.rmtree(tmp, ignore_errors=True)  # the log beside it says what failed
             raise
-        if final.exists():
-            shutil.rmtree(final)
-        os.replace(tmp, final)
-        fsync_dir(final.parent)
+        _put_in_place(tmp, final)
         if check:  # in place: what the check leaves (Theano's compile cache) names the final path
             try:
                 _check_and_stamp(env, final)
@@ -237,9 +269,53 @@ def build(env: str, check: bool = False) -> Path:
         return final
 
 
-def _move_aside(folder: Path) -> Path:
+def ready(folder: Path) -> bool:
+    """Whether a built environment is whole: READY, and an ENV_INFO.json that parses and names this folder's key
+    (a copied or torn one is no environment)."""
+    try:
+        info = json.loads((folder / "ENV_INFO.json").read_text())
+        return (folder / "READY").read_text() == "ok\n" and folder.name.endswith(f"-{info['key']}")
+    except (OSError, ValueError, KeyError, TypeError):
+        return False
+
+
+def _put_in_place(new: Path, final: Path) -> None:
+    """Rename a finished build onto the environment's name. One that is there already (not whole) is swapped out
+    in one step and kept aside, not deleted: a point may still run from it."""
+    if not final.exists():
+        os.replace(new, final)
+    elif _exchange(new, final):
+        aside = final.with_name(f"{final.name}.replaced-{owner_tag()}")
+        shutil.rmtree(aside, ignore_errors=True)
+        os.replace(new, aside)  # `new` now names the old environment
+        print(f"dlbench: the {final.name} environment was not whole (READY or ENV_INFO.json); built again, the old "
+              f"one is {aside.name} (delete it once nothing runs from it)", file=sys.stderr)
+    else:  # no atomic exchange here: the old one renamed aside first, a moment without the name
+        _move_aside(final, "replaced")
+        os.replace(new, final)
+    fsync_dir(final.parent)
+
+
+def _exchange(a: Path, b: Path) -> bool:
+    """Swap two paths atomically (Linux renameat2 RENAME_EXCHANGE); False where the system cannot."""
+    import ctypes
+
+    try:
+        renameat2 = ctypes.CDLL(None, use_errno=True).renameat2
+    except (OSError, AttributeError):
+        return False
+    at_fdcwd, rename_exchange = -100, 2
+    if renameat2(at_fdcwd, os.fsencode(a), at_fdcwd, os.fsencode(b), rename_exchange) == 0:
+        return True
+    err = ctypes.get_errno()
+    if err in (errno.EINVAL, errno.ENOSYS, errno.EOPNOTSUPP):  # a file system or kernel without it
+        return False
+    raise OSError(err, os.strerror(err), str(b))
+
+
+def _move_aside(folder: Path, why: str = "broken") -> Path:
     """Rename a broken environment out of the way, not delete it: a point may still be running from it."""
-    aside = folder.with_name(f"{folder.name}.broken-{owner_tag()}")
+    aside = folder.with_name(f"{folder.name}.{why}-{owner_tag()}")
     shutil.rmtree(aside, ignore_errors=True)
     os.replace(folder, aside)
     return aside
@@ -322,20 +398,41 @@ def check_env(env: str, folder: str | os.PathLike, timeout_s: float = 1200) -> d
     return versions
 
 
+def build_steps(env: str, tmp: Path) -> list[list[str]]:
+    """The commands that build `env` into tmp: a venv, exactly the locked packages (hashes checked), the recipe."""
+    framework = registry.framework_of_env(env).name
+    py = tmp / "bin" / "python"
+    # Every package and its hash from the lock: two caches with one key hold the same bytes.
+    steps = [[sys.executable, "-m", "venv", str(tmp)],
+             [str(py), "-m", "pip", "install", "--no-input", "--require-hashes", "--no-deps", "-r",
+              str(lock_file(env))]]
+    recipe = ENVS / framework / "build.sh"
+    if recipe.exists():  # a variant's build is switched on by its name: build.sh --cuda PREFIX
+        variant = variant_of(env)
+        steps.append(["bash", str(recipe), *([f"--{variant}"] if variant else []), str(tmp / framework)])
+    return steps
+
+
+def _new_log(path: Path):
+    """The build log, a new file: whatever was at its name (a link somebody planted into a shared cache, an old
+    log) is removed first, and a link made in between is not followed."""
+    path.unlink(missing_ok=True)
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644)
+    except FileExistsError:
+        raise EnvError(f"{path} appeared while the build started (another process writes there); remove it "
+                       "and build again") from None
+    return os.fdopen(fd, "w")
+
+
 def _build_into(env: str, tmp: Path, log_path: Path) -> None:
     """Build `env` in the folder tmp: a venv with exactly the locked packages (hashes checked), then the recipe."""
     framework = registry.framework_of_env(env).name
     started = time.monotonic()
-    with open(log_path, "w") as log:
-        _run([sys.executable, "-m", "venv", str(tmp)], log)
-        py = tmp / "bin" / "python"
-        # Every package and its hash from the lock: two caches with one key hold the same bytes.
-        _run([str(py), "-m", "pip", "install", "--no-input", "--require-hashes", "--no-deps", "-r",
-              str(lock_file(env))], log)
-        recipe = ENVS / framework / "build.sh"
-        if recipe.exists():  # a variant's build is switched on by its name: build.sh --cuda PREFIX
-            variant = variant_of(env)
-            _run(["bash", str(recipe), *([f"--{variant}"] if variant else []), str(tmp / framework)], log)
+    py = tmp / "bin" / "python"
+    with _new_log(log_path) as log:
+        for cmd in build_steps(env, tmp):
+            _run(cmd, log)
         freeze = subprocess.run([str(py), "-m", "pip", "freeze"], capture_output=True, text=True).stdout
     versions = probe(framework, py)
     if variant_of(env) == "cuda" and not versions.get("cuda_version"):
@@ -409,11 +506,31 @@ def describe(env: str, folder: Path) -> dict:
             "packages": info["packages"]}
 
 
+@contextlib.contextmanager
+def _cancel_ends_the_build():
+    """SIGTERM (Snakemake, scancel) and SIGHUP raise SystemExit for the block, so that a cancelled build ends its
+    step's process group and removes its folder (build) rather than dying with its children left running."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def cancel(signum, _frame):
+        raise SystemExit(128 + signum)
+
+    saved = {sig: signal.signal(sig, cancel) for sig in (signal.SIGTERM, signal.SIGHUP)}
+    try:
+        yield
+    finally:
+        for sig, handler in saved.items():
+            signal.signal(sig, handler)
+
+
 def provide(env: str, out: str | os.PathLike | None = None, check: bool = False) -> int:
     """Build (or find) an environment and write its description to `out`; 2 with one line on failure.
     check: check a cached one first (build)."""
     try:
-        desc = describe(env, build(env, check=check))
+        with _cancel_ends_the_build():
+            desc = describe(env, build(env, check=check))
     except (EnvError, LockTimeout, LockUnusable) as exc:  # the node's locks: held too long, or unusable here
         print(f"dlbench: {env} environment: {exc}", file=sys.stderr)
         return 2
