@@ -9,9 +9,13 @@ version and real path of the base interpreter that builds it (two clones with th
 debian-packages.txt (Caffe) the installed versions of those Debian packages. A second clone,
 or CI, finds it already there. A build happens in a temporary folder renamed into place at
 the end, under a lock, so an interrupted build never looks finished; READY and ENV_INFO.json
-are written atomically and fsynced. pip needs no GPU: a CUDA environment builds on a login node.
+are written atomically and fsynced, and an environment counts as built only with both (ready). A
+folder already at the name is swapped out in one step (renameat2) and kept aside, never deleted under
+a point running from it. Each build step runs in a process group of its own, ended with the step, so
+a failed or cancelled build leaves nothing running; its log is a new file, never written through a
+planted link. pip needs no GPU: a CUDA environment builds on a login node.
 
-A cached environment is reused on its READY marker alone, except where set-up asks for a check
+A cached environment is reused where it is ready, except where set-up asks for a check
 (`build ENV --check`, check_env): the environment must import its framework's trainer (probe)
 and train one iteration of a tiny point on the embedded digits with the real trainer. A passing
 check leaves CHECKED.json in the environment; it is repeated only where that stamp is missing or
