@@ -7,8 +7,11 @@ metrics.json) or runs.parquet files. Their points are joined on their settings: 
 repeat and seed (the record's `setting_id`; older records by their setting columns), so that the repeats of a
 setting are its sample. What differs between the sets as a whole (host, CPU, GPU, environment, framework
 version, dlbench commit) is named, not joined on. Per setting and metric, DIR/comparison.parquet holds both
-sets' means with their intervals, the ratio B / A with its interval and a verdict by a named test;
-DIR/comparison.md says it in words and DIR/comparison_ratios.{html,svg} draws the ratios per framework.
+sets' means with their intervals, the ratio B / A with its interval and a verdict by a named test, one of four
+words each earned: B slower / faster (more / less accurate) where its Benjamini-Hochberg-adjusted p is below
+alpha, equivalent within a stated margin (two one-sided tests), inconclusive (with the change it could have
+detected), not testable (too few runs, no spread); DIR/comparison.md says it in words and
+DIR/comparison_ratios.{html,svg} draws the ratios per framework.
 """
 
 from __future__ import annotations
@@ -20,7 +23,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from dlbench import compare_stats, records, stats, tables
+from dlbench import compare_stats, locks, records, stats, tables
 from dlbench.atomic import atomic_path
 from dlbench.results import write_parquet
 
@@ -30,8 +33,9 @@ METRICS = {
     "test_time_s": ("slower", "faster"),
     "accuracy": ("more accurate", "less accurate"),
 }
-SAME = "same (within noise)"
-TOO_FEW = "too few runs (fewer than 2 on a side)"
+# Where no direction is told: stats' words (equivalent within a margin, inconclusive, not testable).
+EQUIVALENT, INCONCLUSIVE, UNTESTABLE = stats.EQUIVALENT, stats.INCONCLUSIVE, stats.UNTESTABLE
+ADJUSTMENT = "Benjamini-Hochberg (false discovery rate)"
 ONLY_A, ONLY_B = "only in A", "only in B"
 FAILED_A, FAILED_B = "no finished run in A", "no finished run in B"
 CONTENDED = " (contended runs)"
@@ -139,9 +143,52 @@ def _summary(df: pd.DataFrame, metric: str) -> pd.DataFrame:
     return every.join(finished, how="left").fillna({"n": 0}).astype({"n": int, "contended": int})
 
 
-def compare(a: pd.DataFrame, b: pd.DataFrame, alpha: float = ALPHA) -> pd.DataFrame:
-    """One row per setting and metric: both sets' n, mean and interval, the ratio B / A with its interval, the
-    test's p (Holm-adjusted over every test of the comparison) and the verdict."""
+def _joined(pa: pd.DataFrame, pb: pd.DataFrame) -> pd.DataFrame:
+    """One row per setting and metric: both sets' summaries side by side, with the metric's verdict words."""
+    rows = []
+    for metric, words in METRICS.items():
+        both = _summary(pa, metric).add_prefix("a_").join(_summary(pb, metric).add_prefix("b_"), how="outer")
+        both["metric"] = metric
+        both["more"], both["less"] = words
+        rows.append(both)
+    return pd.concat(rows).reset_index(names="setting")
+
+
+def _tested(out: pd.DataFrame, margins: stats.Margins, alpha: float) -> pd.DataFrame:
+    """Each row's test: Welch's t on log(B / A) for a ratio metric, on B - A for accuracy (Margins.for_metric)."""
+    scales = {m: margins.for_metric(m) for m in METRICS}
+    log = out["metric"].map({m: s[1] for m, s in scales.items()}).to_numpy(dtype=bool)
+    margin = out["metric"].map({m: s[0] for m, s in scales.items()}).to_numpy(dtype=float)
+    sides = [out[c] for c in ("a_mean", "a_var", "a_n", "b_mean", "b_var", "b_n")]
+    on_log, on_diff = compare_stats.log_ratio(*sides), compare_stats.difference(*sides)
+    estimate, se, df = (np.where(log, x, y) for x, y in zip(on_log, on_diff))
+    why = compare_stats.untestable(out["a_n"], out["b_n"], estimate, se)
+    test = compare_stats.welch_test(estimate, se, df, margin, why, alpha)
+    ratio_low, ratio_high = compare_stats.interval(*on_log)  # every metric's ratio, for the chart
+    testable = why == ""
+    with np.errstate(invalid="ignore", divide="ignore"):
+        ratio = out["b_mean"].to_numpy(dtype=float) / out["a_mean"].to_numpy(dtype=float)
+    return pd.DataFrame({
+        "ratio": np.where(out["a_mean"].to_numpy(dtype=float) > 0, ratio, np.nan),
+        "ratio_ci_low": np.where(testable & np.isfinite(on_log[1]), np.exp(ratio_low), np.nan),
+        "ratio_ci_high": np.where(testable & np.isfinite(on_log[1]), np.exp(ratio_high), np.nan),
+        "difference": np.where(log, np.nan, on_diff[0]),
+        "difference_ci_low": np.where(log, np.nan, test["low"]),
+        "difference_ci_high": np.where(log, np.nan, test["high"]),
+        "test": np.where(log, compare_stats.TEST_LOG, compare_stats.TEST_DIFFERENCE),
+        "p_value": test["p_value"], "tost_p": test["tost_p"],
+        # the margin and the detectable change on the metric's own scale: a ratio for times, a difference else
+        "margin": np.where(log, np.exp(margin), margin),
+        "detectable": np.where(log, np.exp(test["detectable"]), test["detectable"]),
+        "estimate": test["estimate"], "why": why}, index=out.index)
+
+
+def compare(a: pd.DataFrame, b: pd.DataFrame, alpha: float = ALPHA,
+            margins: stats.Margins | None = None) -> pd.DataFrame:
+    """One row per setting and metric: both sets' n, mean and interval, the ratio B / A with its interval (and
+    for accuracy the difference B - A), the test's p (Benjamini-Hochberg-adjusted over every test of the
+    comparison: `p_adjusted`), its TOST p within the metric's margin, the change it could have detected, and
+    the verdict."""
     key_a, key_b = settings_key(a, b)
     pa, pb = _with_settings(a, key_a), _with_settings(b, key_b)
     describe = pd.concat([pa, pb]).drop_duplicates("setting").set_index("setting")
@@ -149,65 +196,65 @@ def compare(a: pd.DataFrame, b: pd.DataFrame, alpha: float = ALPHA) -> pd.DataFr
                   "length", "length_unit", "threads", "library", "compile", "precision"]
     labels = describe[label_cols].copy()
     labels["label"] = tables.settings_label(describe, set())
-    rows = []
-    for metric, words in METRICS.items():
-        sa, sb = _summary(pa, metric), _summary(pb, metric)
-        both = sa.add_prefix("a_").join(sb.add_prefix("b_"), how="outer")
-        both["metric"] = metric
-        both["more"], both["less"] = words
-        rows.append(both)
-    out = pd.concat(rows).reset_index(names="setting")
+    out = _joined(pa, pb)
     for side in "ab":
         out[f"{side}_n"] = out[f"{side}_n"].fillna(0).astype(int)
         out[f"{side}_present"] = out[f"{side}_failed"].notna()
         low, high = compare_stats.mean_interval(out[f"{side}_mean"], out[f"{side}_var"], out[f"{side}_n"])
         out[f"{side}_ci_low"], out[f"{side}_ci_high"] = low, high
-    ratio = compare_stats.ratio_of_means(out["a_mean"], out["a_var"], out["a_n"],
-                                         out["b_mean"], out["b_var"], out["b_n"])
-    for column, values in ratio.items():
-        out[column] = values
-    out["test"] = compare_stats.TEST
-    out["p_holm"] = stats.holm(out["p_value"])
+    out = out.join(_tested(out, margins or stats.Margins(), alpha))
+    out["p_adjusted"] = stats.benjamini_hochberg(out["p_value"])
     out["contended"] = (out["a_contended"].fillna(0) + out["b_contended"].fillna(0)) > 0
     out["verdict"] = _verdicts(out, alpha)
+    compared = out["a_present"] & out["b_present"] & (out["a_n"] > 0) & (out["b_n"] > 0)
+    out["why"] = out["why"].where(compared, "")  # a setting one set lacks says so in its verdict
     out = out.join(labels, on="setting")
     keep = ["setting", "label", *label_cols, "metric", "a_n", "a_mean", "a_ci_low", "a_ci_high", "a_failed",
             "a_contended", "b_n", "b_mean", "b_ci_low", "b_ci_high", "b_failed", "b_contended", "ratio",
-            "ratio_ci_low", "ratio_ci_high", "p_value", "p_holm", "test", "contended", "verdict"]
+            "ratio_ci_low", "ratio_ci_high", "difference", "difference_ci_low", "difference_ci_high", "test",
+            "p_value", "p_adjusted", "tost_p", "margin", "detectable", "contended", "verdict", "why"]
     return out[keep].sort_values(["metric", "framework", "dataset", "device", "label"], kind="stable",
                                  ignore_index=True)
 
 
-def per_framework(table: pd.DataFrame, alpha: float = ALPHA) -> pd.DataFrame:
-    """Per framework and metric, over its settings with a ratio: the geometric mean ratio B / A with its t
-    interval (the settings its sample), the one-sample t of "no change" on the log ratios (Holm-adjusted over
-    these rows) and a verdict. A shift too small to tell in one setting of a few repeats shows here."""
-    rows = []
-    usable = table[table["ratio"].notna() & (table["ratio"] > 0)]
-    for (framework, metric), group in usable.groupby(["framework", "metric"], sort=False):
-        logs = np.log(group["ratio"].to_numpy())
-        mean, low, high = stats.t_interval(logs)
-        test = stats.paired(logs, np.zeros(len(logs)))  # one-sample t: the log ratios against 0
-        rows.append({"framework": framework, "metric": metric, "settings": len(logs), "ratio": np.exp(mean),
-                     "ratio_ci_low": np.exp(low), "ratio_ci_high": np.exp(high), "p_value": test.p})
-    out = pd.DataFrame(rows, columns=["framework", "metric", "settings", "ratio", "ratio_ci_low", "ratio_ci_high",
-                                      "p_value"])
-    out["p_holm"] = stats.holm(out["p_value"])
-    more, less = out["metric"].map(lambda m: METRICS[m][0]), out["metric"].map(lambda m: METRICS[m][1])
-    out["verdict"] = np.select([out["p_holm"].isna(), (out["p_holm"] < alpha) & (out["ratio"] > 1),
-                                out["p_holm"] < alpha], [TOO_FEW.replace("runs", "settings"), more, less],
-                               default=SAME)
-    return out
-
-
 def _verdicts(out: pd.DataFrame, alpha: float) -> pd.Series:
-    beyond = out["p_holm"] < alpha
+    """The four words, each earned: told apart (adjusted p), equivalent (TOST), inconclusive, not testable."""
+    told = out["p_adjusted"] < alpha
     verdict = np.select(
-        [~out["a_present"], ~out["b_present"], out["a_n"] == 0, out["b_n"] == 0,
-         (out["a_n"] < 2) | (out["b_n"] < 2) | out["p_holm"].isna(), beyond & (out["ratio"] > 1), beyond],
-        [ONLY_B, ONLY_A, FAILED_A, FAILED_B, TOO_FEW, out["more"], out["less"]], default=SAME)
+        [~out["a_present"], ~out["b_present"], out["a_n"] == 0, out["b_n"] == 0, out["why"] != "",
+         told & (out["estimate"] > 0), told, out["tost_p"] < alpha],
+        [ONLY_B, ONLY_A, FAILED_A, FAILED_B, UNTESTABLE, out["more"], out["less"], EQUIVALENT], default=INCONCLUSIVE)
     verdict = pd.Series(verdict, index=out.index, dtype=object)
     return verdict.where(~out["contended"], verdict + CONTENDED)
+
+
+def per_framework(table: pd.DataFrame, alpha: float = ALPHA, margins: stats.Margins | None = None) -> pd.DataFrame:
+    """Per framework and metric, over its settings with a ratio: the `change`, the geometric mean ratio B / A
+    (accuracy: the mean difference B - A) with its t interval (the settings its sample), the one-sample t of "no
+    change" (Holm-adjusted over these few rows), the TOST within the metric's margin and a verdict. A shift too
+    small to tell in one setting of a few repeats shows here."""
+    margins = margins or stats.Margins()
+    usable = table[table["ratio"].notna() & (table["ratio"] > 0)].copy()
+    log = usable["metric"].map(lambda m: margins.for_metric(m)[1]).astype(bool)
+    usable["effect"] = np.where(log, np.log(usable["ratio"]), usable["b_mean"] - usable["a_mean"])
+    out = (usable.groupby(["framework", "metric"], sort=False)["effect"].agg(settings="count", mean="mean", sd="std")
+           .reset_index())
+    scale = out["metric"].map(lambda m: margins.for_metric(m))
+    margin, log = scale.str[0].to_numpy(dtype=float), scale.str[1].to_numpy(dtype=bool)
+    se, df = out["sd"].to_numpy() / np.sqrt(out["settings"].to_numpy()), out["settings"].to_numpy() - 1.0
+    why = compare_stats.untestable(out["settings"], out["settings"], out["mean"], se)
+    why = np.where(why == compare_stats.TOO_FEW, f"fewer than {stats.MIN_RUNS} settings", why)
+    test = compare_stats.welch_test(out["mean"].to_numpy(), se, df, margin, why, alpha)
+    back = lambda x: np.where(log, np.exp(x), x)  # noqa: E731 - the effect's own scale: a ratio for times
+    out["change"] = back(out["mean"])
+    out["change_ci_low"], out["change_ci_high"] = back(test["low"]), back(test["high"])
+    out["p_value"], out["tost_p"], out["why"] = test["p_value"], test["tost_p"], why
+    out["p_adjusted"] = stats.holm(out["p_value"])
+    more, less = out["metric"].map(lambda m: METRICS[m][0]), out["metric"].map(lambda m: METRICS[m][1])
+    told = out["p_adjusted"] < alpha
+    out["verdict"] = np.select([out["why"] != "", told & (out["mean"] > 0), told, out["tost_p"] < alpha],
+                               [UNTESTABLE, more, less, EQUIVALENT], default=INCONCLUSIVE)
+    return out.drop(columns=["mean", "sd"])
 
 
 # ---------------------------------------------------------------------------------------------- writing
@@ -232,44 +279,104 @@ def is_changed(verdict: pd.Series) -> pd.Series:
     return base.isin({w for pair in METRICS.values() for w in pair})
 
 
+def _points(x: float, sign: bool = True) -> str:
+    return f"{x * 100:+.2f} points" if sign else f"{x * 100:.2f} points"
+
+
+def _change(r: pd.Series) -> str:
+    """The tested change with its interval: B / A for a ratio metric, B - A in points for accuracy."""
+    if r["test"] == compare_stats.TEST_DIFFERENCE:
+        low, high = r["difference_ci_low"], r["difference_ci_high"]
+        return _points(r["difference"]) + ("" if pd.isna(low) else f" [{_points(low)}, {_points(high)}]")
+    low, high = r["ratio_ci_low"], r["ratio_ci_high"]
+    return f"{r['ratio']:.3f}" + ("" if pd.isna(low) else f" [{low:.3f}, {high:.3f}]")
+
+
+def _detectable(r: pd.Series) -> str:
+    if pd.isna(r["detectable"]):
+        return "-"
+    if r["test"] == compare_stats.TEST_DIFFERENCE:
+        return _points(r["detectable"], sign=False)
+    return f"{r['detectable']:.3g}x"
+
+
+def _header(table: pd.DataFrame, margins: stats.Margins, alpha: float) -> list[str]:
+    """How each verdict is earned, with the numbers this comparison used."""
+    tests = int(table["p_value"].notna().sum())
+    band = 1 + margins.time_pct / 100
+    return [f"Tests: {compare_stats.TEST_LOG} for times, {compare_stats.TEST_DIFFERENCE} for accuracy; p adjusted by "
+            f"{ADJUSTMENT} over the comparison's {tests} tests (`p_adjusted`), alpha {alpha:g}. Intervals: 95%. A "
+            "ratio is B's mean over A's, a difference B's minus A's.", "",
+            f"Verdicts: *slower* / *faster*, *more* / *less accurate* where the adjusted p is below {alpha:g}; "
+            f"*{EQUIVALENT}* where two one-sided tests at {alpha:g} put the change within the margin: "
+            f"times within {margins.text('train_time_s')} (B / A in [{1 / band:.3f}, {band:.3f}]), accuracy within "
+            f"{margins.text('accuracy')} (--time-margin-pct, --accuracy-margin-pp); *{INCONCLUSIVE}* otherwise, "
+            f"with the smallest change the test would have found at {stats.POWER:.0%} power (`detectable`); "
+            f"*{UNTESTABLE}* with fewer than {stats.MIN_RUNS} finished runs on a side or no spread on either."]
+
+
+def _listed(rows: pd.DataFrame, title: str, detectable: bool = False) -> list[str]:
+    """A section of settings, the largest changes first, at most MD_ROWS of them."""
+    rows = rows.assign(distance=np.where(rows["test"] == compare_stats.TEST_DIFFERENCE, rows["difference"].abs(),
+                                         np.log(rows["ratio"].where(rows["ratio"] > 0)).abs()))
+    rows = rows.sort_values("distance", ascending=False, na_position="last")
+    lines = ["", f"## {title}: {len(rows)}", ""]
+    if not len(rows):
+        return lines + ["None."]
+    extra = " could have found |" if detectable else ""
+    lines += [f"| framework | dataset | device | settings | metric | A | B | B / A or B - A | verdict |{extra}",
+              "| --- " * (10 if detectable else 9) + "|"]
+    for _, r in rows.head(MD_ROWS).iterrows():
+        tail = f" {_detectable(r)} |" if detectable else ""
+        lines.append(f"| {r['framework']} | {r['dataset']} | {r['device']} | {r['label']} | {r['metric']} | "
+                     f"{_interval(r, 'a')} | {_interval(r, 'b')} | {_change(r)} | {r['verdict']} |{tail}")
+    if len(rows) > MD_ROWS:
+        lines.append(f"\n{len(rows) - MD_ROWS} more in comparison.parquet.")
+    return lines
+
+
+def _per_framework_lines(table: pd.DataFrame, alpha: float, margins: stats.Margins) -> list[str]:
+    lines = ["", "## Per framework", "",
+             "Over each framework's settings with a ratio: the geometric mean of their ratios B / A (accuracy: the "
+             "mean of their differences B - A) with its 95% interval (the settings as the sample), the one-sample t "
+             "against no change, Holm-adjusted over these rows, and the same margins. A shift too small to tell in "
+             "a setting of a few repeats shows here.", "",
+             "| framework | metric | settings | B / A or B - A | verdict |", "| --- | --- | --- | --- | --- |"]
+    for _, r in per_framework(table, alpha, margins).iterrows():
+        accuracy = not margins.for_metric(r["metric"])[1]
+        show = _points if accuracy else (lambda x: f"{x:.3f}")
+        interval = "" if pd.isna(r["change_ci_low"]) else f" [{show(r['change_ci_low'])}, {show(r['change_ci_high'])}]"
+        lines.append(f"| {r['framework']} | {r['metric']} | {r['settings']} | {show(r['change'])}{interval} | "
+                     f"{r['verdict']} |")
+    return lines
+
+
+def _counted(table: pd.DataFrame) -> list[str]:
+    lines = ["", "## Counted", "", "| metric | verdict | settings |", "| --- | --- | --- |"]
+    for (metric, verdict), n in table.groupby(["metric", "verdict"]).size().items():
+        lines.append(f"| {metric} | {verdict} | {n} |")
+    why = table.loc[table["why"] != "", "why"].value_counts()
+    if len(why):
+        lines += ["", "Not testable: " + "; ".join(f"{reason}: {n}" for reason, n in why.items()) + "."]
+    return lines
+
+
 def markdown(table: pd.DataFrame, diff: list[tuple[str, str, str]], name_a: str, name_b: str,
-             n_a: int, n_b: int, alpha: float = ALPHA) -> str:
-    """comparison.md: what differs between the sets, what changed beyond the noise, what did not, what one lacks."""
+             n_a: int, n_b: int, alpha: float = ALPHA, margins: stats.Margins | None = None) -> str:
+    """comparison.md: what differs between the sets, what changed beyond the noise, what could not be told,
+    per framework, the verdicts counted, what one set lacks."""
+    margins = margins or stats.Margins()
     settings = table.drop_duplicates("setting")
     lines = [f"# {name_b} (B) against {name_a} (A)", "",
              f"A: {n_a} runs; B: {n_b} runs; {settings['setting'].nunique()} settings in all "
              "(a setting: every point parameter but the repeat and seed; its repeats are its sample).", "",
-             f"Test: {compare_stats.TEST}; Holm-adjusted over the comparison's {int(table['p_value'].notna().sum())}"
-             f" tests, alpha {alpha:g}. Intervals: 95%. A ratio is B's mean over A's.", "",
-             "## What differs between the sets", ""]
+             *_header(table, margins, alpha), "", "## What differs between the sets", ""]
     lines += [f"- {what}: A {va}; B {vb}" for what, va, vb in diff] or ["- nothing recorded differs"]
-    changed = table[is_changed(table["verdict"])].copy()
-    changed["distance"] = np.log(changed["ratio"]).abs()
-    changed = changed.sort_values("distance", ascending=False)
-    lines += ["", f"## Changed beyond the noise: {len(changed)}", ""]
-    if len(changed):
-        lines += ["| framework | dataset | device | settings | metric | A | B | B / A | verdict |",
-                  "| --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
-        for _, r in changed.head(MD_ROWS).iterrows():
-            lines.append(f"| {r['framework']} | {r['dataset']} | {r['device']} | {r['label']} | {r['metric']} | "
-                         f"{_interval(r, 'a')} | {_interval(r, 'b')} | {r['ratio']:.3f} "
-                         f"[{r['ratio_ci_low']:.3f}, {r['ratio_ci_high']:.3f}] | {r['verdict']} |")
-        if len(changed) > MD_ROWS:
-            lines.append(f"\n{len(changed) - MD_ROWS} more in comparison.parquet.")
-    else:
-        lines.append("None.")
-    lines += ["", "## Per framework", "",
-              "Over each framework's settings with a ratio: the geometric mean of their ratios B / A with its 95% "
-              "interval (the settings as the sample) and the one-sample t of its logarithm against 0, Holm-adjusted "
-              "over these rows. A shift too small to tell in a setting of a few repeats shows here.", "",
-              "| framework | metric | settings | B / A | verdict |", "| --- | --- | --- | --- | --- |"]
-    for _, r in per_framework(table, alpha).iterrows():
-        interval = "" if pd.isna(r["ratio_ci_low"]) else f" [{r['ratio_ci_low']:.3f}, {r['ratio_ci_high']:.3f}]"
-        lines.append(f"| {r['framework']} | {r['metric']} | {r['settings']} | {r['ratio']:.3f}{interval} | "
-                     f"{r['verdict']} |")
-    lines += ["", "## Counted", "", "| metric | verdict | settings |", "| --- | --- | --- |"]
-    for (metric, verdict), n in table.groupby(["metric", "verdict"]).size().items():
-        lines.append(f"| {metric} | {verdict} | {n} |")
+    lines += _listed(table[is_changed(table["verdict"])], "Changed beyond the noise")
+    inconclusive = table["verdict"].str.replace(CONTENDED, "", regex=False) == INCONCLUSIVE
+    lines += _listed(table[inconclusive], "Inconclusive", detectable=True)
+    lines += _per_framework_lines(table, alpha, margins)
+    lines += _counted(table)
     contended = settings[settings["contended"]]
     lines += ["", f"Settings with contended runs (timed while other work took the machine's CPUs): {len(contended)};"
               " each verdict they enter says so." if len(contended) else
@@ -320,11 +427,11 @@ def write(table: pd.DataFrame, text: str, out_dir: str | Path) -> list[Path]:
 
 
 def run(path_a: str | Path, path_b: str | Path, out_dir: str | Path, alpha: float = ALPHA,
-        name_b: str | None = None) -> pd.DataFrame:
+        name_b: str | None = None, margins: stats.Margins | None = None) -> pd.DataFrame:
     """Compare the result sets at path_a (A) and path_b (B) into out_dir (OUTPUTS)."""
     a, b = read_set(path_a), read_set(path_b)
-    table = compare(a, b, alpha)
-    text = markdown(table, differences(a, b), str(path_a), name_b or str(path_b), len(a), len(b), alpha)
+    table = compare(a, b, alpha, margins)
+    text = markdown(table, differences(a, b), str(path_a), name_b or str(path_b), len(a), len(b), alpha, margins)
     write(table, text, out_dir)
     return table
 
@@ -341,22 +448,24 @@ def _version_order(version: str):
         return (1, None, version)
 
 
-def version_section(runs: pd.DataFrame, alpha: float = ALPHA) -> list[str]:
+def version_section(runs: pd.DataFrame, alpha: float = ALPHA, margins: stats.Margins | None = None) -> list[str]:
     """findings.md's lines on what each framework version changed (a study listing several: `versions:`),
     each version against the one before it, over the settings both ran; none where no study did."""
     if "version" not in runs or runs["version"].isna().all():
         return []
     lines = ["## What the framework version changed", "",
-             f"Each version against the one before it, on the settings both ran ({compare_stats.TEST}, "
-             f"Holm-adjusted per pair of versions, alpha {alpha:g}). A ratio is the newer version's mean over the "
-             "older one's.", ""]
+             f"Each version against the one before it, on the settings both ran ({compare_stats.TEST_LOG} for "
+             f"times, {compare_stats.TEST_DIFFERENCE} for accuracy; {ADJUSTMENT} per pair of versions, alpha "
+             f"{alpha:g}; {EQUIVALENT} within {(margins or stats.Margins()).text('train_time_s')} for times, "
+             f"{(margins or stats.Margins()).text('accuracy')} for accuracy). A ratio is the newer version's mean "
+             "over the older one's.", ""]
     versioned = runs[runs["version"].notna()]
     for framework, group in versioned.groupby("framework"):
         order = sorted(group["version"].unique(), key=_version_order)
         for old, new in zip(order, order[1:]):
             a, b = (group[group["version"] == v].drop(columns=["setting_id", "version"], errors="ignore")
                     for v in (old, new))
-            table = compare(a, b, alpha)
+            table = compare(a, b, alpha, margins)
             for metric, rows in table.groupby("metric", sort=False):
                 both = rows[rows["ratio"].notna()]
                 counts = ", ".join(f"{n} {verdict}" for verdict, n in rows["verdict"].value_counts().items())
@@ -371,13 +480,24 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("a", help="result set A (the baseline): a results folder or a runs.parquet")
     parser.add_argument("b", help="result set B, compared with A")
     parser.add_argument("--out", required=True, help="folder for comparison.parquet, comparison.md and the chart")
-    parser.add_argument("--alpha", type=float, default=ALPHA, help="the tests' level after Holm's adjustment")
+    parser.add_argument("--alpha", type=float, default=ALPHA,
+                        help=f"the tests' level: the false discovery rate of {ADJUSTMENT}, and each one-sided test's")
+    parser.add_argument("--time-margin-pct", type=float, default=stats.Margins.time_pct,
+                        help="times within this many per cent (B / A) are equivalent (default %(default)g)")
+    parser.add_argument("--accuracy-margin-pp", type=float, default=stats.Margins.accuracy_pp,
+                        help="accuracies within this many points are equivalent (default %(default)g)")
     args = parser.parse_args(argv)
+    margins = stats.Margins(accuracy_pp=args.accuracy_margin_pp, time_pct=args.time_margin_pct)
     try:
-        table = run(args.a, args.b, args.out, args.alpha)
+        # heavy work (reading two result sets, its tests, its chart): never beside a measurement on this node
+        with locks.heavy_work(locks.node_lock(), "the comparison"):
+            table = run(args.a, args.b, args.out, args.alpha, margins=margins)
     except CompareError as exc:
         print(f"dlbench: compare: {exc}", file=sys.stderr)
         return 2
+    except (locks.LockTimeout, locks.LockUnusable) as exc:  # the node's locks: held too long, or unusable here
+        print(f"dlbench: compare: {exc}", file=sys.stderr)
+        return 1
     changed = int(is_changed(table["verdict"]).sum())
     print(f"{args.out}/comparison.md: {changed} of {len(table)} comparisons changed beyond the noise")
     return 0

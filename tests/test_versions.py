@@ -108,7 +108,9 @@ def test_findings_say_what_the_version_changed():
     lines = compare.version_section(runs)
     # 8 s against 10 s, within 1 % in each set: faster, by a ratio of 0.8
     assert "- pytorch 2.13.0 against 2.12.0, train_time_s: median ratio 0.800 over 2 settings; 2 faster" in lines
-    assert "- pytorch 2.13.0 against 2.12.0, accuracy: median ratio 1.000 over 2 settings; 2 same (within noise)" \
-        in lines
+    # the same accuracies, a point apart between seeds: three runs cannot put them within 0.5 points
+    assert "- pytorch 2.13.0 against 2.12.0, accuracy: median ratio 1.000 over 2 settings; 2 inconclusive" in lines
+    # the same test times, 1 % apart between seeds: within 5 %
+    assert "- pytorch 2.13.0 against 2.12.0, test_time_s: median ratio 1.000 over 2 settings; 2 equivalent" in lines
     assert "## What the framework version changed" in findings.render(runs)
     assert compare.version_section(runs.drop(columns="version")) == []
