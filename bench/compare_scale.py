@@ -9,7 +9,7 @@ each setting's length fixed so that its repeats are one setting's sample; B's Py
 B's records name another dlbench commit. Each run is python -m dlbench.compare in its own process, as a user
 runs it (reading both runs.parquet, the comparison, comparison.md and the ratios chart as HTML and SVG), timed
 from outside: wall and CPU seconds, peak resident memory, and the cores other processes kept busy meanwhile.
-Checks: every setting compared, PyTorch's slowdown found, few others flagged.
+Checks: every setting compared, PyTorch's slowdown found, few others flagged; the verdicts counted.
 """
 
 from __future__ import annotations
@@ -74,15 +74,17 @@ def main() -> int:
     train = table[table.metric == "train_time_s"]
     torch = train[train.framework == "pytorch"]
     others = train[train.framework != "pytorch"]
-    tested = torch[torch.p_holm.notna()]
+    tested = torch[torch.p_adjusted.notna()]
     print(f"\n{table.setting.nunique()} settings, {len(table)} comparisons; PyTorch's training time: "
           f"{(tested.verdict == 'slower').sum()} of {len(tested)} tested settings slower, median ratio "
           f"{tested.ratio.median():.3f}; the other frameworks: {(others.verdict.isin(['slower', 'faster'])).sum()} "
-          f"of {others.p_holm.notna().sum()} tested settings flagged")
+          f"of {others.p_adjusted.notna().sum()} tested settings flagged")
+    for name, rows in (("PyTorch", torch), ("the others", others)):
+        print(f"{name}, training time, verdicts: {rows.verdict.value_counts().to_dict()}")
     per = compare.per_framework(table)
     for _, r in per[per.metric == "train_time_s"].iterrows():
-        print(f"per framework, training time: {r.framework} {r.ratio:.3f} [{r.ratio_ci_low:.3f}, "
-              f"{r.ratio_ci_high:.3f}] over {r.settings} settings: {r.verdict}")
+        print(f"per framework, training time: {r.framework} {r.change:.3f} [{r.change_ci_low:.3f}, "
+              f"{r.change_ci_high:.3f}] over {r.settings} settings: {r.verdict}")
     return 0
 
 
