@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import contextlib
 import json
+import math
+import numbers
 import os
 import tempfile
 from pathlib import Path
@@ -57,4 +59,32 @@ def write_text(path: str | os.PathLike, text: str) -> None:
 
 
 def write_json(path: str | os.PathLike, obj) -> None:
-    write_text(path, json.dumps(obj, indent=2, sort_keys=True, default=str) + "\n")
+    """JSON that every parser reads: a value that is not finite is written null (finite)."""
+    write_text(path, dumps(obj, indent=2, sort_keys=True, default=str) + "\n")
+
+
+# An event's fields whose values were not finite, by name ({"loss": "inf"}): JSON has no word for them.
+NOT_FINITE = "not_finite"
+
+
+def dumps(obj, **kw) -> str:
+    """json.dumps, strict: NaN and Infinity (which Python writes and other parsers refuse) become null."""
+    return json.dumps(finite(obj), allow_nan=False, **kw)
+
+
+def finite(obj):
+    """obj with every float that is not finite (NaN, +-Infinity; numpy's too) as None."""
+    if isinstance(obj, dict):
+        return {k: finite(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [finite(v) for v in obj]
+    if isinstance(obj, numbers.Real) and not isinstance(obj, numbers.Integral):
+        value = float(obj)
+        return value if math.isfinite(value) else None
+    return obj
+
+
+def not_finite(fields: dict) -> dict[str, str]:
+    """The fields that are numbers and not finite, by name, as text: {"loss": "inf"} (float() reads it back)."""
+    return {k: str(float(v)) for k, v in fields.items()
+            if isinstance(v, numbers.Real) and not isinstance(v, numbers.Integral) and not math.isfinite(float(v))}

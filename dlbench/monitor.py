@@ -170,6 +170,7 @@ class Monitor:
     samples: list[dict] = field(default_factory=list)
     over_memory: bool = False
     own_cpu_s: float = 0.0
+    died: tuple[float, str] | None = None  # (monotonic time, the error) where a reading raised: no samples after it
 
     def __post_init__(self):
         self._stop = threading.Event()
@@ -266,7 +267,17 @@ class Monitor:
                 "threads": threads, "processes": alive, "tree_cpu_s": cpu_s, **hostload.reading()}
 
     def _loop(self) -> None:
+        """Sample until stopped. A reading that raises ends the samples, and the memory budget's watch with them,
+        but not silently: `died` says when and why (the record's monitor_died)."""
         t0 = time.thread_time()
+        try:
+            self._sample()
+        except Exception as exc:  # noqa: BLE001 - whatever it was, the record must say the samples stop here
+            self.died = (time.monotonic(), f"{type(exc).__name__}: {exc}")
+        finally:
+            self.own_cpu_s = time.thread_time() - t0
+
+    def _sample(self) -> None:
         last = self._read()
         while not self._stop.wait(self.interval_s):
             now = self._read()
@@ -292,7 +303,6 @@ class Monitor:
                 self.samples.append(row)
                 self._enforce(row)
             last = now
-        self.own_cpu_s = time.thread_time() - t0
 
     def _enforce(self, row: dict) -> None:
         if self.memory_limit_mb and row["rss_mb"] > self.memory_limit_mb and not self.over_memory:

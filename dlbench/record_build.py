@@ -51,6 +51,7 @@ class Facts:
     monitor_cpu_s: float = 0.0
     gpu_nvml_failures: str | None = None
     gpu_readings_stopped: str | None = None
+    monitor_died: tuple[float, str] | None = None  # (monotonic time, error): Monitor.died
     gpu_idle: dict = field(default_factory=dict)  # the device's idle memory and power, read before the start
     machine: dict = field(default_factory=dict)  # the machine and dlbench's build (record_schema: The machine)
     attempt: dict = field(default_factory=dict)  # the runner's fields of the attempt: lock, environment, dataset
@@ -104,6 +105,7 @@ def build_record(point: dict, events: list[dict], samples: list[dict], facts: Fa
     record["monitor_cpu_s"] = facts.monitor_cpu_s
     record["gpu_nvml_failures"] = facts.gpu_nvml_failures  # the NVML calls that failed, where GPU fields lack some
     record["gpu_readings_stopped"] = facts.gpu_readings_stopped
+    record["monitor_died"] = _monitor_died(facts)
     # Outside load (dlbench.hostload): others' CPU over the train phase, the load average when it began, and
     # whether others used more than contended_pct of a core. The monitor's and the runner's own are not others'.
     record.update(hostload.summary(samples, [phase_of(s["t"], spans) == "train" for s in samples],
@@ -242,6 +244,13 @@ def phase_of(t: float, spans: list[tuple[str, float, float]]) -> str:
 def sample_rows(samples: list[dict], events: list[dict], t0: float) -> list[dict]:
     spans = phases(events)
     return [{**s, "phase": phase_of(s["t"], spans), "t": round(s["t"] - t0, 4)} for s in samples]
+
+
+def _monitor_died(facts: Facts) -> str | None:
+    if facts.monitor_died is None:
+        return None
+    at, error = facts.monitor_died
+    return f"{at - facts.t_launch:.1f} s after launch ({error}); no samples after it, the memory budget unwatched"
 
 
 def curve_rows(events: list[dict], t0: float) -> list[dict]:

@@ -139,6 +139,7 @@ SECTIONS = (
         _f("threads_peak", int, "the most threads read"),
         _f("samples", int, "readings taken"),
         _f("monitor_cpu_s", float, "CPU time the monitor itself took"),
+        _f("monitor_died", str, "when and why the monitor stopped sampling before the trainer ended, where it did"),
         _f("monitor_interval_s", float, "seconds between two readings (none: the monitor was off)"),
         _f("gpu_util_mean_pct", float, "GPU use over training", GPU),
         _f("gpu_mem_peak_mb", float, "the device's highest memory in use", GPU),

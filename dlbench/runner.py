@@ -23,6 +23,7 @@ import time
 from pathlib import Path
 
 from dlbench import hostload, machine, memcap, outcomes, procs, provenance, record_build, records, slurmjob
+from dlbench.atomic import NOT_FINITE
 from dlbench.frameworks import base, registry
 from dlbench.locks import LockTimeout, LockUnusable, lock_timeout, measuring
 from dlbench.monitor import NVML_TIMEOUT_S, SAMPLE_FIELDS, Monitor, bounded, idle_gpu, nvml_index, unanswered
@@ -61,9 +62,12 @@ def read_events(path: Path) -> list[dict]:
     if path.exists():
         for line in path.read_text().splitlines():
             try:
-                events.append(json.loads(line))
+                event = json.loads(line)
             except json.JSONDecodeError:  # a line cut by a kill
                 break
+            for name, value in event.pop(NOT_FINITE, {}).items():  # written null: JSON has no inf or nan
+                event[name] = float(value)
+            events.append(event)
     return events
 
 
@@ -324,6 +328,7 @@ def _record(point: dict, events: list[dict], mon: Monitor, returncode: int | Non
         kill_wait_s=KILL_WAIT_S, lock_intact=None if lock_intact is None else bool(lock_intact()),
         memory_limit_mb=memory_limit_mb, memory_cap=memcap.kind() if memory_limit_mb else None,
         monitor_cpu_s=mon.own_cpu_s, gpu_nvml_failures=mon.gpu_failures(), gpu_readings_stopped=mon.gpu_gave_up,
+        monitor_died=mon.died,
         machine=_machine(point, facts.get("gpu_idle")), **facts))
 
 

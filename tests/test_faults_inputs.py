@@ -147,3 +147,80 @@ def test_build_steps_are_the_real_ones():
     assert str(ENVS / "pytorch.lock") in steps[1]
     assert [s[0] for s in envs.build_steps("caffe", Path("/x/tmp"))][-1] == "bash"
 
+
+
+# ---------------------------------------------------------------------------------------------- records' JSON
+
+
+def _refuse(constant: str):
+    raise ValueError(f"{constant} is not JSON")
+
+
+def strict_json(path: Path) -> list:
+    """Each JSON document of a .json or .jsonl file, read as a strict parser would (no NaN, no Infinity)."""
+    lines = [path.read_text()] if path.suffix == ".json" else path.read_text().splitlines()
+    return [json.loads(line, parse_constant=_refuse) for line in lines]
+
+
+@pytest.fixture(scope="module")
+def digits(tmp_path_factory):
+    from dlbench.datasets import prepare
+
+    folder = tmp_path_factory.mktemp("data") / "digits"
+    prepare.prepare("digits", folder)
+    return folder
+
+
+def test_write_json_writes_null_for_what_is_not_finite(tmp_path):
+    import numpy as np
+
+    atomic.write_json(tmp_path / "r.json", {"a": float("nan"), "b": [float("inf"), 1.5], "c": np.float32("-inf"),
+                                            "d": 3})
+    assert strict_json(tmp_path / "r.json") == [{"a": None, "b": [None, 1.5], "c": None, "d": 3}]
+    assert atomic.not_finite({"loss": float("inf"), "x": 1.0, "n": 2}) == {"loss": "inf"}
+
+
+def test_every_json_a_diverged_point_leaves_is_strict_json_and_keeps_its_loss(digits, tmp_path):
+    from dlbench import runner
+    from dlbench.testing.faults import point, small_trainer
+
+    out = tmp_path / "out"
+    with small_trainer(step_s=0):  # at this learning rate the small trainer's loss is inf at its second step
+        record = runner.run_point(point(iterations=30, learning_rate=1e6), digits, out)
+    assert record["status"] == "diverged" and "inf" in record["reason"]
+    written = [*out.rglob("*.json"), *out.rglob("*.jsonl")]
+    assert len(written) >= 5  # the record, its attempt's, the point's and the events
+    for path in written:
+        strict_json(path)  # before: "final_loss": Infinity, and the events' "loss": Infinity
+    assert strict_json(out / "metrics.json")[0]["final_loss"] is None
+    assert runner.read_events(out / "events.jsonl")[-2]["loss"] == float("inf")  # named, read back
+    assert (out / "curve.csv").read_text().splitlines()[-1].split(",")[3] == "inf"
+
+
+# ---------------------------------------------------------------------------------------------- the monitor
+
+
+def test_a_monitor_that_dies_is_recorded_with_when_and_its_samples_stop_there(digits, tmp_path, monkeypatch):
+    from dlbench import hostload, runner
+    from dlbench.testing.faults import point, small_trainer
+
+    real, calls = hostload.reading, []
+
+    def failing_reading():
+        calls.append(time.monotonic())
+        if len(calls) == 6:  # a sampler that raises mid-training (a /proc read the kernel refused, a bug)
+            raise RuntimeError("a reading failed")
+        return real()
+
+    monkeypatch.setattr(hostload, "reading", failing_reading)
+    with small_trainer(step_s=0.02):
+        record = runner.run_point(point(iterations=100), digits, tmp_path / "out", interval_s=0.05)
+    died_at = calls[5]
+    assert record["status"] == "ok", record
+    assert record["monitor_died"].endswith("(RuntimeError: a reading failed); no samples after it, the memory "
+                                           "budget unwatched"), record["monitor_died"]
+    assert 0 < float(record["monitor_died"].split(" s after")[0]) < record["wall_time_s"]
+    samples = (tmp_path / "out" / "samples.csv").read_text().splitlines()[1:]
+    assert 0 < record["samples"] == len(samples) <= 5 and len(calls) == 6  # nothing read after its death
+    assert record["wall_time_s"] > died_at - calls[0] + 0.5  # the trainer went on well past it
+    assert strict_json(tmp_path / "out" / "metrics.json")[0]["monitor_died"] == record["monitor_died"]

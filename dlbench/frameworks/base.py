@@ -13,7 +13,6 @@ the training loop they share).
 from __future__ import annotations
 
 import contextlib
-import json
 import math
 import os
 import platform
@@ -27,6 +26,7 @@ import numpy as np
 from dlbench import initialisers, models
 from dlbench import inputs as input_handling
 from dlbench import lr as lr_policies
+from dlbench.atomic import NOT_FINITE, dumps, not_finite
 from dlbench.datasets import store
 from dlbench.record_schema import Info, check_info
 
@@ -92,7 +92,9 @@ class Reporter:
         if event == "info":  # each key a field of the record: a misspelt one fails here, not as an empty column
             check_info(fields)
         fields = {"e": event, "t": time.monotonic(), **fields}
-        self._fh.write(json.dumps(fields, default=_plain) + "\n")
+        if bad := not_finite(fields):  # a diverged loss: written null, its value named (runner.read_events)
+            fields[NOT_FINITE] = bad
+        self._fh.write(dumps(fields, default=_plain) + "\n")
         self._fh.flush()
 
     @contextlib.contextmanager
