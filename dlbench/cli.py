@@ -52,7 +52,7 @@ def train(point: dict, dataset_dir: str, out: str, env_json: str | None = None, 
     A retry of an attempt that somebody cancelled (scancel, SIGTERM to the job; not SLURM's time limit) trains
     nothing: the cancel stands until the workflow's next run (runner.cancel_stands).
     """
-    from dlbench import outcomes, runner, slurmjob
+    from dlbench import outcomes, records, runner, slurmjob
 
     env = dict(env or {})
     if env_json:
@@ -67,6 +67,8 @@ def train(point: dict, dataset_dir: str, out: str, env_json: str | None = None, 
         return 1
     final = runner.tries(attempt) > retries
     after_last = attempt > retries + 1
+    if attempt > 1 and records.last_status(out) == "data_changed":
+        _prepare_again(dataset_dir)
     try:
         record = runner.run_point(point, dataset_dir, out, python=env.get("python"), env=env or None,
                                   interval_s=interval_s, monitor_enabled=monitor, time_limit_s=time_limit_s,
@@ -98,6 +100,19 @@ def train(point: dict, dataset_dir: str, out: str, env_json: str | None = None, 
               file=sys.stderr)
         return outcomes.EXIT_RETRY
     return 0
+
+
+def _prepare_again(dataset_dir: str) -> None:
+    """The retry of a point whose dataset changed since its preparation prepares it again first (heavy work), in
+    one line; where that fails the point runs anyway, and its last attempt publishes `data_changed`."""
+    from dlbench.datasets import prepare as datasets
+    from dlbench.locks import LockTimeout, LockUnusable, heavy_work, node_lock
+
+    try:
+        with heavy_work(node_lock(), f"preparing {dataset_dir} again"):
+            print(f"dlbench: {datasets.prepare_again(dataset_dir)}", file=sys.stderr)
+    except (datasets.DatasetError, LockTimeout, LockUnusable, OSError) as exc:
+        print(f"dlbench: dataset {dataset_dir} not prepared again: {exc}", file=sys.stderr)
 
 
 # Each ends a job as a cancel: SIGTERM (Snakemake, scancel), SIGINT (Ctrl-C), SIGHUP (a lost login).

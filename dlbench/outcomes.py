@@ -4,7 +4,8 @@ A result (the point diverged, ran out of its own memory or time budget, hung, ra
 code, was killed, cannot run on this kind of machine) is data: it is published as the point's
 record and stays. A failure of the machine (the node's lock stayed taken, could not be opened or
 was removed while held; the GPU vanished for a while; the framework's environment is damaged; the
-disk filled; the job was suspended or preempted mid-measurement) says nothing about the point: its attempt is
+disk filled; the prepared dataset changed since its preparation, which the retry prepares again; the job
+was suspended or preempted mid-measurement) says nothing about the point: its attempt is
 kept with the reason, the job fails with EXIT_RETRY, and Snakemake runs it again
 (`measurement.retries`). Only the last allowed attempt publishes such a status as the record, so
 that the study's tables are drawn from what finished.
@@ -18,8 +19,8 @@ import errno
 import signal
 
 RESULTS = ("ok", "diverged", "oom", "timeout", "hung", "error", "killed", "unavailable")
-RETRIED = ("lock_timeout", "lock_unusable", "lock_lost", "gpu_lost", "env_damaged", "disk_full", "suspended",
-           "preempted", "node_lost")
+RETRIED = ("lock_timeout", "lock_unusable", "lock_lost", "gpu_lost", "env_damaged", "disk_full", "data_changed",
+           "suspended", "preempted", "node_lost")
 # The aggregation's word for a record whose files disagree with it (never a run's): a failed row of the tables.
 DAMAGED = "damaged"
 EXIT_RETRY = 75  # EX_TEMPFAIL: "try again later"

@@ -221,6 +221,15 @@ def cancelled_last(out_dir: str | os.PathLike) -> dict | None:
     return None if any(mark.stat().st_mtime > kept_at for mark in marks) else record
 
 
+def last_status(out_dir: str | os.PathLike) -> str | None:
+    """The status of the point's newest kept attempt; None where none is kept or it cannot be read."""
+    kept = attempts(out_dir)
+    try:
+        return read(kept[-1]).get("status") if kept else None
+    except (OSError, BadRecord):
+        return None
+
+
 STARTED = ".started-"  # attempts/.started-<host>-<pid>.json: an attempt under way, removed when it is kept
 
 

@@ -5,7 +5,7 @@
 
 Everything it knows goes to EVENTS_JSONL as it happens (phases, loss, tests, info);
 its last event is `status`. Exit codes: 0 ok, 3 unavailable, 4 diverged, 5 disk full (also where the
-events file itself could not be written), 6 environment damaged, 1 error.
+events file itself could not be written), 6 environment damaged, 7 dataset changed since its preparation, 1 error.
 `--probe` imports the framework's adapter as a point would and prints, as one line of JSON, the
 versions of that interpreter (Python, numpy, the framework, its CUDA and cuDNN): how dlbench
 checks an environment it did not build (dlbench/envs.py).
@@ -20,7 +20,7 @@ import sys
 import time
 import traceback
 
-EXIT = {"ok": 0, "error": 1, "unavailable": 3, "diverged": 4, "disk_full": 5, "env_damaged": 6}
+EXIT = {"ok": 0, "error": 1, "unavailable": 3, "diverged": 4, "disk_full": 5, "env_damaged": 6, "data_changed": 7}
 
 
 def probe(framework: str) -> dict:
@@ -55,6 +55,7 @@ def main(argv: list[str]) -> int:
 
 def _train(point: dict, dataset_dir: str, reporter) -> tuple[str, str | None]:
     """Run the point's adapter; its status and reason, whatever happened."""
+    from dlbench.datasets.store import ChangedSincePrepared
     from dlbench.frameworks.base import Diverged, Unavailable
     from dlbench.outcomes import disk_full
 
@@ -75,6 +76,8 @@ def _train(point: dict, dataset_dir: str, reporter) -> tuple[str, str | None]:
         return "diverged", str(exc)
     except MemoryError as exc:
         return "oom", f"MemoryError: {exc}"
+    except ChangedSincePrepared as exc:  # the copy on disk, not the point: its retry prepares it again
+        return "data_changed", str(exc)
     except Exception as exc:  # a failed point is data: record what happened
         if disk_full(exc):  # not the point's fault: the runner has the job run again
             return "disk_full", f"{type(exc).__name__}: {exc}"

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -224,3 +225,49 @@ def test_a_monitor_that_dies_is_recorded_with_when_and_its_samples_stop_there(di
     assert 0 < record["samples"] == len(samples) <= 5 and len(calls) == 6  # nothing read after its death
     assert record["wall_time_s"] > died_at - calls[0] + 0.5  # the trainer went on well past it
     assert strict_json(tmp_path / "out" / "metrics.json")[0]["monitor_died"] == record["monitor_died"]
+
+
+# ---------------------------------------------------------------------------------------------- a dataset changed
+
+
+def _train_job(folder: Path, out: Path, attempt: int, tmp_path: Path) -> subprocess.CompletedProcess:
+    """One attempt of the train job, as the workflow's retry runs it (dlbench.cli train), on the small trainer."""
+    from dlbench.runner import TRAINER_VARIABLE
+    from dlbench.testing.faults import SMALL_TRAINER, point
+
+    env = dict(os.environ, PYTHONPATH=str(ROOT), DLBENCH_NODE_LOCK=str(tmp_path / "node.lock"),
+               **{TRAINER_VARIABLE: SMALL_TRAINER})
+    return subprocess.run([sys.executable, "-m", "dlbench.cli", "train", "--point", json.dumps(point(iterations=10)),
+                           "--dataset-dir", str(folder), "--out", str(out), "--attempt", str(attempt),
+                           "--retries", "2"], cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
+
+
+def test_a_dataset_changed_after_preparation_is_retried_and_prepared_again(digits, tmp_path):
+    import numpy as np
+
+    from dlbench.datasets import store
+
+    folder = tmp_path / "datasets" / "digits"
+    shutil.copytree(digits, folder)
+    prepared = (folder / "meta.json").stat().st_mtime_ns
+    with np.load(folder / "data.npz") as npz:  # one pixel flipped after preparation, meta.json kept
+        arrays = {k: npz[k] for k in npz.files}
+    arrays["train_x"][0, 0, 0, 0] ^= 1
+    with open(folder / "data.npz", "wb") as fh:
+        np.savez(fh, **arrays)
+    out = tmp_path / "run"
+
+    first = _train_job(folder, out, 1, tmp_path)
+    assert first.returncode == 75, first.stderr  # a failure of the machine: the job fails so that it runs again
+    assert "data_changed" in first.stderr and "changed since" in first.stderr
+    assert not (out / "metrics.json").exists()
+
+    second = _train_job(folder, out, 2, tmp_path)
+    assert second.returncode == 0, second.stderr
+    assert "prepared again, as before" in second.stderr
+    record = json.loads((out / "metrics.json").read_text())
+    assert record["status"] == "ok" and record["attempt"] == 2, record
+    _, meta = store.load(folder)  # whole again, the digest it was prepared with
+    assert record["dataset_digest"] == meta["digest"]
+    # its old times back: Snakemake reruns nothing that read it
+    assert (folder / "data.npz").stat().st_mtime_ns == (folder / "meta.json").stat().st_mtime_ns == prepared

@@ -90,7 +90,7 @@ def test_a_lock_file_deleted_while_held_marks_the_holder_lock_lost(lab):
 @pytest.mark.slow
 def test_data_changed_since_preparation_is_refused(lab):
     row = machine.dataset_changed(lab)
-    assert row["status"] == "error" and "changed since" in row["reason"], row
+    assert row["status"] == "data_changed" and "changed since" in row["reason"], row
 
 
 @pytest.mark.long

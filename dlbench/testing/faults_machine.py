@@ -358,7 +358,8 @@ def lock_deleted(lab: Lab) -> dict:
 
 @on_small_trainer()
 def dataset_changed(lab: Lab) -> dict:
-    """The prepared data changed after preparation (one pixel): the trainer refuses what it read."""
+    """The prepared data changed after preparation (one pixel): the trainer refuses what it read, a failure of the
+    machine (the job's retry prepares it again: tests/test_faults_inputs.py)."""
     folder = lab.root / "datasets" / "digits-changed"
     shutil.copytree(lab.digits, folder, dirs_exist_ok=True)
     with np.load(folder / "data.npz") as npz:
@@ -368,7 +369,7 @@ def dataset_changed(lab: Lab) -> dict:
         np.savez(fh, **arrays)
     r = runner.run_point(point(iterations=10), folder, lab.out("changed"), python=lab.trainer_python())
     return _row("dataset changed after preparation", "one pixel of data.npz flipped, meta.json kept",
-                r["status"] == "error" and "changed since" in (r["reason"] or ""), False, status=r["status"],
+                r["status"] == "data_changed" and "changed since" in (r["reason"] or ""), False, status=r["status"],
                 reason=r["reason"])
 
 
