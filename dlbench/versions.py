@@ -77,6 +77,12 @@ def pins_text(env: str) -> str:
     return "\n".join([header, *lines]) + "\n"
 
 
+def resolve_command(pins: Path, report: Path) -> list[str]:
+    """pip's resolver over a pins file, wheels only: a source package would run its setup.py to be resolved."""
+    return [sys.executable, "-m", "pip", "install", "--dry-run", "--ignore-installed", "--only-binary", ":all:",
+            "--quiet", "--no-input", "--report", str(report), "-r", str(pins)]
+
+
 def resolve(env: str) -> str:
     """The lock of a version environment: every package pip's resolver picks for its pins, with its hash.
 
@@ -85,15 +91,14 @@ def resolve(env: str) -> str:
     framework = registry.framework_of_env(env).name
     with tempfile.TemporaryDirectory(prefix="dlbench-lock-") as tmp:
         report = Path(tmp) / "report.json"
-        cmd = [sys.executable, "-m", "pip", "install", "--dry-run", "--ignore-installed", "--quiet", "--no-input",
-               "--report", str(report), "-r", str(pins_file(env))]
-        proc = subprocess.run(cmd, capture_output=True, text=True)
+        proc = subprocess.run(resolve_command(pins_file(env), report), capture_output=True, text=True)
         if proc.returncode != 0:
             # pip's first error says what failed (no such version, a conflict); its last one points to its help
             errors = [ln.strip() for ln in proc.stderr.splitlines() if ln.strip().startswith("ERROR")]
             last = errors[0] if errors else (proc.stderr.strip().splitlines() or ["no message"])[-1]
             raise EnvError(f"versions.{framework}: {version} does not resolve for the {base} environment ({last}); "
-                           "list a version the package index has")
+                           "list a version the package index has as a wheel for this Python and platform (a "
+                           "package published only as source is refused: building it would run its code)")
         installs = json.loads(report.read_text())["install"]
     lines = [f"# Locked from {pins_file(env).name} by dlbench.versions (pip's resolver, Python "
              f"{sys.version_info.major}.{sys.version_info.minor} on this platform)."]

@@ -271,3 +271,39 @@ def test_a_dataset_changed_after_preparation_is_retried_and_prepared_again(digit
     assert record["dataset_digest"] == meta["digest"]
     # its old times back: Snakemake reruns nothing that read it
     assert (folder / "data.npz").stat().st_mtime_ns == (folder / "meta.json").stat().st_mtime_ns == prepared
+
+
+# ---------------------------------------------------------------------------------------------- pip's resolver
+
+
+def _sdist(folder: Path, marker: Path) -> None:
+    """markerpkg 1.0 as source only: its setup.py, run, writes the marker (what a hostile package would do)."""
+    import tarfile
+
+    src = folder / "markerpkg-1.0"
+    src.mkdir(parents=True)
+    (src / "setup.py").write_text(f"open({str(marker)!r}, 'w').write('ran')\n"
+                                  "from setuptools import setup\nsetup(name='markerpkg', version='1.0')\n")
+    (src / "PKG-INFO").write_text("Metadata-Version: 2.1\nName: markerpkg\nVersion: 1.0\n")
+    with tarfile.open(folder / "markerpkg-1.0.tar.gz", "w:gz") as tar:
+        tar.add(src, arcname=src.name)
+    shutil.rmtree(src)
+
+
+def test_the_version_resolver_takes_wheels_only_and_never_runs_a_setup_py(tmp_path):
+    from dlbench import versions
+
+    index, marker = tmp_path / "index", tmp_path / "setup-py-ran"
+    _sdist(index, marker)
+    pins = tmp_path / "pins.txt"
+    pins.write_text("markerpkg==1.0\n")
+    cmd = versions.resolve_command(pins, tmp_path / "report.json")
+    assert cmd[cmd.index("--only-binary") + 1] == ":all:"
+    offline = dict(os.environ, PIP_NO_INDEX="1", PIP_FIND_LINKS=str(index), PIP_DISABLE_PIP_VERSION_CHECK="1")
+    refused = subprocess.run(cmd, env=offline, capture_output=True, text=True, timeout=120)
+    assert refused.returncode != 0 and "markerpkg" in refused.stderr and not marker.exists()
+    # The same resolver without --only-binary: the package's own code runs while pip reads its metadata.
+    at = cmd.index("--only-binary")
+    before = subprocess.run([*cmd[:at], *cmd[at + 2:], "--no-build-isolation"], env=offline, capture_output=True,
+                            text=True, timeout=120)
+    assert marker.exists(), before.stderr
