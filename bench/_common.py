@@ -1,6 +1,7 @@
 """What the benchmarks of the harness share: the machine, a quiet-machine wait, points, tables.
 
-Work files go to $DLBENCH_BENCH_DIR (default /tmp/dlbench-bench), never into the clone.
+Work files go to $DLBENCH_BENCH_DIR (default $DLBENCH_CACHE/bench, the user's own: a fixed name in /tmp could be
+made first, or be a link, by another user), never into the clone. Kept between runs: the benchmarks reuse it.
 """
 
 from __future__ import annotations
@@ -19,11 +20,11 @@ import psutil
 from dlbench import envs, hostload, machine
 from dlbench.datasets import prepare
 from dlbench.frameworks import registry
-from dlbench.paths import ROOT
+from dlbench.paths import ROOT, cache_root
 from dlbench.testing.sandbox import environment
 
 REPO = ROOT  # the checkout the benchmarks measure
-WORK = Path(os.environ.get("DLBENCH_BENCH_DIR", "/tmp/dlbench-bench"))
+WORK = Path(os.environ.get("DLBENCH_BENCH_DIR") or cache_root() / "bench")
 DATASET = "fashion_mnist"  # the benchmarks' dataset: real, MNIST's geometry, on this machine
 
 

@@ -74,9 +74,9 @@ stop slurmdbd  "$RUN/slurmdbd.pid"  "$LOG/slurmdbd.log"
 stop mariadbd  "$STATE/mariadb/mariadbd.pid" "$LOG/mariadbd.log"
 stop munged    "$STATE/munge/munged.pid"     "$LOG/munged.log"
 
-# Job step daemons (and their jobs) left over by a slurmd that went away.
-# slurmstepd only ever runs under slurmd, so any that remain belong to this cluster.
-for pid in $(ps -eo pid=,comm= | awk '$2 == "slurmstepd" { print $1 }'); do
+# Job step daemons (and their jobs) left over by this cluster's slurmd: only those with a step socket in its
+# spool folder (another SLURM's on this machine are not ours to kill).
+for pid in $(bash "$(dirname "$0")/stepds.sh" "$STATE"); do
     say "killing leftover slurmstepd $pid and its processes"
     pkids=$(ps -eo pid=,ppid= | awk -v p="$pid" '$2 == p { print $1 }')
     kill -KILL "$pid" $pkids 2>/dev/null

@@ -307,3 +307,40 @@ def test_the_version_resolver_takes_wheels_only_and_never_runs_a_setup_py(tmp_pa
     before = subprocess.run([*cmd[:at], *cmd[at + 2:], "--no-build-isolation"], env=offline, capture_output=True,
                             text=True, timeout=120)
     assert marker.exists(), before.stderr
+
+
+# ---------------------------------------------------------------------------------------------- the test cluster
+
+
+def test_slurm_down_names_only_the_step_daemons_of_its_own_cluster(tmp_path):
+    """Two processes called slurmstepd, each with a step socket: one in this cluster's spool folder, one in another
+    SLURM's. cluster/stepds.sh (what slurm-down.sh kills) names the first only; before, it killed every one."""
+    fake = tmp_path / "bin" / "slurmstepd"  # a script's process is called by the script's name
+    fake.parent.mkdir()
+    fake.write_text(f"#!{sys.executable}\nimport socket, sys, time\ns = socket.socket(socket.AF_UNIX)\n"
+                    "s.bind(sys.argv[1]); s.listen()\nprint('ready', flush=True)\ntime.sleep(60)\n")
+    fake.chmod(0o755)
+    ours, theirs = tmp_path / "state" / "slurmd", tmp_path / "other" / "slurmd"
+    ours.mkdir(parents=True)
+    theirs.mkdir(parents=True)
+    procs = [subprocess.Popen([str(fake), str(folder / "node_42.0")], stdout=subprocess.PIPE, text=True)
+             for folder in (ours, theirs)]
+    try:
+        for proc in procs:
+            assert proc.stdout.readline().strip() == "ready"
+        listed = subprocess.run(["bash", str(ROOT / "cluster" / "stepds.sh"), str(tmp_path / "state")],
+                                capture_output=True, text=True, timeout=30)
+    finally:
+        for proc in procs:
+            proc.kill()
+            proc.wait(timeout=10)
+    assert listed.returncode == 0, listed.stderr
+    assert listed.stdout.split() == [str(procs[0].pid)]
+
+
+def test_the_benchmarks_work_in_the_users_own_folder_not_a_fixed_name_in_tmp(tmp_path):
+    env = dict(os.environ, DLBENCH_CACHE=str(tmp_path / "cache"), PYTHONPATH=f"{ROOT}{os.pathsep}{ROOT / 'bench'}")
+    env.pop("DLBENCH_BENCH_DIR", None)
+    got = subprocess.run([sys.executable, "-c", "import _common; print(_common.WORK)"], cwd=ROOT / "bench", env=env,
+                         capture_output=True, text=True, timeout=60)
+    assert got.stdout.strip() == str(tmp_path / "cache" / "bench"), got.stderr
