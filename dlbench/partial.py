@@ -1,6 +1,7 @@
 """A look at a study before it ends: its findings, charts and table of runs from the points finished so far.
 
-`snakemake partial` draws them into results/partial/ without training anything or waiting for the rest. It
+`snakemake partial` draws them into results/partial/ without training anything or waiting for the rest (only
+for the point being measured on this node, as all heavy work does: dlbench.locks.heavy_work). It
 reads only finished records (a record is written whole or not at all, dlbench.records), writes nothing the
 study itself writes, and says "k of N points" in the findings and under every chart's title, so that a
 partial chart is never taken for the study's.
@@ -17,7 +18,7 @@ import hashlib
 import os
 from pathlib import Path
 
-from dlbench import atomic, records
+from dlbench import atomic, locks, records
 
 # Standard library only at the top: the workflow imports this module every time it starts.
 
@@ -47,15 +48,26 @@ def draw(metrics_paths: list[str], out: dict, *, membership=None, tuning=None, p
          published=None, verdicts=None) -> int:
     """Findings, charts and the table of runs from the records of metrics_paths that exist; how many there were.
     `verdicts`: the config's equivalence margins (stats.Margins.from_config)."""
-    import pandas as pd  # here, not above: the workflow imports this module (state) every time it starts
-
-    from dlbench import charts, findings, results, runs_table, stats
-
     done = [path for path in finished(metrics_paths) if records.read_or_skip(path) is not None]
     k, n = len(done), len(metrics_paths)
     if not k:
         raise NothingFinished(f"none of the study's {n} points has finished yet: nothing to draw (run `snakemake "
                               "partial` again once a point has finished)")
+    # Drawing loads the CPU for seconds to minutes, and partial runs while the study measures: as heavy work it
+    # waits for the point being measured on this node (at most measurement.lock_timeout_s, then LockTimeout).
+    with locks.heavy_work(locks.node_lock(), "the partial report"):
+        _draw(done, n, out, membership=membership, tuning=tuning, peak_path=peak_path, published=published,
+              verdicts=verdicts)
+    return k
+
+
+def _draw(done: list[str], n: int, out: dict, *, membership, tuning, peak_path, published, verdicts) -> None:
+    """draw's work, on the records `done` of a study of n points."""
+    import pandas as pd  # here, not above: the workflow imports this module (state) every time it starts
+
+    from dlbench import charts, findings, results, runs_table, stats
+
+    k = len(done)
     peak = peak_path if peak_path and Path(peak_path).exists() else None
     runs = results.aggregate(done, out["runs"], out["curves"], out["samples"], membership=membership,
                              peak_path=peak, tuning=tuning)
@@ -67,7 +79,6 @@ def draw(metrics_paths: list[str], out: dict, *, membership=None, tuning=None, p
     text = findings.render(runs, pd.read_parquet(out["curves"]), reference, margins)
     atomic.write_text(out["findings"], headed(text, k, n))
     runs_table.write(out["runs"], out["runs_html"], title=f"Every run so far: {line}")
-    return k
 
 
 def headed(text: str, k: int, n: int) -> str:

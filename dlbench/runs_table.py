@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from dlbench import atomic
+from dlbench import atomic, locks
 
 # (column of runs.parquet, heading, decimals: None for text). A column a study lacks is left blank.
 COLUMNS: list[tuple[str, str, int | None]] = [
@@ -145,8 +145,10 @@ def render(runs: pd.DataFrame, title: str = "Every run") -> str:
 
 
 def write(runs_parquet: str | Path, out: str | Path, title: str = "Every run") -> Path:
-    """results/runs.html from results/runs.parquet, written whole or not at all."""
-    atomic.write_text(out, render(pd.read_parquet(runs_parquet), title))
+    """results/runs.html from results/runs.parquet, written whole or not at all. Heavy work (seconds of CPU at
+    thousands of runs, and its rule runs while the study measures): never beside a measurement on this node."""
+    with locks.heavy_work(locks.node_lock(), "the runs table"):
+        atomic.write_text(out, render(pd.read_parquet(runs_parquet), title))
     return Path(out)
 
 
@@ -155,7 +157,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("runs", help="results/runs.parquet")
     parser.add_argument("out", help="the page to write, e.g. results/runs.html")
     args = parser.parse_args(argv)
-    print(write(args.runs, args.out))
+    try:
+        print(write(args.runs, args.out))
+    except (locks.LockTimeout, locks.LockUnusable) as exc:  # the node's locks: held too long, or unusable here
+        print(f"dlbench: {exc}", file=sys.stderr)
+        return 1
     return 0
 
 

@@ -19,6 +19,9 @@ import json
 import subprocess
 import sys
 import tempfile
+from collections.abc import Callable
+from contextlib import AbstractContextManager as ContextManager
+from contextlib import nullcontext
 from pathlib import Path
 
 from dlbench.envs import PIN_LINE, EnvError, lock_file, lock_problems, pins_file, split_version
@@ -112,10 +115,11 @@ def resolve(env: str) -> str:
     return "\n".join(lines) + "\n"
 
 
-def prepare(env: str, lock: bool = True) -> bool:
+def prepare(env: str, lock: bool = True, heavy: Callable[[str], ContextManager] = lambda what: nullcontext()) -> bool:
     """Write a version environment's pins, and lock it where it has no lock that agrees with them (lock=False:
     only say whether it has one, as a dry run does, which asks no index). Whether it is locked; EnvError if its
-    version does not resolve."""
+    version does not resolve. heavy(what): the caller's heavy-work lock, held while pip's resolver works (it
+    loads the CPU for seconds to minutes: dlbench.locks.heavy_work)."""
     pins = pins_file(env)
     text = pins_text(env)
     if not pins.exists() or pins.read_text() != text:
@@ -126,7 +130,8 @@ def prepare(env: str, lock: bool = True) -> bool:
     if not lock:
         return False
     path = lock_file(env)
-    text = resolve(env)
+    with heavy(f"locking {env} (pip's resolver)"):
+        text = resolve(env)
     tmp = path.with_suffix(".lock.tmp")
     tmp.write_text(text)
     tmp.replace(path)

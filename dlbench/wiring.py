@@ -17,6 +17,7 @@ worked out depends on the reader:
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import inspect
 import json
@@ -119,15 +120,15 @@ class Study:
             self._clear_stale_locks()
         self._plan()
         self._check_datasets()
+        measurement = cfg["measurement"]
+        # The node's measurement lock (dlbench.locks.measuring), which the runner and machine_peak hold.
+        self.measure_lock = measurement["lock_file"] if measurement["exclusive"] else None
         self.point_envs = {key: envchoice.point_env(cfg, p) for key, p in self.points.items()}
         self._environments()
         self.caffe_inputs = {(p["dataset"], caffe_data.input_key(p["input"])): p["input"]
                              for p in self.points.values() if registry.get(p["framework"]).prepared_input}
         self.metrics = [f"{run_dir(p)}/metrics.json" for p in self.points.values()]
         self.thread_counts = sorted({p["threads"] for p in self.points.values()})
-        measurement = cfg["measurement"]
-        # The node's measurement lock (dlbench.locks.measuring), which the runner and machine_peak hold.
-        self.measure_lock = measurement["lock_file"] if measurement["exclusive"] else None
         self.measure_slots = 1 if measurement["exclusive"] else 0
         # How every training job measures (dlbench.cli.train's keyword arguments): the same for every point.
         self.runner_options = {
@@ -211,7 +212,7 @@ class Study:
             # that does not resolve stops the run here. A dry run asks no index: it names what the run will lock.
             for env in self.version_envs:
                 try:
-                    if not versions.prepare(env, lock=not self.reader.dryrun):
+                    if not versions.prepare(env, lock=not self.reader.dryrun, heavy=self._heavy):
                         unlocked.append(env)
                 except envs.EnvError as exc:
                     raise StudyError(f"dlbench: {exc}") from None
@@ -235,12 +236,26 @@ class Study:
             return {key: known.get(key) or {"env": key[0], "framework": fw, "kind": "site", "python": key[1]}
                     for key, fw in wanted.items()}
         out = {}
-        for (env, python), framework in wanted.items():
-            try:
-                out[(env, python)] = envs.site_env(framework, env, python)
-            except envs.EnvError as exc:
-                raise StudyError(f"dlbench: {exc}") from None
+        with self._heavy("probing the site interpreters") if wanted else contextlib.nullcontext():
+            for (env, python), framework in wanted.items():
+                try:
+                    out[(env, python)] = envs.site_env(framework, env, python)
+                except envs.EnvError as exc:
+                    raise StudyError(f"dlbench: {exc}") from None
         return out
+
+    @contextlib.contextmanager
+    def _heavy(self, what: str):
+        """Heavy work of the main process while it reads the Snakefile (a site interpreter importing its framework,
+        pip's resolver): never beside a measurement on this node, waiting at most measurement.lock_timeout_s
+        (then StudyError, one line). Safe from deadlock: it is taken and let go within this parse, before
+        Snakemake starts any job of this run, so none of this run's points can wait for it while it waits for
+        them; and a job's own Snakemake probes nothing (above), so no job takes it from inside a measurement."""
+        try:
+            with locks.heavy_work(self.measure_lock, what, timeout_s=self.cfg["measurement"]["lock_timeout_s"]):
+                yield
+        except (locks.LockTimeout, locks.LockUnusable) as exc:
+            raise StudyError(f"dlbench: {exc}") from None
 
     def export(self, environ=os.environ) -> None:
         """What the jobs read from the environment they inherit: the node's measurement lock, which the heavy

@@ -25,6 +25,20 @@ def test_a_gate_or_heavy_lock_held_by_another_process_ends_the_point_as_lock_tim
     assert row["cases"]["heavy_work"]["seconds"] < 6, row
 
 
+def test_partial_compare_the_runs_table_and_the_parse_probes_keep_off_a_measurement(lab):
+    row = node.heavy_beside_a_measurement(lab)
+    for name in ("partial", "compare", "runs_table", "site_probe"):
+        case = row["cases"][name]
+        assert node._refused_in_one_line(case), row
+        assert node.HEAVY_TIMEOUT_S <= case["seconds"] < 20, row  # it waited out the timeout, no longer
+
+
+@pytest.mark.long
+def test_partial_waits_for_a_measurement_then_draws(lab):
+    row = node.partial_after_a_measurement(lab)
+    assert row["survived"] and row["drawn"] == 2, row
+
+
 @ROOT_ONLY
 def test_a_lock_folder_private_to_the_slurm_job_is_refused_in_one_line(lab):
     row = node.private_lock_folder(lab)

@@ -1,5 +1,5 @@
-"""The fault matrix, round four: the node's locks held or made private by others, SLURM jobs not yet started,
-marks cut short, a hung NVML, signals, a trainer's leftovers.
+"""The fault matrix, round four: the node's locks held or made private by others, heavy work asked for beside a
+measurement, SLURM jobs not yet started, marks cut short, a hung NVML, signals, a trainer's leftovers.
 
 Each scenario injects its fault for real (a lock file flocked by another process, a job-private tmpfs in a mount
 namespace of its own, a `squeue` that answers PD, a file-size limit, a `pynvml` whose nvmlInit sleeps, SIGCONT,
@@ -16,16 +16,17 @@ import shutil
 import signal
 import subprocess
 import sys
+import threading
 import time
 from contextlib import redirect_stderr
 from pathlib import Path
 
-from dlbench import locks, procs, records, runner
+from dlbench import chartlist, locks, partial, procs, records, runner
 from dlbench.outcomes import EXIT_RETRY
 from dlbench.paths import ROOT as REPO
-from dlbench.testing import sandbox
+from dlbench.testing import sandbox, study
 from dlbench.testing import small_trainer as small
-from dlbench.testing.faults import Lab, _row, _wait_for_training, on_small_trainer, point
+from dlbench.testing.faults import Lab, _row, _wait_for_training, on_small_trainer, point, small_trainer
 from dlbench.testing.faults_machine import _job, _job_command, _statuses
 
 # Another process holds a lock file: flocked as any local user could (exclusive, or shared as a build holds
@@ -347,5 +348,119 @@ def cancel_sigint(lab: Lab) -> dict:
     return _cancelled_by(lab, signal.SIGINT)
 
 
-SCENARIOS = [gate_held, private_lock_folder, pending_jobs, marks_cut_short, lock_files_replaced, nvml_hangs,
-             lone_sigcont, child_left_behind, cancel_sighup, cancel_sigint]
+# The main process's probe of a site interpreter (envs.site) as Snakemake's parse runs it (wiring.Study), in a
+# folder of its own; a StudyError ends it with its one line on stderr, exit 1.
+PARSE = """
+import json, sys
+from dlbench import config, wiring
+wiring.Study(config.validate(json.loads(sys.argv[1])), wiring.Reader(main=True, dryrun=True, forcerun=False))
+print("probed")
+"""
+HEAVY_TIMEOUT_S = 2  # the lock timeout the heavy work is given beside a held measurement
+
+
+def _small_records(lab: Lab) -> Path:
+    """A results folder of two small-trainer points, trained for real: runs/<framework>/digits/<point>/."""
+    folder = lab.root / "drawn"
+    for lr in (0.01, 0.02):
+        p = point(iterations=20, learning_rate=lr)
+        out = folder / "runs" / p["framework"] / "digits" / p["id"]
+        if not (out / records.RESULT).exists():
+            runner.run_point(p, lab.digits, out, python=lab.trainer_python())
+    return folder
+
+
+def _partial_outputs(folder: Path) -> dict:
+    return {"runs": str(folder / "runs.parquet"), "curves": str(folder / "curves.parquet"),
+            "samples": str(folder / "samples.parquet"), "findings": str(folder / "findings.md"),
+            "runs_html": str(folder / "runs.html"), "charts": chartlist.chart_files(str(folder / "charts"))}
+
+
+def _draw_partial(metrics: list[str], folder: Path, timeout_s: float) -> dict:
+    """dlbench.partial.draw into folder under a lock timeout: what it said (one line) and drew, and how long."""
+    t0 = time.monotonic()
+    try:
+        with sandbox.environment({locks.LOCK_TIMEOUT_ENV: f"{timeout_s:g}"}):
+            drawn, said = partial.draw(metrics, _partial_outputs(folder)), None
+    except locks.LockTimeout as exc:
+        drawn, said = None, str(exc)
+    return {"drawn": drawn, "said": said, "seconds": round(time.monotonic() - t0, 1),
+            "written": sorted(p.name for p in folder.rglob("*") if p.is_file()) if folder.exists() else []}
+
+
+def _command(args: list[str], env: dict, cwd: Path, wrote: Path) -> dict:
+    """A dlbench entry point in a process of its own: its exit, its stderr's lines, how long, and whether `wrote`
+    (its output) exists."""
+    t0 = time.monotonic()
+    run = subprocess.run([sys.executable, *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=300)
+    return {"exit": run.returncode, "said": run.stderr.strip().splitlines(), "seconds": round(time.monotonic() - t0, 1),
+            "written": wrote.exists()}
+
+
+def _metrics(lab: Lab) -> tuple[Path, list[str]]:
+    """The small records folder and its records' paths."""
+    with small_trainer(step_s=0):
+        folder = _small_records(lab)
+    return folder, sorted(str(p) for p in folder.glob(f"runs/*/*/*/{records.RESULT}"))
+
+
+def heavy_beside_a_measurement(lab: Lab) -> dict:
+    """A process holds the node's measurement lock (a CPU point measuring) past lock_timeout_s = 2: partial's
+    drawing, compare's entry point, the runs table's and the main process's probe of a site interpreter each
+    wait, then fail in one line naming measurement.lock_timeout_s, having written nothing."""
+    folder, metrics = _metrics(lab)
+    lock = lab.root / "heavy-beside.lock"
+    work = lab.root / "heavy-beside"
+    shutil.rmtree(work, ignore_errors=True)
+    work.mkdir()
+    study.make_runs().to_parquet(work / "runs.parquet")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")]),
+           locks.NODE_LOCK_ENV: str(lock), locks.LOCK_TIMEOUT_ENV: f"{HEAVY_TIMEOUT_S}"}
+    cfg = {"datasets": ["digits"], "frameworks": ["pytorch"], "preset": ["caffe"],
+           "sweep": {"iterations": [30], "threads": [1]}, "envs": {"site": {"pytorch": sys.executable}},
+           "measurement": {"lock_file": str(lock), "lock_timeout_s": HEAVY_TIMEOUT_S}}
+    seen = {}
+    holder = _hold(lock)  # as a CPU point holds it while it measures
+    try:
+        with sandbox.environment({locks.NODE_LOCK_ENV: str(lock)}):
+            seen["partial"] = _draw_partial(metrics, work / "partial", HEAVY_TIMEOUT_S)
+        seen["compare"] = _command(["-m", "dlbench.compare", str(folder), str(folder), "--out", str(work / "compare")],
+                                   env, REPO, work / "compare")
+        seen["runs_table"] = _command(["-m", "dlbench.runs_table", str(work / "runs.parquet"),
+                                       str(work / "runs.html")], env, REPO, work / "runs.html")
+        seen["site_probe"] = _command(["-c", PARSE, json.dumps(cfg)], env, work, work / ".never")
+    finally:
+        _release(holder)
+    return _row("heavy work beside a measurement (partial, compare, the runs table, parse-time probes)",
+                "a process flocks the node's measurement lock; lock_timeout_s = 2",
+                all(_refused_in_one_line(case) for case in seen.values()), False, cases=seen)
+
+
+def partial_after_a_measurement(lab: Lab) -> dict:
+    """partial asked for while a point measures (its lock held by another process, let go 1 s later) waits for it,
+    then draws every finished record."""
+    _, metrics = _metrics(lab)
+    lock = lab.root / "partial-after.lock"
+    out = lab.root / "partial-after"
+    shutil.rmtree(out, ignore_errors=True)
+    holder = _hold(lock)
+    ends = threading.Timer(1.0, _release, (holder,))
+    ends.start()
+    try:
+        with sandbox.environment({locks.NODE_LOCK_ENV: str(lock)}):
+            case = _draw_partial(metrics, out, 60)
+    finally:
+        ends.join(timeout=60)
+    case["written"] = len(case["written"])
+    return _row("partial while a point measures", "a process flocks the node's measurement lock for 1 s",
+                case["drawn"] == len(metrics) and case["seconds"] >= 1.0, False, **case)
+
+
+def _refused_in_one_line(case: dict) -> bool:
+    """Whether heavy work failed in one line that names the setting, having written nothing."""
+    lines = [case["said"]] if isinstance(case["said"], str) else case["said"] or []
+    return (len(lines) == 1 and "measurement.lock_timeout_s" in lines[0] and not case["written"]
+            and case.get("exit", 1) == 1)
+
+SCENARIOS = [gate_held, heavy_beside_a_measurement, private_lock_folder, pending_jobs, marks_cut_short,
+             lock_files_replaced, nvml_hangs, lone_sigcont, child_left_behind, cancel_sighup, cancel_sigint]

@@ -22,8 +22,9 @@ rule runs_table:
 
 
 # A look at a study before it ends: `snakemake partial` draws from the points finished so far into
-# results/partial/, training nothing and waiting for nothing (dlbench/partial.py). It has no inputs, so
-# that it shares no file with a study running beside it; it runs again when another point has finished.
+# results/partial/, training nothing and waiting for nothing but the point being measured on this node
+# (dlbench/partial.py: heavy work). It has no inputs, so that it shares no file with a study running beside
+# it; it runs again when another point has finished.
 rule partial:
     output:
         runs="results/partial/runs.parquet",

@@ -1,4 +1,4 @@
-"""Rule runs_table: every run as one sortable, filterable HTML page (dlbench.runs_table)."""
+"""Rule runs_table: every run as one sortable, filterable HTML page (dlbench.runs_table: heavy work)."""
 
 from dlbench import joblog, runs_table
 
