@@ -25,6 +25,7 @@ import pandas as pd
 
 from dlbench import compare_stats, locks, records, stats, tables
 from dlbench.atomic import atomic_path
+from dlbench.markdown import escape
 from dlbench.results import write_parquet
 
 # Each metric compared, and the words of its verdict when B's mean is above / below A's beyond the noise.
@@ -328,8 +329,9 @@ def _listed(rows: pd.DataFrame, title: str, detectable: bool = False) -> list[st
               "| --- " * (10 if detectable else 9) + "|"]
     for _, r in rows.head(MD_ROWS).iterrows():
         tail = f" {_detectable(r)} |" if detectable else ""
-        lines.append(f"| {r['framework']} | {r['dataset']} | {r['device']} | {r['label']} | {r['metric']} | "
-                     f"{_interval(r, 'a')} | {_interval(r, 'b')} | {_change(r)} | {r['verdict']} |{tail}")
+        cells = [escape(r[c]) for c in ("framework", "dataset", "device", "label", "metric")]
+        lines.append(f"| {' | '.join(cells)} | {_interval(r, 'a')} | {_interval(r, 'b')} | {_change(r)} | "
+                     f"{r['verdict']} |{tail}")
     if len(rows) > MD_ROWS:
         lines.append(f"\n{len(rows) - MD_ROWS} more in comparison.parquet.")
     return lines
@@ -346,8 +348,8 @@ def _per_framework_lines(table: pd.DataFrame, alpha: float, margins: stats.Margi
         accuracy = not margins.for_metric(r["metric"])[1]
         show = _points if accuracy else (lambda x: f"{x:.3f}")
         interval = "" if pd.isna(r["change_ci_low"]) else f" [{show(r['change_ci_low'])}, {show(r['change_ci_high'])}]"
-        lines.append(f"| {r['framework']} | {r['metric']} | {r['settings']} | {show(r['change'])}{interval} | "
-                     f"{r['verdict']} |")
+        lines.append(f"| {escape(r['framework'])} | {escape(r['metric'])} | {r['settings']} | "
+                     f"{show(r['change'])}{interval} | {r['verdict']} |")
     return lines
 
 
@@ -367,11 +369,11 @@ def markdown(table: pd.DataFrame, diff: list[tuple[str, str, str]], name_a: str,
     per framework, the verdicts counted, what one set lacks."""
     margins = margins or stats.Margins()
     settings = table.drop_duplicates("setting")
-    lines = [f"# {name_b} (B) against {name_a} (A)", "",
+    lines = [f"# {escape(name_b)} (B) against {escape(name_a)} (A)", "",
              f"A: {n_a} runs; B: {n_b} runs; {settings['setting'].nunique()} settings in all "
              "(a setting: every point parameter but the repeat and seed; its repeats are its sample).", "",
              *_header(table, margins, alpha), "", "## What differs between the sets", ""]
-    lines += [f"- {what}: A {va}; B {vb}" for what, va, vb in diff] or ["- nothing recorded differs"]
+    lines += [f"- {what}: A {escape(va)}; B {escape(vb)}" for what, va, vb in diff] or ["- nothing recorded differs"]
     lines += _listed(table[is_changed(table["verdict"])], "Changed beyond the noise")
     inconclusive = table["verdict"].str.replace(CONTENDED, "", regex=False) == INCONCLUSIVE
     lines += _listed(table[inconclusive], "Inconclusive", detectable=True)
@@ -383,7 +385,7 @@ def markdown(table: pd.DataFrame, diff: list[tuple[str, str, str]], name_a: str,
               "No run of either set is marked contended (or the records do not say)."]
     for side, verdict in (("A", ONLY_A), ("B", ONLY_B)):
         only = settings[settings["verdict"].str.startswith(verdict)]
-        per = ", ".join(f"{fw} {n}" for fw, n in only.groupby("framework").size().items())
+        per = ", ".join(f"{escape(fw)} {n}" for fw, n in only.groupby("framework").size().items())
         lines.append(f"\nIn {side} only: {len(only)} settings" + (f" ({per})" if per else "")
                      + ", not compared.")
     return "\n".join(lines) + "\n"

@@ -11,13 +11,12 @@ numbers come from dlbench.tables, dlbench.summary and dlbench.published; this mo
 
 from __future__ import annotations
 
-import html
 import math
 from pathlib import Path
 
 import pandas as pd
 
-from dlbench import atomic, compare, stats
+from dlbench import atomic, compare, markdown, stats
 from dlbench.guidance import efficiency, fastest_configurations, knob_wins, time_to_target
 from dlbench.observations import OBSERVATIONS, Verdict, observations  # noqa: F401 - Verdict: the findings' type
 from dlbench.published import PUBLISHED_CSV, leaders_vs_published, published_ratios, speedups_vs_published
@@ -144,8 +143,7 @@ def _cell(v) -> str:
         return "yes" if v else "no"
     if isinstance(v, float):
         return f"{v:.4g}"
-    # Escaped: a cell may hold text from the data (a failure reason) that Markdown would pass on as HTML.
-    return html.escape(str(v), quote=False).replace("|", "\\|").replace("\n", " ")
+    return markdown.escape(v)  # a cell may hold text from the data (a failure reason)
 
 
 def md_table(df: pd.DataFrame, columns: dict[str, str]) -> str:

@@ -114,6 +114,20 @@ def test_a_known_slowdown_a_tie_and_points_in_one_set_only(tmp_path):
     assert (tmp_path / "out" / "comparison_ratios.svg").read_text().lstrip().startswith("<svg")
 
 
+def test_text_from_the_records_is_shown_in_comparison_md_never_as_markup(tmp_path):
+    # a host name and a framework version are the records' own text: written as it came, they became HTML and a
+    # link in the report
+    a, b = hand_made()
+    a = a.assign(host="<script>alert(1)</script>")
+    b = b.assign(host="[node](javascript:alert(1))", framework_version="1.0 | 2.0")
+    a.to_parquet(tmp_path / "a.parquet")
+    b.to_parquet(tmp_path / "b.parquet")
+    assert compare.main([str(tmp_path / "a.parquet"), str(tmp_path / "b.parquet"), "--out", str(tmp_path / "o")]) == 0
+    text = (tmp_path / "o" / "comparison.md").read_text()
+    assert "<script>" not in text and "&lt;script&gt;" in text
+    assert "](javascript" not in text and "[node]\\(javascript" in text
+
+
 def test_records_with_a_setting_id_join_on_it_whatever_else_differs():
     a, b = hand_made()
     for df in (a, b):

@@ -85,3 +85,22 @@ def test_snakedeploy_from_a_local_clone_gives_a_deployment_that_plans_the_defaul
     assert re.search(rf"^train\s+{points}$", out, re.M), out[-2000:]
     assert re.search(r"^all\s+1$", out, re.M)
     assert (dest / ".snakemake").is_dir() and not (clone / "results").exists()
+
+
+def test_a_config_string_in_the_report_is_shown_as_text_never_as_markup_or_a_link():
+    # The report's text renders the config as Snakemake does (its Jinja environment, then docutils); a value
+    # that closes an inline literal used to become a live `javascript:` link
+    import docutils.core
+    import jinja2
+
+    class Snakemake:
+        config = {"datasets": ["digits"], "note": "x`` `click <javascript:alert(1)>`_ ``y", "seed": 1}
+
+    env = jinja2.Environment(trim_blocks=True, lstrip_blocks=True)  # snakemake.report's own settings
+    text = env.from_string((ROOT / "workflow/report/workflow.rst").read_text()).render(
+        snakemake=Snakemake, categories={}, files={})
+    html = docutils.core.publish_parts(text, writer_name="html")["html_body"]
+    assert "href=\"javascript" not in html and "<a " not in html.split("The config that ran")[1]
+    block = html.split("The config that ran")[1]
+    assert '&quot;datasets&quot;: [&quot;digits&quot;]' in block and '&quot;seed&quot;: 1' in block
+    assert "&quot;note&quot;: &quot;x`` `click" in block  # the string itself, shown as it is
