@@ -23,8 +23,8 @@ README = ROOT / "config" / "README.md"
 INTRO = """\
 # The config
 
-A study is one YAML file: `config/config.yaml` is the default one (the study in miniature, on the
-digits embedded in scikit-learn), `config/paper.yaml` the paper's study at full scale,
+A study is one YAML file: `config/config.yaml` is the default one (the study in miniature, on
+mnist_5k, 5,000 real MNIST digits), `config/paper.yaml` the paper's study at full scale,
 `config/modern.yaml` the compilers and bfloat16, `config/evidence.yaml` the full-length evidence.
 Run another with `snakemake --cores 8 --configfile config/paper.yaml`, or override one key with
 `--config repeats=3`. A wrong key, type or value stops the run before any job starts, with one line

@@ -53,7 +53,7 @@ SAMPLE = 20  # finished records read per kind
 # - thread exponent: docs/performance.md, closeness to the hardware (LeNet, batch 64, 1 and 2 threads):
 #   PyTorch 5118/3034 img/s = 2 ** 0.75, TensorFlow 3309/3041 = 2 ** 0.12; Theano and Caffe gain nothing
 #   from a second thread (0.97 and 1.01).
-# - efficiency and fixed cost: the records of the default study (config/config.yaml: LeNet on digits, batch 32
+# - efficiency and fixed cost: the records of the default study as it was then (LeNet on digits, batch 32
 #   and 128, 2 threads) on the development machine (AMD EPYC, 2 cores, 131 GFLOP/s GEMM peak at 2 threads,
 #   taken as 66 at 1), 2026-12-01: the median achieved GFLOP/s brought to 1 thread by the exponent, over
 #   the one-thread peak; the median wall time less training and testing. PyTorch's and TensorFlow's oneDNN
