@@ -39,6 +39,7 @@ class Facts:
     log_tail: str = ""
     over_memory: bool = False  # the monitor read the resident memory over the budget (and ended the trainer)
     capped: bool = False  # the hard cap ended it (cap_suspected, then dlbench.memcap.ended_by_cap)
+    oom_killed: str | None = None  # why its memory cgroup's OOM killer ended it (SIGKILL: dlbench.oomkill)
     pauses: tuple[float, ...] = ()  # seconds of each stop of the job the runner noticed (SIGSTOP)
     unreaped: int | None = None  # the pid of a trainer that outlived SIGKILL
     kill_wait_s: float = 30.0  # how long the runner waited for it
@@ -122,7 +123,8 @@ def build_record(point: dict, events: list[dict], samples: list[dict], facts: Fa
     record["memory_limit_mb"] = facts.memory_limit_mb
     record["memory_cap"] = facts.memory_cap if facts.memory_limit_mb else None
     # Which guard ended an oom point: the monitor's reading over the budget, or the hard cap.
-    record["oom_by"] = "monitor" if facts.over_memory else "cap" if facts.capped else None
+    record["oom_by"] = ("monitor" if facts.over_memory else "cap" if facts.capped
+                        else "cgroup" if facts.oom_killed and status == "oom" else None)
     record["hang_limit_s"] = facts.hang_s
     record["paused_s"] = round(sum(facts.pauses), 3)
     record.update(facts.machine)
@@ -184,6 +186,8 @@ def status_of(events: list[dict], facts: Facts) -> tuple[str, str | None]:
     if last is not None:
         return last["status"], last.get("reason")
     if returncode is not None and returncode < 0:
+        if facts.oom_killed:  # the SIGKILL was the kernel's: the point outgrew its memory cgroup (a job's limit)
+            return "oom", facts.oom_killed
         return "killed", f"the trainer was killed by {outcomes.signal_name(-returncode)}"
     if returncode == TRAINER_EXIT["disk_full"]:
         return "disk_full", "the trainer could not write its events: no space left on the device"

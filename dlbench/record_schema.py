@@ -190,7 +190,8 @@ SECTIONS = (
         _f("time_limit_s", float, "the point's time budget"),
         _f("memory_limit_mb", float, "the point's memory budget"),
         _f("memory_cap", str, "the hard cap under the budget (cgroup, rlimit)", "points with a memory budget"),
-        _f("oom_by", str, "which guard ended an oom point: `monitor` or `cap`"),
+        _f("oom_by", str, "which guard ended an oom point: `monitor`, `cap` or `cgroup` (its memory cgroup's OOM "
+           "killer: a cluster job's limit)"),
         _f("hang_limit_s", float, "silence after which the point is ended as hung"),
     )),
     Section("The machine", "the runner (dlbench.machine, dlbench.provenance)", (

@@ -22,7 +22,7 @@ import sys
 import time
 from pathlib import Path
 
-from dlbench import hostload, machine, memcap, outcomes, procs, provenance, record_build, records, slurmjob
+from dlbench import hostload, machine, memcap, oomkill, outcomes, procs, provenance, record_build, records, slurmjob
 from dlbench.atomic import NOT_FINITE
 from dlbench.frameworks import base, registry
 from dlbench.locks import LockTimeout, LockUnusable, lock_timeout, measuring
@@ -235,7 +235,7 @@ def _run_point(point: dict, dataset_dir: str | Path, out_dir: str | Path, *, pyt
     started_wall = time.time()
     t_launch = time.monotonic()
     mon = Monitor(os.getpid(), interval_s, None, None)  # replaced by the trainer's monitor once it runs
-    returncode, ended, watch, idle = None, None, Watch(t_launch), {}
+    returncode, ended, watch, idle, cgroup = None, None, Watch(t_launch), {}, None
     if refused is None and gpu_index is not None and not gpu_visible():
         # No GPU on this machine at all: say so without starting a framework to find out.
         refused = ("unavailable", "no NVIDIA GPU is visible on this machine (no /dev/nvidia*, NVML "
@@ -272,6 +272,7 @@ def _run_point(point: dict, dataset_dir: str | Path, out_dir: str | Path, *, pyt
         events_path.write_text(json.dumps(status_line) + "\n")
         log_path.write_text("")
     else:
+        cgroup = oomkill.baseline(proc.pid)  # its memory cgroup's OOM kills so far: a cluster job's limit
         mon = Monitor(proc.pid, interval_s, gpu_index, memory_limit_mb)
         if monitor_enabled or memory_limit_mb:
             mon.start()
@@ -298,7 +299,8 @@ def _run_point(point: dict, dataset_dir: str | Path, out_dir: str | Path, *, pyt
         returncode = proc.returncode
         mon.stop()
     events = read_events(events_path)
-    record = _record(point, events, mon, returncode, ended, watch, lock_intact=lock_intact, **context)
+    record = _record(point, events, mon, returncode, ended, watch, lock_intact=lock_intact, cgroup=cgroup,
+                     **context)
     publish = final_attempt or not record["machine_failure"]
     try:
         records.publish(out_dir, work, record,
@@ -316,15 +318,20 @@ def _run_point(point: dict, dataset_dir: str | Path, out_dir: str | Path, *, pyt
 
 
 def _record(point: dict, events: list[dict], mon: Monitor, returncode: int | None, ended: str | None, watch: Watch,
-            *, lock_intact, t_launch: float, log_path: Path, memory_limit_mb: float | None, **facts) -> dict:
+            *, lock_intact, t_launch: float, log_path: Path, memory_limit_mb: float | None,
+            cgroup: oomkill.Baseline | None = None, **facts) -> dict:
     """The attempt's record (dlbench.record_build), from the facts the runner gathered; lock_intact: a callable
-    that says whether the node's lock was held throughout (None: no lock)."""
+    that says whether the node's lock was held throughout (None: no lock); cgroup: the trainer's memory cgroup
+    as it started (dlbench.oomkill)."""
     log_tail = _tail(log_path)
+    # Read before ended_by_cap removes the runner's own cgroup child, where the trainer had one.
+    oom_killed = oomkill.killed_since(cgroup) if returncode == -signal.SIGKILL else None
     capped = (record_build.cap_suspected(events, memory_limit_mb, mon.over_memory)
               and memcap.ended_by_cap(mon.pid, log_tail))
     return record_build.build_record(point, events, mon.samples, record_build.Facts(
         t_launch=t_launch, t_end=time.monotonic(), returncode=returncode, ended=ended, log_tail=log_tail,
-        over_memory=mon.over_memory, capped=capped, pauses=tuple(watch.pauses), unreaped=watch.unreaped,
+        over_memory=mon.over_memory, capped=capped, oom_killed=oom_killed, pauses=tuple(watch.pauses),
+        unreaped=watch.unreaped,
         kill_wait_s=KILL_WAIT_S, lock_intact=None if lock_intact is None else bool(lock_intact()),
         memory_limit_mb=memory_limit_mb, memory_cap=memcap.kind() if memory_limit_mb else None,
         monitor_cpu_s=mon.own_cpu_s, gpu_nvml_failures=mon.gpu_failures(), gpu_readings_stopped=mon.gpu_gave_up,

@@ -34,3 +34,30 @@ def test_a_jobs_memory_request_covers_the_runners_own_cap():
     for budget in (150, 1000, 2000, 16000):
         asked = slurm_resources.mem_mb({"limits": {"memory_mb": budget}})
         assert asked >= memcap.hard_cap_mb(budget) + memcap.JOB_OVERHEAD_MB, (budget, asked)
+
+
+def test_a_trainer_oom_killed_by_its_jobs_memory_cgroup_is_recorded_oom(lab):
+    row = cluster.cgroup_oom_kill(lab)
+    if row.get("skipped"):
+        pytest.skip(row["skipped"])
+    assert row["status"] == "oom" and row["oom_by"] == "cgroup" and row["returncode"] == -9, row
+    assert f"limit of {cluster.CGROUP_LIMIT_MB} MB" in row["reason"] and row["oom_kills"] >= 1, row
+    assert not row["cgroup_left"], row
+
+
+def test_cgroup_v2s_count_and_limit_are_read_as_v1s(tmp_path):
+    """cgroup v2 (memory.events, memory.max; a job's limit on an ancestor) cannot be had on this v1 machine: its
+    files as the kernel writes them."""
+    from dlbench import oomkill
+
+    job = tmp_path / "job_42"
+    step = job / "step_0"
+    step.mkdir(parents=True)
+    (job / "memory.max").write_text("209715200\n")
+    (step / "memory.max").write_text("max\n")
+    (step / "memory.events").write_text("low 0\nhigh 0\nmax 12\noom 1\noom_kill 0\n")
+    start = oomkill.Baseline(step, oomkill.oom_kills(step))
+    assert start.kills == 0 and oomkill.killed_since(start) is None
+    (step / "memory.events").write_text("low 0\nhigh 0\nmax 40\noom 2\noom_kill 1\n")
+    assert oomkill.limit(step) == (job, 200 * 2**20)
+    assert f"limit of 200 MB (set on {job})" in oomkill.killed_since(start)

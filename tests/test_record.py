@@ -131,6 +131,9 @@ def test_a_trainer_that_died_without_a_word():
     killed = build_record(point, [{"e": "process_start", "t": 100.2}], [], facts(returncode=-9, log_tail="Killed"))
     assert killed["status"] == "killed" and killed["reason"] == "the trainer was killed by SIGKILL"
     assert killed["log_tail"].endswith("Killed") and killed["iterations_done"] == 0 and killed["samples"] == 0
+    # the same SIGKILL, counted by the trainer's memory cgroup as an OOM kill (dlbench.oomkill): its reason stands
+    oom = build_record(point, [{"e": "process_start", "t": 100.2}], [], facts(returncode=-9, oom_killed="over 200 MB"))
+    assert (oom["status"], oom["reason"], oom["oom_by"]) == ("oom", "over 200 MB", "cgroup")
     unstarted = build_record(point, [], [], facts(returncode=1))
     assert unstarted["status"] == "env_damaged" and unstarted["startup_time_s"] == pytest.approx(8.0)
     stuck = build_record(point, events("error"), [], facts(ended="hung", hang_s=60.0, unreaped=4242))

@@ -9,14 +9,18 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
-from dlbench import locks, records
+from dlbench import locks, oomkill, records, runner
 from dlbench.paths import ROOT as REPO
-from dlbench.testing.faults import Lab, _row, _wait_for_training, on_small_trainer, point
+from dlbench.testing import small_trainer as small
+from dlbench.testing.faults import SMALL_TRAINER, Lab, _row, _wait_for_training, on_small_trainer, point
+from dlbench.testing.faults_machine import _job_command
 
 
 def _on_path(folder: Path, name: str, script: str) -> dict:
@@ -96,3 +100,79 @@ def requeue_refused(lab: Lab) -> dict:
                     "reason", "") and whole and kept == ["preempted"] and bool(said),
                 not kept, exit_code=job.returncode, status=record.get("status"), reason=record.get("reason"),
                 whole=whole, attempts=kept, said=said[:1])
+
+
+CGROUP_LIMIT_MB = 200  # the job's memory cgroup in the OOM row: below what the small trainer allocates
+
+
+def _limited_cgroup(name: str, limit_mb: int) -> tuple[Path | None, str]:
+    """A memory cgroup of its own limited to limit_mb without swap, as SLURM's task/cgroup limits a job (cgroup v1
+    where the memory controller is there, else v2); (None, why) where none can be made here."""
+    if os.geteuid() != 0:
+        return None, "making a memory cgroup needs root"
+    mounts = oomkill._mounts()
+    kind = "memory" if "memory" in mounts else "unified"
+    if kind not in mounts:
+        return None, "no cgroup hierarchy is mounted here"
+    v1, root = kind == "memory", mounts[kind][1]
+    files = ("memory.limit_in_bytes", "memory.memsw.limit_in_bytes") if v1 else ("memory.max", "memory.swap.max")
+    group = root / name
+    try:
+        group.mkdir(exist_ok=True)
+        (group / files[0]).write_text(str(limit_mb * 2**20))
+        if (group / files[1]).exists():  # no swap either, or the kernel swaps rather than kill
+            (group / files[1]).write_text(str(limit_mb * 2**20) if v1 else "0")
+    except OSError as exc:
+        _remove_cgroup(group)
+        return None, f"cannot make a limited memory cgroup under {root} ({exc.strerror}: read-only, or not delegated)"
+    return group, ""
+
+
+def _remove_cgroup(group: Path) -> None:
+    """The cgroup gone, anything left in it killed first."""
+    for _ in range(50):
+        try:
+            pids = [int(p) for p in (group / "cgroup.procs").read_text().split()]
+        except OSError:
+            return  # never made, or gone
+        for pid in pids:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        try:
+            group.rmdir()
+            return
+        except OSError:
+            time.sleep(0.1)
+
+
+def cgroup_oom_kill(lab: Lab) -> dict:
+    """A training job in a memory cgroup limited to CGROUP_LIMIT_MB (as SLURM's task/cgroup puts a job), its
+    trainer allocating past it, no memory budget of dlbench's own: the kernel's OOM killer ends the trainer with
+    SIGKILL, and the record says `oom`, naming the cgroup's limit, not `killed`."""
+    group, why = _limited_cgroup(f"dlbench-oom-{os.getpid()}", CGROUP_LIMIT_MB)
+    if group is None:
+        return _row("a job's memory cgroup OOM-kills the trainer", "a memory cgroup limited to 200 MB", None, False,
+                    skipped=why)
+    out = lab.out("cgroup-oom")
+    shutil.rmtree(out, ignore_errors=True)
+    env = {**os.environ, runner.TRAINER_VARIABLE: SMALL_TRAINER, small.STEP_S: "0.01",
+           small.ALLOCATE_MB_PER_S: "1000"}
+    # The job joins the group before it execs, as slurmstepd puts a job's task in it: the runner and the trainer
+    # it starts are in it, under its limit.
+    cmd = ["sh", "-c", 'echo $$ > "$0" && exec "$@"', str(group / "cgroup.procs"),
+           *_job_command(lab, point(iterations=100000), out, python=sys.executable)]
+    t0 = time.monotonic()
+    try:
+        job = subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True, timeout=300)
+        kills = oomkill.oom_kills(group)
+    finally:
+        _remove_cgroup(group)
+    record = json.loads((out / records.RESULT).read_text()) if (out / records.RESULT).exists() else {}
+    return _row("a job's memory cgroup OOM-kills the trainer", f"the job in a memory cgroup limited to "
+                f"{CGROUP_LIMIT_MB} MB, its trainer allocating 1,000 MB/s", record.get("status") == "oom"
+                and f"{CGROUP_LIMIT_MB} MB" in record.get("reason", ""), not record, status=record.get("status"),
+                reason=record.get("reason"), oom_by=record.get("oom_by"), returncode=record.get("returncode"),
+                rss_peak_mb=record.get("rss_peak_mb"), oom_kills=kills, exit_code=job.returncode,
+                seconds=round(time.monotonic() - t0, 1), cgroup_left=group.exists())
