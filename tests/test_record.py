@@ -104,8 +104,8 @@ def test_the_record_holds_the_schemas_fields_only_each_of_its_type(point):
                    "env_python", "dataset_dir", "dataset_source", "dataset_test_copy", "lost_attempts",
                    "slurm_restart_count", "attempt_id", "files", "cpu_bf16", "cpu_cores_logical",
                    "cpu_cores_physical", "cpu_cores_usable", "cpu_governor", "cpu_boost", "memory_total_mb", "os",
-                   "python_runner", "gpu_model", "gpu_count", "gpu_driver", "gpu_state", "slurm_job_id", "dlbench_version",
-                   "dlbench_commit", "dlbench_dirty"}
+                   "python_runner", "gpu_model", "gpu_count", "gpu_driver", "gpu_state", "slurm_job_id",
+                   "dlbench_version", "dlbench_commit", "dlbench_dirty"}
     assert always - set(r) == added_later
     assert record_schema.problems({**r, "threads_in_efect": 2}) == ["threads_in_efect: no field of the record"]
     assert record_schema.problems({**r, "batch_size": "32"}) == ["batch_size: str '32', not integer"]
