@@ -223,6 +223,6 @@ def parser(doc: str, *, frameworks: list[str] | None = None, framework: str | No
 def usable(frameworks: list[str]) -> list[str]:
     """The frameworks asked for, less Caffe where its environment (a 10-minute build) is not built yet."""
     if "caffe" in frameworks and not env_ready("caffe"):
-        print("# caffe: skipped (its environment is not built: .venv/bin/python -m dlbench.envs build caffe)")
+        print("# caffe: skipped (its environment is not built: .venv/bin/dlbench envs build caffe)")
         return [fw for fw in frameworks if fw != "caffe"]
     return list(frameworks)

@@ -1,7 +1,7 @@
 """How often each verdict errs, measured by simulation: runs tables with a known truth fed through the real findings.
 
-    python -m dlbench.calibrate [--replications 250] [--seed 0] [--jobs 2] [--quick] [--json PATH]
-    python -m dlbench.cli calibrate ...
+    dlbench calibrate [--replications 250] [--seed 0] [--jobs 2] [--quick] [--json PATH]
+    python -m dlbench.calibrate ...
 
 Each replication simulates the runs of three frameworks on one dataset and device (status ok, the columns
 dlbench.tables.points reads): train time lognormal (Noise.time_log_sd, the sd of its logarithm), accuracy normal
@@ -347,7 +347,9 @@ def command(args: argparse.Namespace) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m dlbench.calibrate", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(prog="dlbench calibrate",
+                                     description="measure how often each verdict errs, by simulation "
+                                     "(docs/verdicts.md)")
     add_arguments(parser)
     return command(parser.parse_args(argv))
 

@@ -1,21 +1,24 @@
-"""The jobs of the workflow as functions, and as commands for people (the workflow's scripts call the functions).
+"""The `dlbench` command, and the jobs of the workflow as functions (the workflow's scripts call the functions).
 
-    python -m dlbench.cli prepare DATASET --out DIR [--local PATH]
-    python -m dlbench.cli train --point JSON --dataset-dir DIR --env ENV_JSON --out DIR
-    python -m dlbench.cli validate CONFIG.yaml
-    python -m dlbench.cli evidence [--scale 0.05] [--cores 2]   docs/reproduction.md's tables (dlbench.evidence)
-    python -m dlbench.cli calibrate [--quick] [--json PATH]      how often each verdict errs (dlbench.calibrate)
+    dlbench                       the commands, one line each (also `dlbench --help`)
+    dlbench COMMAND --help        one command's arguments
+    python -m dlbench.cli ...     the same command
 
-Each function returns an exit status: 0, or 2 after one line on stderr naming the problem and the fix;
-`train` also 75 (dlbench.outcomes.EXIT_RETRY) where the machine failed the point and it is to run again.
+Most commands are another module's main(argv) (COMMANDS says whose), and that module is also a command of its
+own: `dlbench compare A B` is `python -m dlbench.compare A B`. `prepare`, `train`, `validate` and `docs` are
+this module's. Each function returns an exit status: 0, or 2 after one line on stderr naming the problem and the
+fix; `train` also 75 (dlbench.outcomes.EXIT_RETRY) where the machine failed the point and it is to run again.
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib
 import json
 import signal
 import sys
+import textwrap
+from dataclasses import dataclass
 
 
 def prepare(dataset: str, out: str, local: str | None = None, downloads: str = "resources/downloads",
@@ -144,17 +147,103 @@ def validate(config_path: str) -> int:
     return 0
 
 
+@dataclass(frozen=True)
+class Command:
+    summary: str  # what it does, in one line: `dlbench`'s list, and the first line of its --help
+    module: str = ""  # the module whose main(argv) it is; "": this module's own
+    alias: str = ""  # `python -m <alias>` runs it too (default: the module)
+
+    @property
+    def python_m(self) -> str:
+        return self.alias or self.module
+
+
+COMMANDS = {
+    "validate": Command("check a config file: one line naming what is wrong, else how many points it has"),
+    "plan": Command("estimate how long a study will take, from the points already measured (--probe: measure first)",
+                    "dlbench.estimate"),
+    "compare": Command("compare two result sets: per setting, B / A with its interval and a verdict",
+                       "dlbench.compare"),
+    "calibrate": Command("measure how often each verdict errs, by simulation (docs/verdicts.md)",
+                         "dlbench.calibrate"),
+    "evidence": Command("run config/evidence.yaml and write docs/reproduction.md's evidence tables",
+                        "dlbench.evidence.command", alias="dlbench.evidence"),
+    "envs": Command("build, check, list, key and lock the framework environments; write their conda files",
+                    "dlbench.envs"),
+    "heavy": Command("run a command as heavy work: no point is measured on this node while it runs",
+                     "dlbench.heavyrun"),
+    "peak": Command("measure this machine's matrix-multiply peaks, the yardsticks for achieved GFLOP/s",
+                    "dlbench.peak"),
+    "runs-table": Command("write every run of a study as one HTML page, sortable and filterable",
+                          "dlbench.runs_table"),
+    "docs": Command("write the generated pages: config/README.md from the schema, README.md's record fields"),
+    "prepare": Command("prepare a dataset into a folder (the workflow's prepare_dataset job)"),
+    "train": Command("run one point (the workflow's train job)"),
+}
+
+
+def listing() -> str:
+    """`dlbench` and `dlbench --help`: every command in one line."""
+    width = max(map(len, COMMANDS))
+    lines = ["usage: dlbench COMMAND [ARG ...]", "",
+             "The commands of dlbench, a Snakemake workflow that benchmarks deep learning frameworks (the study",
+             "itself runs with snakemake: README.md). `dlbench COMMAND --help` gives a command's arguments.", "",
+             "commands:"]
+    lines += [f"  {name:<{width}}  {c.summary}" for name, c in COMMANDS.items()]
+    aliases = ", ".join(f"{name}: {c.python_m}" for name, c in COMMANDS.items() if c.module)
+    lines += ["", *textwrap.wrap(f"Also `python -m dlbench.cli COMMAND`, and `python -m MODULE` for a command that is "
+                                 f"a module's ({aliases}).", 100)]
+    return "\n".join(lines)
+
+
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m dlbench.cli")
+    """The `dlbench` console script (pyproject.toml), and `python -m dlbench.cli`."""
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if not argv or argv[0] in ("-h", "--help"):
+        print(listing())
+        return 0
+    name, rest = argv[0], argv[1:]
+    command = COMMANDS.get(name)
+    if command is None:
+        print(f"dlbench: no command {name!r}; the commands are {', '.join(COMMANDS)} (`dlbench --help` says what "
+              "each does)", file=sys.stderr)
+        return 2
+    if command.module:
+        return importlib.import_module(command.module).main(rest)
+    if name == "docs":
+        return docs(rest)
+    return _job(name, rest)
+
+
+def docs(argv: list[str] | None = None) -> int:
+    """The generated pages, as their own modules write them: config/README.md (dlbench.configdoc) and README.md's
+    list of the record's fields (dlbench.record_schema)."""
+    from dlbench import configdoc, record_schema
+
+    parser = argparse.ArgumentParser(prog="dlbench docs", description=COMMANDS["docs"].summary)
+    parser.add_argument("--check", action="store_true", help="write nothing; exit 1 if a page differs from its source")
+    args = parser.parse_args(argv)
+    flags = ["--check"] if args.check else []
+    statuses = [configdoc.main(flags), record_schema.main(flags)]  # both, so that --check names every stale page
+    return max(statuses)
+
+
+def _job(name: str, argv: list[str]) -> int:
+    """prepare, train and validate: this module's own commands."""
+    parser = argparse.ArgumentParser(prog="dlbench")
     sub = parser.add_subparsers(dest="cmd", required=True)
-    p = sub.add_parser("prepare", help="prepare a dataset")
+
+    def command(cmd: str) -> argparse.ArgumentParser:
+        return sub.add_parser(cmd, help=COMMANDS[cmd].summary, description=COMMANDS[cmd].summary)
+
+    p = command("prepare")
     p.add_argument("dataset")
     p.add_argument("--out", required=True)
     p.add_argument("--local", default="")
     p.add_argument("--downloads", default="resources/downloads")
     p.add_argument("--test-copy", default="", help="for tests: the local copy is a test data set (say what it is); "
                    "its digest is not checked, and its records say so")
-    t = sub.add_parser("train", help="run one point")
+    t = command("train")
     t.add_argument("--point", required=True, help="the point, as JSON")
     t.add_argument("--dataset-dir", required=True)
     t.add_argument("--env", default="", help="the framework environment's JSON; empty: this Python")
@@ -171,23 +260,8 @@ def main(argv: list[str] | None = None) -> int:
     t.add_argument("--attempt", type=int, default=1, help="this job's attempt (Snakemake counts from 1)")
     t.add_argument("--retries", type=int, default=0,
                    help="reruns allowed: a failure of the machine before the last attempt exits 75, publishing nothing")
-    v = sub.add_parser("validate", help="check a config file")
-    v.add_argument("config")
-    from dlbench.evidence import command as evidence
-
-    evidence.add_arguments(sub.add_parser("evidence", help="run config/evidence.yaml and write docs/reproduction.md's "
-                                          "evidence tables"))
-    # listed here; its arguments are dlbench.calibrate's own, read there (it imports pandas, which `train` need not)
-    sub.add_parser("calibrate", add_help=False, help="simulate runs with a known truth: how often each verdict errs "
-                   "(python -m dlbench.calibrate --help)")
-    argv = sys.argv[1:] if argv is None else argv
-    if argv[:1] == ["calibrate"]:
-        from dlbench import calibrate
-
-        return calibrate.main(argv[1:])
-    args = parser.parse_args(argv)
-    if args.cmd == "evidence":
-        return evidence.run(args)
+    command("validate").add_argument("config")
+    args = parser.parse_args([name, *argv])
     if args.cmd == "prepare":
         return prepare(args.dataset, args.out, args.local, args.downloads, args.test_copy)
     if args.cmd == "train":

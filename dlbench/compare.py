@@ -1,6 +1,6 @@
 """Two result sets side by side: the same settings measured twice (another machine, framework version, dlbench).
 
-    python -m dlbench.compare RESULTS_A RESULTS_B --out DIR
+    dlbench compare RESULTS_A RESULTS_B --out DIR     (or python -m dlbench.compare ...)
 
 RESULTS_A and RESULTS_B are result folders (holding runs.parquet, or only runs/<framework>/<dataset>/<point>/
 metrics.json) or runs.parquet files. Their points are joined on their settings: every point parameter but the
@@ -478,7 +478,9 @@ def version_section(runs: pd.DataFrame, alpha: float = ALPHA, margins: stats.Mar
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m dlbench.compare", description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(prog="dlbench compare",
+                                     description="compare two result sets: per setting, B / A with its interval and a "
+                                     "verdict")
     parser.add_argument("a", help="result set A (the baseline): a results folder or a runs.parquet")
     parser.add_argument("b", help="result set B, compared with A")
     parser.add_argument("--out", required=True, help="folder for comparison.parquet, comparison.md and the chart")

@@ -251,6 +251,8 @@ def read_file(path: str | os.PathLike):
         return strictyaml.load_file(path)
     except strictyaml.YamlProblem as exc:
         raise ConfigError(str(exc)) from None
+    except OSError as exc:  # missing, a folder, unreadable
+        raise ConfigError(f"{path}: cannot be read ({exc.strerror or exc}); name a config file") from None
 
 
 def gpu_model_problem(model: str) -> str | None:

@@ -3,7 +3,7 @@
 The schema is the one home of what a key means: this module only lays it out, and a test compares the
 file with what it would write, so the two cannot drift apart.
 
-    python -m dlbench.configdoc            write config/README.md
+    python -m dlbench.configdoc            write config/README.md (`dlbench docs` runs it, and dlbench.record_schema)
     python -m dlbench.configdoc --check    exit 1 if config/README.md differs from the schema
 """
 
@@ -31,7 +31,7 @@ Run another with `snakemake --cores 8 --configfile config/paper.yaml`, or overri
 that names the key and what is allowed.
 
 Every key below, as `workflow/schemas/config.schema.yaml` describes it (this file is written from the
-schema by `python -m dlbench.configdoc`: edit the schema, not this file). `<name>` stands for a name
+schema by `dlbench docs`: edit the schema, not this file). `<name>` stands for a name
 you choose; a key under `studies.<name>` means what the top-level key of the same name means.
 """
 
@@ -137,7 +137,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.check:
         same = args.out.exists() and args.out.read_text() == text
         if not same:
-            print(f"{args.out} differs from the schema: run `python -m dlbench.configdoc`", file=sys.stderr)
+            print(f"{args.out} differs from the schema: run `dlbench docs`", file=sys.stderr)
         return 0 if same else 1
     args.out.write_text(text)
     return 0

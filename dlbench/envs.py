@@ -29,8 +29,8 @@ checked, not built (site_env).
 The conda files workflow/envs/<env>.yaml (for `snakemake --sdm conda`) are generated from the same
 pins (conda_yaml), so both ways install the same versions:
 
-    python -m dlbench.envs build ENV [--check] [--out resources/envs/ENV.json]
-    python -m dlbench.envs conda [--check]
+    dlbench envs build ENV [--check] [--out resources/envs/ENV.json]     (or python -m dlbench.envs ...)
+    dlbench envs conda [--check]
 """
 
 from __future__ import annotations
@@ -480,7 +480,7 @@ def lock_problems(env: str) -> list[str]:
     """What is wrong between an environment's pins and its lock (empty: the lock holds the pins, hashed)."""
     path = lock_file(env)
     if not path.exists():
-        return [f"{path.name} is missing (python -m dlbench.envs lock {env})"]
+        return [f"{path.name} is missing (dlbench envs lock {env})"]
     locked, problems, current = {}, [], None
     for line in path.read_text().splitlines():
         if m := LOCK_LINE.match(line):
@@ -499,7 +499,7 @@ def lock_problems(env: str) -> list[str]:
         matches = got == version if op == "===" else got is not None and got.split("+")[0] == version
         if not matches:
             problems.append(f"{path.name}: {name} is {got or 'absent'}, the pins say {op}{version} "
-                            f"(python -m dlbench.envs lock {env})")
+                            f"(dlbench envs lock {env})")
     return problems
 
 
@@ -610,7 +610,9 @@ def write_conda(check: bool = False) -> list[str]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m dlbench.envs")
+    parser = argparse.ArgumentParser(prog="dlbench envs",
+                                     description="build, check, list, key and lock the framework environments; "
+                                     "write their conda files")
     sub = parser.add_subparsers(dest="cmd", required=True)
     b = sub.add_parser("build", help="build (or find) an environment: a framework's (pytorch) or a variant's")
     b.add_argument("env")

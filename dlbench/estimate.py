@@ -18,7 +18,7 @@ for its rate and fixed cost:
   efficiency and its thread scaling, the framework's default fixed cost (its registry record's `cost`); the
   FLOPs per image come from the network (dlbench.models.flops_per_image).
 
-A probe (`python -m dlbench.estimate CONFIG --probe`) runs one short point of every kind that has no
+A probe (`dlbench plan CONFIG --probe`) runs one short point of every kind that has no
 finished point yet and keeps its record in results/probes/; the estimate counts probes as finished
 points. A GPU point with nothing measured has no estimate (no GPU peak is known): it is counted apart.
 
@@ -364,14 +364,18 @@ def main(argv: list[str] | None = None) -> int:
     from dlbench import config, sweep
     from dlbench.paths import SCHEMA
 
-    ap = argparse.ArgumentParser(prog="python -m dlbench.estimate", description="How long a study will take.")
+    ap = argparse.ArgumentParser(prog="dlbench plan",
+                                 description="estimate how long a study will take, from the points already "
+                                 "measured (--probe: measure first)")
     ap.add_argument("config", help="the study's config file (as for --configfile)")
     ap.add_argument("--probe", action="store_true", help="first run one short point of every unmeasured kind")
     ap.add_argument("--iterations", type=int, default=PROBE_ITERATIONS, help="a probe's length")
     args = ap.parse_args(argv)
-    import yaml
-
-    cfg = config.validate(yaml.safe_load(Path(args.config).read_text()), schema_path=SCHEMA)
+    try:
+        cfg = config.load(args.config, schema_path=SCHEMA)
+    except config.ConfigError as exc:
+        print(f"dlbench: config error: {exc}", file=sys.stderr)
+        return 2
     points = sweep.plan(cfg).points
 
     def run_dir(p: dict) -> str:

@@ -1,9 +1,10 @@
 """Run a command as heavy work on this node: no point is measured while it runs (dlbench.locks.heavy_work).
 
-    python -m dlbench.heavyrun [--what TEXT] -- COMMAND [ARG ...]
+    dlbench heavy [--what TEXT] -- COMMAND [ARG ...]
+    python -m dlbench.heavyrun [--what TEXT] -- COMMAND [ARG ...]     the same
 
 For what loads the CPU outside a workflow job, such as a Caffe build started by hand
-(`python -m dlbench.heavyrun -- bash envs/caffe/build.sh PREFIX`; `python -m dlbench.envs build` and the
+(`dlbench heavy -- bash envs/caffe/build.sh PREFIX`; `dlbench envs build` and the
 workflow's builds take heavy work themselves). The node lock is the workflow's ($DLBENCH_NODE_LOCK) or
 measurement.lock_file's default. Exits with the command's status. Standard library only, so any python3
 with the repository on its path can run it.
@@ -19,13 +20,15 @@ from dlbench import locks
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m dlbench.heavyrun", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="dlbench heavy",
+                                     description="run a command as heavy work: no point is measured on this node "
+                                     "while it runs")
     parser.add_argument("--what", default="heavy work", help="what the command is, for the wait's message")
     parser.add_argument("command", nargs=argparse.REMAINDER, help="-- COMMAND [ARG ...]")
     args = parser.parse_args(argv)
     command = args.command[1:] if args.command[:1] == ["--"] else args.command
     if not command:
-        parser.error("no command given: python -m dlbench.heavyrun -- COMMAND [ARG ...]")
+        parser.error("no command given: dlbench heavy -- COMMAND [ARG ...]")
     try:
         with locks.heavy_work(locks.node_lock(), args.what):
             return subprocess.call(command)

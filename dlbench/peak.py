@@ -1,6 +1,6 @@
 """This machine's matrix-multiply peaks, the yardsticks for the adapters' achieved GFLOP/s.
 
-    python -m dlbench.peak --threads 1 2 --out results/machine/peak.json [--bf16-python PYTHON]
+    dlbench peak --threads 1 2 --out results/machine/peak.json [--bf16-python PYTHON]
     python -m dlbench.peak --bf16 --threads 1 2          (in the PyTorch environment: prints JSON)
 
 float32: numpy's BLAS, in the base environment. bfloat16: numpy has no bfloat16 product, so the
@@ -133,7 +133,9 @@ def write(out: str, thread_counts: list[int], n: int = 2048, bf16_python: str | 
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m dlbench.peak")
+    parser = argparse.ArgumentParser(prog="dlbench peak",
+                                     description="measure this machine's matrix-multiply peaks, the yardsticks for "
+                                     "achieved GFLOP/s")
     parser.add_argument("--threads", type=int, nargs="+", default=[1])
     parser.add_argument("--n", type=int, default=2048)
     parser.add_argument("--out", help="write peak.json here (float32, and bfloat16 with --bf16-python)")

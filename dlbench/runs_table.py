@@ -153,7 +153,9 @@ def write(runs_parquet: str | Path, out: str | Path, title: str = "Every run") -
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m dlbench.runs_table", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="dlbench runs-table",
+                                     description="write every run of a study as one HTML page, sortable and "
+                                     "filterable")
     parser.add_argument("runs", help="results/runs.parquet")
     parser.add_argument("out", help="the page to write, e.g. results/runs.html")
     args = parser.parse_args(argv)

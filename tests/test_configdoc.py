@@ -8,7 +8,7 @@ from dlbench.paths import SCHEMA
 
 
 def test_config_readme_is_what_the_schema_writes():
-    assert configdoc.README.read_text() == configdoc.render(), "run `python -m dlbench.configdoc`"
+    assert configdoc.README.read_text() == configdoc.render(), "run `dlbench docs`"
     assert configdoc.main(["--check"]) == 0
 
 

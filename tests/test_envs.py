@@ -96,7 +96,7 @@ def pip_pins(yaml_path: Path) -> list[str]:
 
 
 def test_the_conda_files_say_what_the_pins_say():
-    assert envs.write_conda(check=True) == [], "run `python -m dlbench.envs conda` after changing envs/*.txt"
+    assert envs.write_conda(check=True) == [], "run `dlbench envs conda` after changing envs/*.txt"
     for env in envs.conda_envs():
         pins = [ln.strip() for ln in envs.pins_file(env).read_text().splitlines()
                 if ln.strip() and not ln.lstrip().startswith("#")]

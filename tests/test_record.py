@@ -172,7 +172,7 @@ def test_an_adapters_info_is_checked_against_the_record():
 
 
 def test_the_readme_lists_the_schemas_fields():
-    assert record_schema.main(["--check"]) == 0, "run `python -m dlbench.record_schema`"
+    assert record_schema.main(["--check"]) == 0, "run `dlbench docs`"
     text = record_schema.README.read_text()
     rows = [line for line in text.split(record_schema.BEGIN)[1].split(record_schema.END)[0].splitlines()
             if line.startswith("| `")]

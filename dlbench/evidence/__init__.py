@@ -1,4 +1,4 @@
-"""docs/reproduction.md's evidence from one command: `python -m dlbench.evidence` (`python -m dlbench.cli evidence`).
+"""docs/reproduction.md's evidence from one command: `dlbench evidence` (`python -m dlbench.evidence`).
 
 study    runs config/evidence.yaml with Snakemake in a working directory of its own (never the user's results/)
 render   the runs table -> each evidence table in Markdown (a pure function), with its stamp

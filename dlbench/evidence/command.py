@@ -1,9 +1,9 @@
 """The command: run config/evidence.yaml in its own folder, then write its tables into docs/reproduction.md.
 
-    python -m dlbench.evidence [--scale 0.05] [--cores 2] [--workdir .evidence] [--doc docs/reproduction.md]
-    python -m dlbench.evidence --render-only      the tables again from the folder's last run, nothing trained
+    dlbench evidence [--scale 0.05] [--cores 2] [--workdir .evidence] [--doc docs/reproduction.md]
+    dlbench evidence --render-only      the tables again from the folder's last run, nothing trained
 
-Also `python -m dlbench.cli evidence ...`. Exit status 0; 2 after one line on stderr where the doc's markers are
+Also `python -m dlbench.evidence ...`. Exit status 0; 2 after one line on stderr where the doc's markers are
 wrong (the doc is left as it was); 1 where the study failed.
 """
 
@@ -34,7 +34,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    import pandas as pd  # here, not above: `python -m dlbench.cli train` imports this module's arguments only
+    import pandas as pd  # here, not above: `dlbench train` imports nothing of it
 
     from dlbench.evidence.render import render
     from dlbench.published import read_published
@@ -64,6 +64,8 @@ def run(args: argparse.Namespace) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m dlbench.evidence", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(prog="dlbench evidence",
+                                     description="run config/evidence.yaml and write docs/reproduction.md's evidence "
+                                     "tables")
     add_arguments(parser)
     return run(parser.parse_args(argv))
