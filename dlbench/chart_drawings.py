@@ -16,12 +16,12 @@ from dlbench.chart_pieces import (
     MAX_SAMPLES,
     PHASE_COLORS,
     STATUS_COLORS,
+    NoData,
     drawn,
     drawn_groups,
     faceted,
     failed_shape,
     framework_color,
-    no_data,
     sample_note,
     slim,
     titled,
@@ -64,12 +64,12 @@ def per_framework(metric: str, label: str, log: bool):
     def make(runs, curves=None, samples=None, published=None):
         df = points(runs)
         if df.empty:
-            return no_data(title)
+            raise NoData("no points")
         shown = (df["status"] == "ok") & df[metric].notna() & ((df[metric] > 0) if log else True)
         good = shown & ~df["contended"]  # what the means count; contended points are drawn, marked, apart
         failed = df["status"] != "ok"
         if not shown.any() and not failed.any():
-            return no_data(title, f"no point has a {label}")
+            raise NoData(f"no point has a {what.lower()}")
         bottom = (df.loc[shown, metric].min() / 2 if shown.any() else 1.0) if log else 0.0
         # The bars: means over every ok, uncontended point with their 95 % interval (n >= 2); the dots and failed
         # marks: every point, or a sample of them.
@@ -120,7 +120,7 @@ def against(param: str, metric: str, label: str, log_x: bool, log_y: bool):
     def make(runs, curves=None, samples=None, published=None):
         table = sweep_table(runs, param, metric)
         if table.empty:
-            return no_data(title, f"this study does not sweep {_AXIS_TITLES[param]} with other settings fixed")
+            raise NoData(f"{_AXIS_TITLES[param]} not swept with the other settings fixed")
         unit = table["length_unit"].iloc[0] if param == "length" else None
         x_title = f"training length ({unit})" if unit else _AXIS_TITLES[param]
         good = table[metric].notna() & ((table[metric] > 0) if log_y else True)
@@ -167,7 +167,7 @@ def defaults_matrix(metric: str):
     def make(runs, curves=None, samples=None, published=None):
         table = defaults_table(runs)
         if table.empty or table["whose"].nunique() < 2:
-            return no_data(title, "this study runs every framework with one preset only")
+            raise NoData("one preset per framework")
         # A column per preset, and per reading where other frameworks' presets ran under both.
         readings = [r for r in ("settings", "preset") if r in set(table["reading"])]
         both = len(readings) > 1
@@ -216,7 +216,7 @@ def tuning_chart(runs, curves=None, samples=None, published=None):
     title = "Tuning around the defaults: accuracy and time over batch size x learning rate"
     cells = tuning_cells(runs)
     if cells.empty:
-        return no_data(title, "this study has no tuning grid (`tune:` in a sub-study)")
+        raise NoData("no tuning grid: `tune:` in a sub-study")
     picks = tuning_table(runs)
     marks: dict[tuple, list[str]] = {}
     for r in picks.itertuples():
@@ -266,7 +266,7 @@ def speedup_chart(runs, curves=None, samples=None, published=None):
     title = "Training speed-up against threads, per framework"
     table = speedups(runs)
     if table.empty:
-        return no_data(title, "this study does not vary threads with other settings fixed")
+        raise NoData("one thread count per setting")
     table, note = drawn_groups(table, "group", MAX_MARKS)
     values = sorted(table["threads"].unique())
     x = alt.X("threads:Q", title="threads", scale=alt.Scale(type="log", base=2, nice=False),
@@ -288,13 +288,19 @@ def speedup_chart(runs, curves=None, samples=None, published=None):
 
 def timeline(column: str, label: str, what: str):
     title = f"{what} over one run per framework, phases shaded"
+    reading = label.split(" (")[0]  # "GPU utilisation"
+
+    def nothing(runs) -> NoData:
+        if column.startswith("gpu_") and "device" in runs.columns and not (runs["device"] == "gpu").any():
+            return NoData("no GPU point")
+        return NoData(f"no {reading} samples")
 
     def make(runs, curves=None, samples=None, published=None):
         if samples is None or samples.empty or column not in samples.columns or samples[column].notna().sum() == 0:
-            return no_data(title, f"no {label} samples")
+            raise nothing(runs)
         chosen = representative_runs(runs, samples[samples[column].notna()])
         if chosen.empty:
-            return no_data(title, f"no {label} samples")
+            raise nothing(runs)
         chosen = chosen.assign(panel=chosen["framework"] + " · " + chosen["dataset"] + " · " + chosen["device"]
                                + " · " + chosen["status"])
         panel = dict(zip(chosen["run_id"], chosen["panel"]))
@@ -327,7 +333,7 @@ def correlation_chart(runs, curves=None, samples=None, published=None):
     title = "Correlation of resource use with hyper-parameters (Spearman), per framework"
     table = resource_correlations(runs)
     if table.empty or table["r"].notna().sum() == 0:
-        return no_data(title, "needs 3+ ok points per framework with a varying hyper-parameter")
+        raise NoData("fewer than 3 ok points of a framework with a varying hyper-parameter")
     table["label"] = table["r"].map(lambda r: f"{r:+.2f}" if pd.notna(r) else "n/a")
     x = alt.X("hyper_parameter:N", title="hyper-parameter", sort=HYPER_PARAMETERS)
     y = alt.Y("resource:N", title="resource", sort=RESOURCES)
@@ -349,7 +355,7 @@ def time_to_accuracy(runs, curves=None, samples=None, published=None):
     table = time_to_accuracy_table(runs, curves)
     table = table[table["train_time_s"] > 0]
     if table.empty:
-        return no_data(title, "no test evaluations in the learning curves")
+        raise NoData("no test evaluations in the learning curves")
     table, note = drawn_groups(table, "run_id", MAX_MARKS)  # whole runs: about MAX_MARKS dots in all
     note = [n.replace(" lines", " runs with test evaluations") for n in note]
     x = alt.X("train_time_s:Q", title="compile + cumulative training time (s, log)", scale=alt.Scale(type="log"))
@@ -368,7 +374,7 @@ def pareto_chart(runs, curves=None, samples=None, published=None):
     title = "Training time vs accuracy: the Pareto front per dataset and device"
     df = ok_points(points(runs), "train_time_s", "accuracy_pct", positive=True)
     if df.empty:
-        return no_data(title, "no ok point with a training time and an accuracy")
+        raise NoData("no ok point with a training time and an accuracy")
     df["front"] = False
     for _, g in df.groupby(["dataset", "device"]):
         df.loc[g.index, "front"] = pareto_front(g, "train_time_s", "accuracy_pct")
@@ -401,8 +407,7 @@ def published_chart(runs, curves=None, samples=None, published=None):
         published = read_published() if PUBLISHED_CSV.exists() else pd.DataFrame()
     table = published_ratios(runs, published)
     if table.empty:
-        return no_data(title, "needs ok points with each framework's own defaults (preset `own`) on a published "
-                              "dataset and device")
+        raise NoData("no own-defaults point on a published dataset and device")
     table["dataset_label"] = [d if d == p else f"{d} (vs published {p})"
                               for d, p in zip(table["dataset"], table["published_dataset"])]
     table["ratio_label"] = table["train_time_ratio"].map(lambda r: f"{r:.3g}x")
@@ -452,8 +457,7 @@ def axis_speedup(axis: str):
     def make(runs, curves=None, samples=None, published=None):
         table = axis_speedups(runs, axis)
         if table.empty:
-            return no_data(title, f"this study does not run {base} and {other} points of one framework with the "
-                                  f"other settings fixed (sweep `{axis}: [{base}, {other}]`)")
+            raise NoData(f"no {base}/{other} pair of points: sweep `{axis}: [{base}, {other}]`")
         table["variant"] = [f"{t:g} thread{'s' if t != 1 else ''}, {w}, {who}" for t, w, who in
                             zip(table["threads"], table["with"], table["whose"])]
         table["speedup_label"] = table["speedup"].map(lambda v: f"{v:.2g}x")
@@ -505,7 +509,7 @@ def status_chart(runs, curves=None, samples=None, published=None):
     title = "Points per status and framework: what ran and what failed"
     table = status_counts(runs)
     if table.empty:
-        return no_data(title)
+        raise NoData("no points")
     table["failed"] = table["status"] != "ok"
     table["order"] = table["status"].map({s: i for i, s in enumerate(STATUSES)}).fillna(len(STATUSES))
     x = alt.X("framework:N", title=None, sort=FRAMEWORKS, axis=alt.Axis(labelAngle=0))

@@ -51,8 +51,18 @@ def titled(text: str, *subtitle: str) -> alt.TitleParams:
     return alt.TitleParams(text=text, subtitle=list(subtitle) or alt.Undefined, anchor="start", fontSize=15)
 
 
+class NoData(Exception):
+    """Raised by a drawing whose table is empty in this study: the chart is not drawn, and `why` (a short phrase:
+    "one thread count per setting") says so in the charts' index and the findings."""
+
+    def __init__(self, why: str):
+        super().__init__(why)
+        self.why = why
+
+
 def no_data(title: str, why: str = "") -> alt.Chart:
-    """A chart that says it has nothing to show: a valid file in every format."""
+    """A chart that says it has nothing to show: a valid file in every format (a chart whose file must exist,
+    compare's; the study's charts raise NoData instead, and are not drawn)."""
     lines = [NO_DATA] + ([why] if why else [])
     return alt.Chart(pd.DataFrame({"text": ["\n".join(lines)]})).mark_text(
         size=14, lineBreak="\n", color="#555555").encode(text="text:N").properties(

@@ -1,5 +1,5 @@
-"""The study's charts by name, each registered once (its report category, title and drawing), and the files they
-are saved as.
+"""The study's charts by name, each registered once (its report category, title and drawing), the files they
+are saved as, and the index of a folder of them (which were drawn, which not and why).
 
 Standard library only: the workflow reads this list every time it starts (dlbench.charts, which draws
 them, imports Altair).
@@ -7,15 +7,19 @@ them, imports Altair).
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from pathlib import Path
 
 FORMATS = ("html", "svg")
+# A folder of charts holds the charts the study has data for, and this index of them: {"drawn": [name, ...],
+# "not_drawn": {name: why, ...}} (dlbench.charts.draw_all writes it; the findings read it).
+INDEX = "index.json"
 
 @dataclass(frozen=True)
 class Chart:
     """One chart, registered once: where the report files it, its title there, and how it is drawn (a drawing of
-    dlbench.chart_drawings, by name, with its arguments). Its caption is workflow/report/<name>.rst."""
+    dlbench.chart_drawings, by name, with its arguments). Its caption is its branch of workflow/report/charts.rst."""
 
     category: str  # the Snakemake report's category
     subcategory: str | None  # its subcategory within the category (None: the category's top level)
@@ -71,20 +75,27 @@ CHARTS: dict[str, Chart] = {
 }
 
 
-def chart_files(root: str) -> list[str]:
-    """Every file the charts rule writes: one HTML and one SVG per chart (a chart without data says so)."""
-    return [f"{root}/{name}.{fmt}" for name in CHARTS for fmt in FORMATS]
+def chart_files(root: str, names=None) -> list[str]:
+    """The files of the charts `names` (every registered chart, if None) in the folder root: an HTML and an SVG
+    each. The charts a study drew: chart_files(root, read_index(root)["drawn"])."""
+    return [f"{root}/{name}.{fmt}" for name in (CHARTS if names is None else names) for fmt in FORMATS]
+
+
+def read_index(root) -> dict:
+    """The index of a folder of charts: {"drawn": [name, ...], "not_drawn": {name: why, ...}}."""
+    return json.loads((Path(root) / INDEX).read_text())
 
 
 def chart_name(path: str) -> str:
+    """A chart's name from its file (or its name)."""
     return Path(path).stem
 
 
 def category(path: str) -> str:
-    """The Snakemake report category of a chart file."""
+    """The Snakemake report category of a chart (its file or its name)."""
     return CHARTS[chart_name(path)].category
 
 
 def subcategory(path: str) -> str | None:
-    """The Snakemake report subcategory of a chart file (None: the category's top level)."""
+    """The Snakemake report subcategory of a chart (its file or its name; None: the category's top level)."""
     return CHARTS[chart_name(path)].subcategory

@@ -1,11 +1,13 @@
 """The study's charts, drawn with Altair from the Parquet tables.
 
 Each chart is saved as self-contained HTML (Vega inlined: opens offline) and SVG,
-atomically. A chart that has no data in a study (no GPU points, no threads sweep, ...)
-is still written, as a chart that says so. Failed points are drawn too (hollow red
-marks, or their own bars in the status chart), so a missing bar is never mistaken for
-a failure. Each chart is registered once, in dlbench.chartlist; dlbench.chart_drawings
-draws it, from what `dlbench.tables` computes.
+atomically. A study draws the charts it has data for: a drawing whose table is empty
+(no GPU point, one thread count, ...) raises NoData, no file is written for it, and the
+folder's index.json lists the charts drawn and those not drawn with the reason (the
+findings say it in one line). Failed points are drawn too (hollow red marks, or their
+own bars in the status chart), so a missing bar is never mistaken for a failure. Each
+chart is registered once, in dlbench.chartlist; dlbench.chart_drawings draws it, from
+what `dlbench.tables` computes.
 """
 
 from __future__ import annotations
@@ -22,8 +24,8 @@ import pandas as pd
 from dlbench import chartlist
 from dlbench.atomic import atomic_path
 from dlbench.chart_drawings import DRAWINGS
-from dlbench.chart_pieces import MAX_SAMPLES, NO_DATA, titled  # noqa: F401 - MAX_SAMPLES, NO_DATA: the tests' names
-from dlbench.chartlist import category, chart_files, chart_name  # noqa: F401 - the rules' names, here too
+from dlbench.chart_pieces import MAX_SAMPLES, NO_DATA, NoData, titled  # noqa: F401 - MAX_SAMPLES, NO_DATA: the tests'
+from dlbench.chartlist import category, chart_files, chart_name, read_index  # noqa: F401 - the rules' names, here too
 from dlbench.published import PUBLISHED_CSV, read_published
 
 FORMATS = chartlist.FORMATS
@@ -79,12 +81,15 @@ def _frame(obj) -> pd.DataFrame:
 
 def draw(name: str, runs: pd.DataFrame, curves: pd.DataFrame, samples: pd.DataFrame,
          published: pd.DataFrame | None = None):
-    """The chart `name`; one whose drawing fails becomes a chart that says why (the others still get drawn)."""
+    """The chart `name`; NoData (raised) where the study has nothing for it to draw; one whose drawing fails
+    becomes a chart that says why (the others still get drawn)."""
     spec = CHARTS[name]
     try:
         chart = spec.make(runs, curves, samples, published)
         chart.to_dict()  # validate now, so that a bad spec is caught here
         return chart
+    except NoData:
+        raise
     except Exception as exc:  # noqa: BLE001 - one chart's bug must not lose the study's other charts
         print(f"dlbench: chart {name} could not be drawn: {exc!r}", file=sys.stderr)
         return alt.Chart(pd.DataFrame({"text": [f"this chart could not be drawn: {type(exc).__name__}: {exc}"[:300]]})
@@ -102,9 +107,10 @@ def with_subtitle(chart, line: str):
     return chart.properties(title=titled("" if title is alt.Undefined else str(title), line))
 
 
-def draw_all(runs, curves, samples, out_dir, published=None, subtitle: str | None = None) -> list[Path]:
-    """Draw every chart of CHARTS into out_dir as <name>.html and <name>.svg; runs/curves/samples: frames or paths.
-    subtitle: a line added under every chart's title."""
+def draw_all(runs, curves, samples, out_dir, published=None, subtitle: str | None = None) -> dict:
+    """Draw every chart of CHARTS that has data into out_dir as <name>.html and <name>.svg, and write out_dir's
+    index (chartlist.INDEX); runs/curves/samples: frames or paths; subtitle: a line added under every chart's
+    title. Gives the index: {"drawn": [name, ...], "not_drawn": {name: why, ...}}, in CHARTS' order."""
     runs, curves, samples = _frame(runs), _frame(curves), _frame(samples)
     if published is None:
         published = read_published() if PUBLISHED_CSV.exists() else pd.DataFrame()
@@ -112,9 +118,18 @@ def draw_all(runs, curves, samples, out_dir, published=None, subtitle: str | Non
         published = read_published(published)
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    written = []
+    index: dict = {"drawn": [], "not_drawn": {}}
     for name in CHARTS:
-        chart = draw(name, runs, curves, samples, published)
+        try:
+            chart = draw(name, runs, curves, samples, published)
+        except NoData as gap:
+            index["not_drawn"][name] = gap.why
+            for fmt in FORMATS:  # an earlier drawing's file (out_dir drawn again) must not stand for this study's
+                (out / f"{name}.{fmt}").unlink(missing_ok=True)
+            continue
         save(with_subtitle(chart, subtitle) if subtitle else chart, out / name)
-        written.append(out / name)
-    return written
+        index["drawn"].append(name)
+    with atomic_path(out / chartlist.INDEX, suffix=".json") as tmp:
+        tmp.chmod(0o644)
+        tmp.write_text(json.dumps(index, indent=1) + "\n")
+    return index

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from dlbench import atomic, compare, markdown, stats
+from dlbench import atomic, chartlist, compare, markdown, stats
 from dlbench.guidance import efficiency, fastest_configurations, knob_wins, time_to_target
 from dlbench.observations import OBSERVATIONS, Verdict, observations  # noqa: F401 - Verdict: the findings' type
 from dlbench.published import PUBLISHED_CSV, leaders_vs_published, published_ratios, speedups_vs_published
@@ -355,8 +355,23 @@ def _repeats_section(runs: pd.DataFrame) -> list[str]:
     return out + [""]
 
 
+def not_drawn_line(not_drawn: dict[str, str]) -> str:
+    """The charts a study did not draw, and why, in one line (charts of one reason together, in the charts'
+    order); empty where every chart was drawn."""
+    by_reason: dict[str, list[str]] = {}
+    for name in sorted(not_drawn, key=lambda n: list(chartlist.CHARTS).index(n) if n in chartlist.CHARTS else 99):
+        title = chartlist.CHARTS[name].title if name in chartlist.CHARTS else name
+        by_reason.setdefault(not_drawn[name], []).append(title if title[:2].isupper() else title[0].lower() + title[1:])
+    if not by_reason:
+        return ""
+    return "Charts not drawn (no data in this study): " + "; ".join(
+        f"{' and '.join(titles)} ({markdown.escape(why)})" for why, titles in by_reason.items()) + "."
+
+
 def render(runs: pd.DataFrame, curves: pd.DataFrame | None = None, published: pd.DataFrame | None = None,
-           margins: stats.Margins | None = None) -> str:
+           margins: stats.Margins | None = None, not_drawn: dict[str, str] | None = None) -> str:
+    """The findings in Markdown. `not_drawn`: the charts the study did not draw and why (their folder's index,
+    chartlist.read_index), said in a line under the study's counts; None: not said."""
     margins = margins or stats.Margins()
     # The points once, handed to every table (each one's own points() is then a copy, not a recomputation).
     df = points(runs)
@@ -373,6 +388,8 @@ def render(runs: pd.DataFrame, curves: pd.DataFrame | None = None, published: pd
                else "") + ". Means are over ok points, each with its 95 % Student-t interval [low, high] and n; "
             "failed points are counted apart; times are this machine's.", "",
             _contended_line(df, contended), ""]
+    if not_drawn:
+        out += [not_drawn_line(not_drawn), ""]
     out += _leaders_section(df, published, margins)
     out += _framework_effect_section(df, margins)
     out += _repeats_section(df)
@@ -496,14 +513,15 @@ def render(runs: pd.DataFrame, curves: pd.DataFrame | None = None, published: pd
     return "\n".join(out)
 
 
-def write_findings(runs_df, curves_df, path, published_csv=None, margins: stats.Margins | None = None) -> str:
+def write_findings(runs_df, curves_df, path, published_csv=None, margins: stats.Margins | None = None,
+                   not_drawn: dict[str, str] | None = None) -> str:
     """Write the findings as Markdown to `path` (atomically); runs/curves: DataFrames or Parquet paths; `margins`:
-    the equivalence margins (config `verdicts`)."""
+    the equivalence margins (config `verdicts`); `not_drawn`: the charts not drawn and why (render)."""
     runs = _frame(runs_df)
     curves = _frame(curves_df)
     pub_path = Path(published_csv) if published_csv else PUBLISHED_CSV
     published = pd.read_csv(pub_path) if pub_path.exists() else None
-    text = render(runs, curves, published, margins)
+    text = render(runs, curves, published, margins, not_drawn)
     with atomic.atomic_path(path, suffix=".md") as tmp:
         tmp.chmod(0o644)
         tmp.write_text(text)

@@ -7,7 +7,7 @@ study itself writes, and says "k of N points" in the findings and under every ch
 partial chart is never taken for the study's.
 
     results/partial/{runs,curves,samples}.parquet   the finished points' tables
-    results/partial/charts/<chart>.{html,svg}      every chart, its subtitle saying k of N
+    results/partial/charts/<chart>.{html,svg}      every chart with data, its subtitle saying k of N; index.json
     results/partial/findings.md                    the findings, headed by k of N
     results/partial/runs.html                      the table of the finished runs
 """
@@ -72,11 +72,11 @@ def _draw(done: list[str], n: int, out: dict, *, membership, tuning, peak_path, 
     runs = results.aggregate(done, out["runs"], out["curves"], out["samples"], membership=membership,
                              peak_path=peak, tuning=tuning)
     line = note(k, n)
-    charts.draw_all(out["runs"], out["curves"], out["samples"], Path(out["charts"][0]).parent,
-                    published=published, subtitle=line)
+    index = charts.draw_all(out["runs"], out["curves"], out["samples"], out["charts"], published=published,
+                            subtitle=line)
     reference = pd.read_csv(published) if published and Path(published).exists() else None
     margins = stats.Margins.from_config({"verdicts": verdicts})
-    text = findings.render(runs, pd.read_parquet(out["curves"]), reference, margins)
+    text = findings.render(runs, pd.read_parquet(out["curves"]), reference, margins, index["not_drawn"])
     atomic.write_text(out["findings"], headed(text, k, n))
     runs_table.write(out["runs"], out["runs_html"], title=f"Every run so far: {line}")
 

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import os
+import re
 import xml.etree.ElementTree as ET
 from collections import Counter
 from pathlib import Path
@@ -11,7 +13,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from dlbench import chart_drawings, chartlist, charts, tables, tuning
+from dlbench import chart_drawings, chartlist, charts, findings, tables, tuning
 from dlbench.paths import ROOT
 from dlbench.published import published_ratios
 from dlbench.testing.study import make_curves, make_modern_runs, make_runs, make_samples, one_default, small_runs
@@ -233,28 +235,89 @@ def test_a_chart_is_registered_once_and_everything_it_needs_is_there():
     # every drawing a chart names exists, and none is left that no chart draws
     assert {c.drawing for c in registered.values()} == set(chart_drawings.DRAWINGS)
     assert list(charts.CHARTS) == list(registered)  # the drawn charts are the registered ones, in their order
+    # every chart has its caption, a branch of workflow/report/charts.rst by its name, in the registry's order
+    captions = (ROOT / "workflow" / "report" / "charts.rst").read_text()
+    assert re.findall(r'\{% (?:el)?if name == "(\w+)" %\}', captions) == list(registered)
     for name, c in registered.items():
-        assert (ROOT / "workflow" / "report" / f"{name}.rst").is_file(), f"{name} has no caption"
         assert charts.CHARTS[name].category == c.category == chartlist.category(f"results/charts/{name}.svg")
-        assert chartlist.subcategory(f"results/charts/{name}.svg") == c.subcategory
+        assert chartlist.category(name) == c.category  # the report's: by the name its pattern finds
+        assert chartlist.subcategory(f"results/charts/{name}.svg") == chartlist.subcategory(name) == c.subcategory
     # a drawing given another chart's arguments draws that other chart: the arguments are the registration's
     wrong = chart_drawings.DRAWINGS["per_framework"](*registered["test_time_by_framework"].args)
     assert "Testing time" in spec_title(wrong(make_runs()))
 
 
-def test_draw_all_writes_every_file_of_chart_files(study, tmp_path):
-    runs, curves, samples = study
-    runs.to_parquet(tmp_path / "runs.parquet")
-    curves.to_parquet(tmp_path / "curves.parquet")
-    samples.to_parquet(tmp_path / "samples.parquet")
+def test_the_report_caption_of_each_chart_is_its_own():
+    """The report gives every chart found in the folder the one caption file, rendered with its name (Snakemake's
+    Jinja settings): each chart gets its own text and only that."""
+    from jinja2 import Environment
+
+    template = Environment(trim_blocks=True, lstrip_blocks=True).from_string(
+        (ROOT / "workflow" / "report" / "charts.rst").read_text())
+    texts = {}
+    for name in chartlist.CHARTS:
+        wildcards = type("Wildcards", (), {"name": name})
+        texts[name] = template.render(snakemake=type("Snakemake", (), {"wildcards": wildcards})).strip()
+        assert texts[name] and "{" not in texts[name] and "\n" not in texts[name], name
+    assert len(set(texts.values())) == len(texts)
+    assert "GPU utilisation" in texts["gpu_timeline"] and "threads" in texts["speedup_vs_threads"]
+
+
+def files_in(folder: Path) -> set[str]:
+    return {f for f in os.listdir(folder) if not f.startswith(".")}
+
+
+def test_a_study_with_data_for_every_chart_draws_every_one(tmp_path):
+    # make_runs' sweeps, one setting of each framework's own points (the published comparison's default points),
+    # and the compile and precision axes
+    runs = pd.concat([one_default(make_runs()), make_modern_runs()], ignore_index=True)
+    for name, frame in (("runs", runs), ("curves", make_curves(runs)), ("samples", make_samples(runs))):
+        frame.to_parquet(tmp_path / f"{name}.parquet")
     out = tmp_path / "charts"
-    charts.draw_all(tmp_path / "runs.parquet", tmp_path / "curves.parquet", tmp_path / "samples.parquet", out)
-    files = charts.chart_files(str(out))
-    assert len(files) == 2 * len(charts.CHARTS)
+    index = charts.draw_all(tmp_path / "runs.parquet", tmp_path / "curves.parquet", tmp_path / "samples.parquet", out)
+    assert index == {"drawn": list(charts.CHARTS), "not_drawn": {}} == chartlist.read_index(out)
+    files = chartlist.chart_files(str(out), index["drawn"])
+    assert len(files) == 2 * len(charts.CHARTS) == len(chartlist.chart_files(str(out)))
+    assert files_in(out) == {Path(f).name for f in files} | {chartlist.INDEX}
     for f in files:
         text = Path(f).read_text()
-        assert "could not be drawn" not in text, f
+        assert "could not be drawn" not in text and charts.NO_DATA not in text, f
     assert {charts.category(f) for f in files} >= {"Time and accuracy", "Resources", "Default settings"}
+    assert findings.not_drawn_line(index["not_drawn"]) == ""  # nothing to say in the findings
+    text = findings.render(runs, make_curves(runs), charts.read_published(), not_drawn=index["not_drawn"])
+    assert "Charts not drawn" not in text
+
+
+def test_a_study_without_gpu_points_or_a_threads_sweep_draws_neither_and_says_why(tmp_path):
+    runs = make_runs()
+    runs = runs[(runs["device"] == "cpu") & (runs["threads"] == 1)].reset_index(drop=True)
+    curves, samples = make_curves(runs), make_samples(runs)
+    out = tmp_path / "charts"
+    out.mkdir()
+    for stale in ("gpu_timeline.svg", "speedup_vs_threads.html"):  # another study's drawing in the same folder
+        (out / stale).write_text("<svg></svg>")
+    index = charts.draw_all(runs, curves, samples, out)
+    assert chartlist.read_index(out) == index
+    gone = {"gpu_timeline": "no GPU point", "speedup_vs_threads": "one thread count per setting"}
+    assert gone.items() <= index["not_drawn"].items()
+    assert "cpu_timeline" in index["drawn"] and "train_time_by_framework" in index["drawn"]
+    assert set(index["drawn"]) | set(index["not_drawn"]) == set(charts.CHARTS)
+    assert not set(index["drawn"]) & set(index["not_drawn"])
+    # a file for every chart drawn and none for the others (the stale ones removed): the folder lists what was drawn
+    assert files_in(out) == {Path(f).name for f in chartlist.chart_files(str(out), index["drawn"])} | {chartlist.INDEX}
+    for name in index["drawn"]:
+        assert charts.NO_DATA not in (out / f"{name}.svg").read_text(), name
+    # the findings say in one line which charts were not drawn, and why
+    text = findings.render(runs, curves, None, not_drawn=index["not_drawn"])
+    lines = [line for line in text.splitlines() if line.startswith("Charts not drawn (no data in this study): ")]
+    assert len(lines) == 1, lines
+    assert "GPU timeline (no GPU point)" in lines[0]
+    assert "speed-up against threads (one thread count per setting)" in lines[0]
+    for name in index["not_drawn"]:
+        title = chartlist.CHARTS[name].title
+        assert title in lines[0] or title[0].lower() + title[1:] in lines[0], name
+    assert "CPU timeline" not in lines[0] and "training time per framework" not in lines[0]
+    assert "Charts not drawn" not in findings.render(runs, curves, None)  # nothing said where it is not known
 
 
 def test_failed_points_are_in_the_chart_data(study):
@@ -270,26 +333,25 @@ def test_failed_points_are_in_the_chart_data(study):
                                   "defaults_matrix_train_time", "published_comparison", "train_time_vs_length",
                                   "accuracy_vs_batch_size", "resource_correlation", "time_to_accuracy",
                                   "tuning_grid", "compile_speedup", "bf16_speedup"])
-def test_a_chart_without_data_still_writes_valid_files(name, tmp_path):
+def test_a_chart_without_data_is_not_drawn_and_says_why(name, tmp_path):
     runs = small_runs()
     samples = pd.DataFrame({"run_id": ["a"] * 3, "framework": ["pytorch"] * 3, "dataset": ["digits"] * 3,
                             "phase": ["import", "train", "train"], "t": [0.1, 0.3, 0.5],
                             "cpu_pct": [90.0, 100, 100], "rss_mb": [100.0, 120, 130]})
-    chart = charts.draw(name, runs, pd.DataFrame(), samples, charts.read_published())
-    assert charts.NO_DATA in json.dumps(chart.to_dict())
-    assert spec_title(chart)
-    charts.save(chart, tmp_path / name)
-    assert "vegaEmbed" in (tmp_path / f"{name}.html").read_text()
-    svg = (tmp_path / f"{name}.svg").read_text()
-    assert svg.lstrip().startswith("<svg") and charts.NO_DATA in svg
+    with pytest.raises(charts.NoData) as gap:
+        charts.draw(name, runs, pd.DataFrame(), samples, charts.read_published())
+    why = gap.value.why
+    assert why and len(why) < 80 and "\n" not in why, why  # a phrase for the findings' line
+    index = charts.draw_all(runs, pd.DataFrame(), samples, tmp_path, published=charts.read_published())
+    assert index["not_drawn"][name] == why and name not in index["drawn"]
+    assert not (tmp_path / f"{name}.svg").exists() and not (tmp_path / f"{name}.html").exists()
 
 
 def test_every_chart_survives_empty_tables(tmp_path):
     empty = pd.DataFrame(columns=["run_id", "framework", "dataset", "status"])
-    charts.draw_all(empty, pd.DataFrame(), pd.DataFrame(), tmp_path)
-    for f in charts.chart_files(str(tmp_path)):
-        text = Path(f).read_text()
-        assert "could not be drawn" not in text and charts.NO_DATA in text, f
+    index = charts.draw_all(empty, pd.DataFrame(), pd.DataFrame(), tmp_path)
+    assert index["drawn"] == [] and list(index["not_drawn"]) == list(charts.CHARTS)
+    assert files_in(tmp_path) == {chartlist.INDEX}
 
 
 def test_the_defaults_matrices_say_which_reading_ran():

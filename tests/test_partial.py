@@ -47,8 +47,12 @@ def test_partial_with_one_point_missing_trains_nothing_and_says_1_of_2(two_point
     assert list(runs.run_id) == [first["id"]] and runs.status.iloc[0] == "ok"
     findings = (out / "findings.md").read_text()
     assert findings.startswith("# Findings") and "**Partial: drawn from 1 of 2 points**" in findings
-    for path in chartlist.chart_files(str(out / "charts")):
+    index = chartlist.read_index(out / "charts")
+    assert index["drawn"] and "gpu_timeline" in index["not_drawn"]  # the charts with data, and no file for the others
+    for path in chartlist.chart_files(str(out / "charts"), index["drawn"]):
         assert "1 of 2 points" in Path(path).read_text(), path
+    assert not (out / "charts/gpu_timeline.svg").exists()
+    assert "Charts not drawn (no data in this study): " in findings and "GPU timeline (no GPU point)" in findings
     assert (out / "runs.html").read_text().count("<tr") == 2  # the heading and the one finished run
     # nothing new has finished: nothing to do
     again = snakemake(root, "partial", "-n", "--configfile", "two.yaml").stdout

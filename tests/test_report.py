@@ -106,7 +106,10 @@ def test_the_report_lists_every_chart_and_draws_it(study, tmp_path):
     assert m and m.group(1) != "pending" and not m.group(1).startswith("ERROR"), proc.stdout[-2000:]
     seen = json.loads(html.unescape(m.group(1)))
     listed = {f for files in seen["files"].values() for f in (files or [])}
-    for name, spec in charts.CHARTS.items():
+    index = chartlist.read_index(study / "results/charts")
+    assert set(index["drawn"]) | set(index["not_drawn"]) == set(charts.CHARTS)
+    for name in index["drawn"]:
+        spec = charts.CHARTS[name]
         path = f"results/charts/{name}.svg"
         assert path in seen["files"][spec.category], (name, seen["files"])
         image = seen["images"][path]
@@ -115,9 +118,17 @@ def test_the_report_lists_every_chart_and_draws_it(study, tmp_path):
         assert svg.lstrip().startswith("<svg") and 'class="mark-' in svg, name
         assert "could not be drawn" not in svg, name
     assert "results/findings.md" in listed and seen["files"]["Runs"] == ["results/runs.html"]
-    # The tiny study has no GPU, no threads sweep and one preset: those charts say so instead of drawing.
-    assert charts.NO_DATA in seen["images"]["results/charts/gpu_timeline.svg"]["svg"]
+    # The tiny study has no GPU, no threads sweep and one preset: those charts are not drawn, not in the report,
+    # and the findings say so in a line.
+    for name in ("gpu_timeline", "speedup_vs_threads", "defaults_matrix_accuracy"):
+        assert name in index["not_drawn"], (name, index)
+    for name in index["not_drawn"]:
+        assert f"results/charts/{name}.svg" not in listed, name
+        assert not (study / f"results/charts/{name}.svg").exists(), name
     assert charts.NO_DATA not in seen["images"]["results/charts/train_time_by_framework.svg"]["svg"]
+    line = next(line for line in (study / "results/findings.md").read_text().splitlines()
+                if line.startswith("Charts not drawn (no data in this study): "))
+    assert "GPU timeline (no GPU point)" in line and "speed-up against threads (one thread count per setting)" in line
 
 
 @pytest.mark.slow
@@ -200,10 +211,9 @@ def large_study(tmp_path_factory):
     charts.draw_all(out / "runs.parquet", out / "curves.parquet", out / "samples.parquet", out / "charts")
     findings.write_findings(out / "runs.parquet", out / "curves.parquet", out / "findings.md")
     summary.summary_table(pd.read_parquet(out / "runs.parquet")).to_parquet(out / "summary.parquet", index=False)
-    svgs = [f for f in chartlist.chart_files("results/charts") if f.endswith(".svg")]
     proc = subprocess.run([sys.executable, "-m", "snakemake", "--cores", "1", "--configfile", "tiny.yaml", "--report",
-                           "report.html", "results/findings.md", *svgs], cwd=root, capture_output=True, text=True,
-                          timeout=600)
+                           "report.html", "results/findings.md", "results/charts"], cwd=root, capture_output=True,
+                          text=True, timeout=600)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     return root
 
@@ -214,14 +224,17 @@ def test_every_chart_of_20000_points_is_drawn_small_enough_and_says_what_it_samp
     runs, curves, samples = (pd.read_parquet(large_study / "results" / f"{n}.parquet")
                              for n in ("runs", "curves", "samples"))
     published = charts.read_published()
+    index = chartlist.read_index(folder)
     for name in charts.CHARTS:
+        if name in index["not_drawn"]:  # only where the tables have nothing for it (no compile axis, no tuning grid)
+            assert DRAWS[name][1](runs, curves, samples, published).empty, f"{name} says it has no data"
+            assert not (folder / f"{name}.svg").exists() and not (folder / f"{name}.html").exists(), name
+            continue
         page = folder / f"{name}.html"
         assert page.stat().st_size < 5e6, (name, page.stat().st_size)
         svg = (folder / f"{name}.svg").read_text()
         assert "could not be drawn" not in svg and 'class="mark-' in svg, name
-        if charts.NO_DATA in svg:  # only where the tables have nothing for it (no compile axis, no tuning grid)
-            assert DRAWS[name][1](runs, curves, samples, published).empty, f"{name} says it has no data"
-            continue
+        assert charts.NO_DATA not in svg, name
         # what it draws is the study's: every value drawn is the tables' (a sample of them, where it says so)
         sampled = "a random sample of" in svg
         rows, fields = html_rows(page.read_text())
@@ -249,7 +262,8 @@ def test_every_chart_of_20000_points_is_drawn_small_enough_and_says_what_it_samp
 @needs_chromium
 def test_the_report_of_20000_points_opens_with_every_chart_drawn(large_study, tmp_path):
     seen = walk_report(large_study, tmp_path / "profile")
-    for name, spec in charts.CHARTS.items():
+    for name in chartlist.read_index(large_study / "results/charts")["drawn"]:
+        spec = charts.CHARTS[name]
         path = f"results/charts/{name}.svg"
         assert path in seen["files"][spec.category], (name, seen["files"])
         image = seen["images"][path]

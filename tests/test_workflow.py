@@ -84,10 +84,14 @@ def test_tiny_study_gives_parquet_and_charts(workflow_copy):
     assert "train" in set(samples.phase) and samples.rss_mb.max() > 100
     charts = workflow_copy / "results/charts"
     for name in ("train_time_by_framework", "accuracy_by_framework", "cpu_timeline", "memory_timeline",
-                 "accuracy_vs_learning_rate", "train_time_vs_batch_size"):
+                 "accuracy_vs_learning_rate", "train_time_vs_learning_rate"):
         html = (charts / f"{name}.html").read_text()
         assert "vegaEmbed" in html and "cdn.jsdelivr" not in html  # self-contained: opens offline
         assert (charts / f"{name}.svg").read_text().lstrip().startswith("<svg")
+    # one batch size, no GPU: those charts are not drawn, and the index says why
+    index = json.loads((charts / "index.json").read_text())
+    assert {"train_time_vs_batch_size", "gpu_timeline"} <= set(index["not_drawn"]), index
+    assert not (charts / "train_time_vs_batch_size.svg").exists() and not (charts / "gpu_timeline.html").exists()
 
 
 @pytest.mark.slow

@@ -21,7 +21,7 @@ import time
 from contextlib import redirect_stderr
 from pathlib import Path
 
-from dlbench import chartlist, locks, partial, procs, records, runner
+from dlbench import locks, partial, procs, records, runner
 from dlbench.outcomes import EXIT_RETRY
 from dlbench.paths import ROOT as REPO
 from dlbench.testing import sandbox, study
@@ -373,7 +373,7 @@ def _small_records(lab: Lab) -> Path:
 def _partial_outputs(folder: Path) -> dict:
     return {"runs": str(folder / "runs.parquet"), "curves": str(folder / "curves.parquet"),
             "samples": str(folder / "samples.parquet"), "findings": str(folder / "findings.md"),
-            "runs_html": str(folder / "runs.html"), "charts": chartlist.chart_files(str(folder / "charts"))}
+            "runs_html": str(folder / "runs.html"), "charts": str(folder / "charts")}
 
 
 def _draw_partial(metrics: list[str], folder: Path, timeout_s: float) -> dict:

@@ -32,7 +32,7 @@ rule partial:
         samples="results/partial/samples.parquet",
         findings="results/partial/findings.md",
         runs_html="results/partial/runs.html",
-        charts=chartlist.chart_files("results/partial/charts"),
+        charts=directory("results/partial/charts"),
     log:
         "logs/partial.log",
     localrule: True

@@ -1,6 +1,8 @@
 # The study's charts (self-contained HTML + SVG) and its findings in words; the SVGs and
-# the findings are the Snakemake report (`snakemake --report report.html`), each chart
-# with its own caption in workflow/report/<chart>.rst.
+# the findings are the Snakemake report (`snakemake --report report.html`). The charts
+# are a folder: those the study has data for, and index.json (drawn, and not drawn and
+# why; the findings say it in a line). The report takes every SVG found there, each
+# under its chart's category and with its caption (its branch of workflow/report/charts.rst).
 
 
 rule charts:
@@ -10,19 +12,13 @@ rule charts:
         samples="results/samples.parquet",
         published=as_workflow_input(PUBLISHED_CSV),
     output:
-        [
-            (
-                report(
-                    path,
-                    category=chartlist.category(path),
-                    subcategory=chartlist.subcategory(path),
-                    caption=f"../report/{chartlist.chart_name(path)}.rst",
-                )
-                if path.endswith(".svg")
-                else path
-            )
-            for path in CHART_FILES
-        ],
+        report(
+            directory(CHARTS_DIR),
+            patterns=["{name,[a-z0-9_]+}.svg"],
+            category=lambda wildcards: chartlist.category(wildcards.name),
+            subcategory=lambda wildcards: chartlist.subcategory(wildcards.name),
+            caption="../report/charts.rst",
+        ),
     log:
         "logs/charts.log",
     localrule: True
@@ -37,6 +33,7 @@ rule findings:
         runs="results/runs.parquet",
         curves="results/curves.parquet",
         published=as_workflow_input(PUBLISHED_CSV),
+        charts=CHARTS_DIR,  # its index: the charts not drawn, and why
     output:
         report(
             "results/findings.md",

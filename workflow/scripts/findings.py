@@ -1,6 +1,6 @@
 """Rule findings: what the results say, in words (dlbench.findings)."""
 
-from dlbench import findings, joblog, stats
+from dlbench import chartlist, findings, joblog, stats
 from dlbench.locks import heavy_work, node_lock
 
 sm = snakemake  # noqa: F821 - the object Snakemake gives a script
@@ -9,7 +9,8 @@ sm = snakemake  # noqa: F821 - the object Snakemake gives a script
 def main() -> None:
     with heavy_work(node_lock(), "the findings"):  # never beside a measurement
         findings.write_findings(sm.input.runs, sm.input.curves, sm.output[0], sm.input.published,
-                                margins=stats.Margins.from_config({"verdicts": sm.params.verdicts}))
+                                margins=stats.Margins.from_config({"verdicts": sm.params.verdicts}),
+                                not_drawn=chartlist.read_index(sm.input.charts)["not_drawn"])
 
 
 joblog.run(sm.log[0], main)
