@@ -83,7 +83,11 @@ def chart_files(root: str, names=None) -> list[str]:
 
 def read_index(root) -> dict:
     """The index of a folder of charts: {"drawn": [name, ...], "not_drawn": {name: why, ...}}."""
-    return json.loads((Path(root) / INDEX).read_text())
+    path = Path(root) / INDEX
+    if not path.exists():  # a folder drawn before there was an index held every chart, placeholders too
+        raise FileNotFoundError(f"{root} has no {INDEX}: its charts were drawn by an earlier dlbench; draw them "
+                                "again (snakemake --forcerun charts)")
+    return json.loads(path.read_text())
 
 
 def chart_name(path: str) -> str:

@@ -449,3 +449,10 @@ def test_the_speed_up_and_sweep_charts_draw_intervals_where_repeats_ran():
     assert pd.isna(table.loc[1, "speedup_low"])
     sweep = tables.sweep_table(pd.DataFrame(rows), "threads", "train_time_s").set_index("threads")
     assert sweep.loc[1, "ci_high"] == pytest.approx(10 + 4.302652729749462 * 1.0 / 3 ** 0.5)
+
+
+def test_a_charts_folder_without_an_index_says_how_to_draw_it_again(tmp_path):
+    """A folder drawn before charts had an index (every chart, placeholders too): the findings stop and name the fix."""
+    (tmp_path / "gpu_timeline.svg").write_text("<svg></svg>")
+    with pytest.raises(FileNotFoundError, match=r"no index\.json.*snakemake --forcerun charts"):
+        chartlist.read_index(tmp_path)
