@@ -16,6 +16,10 @@ what each example script does:
   theano            the Theano tutorial's LeNet: W uniform in +-sqrt(6 / (fan_in + fan_out)) (x4 before
                     a sigmoid), a conv's fan_out = filters * kernel area // the area of the pooling after
                     it (integer division); b 0; the output layer (the logistic regression) W = 0
+  he                He et al. 2015's initialisation, as their 2016 ResNets use it: W normal with standard
+                    deviation sqrt(2 / fan_in); b 0
+A batchnorm layer starts at gamma 1, beta 0, running mean 0, running variance 1 whatever the scheme; a conv
+without bias (bias=False) gets no b. The schemes' per-layer lists count conv and dense layers only.
 `std` and `bias` are one number for every layer or a list with one per conv and dense layer.
 fan_in of a conv = its connected input planes x kernel area (a sparse conv counts its connections).
 
@@ -31,7 +35,7 @@ import numpy as np
 
 from dlbench import models
 
-SCHEMES = ("xavier", "gaussian", "truncated_normal", "torch", "theano")
+SCHEMES = ("xavier", "gaussian", "truncated_normal", "torch", "theano", "he")
 DEFAULT = {"name": "xavier"}
 TRUNCATE_AT = 2.0  # standard deviations, as tf.truncated_normal
 
@@ -53,7 +57,7 @@ def normalise(init: str | dict | None) -> dict:
 def check(init: str | dict | None, layers: list[dict]) -> None:
     """The scheme is known and its per-layer lists have one value per conv and dense layer; InitError if not."""
     spec = normalise(init)
-    count = sum(1 for layer in layers if layer["type"] in ("conv", "dense"))
+    count = sum(1 for layer in models.leaves(layers) if layer["type"] in ("conv", "dense"))
     for key in ("std", "bias"):
         if key in spec:
             per_layer(spec[key], count, key)
@@ -105,56 +109,71 @@ def _truncated_normal(rng: np.random.RandomState, std: float, shape: tuple) -> n
 
 
 def draw(layers: list[dict], input_shape: tuple[int, int, int], init: str | dict | None,
-         seed: int) -> list[tuple[np.ndarray, np.ndarray]]:
-    """(W, b) of every conv and dense layer, in spec order, canonical layout, float32."""
+         seed: int) -> list[tuple[np.ndarray, ...]]:
+    """The canonical arrays (models.arrays) of every conv, dense and batchnorm layer, in spec order, float32:
+    (W, b) of a conv or dense layer, (W,) of a conv without bias, (gamma, beta, mean, var) of a batchnorm."""
     spec = normalise(init)
     name = spec["name"]
-    trainable = models.trainable(layers, input_shape)
+    trainable = [(i, layer, prev) for i, layer, prev in models.trainable(layers, input_shape)
+                 if layer["type"] != "batchnorm"]
     count = len(trainable)
     stds = per_layer(spec.get("std", 0.01), count, "std")
     biases = per_layer(spec.get("bias", 0.0), count, "bias")
     rng = np.random.RandomState(seed)
     out = []
     for j, (i, layer, prev) in enumerate(trainable):
-        if layer["type"] == "conv":
-            w_shape = (layer["filters"], prev[0], layer["kernel"], layer["kernel"])
+        out.append(_draw_one(name, spec, layers, i, j, count, layer, prev, stds, biases, rng))
+    it = iter(out)
+    return [_batchnorm_start(prev[0]) if layer["type"] == "batchnorm" else next(it)
+            for _, layer, prev in models.trainable(layers, input_shape)]
+
+
+def _batchnorm_start(channels: int) -> tuple[np.ndarray, ...]:
+    return (np.ones(channels, np.float32), np.zeros(channels, np.float32), np.zeros(channels, np.float32),
+            np.ones(channels, np.float32))
+
+
+def _draw_one(name, spec, layers, i, j, count, layer, prev, stds, biases, rng) -> tuple[np.ndarray, ...]:
+    if layer["type"] == "conv":
+        w_shape = (layer["filters"], prev[0], layer["kernel"], layer["kernel"])
+    else:
+        w_shape = (layer["units"], math.prod(prev))
+    width = w_shape[0]
+    fan_in = models.fan_in(layer, prev)
+    bias = np.full(width, biases[j])
+    if name == "xavier":
+        limit = math.sqrt(3.0 / fan_in)
+        w = rng.uniform(-limit, limit, w_shape)
+    elif name == "gaussian":
+        w = rng.standard_normal(w_shape) * stds[j]
+        if "bias_std" in spec:
+            bias = rng.standard_normal(width) * float(spec["bias_std"])
+    elif name == "truncated_normal":
+        w = _truncated_normal(rng, stds[j], w_shape)
+    elif name == "he":
+        w = rng.standard_normal(w_shape) * math.sqrt(2.0 / fan_in)
+    elif name == "torch":
+        limit = 1.0 / math.sqrt(fan_in)
+        w = rng.uniform(-limit, limit, w_shape)
+        bias = rng.uniform(-limit, limit, width)
+    else:  # theano
+        if j == count - 1:
+            w = np.zeros(w_shape)
         else:
-            w_shape = (layer["units"], math.prod(prev))
-        width = w_shape[0]
-        fan_in = models.fan_in(layer, prev)
-        bias = np.full(width, biases[j])
-        if name == "xavier":
-            limit = math.sqrt(3.0 / fan_in)
-            w = rng.uniform(-limit, limit, w_shape)
-        elif name == "gaussian":
-            w = rng.standard_normal(w_shape) * stds[j]
-            if "bias_std" in spec:
-                bias = rng.standard_normal(width) * float(spec["bias_std"])
-        elif name == "truncated_normal":
-            w = _truncated_normal(rng, stds[j], w_shape)
-        elif name == "torch":
-            limit = 1.0 / math.sqrt(fan_in)
-            w = rng.uniform(-limit, limit, w_shape)
-            bias = rng.uniform(-limit, limit, width)
-        else:  # theano
-            if j == count - 1:
-                w = np.zeros(w_shape)
+            if layer["type"] == "conv":
+                # integer division, as the tutorial's `// numpy.prod(poolsize)`
+                fan_out = layer["filters"] * layer["kernel"] ** 2 // _pool_area_after(layers, i)
             else:
-                if layer["type"] == "conv":
-                    # integer division, as the tutorial's `// numpy.prod(poolsize)`
-                    fan_out = layer["filters"] * layer["kernel"] ** 2 // _pool_area_after(layers, i)
-                else:
-                    fan_out = layer["units"]
-                limit = math.sqrt(6.0 / (fan_in + fan_out))
-                if _activation_after(layers, i) == "sigmoid":
-                    limit *= 4
-                w = rng.uniform(-limit, limit, w_shape)
-            bias = np.zeros(width)
-        w = w.astype(np.float32)
-        if layer["type"] == "conv" and "table" in layer:
-            w *= connection_mask(layer, prev[0])
-        out.append((w, bias.astype(np.float32)))
-    return out
+                fan_out = layer["units"]
+            limit = math.sqrt(6.0 / (fan_in + fan_out))
+            if _activation_after(layers, i) == "sigmoid":
+                limit *= 4
+            w = rng.uniform(-limit, limit, w_shape)
+        bias = np.zeros(width)
+    w = w.astype(np.float32)
+    if layer["type"] == "conv" and "table" in layer:
+        w *= connection_mask(layer, prev[0])
+    return (w, bias.astype(np.float32)) if models.has_bias(layer) or layer["type"] == "dense" else (w,)
 
 
 def describe(init: str | dict | None) -> str:

@@ -73,8 +73,7 @@ def test_every_network_of_the_study_runs_to_its_logits():
     rng = np.random.default_rng(0)
     for name, shape in models.INPUT_SHAPES.items():
         layers = models.resolve(name, 10)
-        weights = [(rng.normal(0, 0.05, (layer["filters"], prev[0], layer["kernel"], layer["kernel"]))
-                    if layer["type"] == "conv" else rng.normal(0, 0.05, (layer["units"], int(np.prod(prev)))),
-                    np.zeros(layer["filters"] if layer["type"] == "conv" else layer["units"]))
+        weights = [tuple(np.abs(rng.normal(1, 0.05, want)) if array in ("gamma", "var") else rng.normal(0, 0.05, want)
+                         for array, want in models.arrays(layer, prev))
                    for _, layer, prev in models.trainable(layers, shape)]
         assert numpy_forward(layers, weights, rng.normal(size=(2, *shape))).shape == (2, 10), name

@@ -106,6 +106,8 @@ want = np.stack([xv[:, c] / (2.0 + 0.001 / 5 * sq[:, max(0, c - 2):c + 3].sum(1)
 worst["lrn"] = float(abs(f(xv) - want).max())
 shapes = {}
 for net, shape in models.INPUT_SHAPES.items():
+    if models.kinds(models.NETWORKS[net]) & set(models.KINDS_BEYOND_STUDY):  # refused: test_resnet.py
+        continue
     outs = adapter.Network(models.resolve(net, 10), shape).outputs(x, train=True)
     got = theano.function([x], [o.shape for o in outs])(np.zeros((2, *shape), "float32"))
     shapes[net] = [[int(v) for v in s[1:]] for s in got]
@@ -119,7 +121,8 @@ def test_layers_compute_what_caffe_computes(env_python):
     out = in_theano_env(env_python, LAYERS)
     for case, err in out["worst"].items():
         assert err < 1e-5, case
-    assert set(out["shapes"]) == set(models.NETWORKS)
+    assert set(out["shapes"]) == {net for net in models.NETWORKS
+                                  if not models.kinds(models.NETWORKS[net]) & set(models.KINDS_BEYOND_STUDY)}
     for net, got in out["shapes"].items():
         want = models.shapes(models.resolve(net, 10), models.INPUT_SHAPES[net])
         assert [tuple(s) for s in got] == [tuple(s) for s in want], net

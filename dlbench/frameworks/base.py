@@ -28,6 +28,7 @@ from dlbench import inputs as input_handling
 from dlbench import lr as lr_policies
 from dlbench.atomic import NOT_FINITE, dumps, not_finite
 from dlbench.datasets import store
+from dlbench.frameworks import registry
 from dlbench.record_schema import Info, check_info
 
 # The BLAS libraries a process can have loaded, by their file name, and what each is called in the records.
@@ -180,13 +181,15 @@ def initial_weights(point: dict, input_shape: tuple[int, int, int]) -> list[tupl
 
 
 def parameter_groups(layers: list[dict]) -> list[tuple[float, float]]:
-    """(lr multiplier, decay multiplier) of every parameter, in the order W0, b0, W1, b1, ... of the
-    conv and dense layers: the spec's lr_mult / decay_mult (weights) and bias_lr_mult / bias_decay_mult."""
+    """(lr multiplier, decay multiplier) of every trained parameter, in the order W0, b0, W1, b1, ... of the
+    conv, dense and batchnorm layers (models.trainable's order; a conv without bias has no b, a batchnorm's
+    gamma and beta stand for W and b): the spec's lr_mult / decay_mult (weights) and bias_lr_mult /
+    bias_decay_mult."""
     out = []
-    for layer in layers:
-        if layer["type"] in ("conv", "dense"):
+    for layer in models.leaves(layers):
+        if layer["type"] in models.PARAMETRISED:
             m = models.multipliers(layer)
-            out += [(m["lr"][0], m["decay"][0]), (m["lr"][1], m["decay"][1])]
+            out += [(m["lr"][0], m["decay"][0]), (m["lr"][1], m["decay"][1])][:models.trained_arrays(layer)]
     return out
 
 
@@ -363,8 +366,10 @@ class Adapter(ABC):
         return {}
 
     def refuse(self) -> None:
-        """Unavailable, in one line, where the point needs an optional hook its adapter lacks: said before
+        """Unavailable, in one line, where the point's network holds a layer type its framework's adapter does
+        not build (registry `cannot_build`) or the point needs an optional hook its adapter lacks: said before
         any data are read, not when the loop first calls the hook."""
+        refuse_layers(self.point)
         for what, hooks in self.needs().items():
             missing = [hook for hook in hooks if not self.can(hook)]
             if missing:
@@ -388,6 +393,16 @@ class Adapter(ABC):
             return result(self.point, plan, loaded, self.train(plan))
         finally:
             self.close()
+
+
+def refuse_layers(point: dict) -> None:
+    """Unavailable, in one line, where the point's network holds layer types its framework cannot build."""
+    framework = registry.get(point["framework"])
+    lacking = sorted(models.kinds(point["layers"]) & set(framework.cannot_build))
+    if lacking:
+        raise Unavailable(f"{framework.label} cannot build network {point.get('network', '(inline)')}: its adapter "
+                          f"has no {', '.join(lacking)} layer (dlbench/frameworks/{framework.name}.py); no "
+                          "substitute is run")
 
 
 def thread_env(threads: int, interop_threads: int | None = None) -> dict[str, str]:

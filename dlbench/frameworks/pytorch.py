@@ -23,6 +23,11 @@ matrix products in bfloat16, oneDNN's native kernels where the CPU has AVX-512 B
 parameters, gradients and optimizer stay float32, and the loss is taken on float32 logits.
 `precision: fp64`: the module, its data, gradients, optimizer and moving average in float64 (Torch7's
 default tensor type, in which the study's Torch scripts trained).
+
+Batch normalisation is PyTorch's BatchNorm2d with momentum = 1 - the spec's decay (models.py: PyTorch's
+running variance follows the unbiased batch variance, the spec's definition as it stands); a residual block
+is a module adding its body's and its shortcut's outputs (an empty shortcut: the identity); global average
+pooling the mean over H and W. The untimed step of the `compile` phase puts the running statistics back too.
 """
 
 from __future__ import annotations
@@ -54,6 +59,22 @@ class MaskedConv2d(nn.Conv2d):
         return int(self.mask.sum()) * self.kernel_size[0] * self.kernel_size[1]
 
 
+class Residual(nn.Module):
+    """A residual block: body(x) + shortcut(x); an empty shortcut (an empty nn.Sequential) is the identity."""
+
+    def __init__(self, body: nn.Sequential, shortcut: nn.Sequential):
+        super().__init__()
+        self.body, self.shortcut = body, shortcut  # registered in this order: modules() walks the spec's order
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.body(x) + self.shortcut(x)
+
+
+class GlobalAvgPool(nn.Module):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x.mean(dim=(2, 3))
+
+
 def build_module(layers: list[dict], input_shape: tuple[int, int, int]) -> nn.Sequential:
     """The spec as an nn.Sequential (its weights as PyTorch draws them: load_weights sets the point's)."""
     mods: list[nn.Module] = []
@@ -64,7 +85,13 @@ def build_module(layers: list[dict], input_shape: tuple[int, int, int]) -> nn.Se
             mods.append(MaskedConv2d(prev[0], layer))
         elif kind == "conv":
             mods.append(nn.Conv2d(prev[0], layer["filters"], layer["kernel"], layer.get("stride", 1),
-                                  layer.get("pad", 0)))
+                                  layer.get("pad", 0), bias=models.has_bias(layer)))
+        elif kind == "batchnorm":
+            mods.append(nn.BatchNorm2d(prev[0], eps=layer["eps"], momentum=1.0 - layer["decay"]))
+        elif kind == "residual":
+            mods.append(Residual(build_module(layer["body"], prev), build_module(layer["shortcut"], prev)))
+        elif kind == "gap":
+            mods.append(GlobalAvgPool())
         elif kind == "pool":
             cls = nn.MaxPool2d if layer["mode"] == "max" else nn.AvgPool2d
             mods.append(cls(layer["kernel"], layer["stride"], layer.get("pad", 0), ceil_mode=True))
@@ -88,26 +115,41 @@ def build_module(layers: list[dict], input_shape: tuple[int, int, int]) -> nn.Se
     return nn.Sequential(*mods)
 
 
-def trainable_modules(model: nn.Sequential) -> list[nn.Module]:
-    return [m for m in model if isinstance(m, (nn.Conv2d, nn.Linear))]
+def trainable_modules(model: nn.Module) -> list[nn.Module]:
+    """The conv, dense and batchnorm modules in the spec's order (models.trainable: residual blocks depth first)."""
+    return [m for m in model.modules() if isinstance(m, (nn.Conv2d, nn.Linear, nn.BatchNorm2d))]
 
 
-def load_weights(model: nn.Sequential, weights: list[tuple[np.ndarray, np.ndarray]]) -> None:
-    """Canonical (W, b) per conv and dense layer into the module: PyTorch's own layout, nothing to convert."""
+def trained_tensors(mod: nn.Module) -> list[torch.Tensor]:
+    """The module's parameters in the canonical order: weight (or gamma), then bias (or beta) where it has one."""
+    return [mod.weight] + ([mod.bias] if mod.bias is not None else [])
+
+
+def canonical_tensors(mod: nn.Module) -> list[torch.Tensor]:
+    """Its canonical arrays (models.arrays): the parameters, and a batchnorm's running mean and variance."""
+    extra = [mod.running_mean, mod.running_var] if isinstance(mod, nn.BatchNorm2d) else []
+    return trained_tensors(mod) + extra
+
+
+def load_weights(model: nn.Module, weights: list[tuple[np.ndarray, ...]]) -> None:
+    """Canonical arrays per conv, dense and batchnorm layer into the module: PyTorch's own layout, nothing to
+    convert."""
     mods = trainable_modules(model)
     assert len(mods) == len(weights), (len(mods), len(weights))
     with torch.no_grad():
-        for mod, (w, b) in zip(mods, weights):
-            mod.weight.copy_(torch.from_numpy(w))
-            mod.bias.copy_(torch.from_numpy(b))
+        for mod, arrays in zip(mods, weights):
+            tensors = canonical_tensors(mod)
+            assert len(tensors) == len(arrays), (mod, len(arrays))
+            for t, a in zip(tensors, arrays):
+                t.copy_(torch.from_numpy(np.asarray(a)))
 
 
-def count_params(model: nn.Sequential) -> int:
+def count_params(model: nn.Module) -> int:
     """Trainable parameters; a masked convolution counts its connected weights only."""
     n = 0
     for mod in trainable_modules(model):
         n += mod.connected_weights() if isinstance(mod, MaskedConv2d) else mod.weight.numel()
-        n += mod.bias.numel()
+        n += mod.bias.numel() if mod.bias is not None else 0
     return n
 
 
@@ -195,7 +237,7 @@ class TorchAdapter(SteppedAdapter):
         if self.channels_last:
             self.model = self.model.to(memory_format=torch.channels_last)
         # One parameter group per parameter: the spec's lr and decay multipliers (W0, b0, W1, b1, ...).
-        params = [t for m in trainable_modules(self.model) for t in (m.weight, m.bias)]
+        params = [t for m in trainable_modules(self.model) for t in trained_tensors(m)]
         groups = [{"params": [t], "lr_mult": lr_mult, "weight_decay": p["weight_decay"] * decay_mult}
                   for t, (lr_mult, decay_mult) in zip(params, parameter_groups(p["layers"]))]
         if p["optimizer"] == "adam":
@@ -228,6 +270,7 @@ class TorchAdapter(SteppedAdapter):
         costs. At learning rate 0 the optimizer leaves every weight as it is (its update is scaled by it);
         its state (momentum, Adam's moments), the gradients and the random state are then put back."""
         cuda = [self.device.index or 0] if self.device.type == "cuda" else []
+        buffers = {name: b.detach().clone() for name, b in self.model.named_buffers()}  # batchnorm's statistics
         with torch.random.fork_rng(devices=cuda):
             idx = torch.arange(self.point["batch_size"], device=self.device) % len(self.train_y)
             with self._autocast():
@@ -241,6 +284,9 @@ class TorchAdapter(SteppedAdapter):
                 group["lr"] = rate
             self.opt.zero_grad(set_to_none=True)
             self.opt.state.clear()
+            with torch.no_grad():
+                for name, b in self.model.named_buffers():
+                    b.copy_(buffers[name])
             self.sync()
 
     def train_step(self, batch: np.ndarray, lr: float) -> None:
@@ -287,7 +333,7 @@ class TorchAdapter(SteppedAdapter):
         return correct / n, loss_sum / n
 
     def weights(self):
-        return [(m.weight.detach().cpu().contiguous().numpy().copy(), m.bias.detach().cpu().numpy().copy())
+        return [tuple(t.detach().cpu().contiguous().numpy().copy() for t in canonical_tensors(m))
                 for m in trainable_modules(self.model)]
 
     def _judged(self) -> list[torch.Tensor]:
@@ -310,12 +356,16 @@ class TorchAdapter(SteppedAdapter):
         self.train_x = torch.from_numpy(x).to(self.device, self.dtype)
 
     @staticmethod
-    def forward(layers, weights, x, y):
+    def forward(layers, weights, x, y, train=False):
+        """(`train`: batch normalisation by the batch's statistics; dropout stays off.)"""
         torch.set_num_threads(1)
         model = build_module(layers, x.shape[1:])
         load_weights(model, weights)
         with torch.no_grad():
             model.eval()
+            for mod in model.modules():
+                if train and isinstance(mod, nn.BatchNorm2d):
+                    mod.train()
             logits = model(torch.from_numpy(x))
             loss = F.cross_entropy(logits, torch.from_numpy(y))
         return logits.numpy(), float(loss)

@@ -5,11 +5,16 @@
 Runs in a framework's environment (numpy and that framework only). Several networks may follow
 the framework, four arguments each, so that one process (one framework start-up) checks them all.
 
-WEIGHTS.npz holds canonical weights, W<i> and b<i> for the i-th trainable (conv or dense) layer
-of the spec, in spec order:
-  conv   W (out, in, kh, kw), a cross-correlation kernel (as PyTorch and Caffe apply it); b (out,)
-  dense  W (out, in), the input flattened in C, H, W order (as PyTorch and Caffe flatten); b (out,)
-INPUT.npz holds x (float32, N C H W) and y (int64, N).
+WEIGHTS.npz holds canonical weights, W<i> and b<i> for the i-th parametrised (conv, dense or
+batchnorm) layer of the spec, in spec order (models.trainable; inside a residual block, its body then
+its shortcut):
+  conv       W (out, in, kh, kw), a cross-correlation kernel (as PyTorch and Caffe apply it); b (out,),
+             none for a conv without bias
+  dense      W (out, in), the input flattened in C, H, W order (as PyTorch and Caffe flatten); b (out,)
+  batchnorm  gamma<i>, beta<i>, mean<i>, var<i> (C,): scale, shift, running mean and running variance
+INPUT.npz holds x (float32, N C H W) and y (int64, N). With --train (anywhere after FRAMEWORK) every
+network runs in training mode: batch normalisation normalises by the batch's statistics (dropout stays
+off); without it, inference mode (the running statistics).
 
 The network is models.resolve(NETWORK, 10), run by the adapter's own `forward` (the Adapter
 contract, dlbench/frameworks/base.py), which builds it as the adapter trains it and converts the
@@ -38,19 +43,18 @@ NUM_CLASSES = 10
 
 
 def load_weights(path: str, layers: list[dict], input_shape: tuple[int, int, int]) -> list[tuple[np.ndarray, ...]]:
-    """The canonical (W, b) of every trainable layer, their shapes checked against the spec."""
+    """The canonical arrays of every parametrised layer, their shapes checked against the spec."""
     with np.load(path) as f:
         stored = {k: np.asarray(f[k], dtype=np.float32) for k in f.files}
     weights = []
     for j, (i, layer, prev) in enumerate(models.trainable(layers, input_shape)):
-        w, b = stored[f"W{j}"], stored[f"b{j}"]
-        if layer["type"] == "conv":
-            want = (layer["filters"], prev[0], layer["kernel"], layer["kernel"])
-        else:
-            want = (layer["units"], int(np.prod(prev)))
-        if w.shape != want or b.shape != (want[0],):
-            raise ValueError(f"layer {i} ({layer['type']}): weights {w.shape} / bias {b.shape}, the spec wants {want}")
-        weights.append((w, b))
+        got = []
+        for name, want in models.arrays(layer, prev):
+            a = stored[f"{name}{j}"]
+            if a.shape != want:
+                raise ValueError(f"layer {i} ({layer['type']}): {name} {a.shape}, the spec wants {want}")
+            got.append(a)
+        weights.append(tuple(got))
     return weights
 
 
@@ -64,19 +68,43 @@ def softmax_xent(logits: np.ndarray, y: np.ndarray) -> float:
 
 # ------------------------------------------------------------------------------ the reference, in numpy
 
-def numpy_forward(layers: list[dict], weights: list[tuple[np.ndarray, np.ndarray]], x: np.ndarray) -> np.ndarray:
+def numpy_forward(layers: list[dict], weights: list[tuple[np.ndarray, ...]], x: np.ndarray,
+                  train: bool = False, statistics: list | None = None) -> np.ndarray:
     """The logits of the network of `layers` with canonical `weights` on x (N, C, H, W), in float64, each layer
     as dlbench/models.py defines it: conv a cross-correlation (a table's unlisted planes feed nothing), pool with
     Caffe's ceil rounding (max over the cells inside the input, avg over the window clipped to the padded
-    input), lrn across channels, dense on the C, H, W flattening, dropout off."""
-    a = np.asarray(x, dtype=np.float64)
-    params = iter(weights)
+    input), lrn across channels, dense on the C, H, W flattening, dropout off; batchnorm by the batch's mean and
+    biased variance where `train`, else by its running ones; a residual block's body plus its shortcut; gap
+    the mean over H and W. `statistics`, where given, gets the batch's (mean, biased variance, m) at every
+    batchnorm layer, in spec order."""
+    return _forward(layers, iter(weights), np.asarray(x, dtype=np.float64), train, statistics)
+
+
+def batch_statistics(a: np.ndarray) -> tuple[np.ndarray, np.ndarray, int]:
+    """Per channel of (N, C, H, W): the mean, the biased variance, and m = N * H * W (models.py's batchnorm)."""
+    return a.mean(axis=(0, 2, 3)), a.var(axis=(0, 2, 3)), a.size // a.shape[1]
+
+
+def _forward(layers: list[dict], params, a: np.ndarray, train: bool, statistics: list | None) -> np.ndarray:
     for layer in layers:
         kind = layer["type"]
         if kind == "conv":
-            w, b = next(params)
-            a = _conv(a, _connected(np.asarray(w, np.float64), layer), np.asarray(b, np.float64), layer["stride"],
-                      layer["pad"])
+            w, *rest = next(params)
+            b = np.asarray(rest[0], np.float64) if rest else np.zeros(len(w))
+            a = _conv(a, _connected(np.asarray(w, np.float64), layer), b, layer["stride"], layer["pad"])
+        elif kind == "batchnorm":
+            gamma, beta, mean, var = (np.asarray(v, np.float64) for v in next(params))
+            if statistics is not None:
+                statistics.append(batch_statistics(a))
+            if train:
+                mean, var, _ = batch_statistics(a)
+            a = ((a - mean[None, :, None, None]) / np.sqrt(var[None, :, None, None] + layer["eps"])
+                 * gamma[None, :, None, None] + beta[None, :, None, None])
+        elif kind == "residual":
+            body = _forward(layer["body"], params, a, train, statistics)
+            a = body + _forward(layer["shortcut"], params, a, train, statistics)
+        elif kind == "gap":
+            a = a.mean(axis=(2, 3))
         elif kind == "pool":
             a = _pool(a, layer["mode"], layer["kernel"], layer["stride"], layer["pad"])
         elif kind == "dense":
@@ -143,7 +171,7 @@ def _lrn(a: np.ndarray, size: int, alpha: float, beta: float, k: float) -> np.nd
     return a / (k + alpha / size * window) ** beta
 
 
-def check(framework: str, network: str, weights_path: str, input_path: str) -> dict:
+def check(framework: str, network: str, weights_path: str, input_path: str, train: bool = False) -> dict:
     with np.load(input_path) as f:
         x = np.ascontiguousarray(f["x"], dtype=np.float32)
         y = np.asarray(f["y"], dtype=np.int64)
@@ -151,13 +179,18 @@ def check(framework: str, network: str, weights_path: str, input_path: str) -> d
     layers = models.resolve(network, NUM_CLASSES)
     weights = load_weights(weights_path, layers, shape)
     adapter = importlib.import_module(f"dlbench.frameworks.{framework}").ADAPTER
-    logits, loss = adapter.forward(layers, weights, x, y)
-    return {"framework": framework, "network": network, "input_shape": list(shape),
+    if train:  # only the adapters that build batch normalisation take the mode
+        logits, loss = adapter.forward(layers, weights, x, y, train=True)
+    else:
+        logits, loss = adapter.forward(layers, weights, x, y)
+    return {"framework": framework, "network": network, "input_shape": list(shape), "train": train,
             "logits": np.asarray(logits).tolist(), "loss": float(loss)}
 
 
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
+    train = "--train" in argv
+    argv = [a for a in argv if a != "--train"]
     if len(argv) < 5 or (len(argv) - 1) % 4 or argv[0] not in registry.names():
         print(__doc__.split("\n\n")[1], file=sys.stderr)
         print(f"FRAMEWORK: one of {', '.join(registry.names())}", file=sys.stderr)
@@ -169,7 +202,7 @@ def main(argv: list[str] | None = None) -> int:
     for k in range(1, len(argv), 4):
         network, weights_path, input_path, out = argv[k:k + 4]
         try:
-            result = check(framework, network, weights_path, input_path)
+            result = check(framework, network, weights_path, input_path, train)
         except Exception as e:  # one network's failure is reported in its OUT.json; the others still run
             traceback.print_exc()
             result = {"framework": framework, "network": network, "error": f"{type(e).__name__}: {e}"}

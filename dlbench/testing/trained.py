@@ -5,7 +5,8 @@
 Runs in a framework's environment. The adapter trains the point exactly as the trainer would
 (prepare, load, plan, train: the real loop, the real updates); OUT.npz then holds, for the j-th
 conv or dense layer, init_W<j>, init_b<j> (the point's initial weights, dlbench.initialisers) and
-W<j>, b<j> (the weights after training):
+W<j>, b<j> (the weights after training; a batchnorm layer's gamma<j>, beta<j>, mean<j>, var<j>, a conv
+without bias no b<j>):
   PyTorch, TensorFlow, Theano  canonical layout, as stored (a sparse conv's unconnected weights
                                included, unmasked): Adapter.weights(), where the adapter can;
   Caffe (it cannot)            the blobs of its snapshot after training, in Caffe's layout (a
@@ -23,6 +24,7 @@ from pathlib import Path
 
 import numpy as np
 
+from dlbench import models
 from dlbench.frameworks.base import Plan, Reporter, initial_weights
 
 
@@ -65,8 +67,11 @@ def train(point: dict, dataset_dir: str, events: str) -> dict[str, np.ndarray]:
             start = [tuple(arrays) for _, arrays in caffe_blobs(point["layers"], start, shape)]
     finally:
         adapter.close()
-    for j, ((w0, b0), (w, b)) in enumerate(zip(start, trained)):
-        out.update({f"init_W{j}": w0, f"init_b{j}": b0, f"W{j}": np.asarray(w), f"b{j}": np.asarray(b)})
+    names = [[name for name, _ in models.arrays(layer, prev)] for _, layer, prev in models.trainable(point["layers"],
+                                                                                                      shape)]
+    for j, (first, last, keys) in enumerate(zip(start, trained, names)):
+        for key, a0, a in zip(keys, first, last):  # W, b; a batchnorm's gamma, beta, mean, var
+            out.update({f"init_{key}{j}": a0, f"{key}{j}": np.asarray(a)})
     return out
 
 

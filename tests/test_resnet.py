@@ -1,0 +1,266 @@
+"""ResNet-20 (He et al. 2016, section 4.2) as a spec: its parameters and FLOPs counted by hand, its shapes, the numpy
+reference of batch normalisation, residual blocks and global average pooling, its preset, and Caffe's and Theano's
+refusal. The long tests build it in PyTorch, TensorFlow and JAX: the same weights and batch give numpy's logits in
+training mode (batch statistics) and in inference mode (running statistics), and one SGD step moves every weight,
+and every running statistic, the same way in all three."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import subprocess
+
+import numpy as np
+import pytest
+
+from dlbench import estimate, initialisers, models
+from dlbench.frameworks import base
+from dlbench.paths import ROOT as REPO
+from dlbench.sweep import one_point
+from dlbench.testing.forward import numpy_forward, softmax_xent
+
+CIFAR = (3, 32, 32)
+STAGES = ((16, 32), (32, 16), (64, 8))  # (filters, map size) of the three stages on 32x32
+
+
+def bn(c: int) -> int:
+    return 2 * c  # gamma and beta
+
+
+def test_resnet20_has_the_parameters_counted_by_hand():
+    """0.27 M: the stem, 18 3x3 convs without bias each followed by batch normalisation, two 1x1 projections with
+    batch normalisation (option B) where the stage changes, one dense layer."""
+    stem = 3 * 16 * 9 + bn(16)
+    stage1 = 6 * (16 * 16 * 9 + bn(16))
+    stage2 = (16 * 32 * 9 + bn(32)) + 5 * (32 * 32 * 9 + bn(32)) + (16 * 32 * 1 + bn(32))
+    stage3 = (32 * 64 * 9 + bn(64)) + 5 * (64 * 64 * 9 + bn(64)) + (32 * 64 * 1 + bn(64))
+    head = 64 * 10 + 10
+    want = stem + stage1 + stage2 + stage3 + head
+    assert want == 272_474
+    layers = models.resolve("resnet20", 10)
+    assert models.param_count(layers, CIFAR) == want
+    # the same on Fashion-MNIST's 28x28: global average pooling makes the count independent of the input size
+    assert models.param_count(models.resolve("resnet20", 10), (1, 28, 28)) == want - 2 * 16 * 9
+    convs = [layer for layer in models.leaves(layers) if layer["type"] == "conv"]
+    assert len(convs) == 21 and not any(models.has_bias(c) for c in convs)  # 19 3x3 + 2 projections
+    assert sum(1 for layer in models.leaves(layers) if layer["type"] == "batchnorm") == 21
+
+
+def test_resnet20_shapes():
+    layers = models.resolve("resnet20", 10)
+    shapes = models.shapes(layers, CIFAR)
+    assert shapes[-1] == (10,) and shapes[-2] == (64,)  # global average pooling, then the logits
+    blocks = [s for layer, s in zip(layers, shapes) if layer["type"] == "residual"]
+    assert blocks == [(16, 32, 32)] * 3 + [(32, 16, 16)] * 3 + [(64, 8, 8)] * 3
+    shortcuts = [layer["shortcut"] for layer in layers if layer["type"] == "residual"]
+    assert [len(s) for s in shortcuts] == [0, 0, 0, 2, 0, 0, 2, 0, 0]  # identity, except where the shape changes
+    assert shortcuts[3][0] == {"type": "conv", "filters": 32, "kernel": 1, "stride": 2, "pad": 0, "bias": False}
+    assert models.shapes(layers, (1, 28, 28))[-2:] == [(64,), (10,)]  # 28 -> 14 -> 7: no padding needed
+    rng = np.random.default_rng(0)
+    weights = initialisers.draw(layers, CIFAR, "he", 1)
+    assert numpy_forward(layers, weights, rng.normal(size=(2, *CIFAR))).shape == (2, 10)
+
+
+def test_a_residual_block_whose_shortcut_does_not_fit_is_refused():
+    bad = [models.residual([models.conv(8, 3, stride=2, pad=1)]), models.gap(), models.dense(10)]
+    with pytest.raises(models.SpecError, match="projection"):
+        models.shapes(bad, (4, 8, 8))
+    with pytest.raises(models.SpecError, match="batchnorm after dense"):
+        models.shapes([models.dense(4), models.batchnorm()], (1, 4, 4))
+
+
+def test_resnet20_flops_counted_by_hand():
+    """Multiply-adds x 2 of every conv (the projections included) and the dense layer; element-wise work uncounted."""
+    def conv(c_out, size, fan_in):
+        return 2 * c_out * size * size * fan_in
+
+    (f1, s1), (f2, s2), (f3, s3) = STAGES
+    forward = (conv(16, 32, 3 * 9)
+               + 6 * conv(f1, s1, f1 * 9)
+               + conv(f2, s2, f1 * 9) + 5 * conv(f2, s2, f2 * 9) + conv(f2, s2, f1)
+               + conv(f3, s3, f2 * 9) + 5 * conv(f3, s3, f3 * 9) + conv(f3, s3, f2)
+               + 2 * 64 * 10)
+    assert forward == 81_626_368  # about 41 M multiply-adds, He et al.'s figure for ResNet-20
+    flops = models.flops_per_image(models.resolve("resnet20", 10), CIFAR)
+    assert flops == {"forward": forward, "train": 3 * forward}
+    # the estimate takes the point's own input: Fashion-MNIST's 28x28 maps (28, 14, 7)
+    point = one_point("pytorch", "resnet", "fashion_mnist", iterations=10)
+    small = (conv(16, 28, 9) + 6 * conv(16, 28, 144) + conv(32, 14, 144) + 5 * conv(32, 14, 288)
+             + conv(32, 14, 16) + conv(64, 7, 288) + 5 * conv(64, 7, 576) + conv(64, 7, 32) + 2 * 64 * 10)
+    assert estimate.flops(point) == {"forward": small, "train": 3 * small}
+
+
+def test_batch_normalisation_residual_and_gap_in_numpy():
+    """The reference by hand: training mode by the batch's mean and biased variance, inference by the running ones;
+    a block adds its body's and its shortcut's outputs; gap averages each map."""
+    x = np.array([1.0, 3.0, 5.0, 7.0]).reshape(2, 1, 1, 2)  # one channel, m = 4: mean 4, biased variance 5
+    gamma, beta, mean, var = np.array([2.0]), np.array([0.5]), np.array([1.0]), np.array([4.0])
+    layer = [models.batchnorm(eps=0.0)]
+    got = numpy_forward(layer, [(gamma, beta, mean, var)], x, train=True)
+    assert got.ravel().tolist() == pytest.approx([2 * (v - 4) / math.sqrt(5) + 0.5 for v in (1, 3, 5, 7)])
+    got = numpy_forward(layer, [(gamma, beta, mean, var)], x)
+    assert got.ravel().tolist() == pytest.approx([2 * (v - 1) / 2 + 0.5 for v in (1, 3, 5, 7)])
+    block = [models.residual([models.conv(1, 1, bias=False)], [models.conv(1, 1, bias=False)]), models.gap()]
+    got = numpy_forward(block, [(np.full((1, 1, 1, 1), 2.0),), (np.full((1, 1, 1, 1), 10.0),)], x)
+    assert got.tolist() == [[12 * 2.0], [12 * 6.0]]  # (2x + 10x) averaged over each image's two pixels
+    identity = numpy_forward([models.residual([models.conv(1, 1, bias=False)])], [(np.ones((1, 1, 1, 1)),)], x)
+    assert identity.ravel().tolist() == [2.0, 6.0, 10.0, 14.0]
+
+
+def test_batch_normalisation_has_one_definition():
+    layer = models.batchnorm()
+    assert layer == {"type": "batchnorm", "decay": 0.9, "eps": 1e-5}
+    shapes = models.arrays(layer, (16, 8, 8))
+    assert shapes == [("gamma", (16,)), ("beta", (16,)), ("mean", (16,)), ("var", (16,))]
+    start = initialisers.draw([models.conv(4, 3, bias=False), layer, models.gap(), models.dense(2)], (1, 5, 5), "he", 0)
+    assert [len(t) for t in start] == [1, 4, 2]
+    assert start[1][0].tolist() == [1.0] * 4 and start[1][3].tolist() == [1.0] * 4
+    assert start[1][1].tolist() == [0.0] * 4 and start[1][2].tolist() == [0.0] * 4
+
+
+def test_he_initialisation_and_the_parameter_groups():
+    layers = models.resolve("resnet20", 10)
+    weights = initialisers.draw(layers, CIFAR, "he", 7)
+    big = [t[0] for t, (_, layer, _) in zip(weights, models.trainable(layers, CIFAR)) if layer["type"] == "conv"]
+    assert abs(float(big[-1].std()) - math.sqrt(2 / (64 * 9))) < 0.01
+    # one (lr, decay) per trained array: W of each conv, gamma and beta of each batchnorm, W and b of the dense
+    assert len(base.parameter_groups(layers)) == 21 + 2 * 21 + 2
+
+
+def test_the_resnet_preset_is_he_et_al_s():
+    for dataset in ("fashion_mnist", "cifar10"):
+        point = one_point("tensorflow", "resnet", dataset, threads=1)
+        assert point["network"] == "resnet20" and point["init"] == {"name": "he"}
+        assert (point["optimizer"], point["momentum"], point["weight_decay"]) == ("sgd", 0.9, 1e-4)
+        assert (point["learning_rate"], point["batch_size"], point["iterations"]) == (0.1, 128, 64000)
+        assert point["lr_policy"] == {"name": "multistep", "factor": 0.1, "at_iterations": [32000, 48000]}
+
+
+@pytest.mark.parametrize("framework", ["caffe", "theano"])
+def test_caffe_and_theano_refuse_resnet20_in_one_line(framework, tmp_path):
+    point = one_point(framework, "resnet", "fashion_mnist", iterations=10)
+    with pytest.raises(base.Unavailable) as refused:
+        base.refuse_layers(point)
+    message = str(refused.value)
+    assert "\n" not in message and refused.value.status == "unavailable"
+    assert "batchnorm, gap, residual" in message and "resnet20" in message
+    assert base.refuse_layers(one_point(framework, "caffe", iterations=10)) is None  # LeNet: nothing missing
+    if framework == "caffe":  # the trainer's own path, before any data are read (there are none here)
+        from dlbench import trainer
+        from dlbench.frameworks.base import Reporter
+
+        reporter = Reporter(tmp_path / "events.jsonl")
+        assert trainer._train(point, str(tmp_path / "no-data"), reporter) == ("unavailable", message)
+        reporter.close()
+
+
+# ---------------------------------------------------------------------------------------------- long: frameworks
+
+FRAMEWORKS = ["pytorch", "tensorflow", "jax"]
+BATCH = 8
+LOGIT_TOL = 1e-4  # times (1 + max |numpy's logit|), as tests/test_forward.py
+LOSS_TOL = 1e-4
+
+
+def _env() -> dict:
+    return {"PYTHONPATH": str(REPO), "PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": os.environ["HOME"],
+            "CUDA_VISIBLE_DEVICES": "", "TF_CPP_MIN_LOG_LEVEL": "2", "OMP_NUM_THREADS": "1",
+            "OPENBLAS_NUM_THREADS": "1"}
+
+
+def non_trivial(layers, shape, x, rng) -> list[tuple[np.ndarray, ...]]:
+    """He-initialised weights with every batchnorm's gamma, beta and running statistics moved away from (1, 0, 0,
+    1): gamma and beta drawn, the running mean and variance the batch's own at that layer, shifted and scaled
+    (so that inference mode stays O(1) through 20 layers and still differs from training mode)."""
+    weights = initialisers.draw(layers, shape, "he", 3)
+    stats: list = []
+    numpy_forward(layers, weights, x, train=True, statistics=stats)
+    it = iter(stats)
+    out = []
+    for arrays, (_, layer, _) in zip(weights, models.trainable(layers, shape)):
+        if layer["type"] == "batchnorm":
+            mean, var, _ = next(it)
+            c = len(mean)
+            arrays = (rng.uniform(0.5, 1.5, c), rng.uniform(-0.2, 0.2, c),
+                      mean + rng.uniform(-0.3, 0.3, c) * np.sqrt(var), var * rng.uniform(0.6, 1.6, c))
+        out.append(tuple(np.asarray(a, np.float32) for a in arrays))
+    return out
+
+
+@pytest.fixture(scope="module")
+def passes(env_python, tmp_path_factory) -> dict:
+    """{(framework, mode): the forward pass's result}, mode train or inference, and numpy's under '_numpy'."""
+    work = tmp_path_factory.mktemp("resnet_forward")
+    rng = np.random.default_rng(20160610)
+    layers = models.resolve("resnet20", 10)
+    x = rng.standard_normal((BATCH, *CIFAR)).astype(np.float32)
+    y = rng.integers(0, 10, BATCH).astype(np.int64)
+    weights = non_trivial(layers, CIFAR, x, rng)
+    specs = models.trainable(layers, CIFAR)
+    stored = {f"{name}{j}": a for j, (arrays, (_, layer, prev)) in enumerate(zip(weights, specs))
+              for (name, _), a in zip(models.arrays(layer, prev), arrays)}
+    np.savez(work / "w.npz", **stored)
+    np.savez(work / "x.npz", x=x, y=y)
+    out: dict = {"_numpy": {}}
+    for mode in ("train", "inference"):
+        logits = numpy_forward(layers, weights, x, train=mode == "train")
+        out["_numpy"][mode] = {"logits": logits, "loss": softmax_xent(logits, y)}
+    procs = {}
+    for fw in FRAMEWORKS:
+        for mode in ("train", "inference"):
+            args = [fw, "resnet20", str(work / "w.npz"), str(work / "x.npz"), str(work / f"{fw}.{mode}.json")]
+            procs[fw, mode] = subprocess.Popen([env_python(fw), "-m", "dlbench.testing.forward", *args,
+                                                *(["--train"] if mode == "train" else [])], cwd=REPO, env=_env(),
+                                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    for (fw, mode), proc in procs.items():
+        log, _ = proc.communicate(timeout=900)
+        path = work / f"{fw}.{mode}.json"
+        out[fw, mode] = json.loads(path.read_text()) if path.exists() else {"error": log[-3000:]}
+    return out
+
+
+@pytest.mark.long
+@pytest.mark.parametrize("mode", ["train", "inference"])
+@pytest.mark.parametrize("framework", FRAMEWORKS)
+def test_resnet20_forward_agrees_with_numpy(passes, framework, mode):
+    ref, got = passes["_numpy"][mode], passes[framework, mode]
+    assert "error" not in got, got.get("error")
+    assert got["train"] == (mode == "train")
+    want = np.asarray(ref["logits"])
+    assert 0.1 < np.abs(want).max() < 100 and want.std(axis=0).max() > 1e-3  # O(1), and the images differ
+    other = passes["_numpy"]["inference" if mode == "train" else "train"]["logits"]
+    assert np.abs(other - want).max() > 0.1  # the two modes are told apart
+    diff = float(np.abs(np.asarray(got["logits"]) - want).max())
+    bound = LOGIT_TOL * (1 + float(np.abs(want).max()))
+    assert diff <= bound, f"{framework} {mode}: logits differ by up to {diff:.3g} (allowed {bound:.3g})"
+    assert abs(got["loss"] - ref["loss"]) <= LOSS_TOL * ref["loss"]
+
+
+@pytest.mark.long
+def test_resnet20_takes_the_same_sgd_steps_in_every_framework(env_python, digits_dir, tmp_path):
+    """The ResNet preset (momentum 0.9, weight decay 1e-4 on every parameter, batch normalisation in training mode)
+    for 3 steps of 16 digits: the same weights, gammas, betas and running statistics (the unbiased running variance
+    included) in PyTorch, TensorFlow and JAX, within float32 noise; and the first batchnorm's running statistics
+    after one step are numpy's, computed from the definition in models.py."""
+    from tests.test_forward import trained
+
+    runs = {}
+    for steps in (1, 3):
+        point = one_point("pytorch", "resnet", "digits", iterations=steps, batch_size=16, threads=1)
+        point.update(test_batch_size=64)
+        sub = tmp_path / str(steps)
+        sub.mkdir()
+        runs[steps] = {fw: trained(env_python, fw, point, digits_dir, sub)[0] for fw in FRAMEWORKS}
+    for steps, got in runs.items():
+        ref = got["pytorch"]
+        moved = [k for k in ref if not k.startswith("init_") and f"init_{k}" in ref
+                 and np.abs(ref[k] - ref[f"init_{k}"]).max() > 1e-4]
+        assert len(moved) > 40, "the step did not move the weights"
+        for fw in ("tensorflow", "jax"):
+            for key in ref:
+                if key.startswith("init_"):
+                    assert np.array_equal(got[fw][key], ref[key]), f"{fw} {key} starts elsewhere"
+                    continue
+                diff = float(np.abs(got[fw][key] - ref[key]).max())
+                assert diff < 1e-4 * (1 + float(np.abs(ref[key]).max())), f"{fw} {key} after {steps}: {diff:.3g}"
