@@ -27,7 +27,7 @@ import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from dlbench import cluster, envchoice, envs, incomplete, locks, records, selection, sweep, versions
+from dlbench import cluster, envchoice, envs, incomplete, locks, records, selection, site_probes, sweep, versions
 from dlbench import config as dlconfig
 from dlbench.codedigest import adapter_digest
 from dlbench.datasets import prepare
@@ -74,7 +74,12 @@ def read_config(config: dict, configfiles, schema: str) -> dict:
     Snakemake's own reading lets them by)."""
     try:
         for path in configfiles:
-            dlconfig.read_file(path)
+            raw = dlconfig.read_file(path)
+            if isinstance(raw, dict) and "__use_yte__" in raw:
+                # Snakemake renders a yte template (and runs its code) before the Snakefile is read, so this
+                # can only refuse it afterwards; `dlbench validate` refuses the same file before anything runs
+                raise dlconfig.ConfigError(f"{path}: __use_yte__: a yte template runs code when it is read; "
+                                           "dlbench reads plain YAML only: write its values out")
         return dlconfig.validate(config, schema_path=schema)
     except dlconfig.ConfigError as exc:
         raise StudyError(f"dlbench: config error: {exc}") from None
@@ -235,6 +240,8 @@ class Study:
             known = {(d["env"], d["python"]): d for d in probed}
             return {key: known.get(key) or {"env": key[0], "framework": fw, "kind": "site", "python": key[1]}
                     for key, fw in wanted.items()}
+        if self.reader.dryrun:  # a dry run runs no user code: the last real run's probes, else none
+            return self._site_envs_unprobed(wanted)
         out = {}
         with self._heavy("probing the site interpreters") if wanted else contextlib.nullcontext():
             for (env, python), framework in wanted.items():
@@ -242,6 +249,25 @@ class Study:
                     out[(env, python)] = envs.site_env(framework, env, python)
                 except envs.EnvError as exc:
                     raise StudyError(f"dlbench: {exc}") from None
+        if out:
+            site_probes.remember(out.values())
+        return out
+
+    def _site_envs_unprobed(self, wanted: dict) -> dict[tuple[str, str], dict]:
+        """A dry run's descriptions of the site interpreters: what the last real run probed of the same
+        interpreter file (site_probes.recall), else a description without versions, said in one line (the dry run
+        then plans those points as changed: the real run probes them and knows)."""
+        known = site_probes.recall()
+        out, unknown = {}, []
+        for (env, python), framework in wanted.items():
+            found = known.get((env, python))
+            if found is None:
+                unknown.append(python)
+                found = {"env": env, "framework": framework, "kind": "site", "python": python}
+            out[(env, python)] = found
+        if unknown:
+            self._say("dlbench: dry run: not probing the site interpreters (running them runs their code), and no "
+                      "earlier run probed " + ", ".join(sorted(set(unknown))) + "; the run itself probes them")
         return out
 
     @contextlib.contextmanager

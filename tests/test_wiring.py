@@ -116,6 +116,40 @@ def test_a_jobs_own_snakemake_reads_no_record_probes_nothing_and_says_nothing(he
     assert said == []
 
 
+def test_a_dry_run_runs_no_site_interpreter_and_uses_what_the_last_run_probed(here, tmp_path, env_python):
+    # A site interpreter is the user's code: this one (a real script) leaves a mark each time it runs, then runs
+    # the built PyTorch environment's Python. Before: `snakemake -n` ran it while `dlbench validate` refused to
+    # run anything
+    mark = tmp_path / "ran"
+    python = tmp_path / "site-python"
+    python.write_text(f"#!/bin/sh\necho x >> {mark}\nexec {env_python('pytorch')} \"$@\"\n")
+    python.chmod(0o755)
+    site = {"envs": {"site": {"pytorch": str(python)}}, "sweep": {**STUDY["sweep"], "device": ["cpu"]}}
+    dry = wiring.Reader(main=True, dryrun=True, forcerun=False)
+    said = []
+    first = study(dry, said, **site)
+    assert not mark.exists() and any("dry run: not probing the site interpreters" in line for line in said)
+    torch = next(p for p in first.points.values() if p["framework"] == "pytorch")
+    assert "versions" not in first.env_params(torch)
+    real = study(**site)  # the run itself probes it, once, and keeps what it found
+    assert mark.read_text().count("x") >= 1
+    runs = mark.read_text().count("x")
+    said.clear()
+    again = study(dry, said, **site)
+    assert mark.read_text().count("x") == runs and not any("not probing" in line for line in said)
+    assert again.env_params(torch) == real.env_params(torch)  # the dry run plans what the run will
+    python.write_text(python.read_text() + "# rebuilt\n")  # another interpreter file: not the probed one
+    said.clear()
+    assert "versions" not in study(dry, said, **site).env_params(torch) and said
+
+
+def test_a_yte_template_config_is_refused_as_validate_refuses_it(tmp_path):
+    path = tmp_path / "study.yaml"
+    path.write_text("__use_yte__: true\ndatasets: [digits]\nframeworks: [pytorch]\n")
+    with pytest.raises(wiring.StudyError, match="__use_yte__: a yte template runs code"):
+        wiring.read_config({"datasets": ["digits"], "frameworks": ["pytorch"]}, [str(path)], str(config.SCHEMA))
+
+
 def test_the_main_process_probes_each_site_interpreter_once_and_hands_it_to_its_jobs(here, monkeypatch):
     probed = []
 

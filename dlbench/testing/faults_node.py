@@ -353,7 +353,7 @@ def cancel_sigint(lab: Lab) -> dict:
 PARSE = """
 import json, sys
 from dlbench import config, wiring
-wiring.Study(config.validate(json.loads(sys.argv[1])), wiring.Reader(main=True, dryrun=True, forcerun=False))
+wiring.Study(config.validate(json.loads(sys.argv[1])), wiring.Reader(main=True, dryrun=False, forcerun=False))
 print("probed")
 """
 HEAVY_TIMEOUT_S = 2  # the lock timeout the heavy work is given beside a held measurement
