@@ -238,29 +238,36 @@ def test_resnet20_forward_agrees_with_numpy(passes, framework, mode):
 
 
 @pytest.mark.long
-def test_resnet20_takes_the_same_sgd_steps_in_every_framework(env_python, digits_dir, tmp_path):
-    """The ResNet preset (momentum 0.9, weight decay 1e-4 on every parameter, batch normalisation in training mode)
-    for 3 steps of 16 digits: the same weights, gammas, betas and running statistics (the unbiased running variance
-    included) in PyTorch, TensorFlow and JAX, within float32 noise; and the first batchnorm's running statistics
-    after one step are numpy's, computed from the definition in models.py."""
+def test_resnet20_takes_the_same_sgd_step_in_every_framework(env_python, digits_dir, tmp_path):
+    """The ResNet preset (momentum 0.9, weight decay 1e-4 on every parameter, batch normalisation in training mode),
+    one step of 16 digits, against PyTorch's same step in float64. Float32 itself is the yardstick: on this step
+    PyTorch's float32 weights are up to about 5 % of the update away from its float64 ones (measured: batch
+    normalisation through 20 layers amplifies rounding), so each framework's float32 step must be as close to
+    float64 as PyTorch's own (within 2x). The running statistics come from the forward pass alone and are held
+    tighter: the running variance within 2e-5, where a biased update would be 1.3e-4 off in the last stage
+    (m = 16 x 7 x 7: m / (m - 1) - 1 = 1.3e-3, x (1 - decay))."""
     from tests.test_forward import trained
 
-    runs = {}
-    for steps in (1, 3):
-        point = one_point("pytorch", "resnet", "digits", iterations=steps, batch_size=16, threads=1)
+    def step(framework: str, precision: str) -> dict:
+        point = one_point("pytorch", "resnet", "digits", iterations=1, batch_size=16, threads=1, precision=precision)
         point.update(test_batch_size=64)
-        sub = tmp_path / str(steps)
-        sub.mkdir()
-        runs[steps] = {fw: trained(env_python, fw, point, digits_dir, sub)[0] for fw in FRAMEWORKS}
-    for steps, got in runs.items():
-        ref = got["pytorch"]
-        moved = [k for k in ref if not k.startswith("init_") and f"init_{k}" in ref
-                 and np.abs(ref[k] - ref[f"init_{k}"]).max() > 1e-4]
-        assert len(moved) > 40, "the step did not move the weights"
-        for fw in ("tensorflow", "jax"):
-            for key in ref:
-                if key.startswith("init_"):
-                    assert np.array_equal(got[fw][key], ref[key]), f"{fw} {key} starts elsewhere"
-                    continue
-                diff = float(np.abs(got[fw][key] - ref[key]).max())
-                assert diff < 1e-4 * (1 + float(np.abs(ref[key]).max())), f"{fw} {key} after {steps}: {diff:.3g}"
+        sub = tmp_path / precision
+        sub.mkdir(exist_ok=True)
+        return trained(env_python, framework, point, digits_dir, sub)[0]
+
+    exact = step("pytorch", "fp64")
+    runs = {fw: step(fw, "fp32") for fw in FRAMEWORKS}
+    keys = [k for k in exact if not k.startswith("init_")]
+    moved = [k for k in keys if np.abs(exact[k] - exact[f"init_{k}"]).max() > 1e-5]
+    assert len(moved) > 60, "the step did not move the weights and statistics"
+    for fw, got in runs.items():
+        for key in keys:
+            assert np.array_equal(got[f"init_{key}"], runs["pytorch"][f"init_{key}"]), f"{fw} {key} starts elsewhere"
+            diff = float(np.abs(got[key] - exact[key]).max())
+            if key.startswith(("mean", "var")):
+                assert diff <= 2e-5 * (1 + float(np.abs(exact[key]).max())), f"{fw} {key}: {diff:.3g}"
+                continue
+            noise = float(np.abs(runs["pytorch"][key] - exact[key]).max())
+            update = float(np.abs(exact[key] - exact[f"init_{key}"]).max())
+            assert noise <= 0.1 * update + 1e-7, f"PyTorch's float32 {key} is {noise:.3g} from float64"
+            assert diff <= 2 * noise + 1e-6, f"{fw} {key}: {diff:.3g} from float64 (PyTorch float32: {noise:.3g})"

@@ -26,6 +26,12 @@ fall outside the training time.
 `precision: bf16`: the layers compute in bfloat16 (Flax's dtype) on float32 parameters; the logits
 are cast to float32 for the loss, and the gradients, the optimizer and the weights stay float32.
 
+Batch normalisation is this module's BatchNorm, the spec's definition (models.py): Flax's nn.BatchNorm
+(momentum = the spec's decay) updates its running variance with the biased batch variance, where the spec
+(and PyTorch) use the unbiased one. Its running statistics are the `batch_stats` collection, in the state
+beside the parameters; the training step applies the module with them mutable. A residual block's layers
+are named layer<i>_body<j> and layer<i>_shortcut<j>; global average pooling is the mean over H and W.
+
 Threads: XLA's CPU thread pool takes its size from PJRT_NPROC, which the runner sets to the point's
 threads before JAX is imported (registry `threads_env`). threads_in_effect counts that pool's
 threads (named tf_XLAEigen) in /proc/self/task once the backend is up.
@@ -87,8 +93,38 @@ def lrn(x: jax.Array, layer: dict) -> jax.Array:
     return x / (layer.get("k", 1.0) + layer["alpha"] / size * window) ** layer["beta"]
 
 
+class BatchNorm(nn.Module):
+    """Batch normalisation as dlbench/models.py defines it: the batch's mean and biased variance in training (then
+    running = decay * running + (1 - decay) * batch statistic, the variance's made unbiased by m / (m - 1)), the
+    running ones in inference; statistics in float32 whatever the computation's dtype."""
+
+    decay: float
+    eps: float
+    dtype: Any = jnp.float32
+
+    @nn.compact
+    def __call__(self, x: jax.Array, train: bool) -> jax.Array:
+        c = x.shape[-1]
+        gamma = self.param("scale", nn.initializers.ones, (c,), jnp.float32)
+        beta = self.param("bias", nn.initializers.zeros, (c,), jnp.float32)
+        mean_v = self.variable("batch_stats", "mean", lambda: jnp.zeros((c,), jnp.float32))
+        var_v = self.variable("batch_stats", "var", lambda: jnp.ones((c,), jnp.float32))
+        h = x.astype(jnp.float32)
+        if train:
+            mean = h.mean(axis=(0, 1, 2))
+            var = jnp.square(h - mean).mean(axis=(0, 1, 2))
+            m = h.size // c
+            if not self.is_initializing():
+                mean_v.value = self.decay * mean_v.value + (1.0 - self.decay) * mean
+                var_v.value = self.decay * var_v.value + (1.0 - self.decay) * var * (m / (m - 1))
+        else:
+            mean, var = mean_v.value, var_v.value
+        return ((h - mean) * lax.rsqrt(var + self.eps) * gamma + beta).astype(self.dtype)
+
+
 class Network(nn.Module):
-    """The spec's layers as one Linen module; each conv and dense layer is named `layer<spec index>`."""
+    """The spec's layers as one Linen module; each conv, dense and batchnorm layer is named `layer<path>`
+    (models.walk: the spec index, `layer3_body0` inside a residual block)."""
 
     layers: list
     input_shape: tuple
@@ -96,23 +132,35 @@ class Network(nn.Module):
 
     @nn.compact
     def __call__(self, x: jax.Array, train: bool = False) -> jax.Array:
-        prev = tuple(self.input_shape)
-        for i, (layer, shape) in enumerate(zip(self.layers, models.shapes(self.layers, prev))):
+        return self.run(self.layers, x, tuple(self.input_shape), train, "")
+
+    def run(self, layers: list, x: jax.Array, prev: tuple, train: bool, prefix: str) -> jax.Array:
+        """The layers of one list (the network's, or a residual block's body or shortcut) on x."""
+        for i, (layer, shape) in enumerate(zip(layers, models.shapes(layers, prev))):
             kind = layer["type"]
-            if kind == "conv":
+            name = f"layer{prefix}{i}"
+            if kind == "residual":
+                x = (self.run(layer["body"], x, prev, train, f"{prefix}{i}_body")
+                     + self.run(layer["shortcut"], x, prev, train, f"{prefix}{i}_shortcut"))
+            elif kind == "batchnorm":
+                x = BatchNorm(layer["decay"], layer["eps"], self.dtype, name=name)(x, train)
+            elif kind == "gap":
+                x = x.mean(axis=(1, 2))
+            elif kind == "conv":
                 k, pad, stride = layer["kernel"], layer.get("pad", 0), layer.get("stride", 1)
                 mask = None
                 if "table" in layer:  # (out, in, 1, 1) -> the kernel's (kh, kw, in, out)
                     mask = np.broadcast_to(initialisers.connection_mask(layer, prev[0]).transpose(2, 3, 1, 0),
                                            (k, k, prev[0], layer["filters"]))
                 x = nn.Conv(layer["filters"], (k, k), strides=(stride, stride), padding=((pad, pad), (pad, pad)),
-                            mask=None if mask is None else jnp.asarray(mask), dtype=self.dtype, name=f"layer{i}")(x)
+                            use_bias=models.has_bias(layer), mask=None if mask is None else jnp.asarray(mask),
+                            dtype=self.dtype, name=name)(x)
             elif kind == "pool":
                 x = pool(x, layer, prev[1], shape[1])
             elif kind == "dense":
                 if x.ndim == 4:  # flatten in C, H, W order, as the canonical dense weights expect
                     x = jnp.transpose(x, (0, 3, 1, 2)).reshape((x.shape[0], -1))
-                x = nn.Dense(layer["units"], dtype=self.dtype, name=f"layer{i}")(x)
+                x = nn.Dense(layer["units"], dtype=self.dtype, name=name)(x)
             elif kind == "relu":
                 x = nn.relu(x)
             elif kind == "tanh":
@@ -129,28 +177,47 @@ class Network(nn.Module):
         return x
 
 
-def layer_names(layers: list[dict]) -> list[str]:
-    return [f"layer{i}" for i, layer in enumerate(layers) if layer["type"] in ("conv", "dense")]
+def layer_names(layers: list[dict], input_shape: tuple) -> list[str]:
+    """The module names of the conv, dense and batchnorm layers, in models.trainable's order."""
+    return [f"layer{path}" for path, layer, _, _ in models.walk(layers, tuple(input_shape))
+            if layer["type"] in models.PARAMETRISED]
 
 
-def to_params(layers: list[dict], weights: list[tuple[np.ndarray, np.ndarray]]) -> dict:
-    """Canonical (W, b) per conv and dense layer as Flax parameters: conv kernels (kh, kw, in, out), dense (in, out)."""
-    params = {}
-    for name, layer, (w, b) in zip(layer_names(layers), [x for x in layers if x["type"] in ("conv", "dense")],
-                                   weights):
+def param_names(layer: dict) -> list[str]:
+    """A layer's Flax parameters in the canonical order (models.arrays' trained ones)."""
+    if layer["type"] == "batchnorm":
+        return ["scale", "bias"]
+    return ["kernel", "bias"][:models.trained_arrays(layer)]
+
+
+def to_variables(layers: list[dict], input_shape: tuple, weights: list[tuple[np.ndarray, ...]]) -> dict:
+    """Canonical arrays as Flax variables: {"params": conv kernels (kh, kw, in, out), dense (in, out), a batchnorm's
+    scale and bias; "batch_stats": a batchnorm's running mean and var}."""
+    params, stats = {}, {}
+    specs = models.trainable(layers, tuple(input_shape))
+    for name, (_, layer, _), (w, *rest) in zip(layer_names(layers, input_shape), specs, weights):
+        f32 = lambda a: jnp.asarray(np.ascontiguousarray(a), jnp.float32)  # noqa: E731
+        if layer["type"] == "batchnorm":
+            params[name] = {"scale": f32(w), "bias": f32(rest[0])}
+            stats[name] = {"mean": f32(rest[1]), "var": f32(rest[2])}
+            continue
         kernel = w.transpose(2, 3, 1, 0) if layer["type"] == "conv" else w.T
-        params[name] = {"kernel": jnp.asarray(np.ascontiguousarray(kernel), jnp.float32),
-                        "bias": jnp.asarray(b, jnp.float32)}
-    return params
+        params[name] = {"kernel": f32(kernel), **({"bias": f32(rest[0])} if rest else {})}
+    return {"params": params, "batch_stats": stats}
 
 
-def from_params(layers: list[dict], params: dict) -> list[tuple[np.ndarray, np.ndarray]]:
-    """Flax parameters back to the canonical layout."""
+def from_variables(layers: list[dict], input_shape: tuple, params: dict, stats: dict) -> list[tuple[np.ndarray, ...]]:
+    """Flax parameters and batch statistics back to the canonical layout."""
     out = []
-    for name, layer in zip(layer_names(layers), [x for x in layers if x["type"] in ("conv", "dense")]):
-        kernel, bias = np.asarray(params[name]["kernel"]), np.asarray(params[name]["bias"])
-        w = kernel.transpose(3, 2, 0, 1) if layer["type"] == "conv" else kernel.T
-        out.append((np.ascontiguousarray(w), bias.copy()))
+    specs = models.trainable(layers, tuple(input_shape))
+    for name, (_, layer, _) in zip(layer_names(layers, input_shape), specs):
+        got = {k: np.asarray(v) for k, v in params[name].items()}
+        if layer["type"] == "batchnorm":
+            out.append((got["scale"], got["bias"], np.asarray(stats[name]["mean"]), np.asarray(stats[name]["var"])))
+            continue
+        kernel = got["kernel"]
+        w = np.ascontiguousarray(kernel.transpose(3, 2, 0, 1) if layer["type"] == "conv" else kernel.T)
+        out.append((w, got["bias"].copy()) if "bias" in got else (w,))
     return out
 
 
@@ -222,8 +289,9 @@ class JaxAdapter(SteppedAdapter):
         layers, shape = self.point["layers"], tuple(self.inputs.shape)
         module = Network(layers, shape, self.dtype)
         x = jax.ShapeDtypeStruct((1, shape[1], shape[2], shape[0]), jnp.float32)
-        params = jax.eval_shape(lambda v: module.init(jax.random.key(0), v), x)["params"]
-        logits = jax.eval_shape(lambda p, v: module.apply({"params": p}, v), params, x)
+        variables = jax.eval_shape(lambda v: module.init(jax.random.key(0), v), x)
+        params = variables["params"]
+        logits = jax.eval_shape(lambda p, v: module.apply(p, v), variables, x)
         param_dtypes = sorted({str(leaf.dtype) for leaf in jax.tree.leaves(params)})
         return f"{logits.dtype} compute, {'/'.join(param_dtypes)} weights"
 
@@ -233,19 +301,22 @@ class JaxAdapter(SteppedAdapter):
         p, inputs = self.point, self.inputs
         layers = p["layers"]
         self.module = Network(layers, tuple(inputs.shape), self.dtype)
-        params = to_params(layers, initial_weights(p, inputs.shape))
-        groups = parameter_groups(layers)  # (lr multiplier, decay multiplier) per W, b in spec order
-        names = layer_names(layers)
-        self.lr_mults = {n: {"kernel": groups[2 * j][0], "bias": groups[2 * j + 1][0]} for j, n in enumerate(names)}
-        decays = {n: {"kernel": p["weight_decay"] * groups[2 * j][1], "bias": p["weight_decay"] * groups[2 * j + 1][1]}
-                  for j, n in enumerate(names)}
+        variables = to_variables(layers, inputs.shape, initial_weights(p, inputs.shape))
+        params = variables["params"]
+        groups = iter(parameter_groups(layers))  # (lr multiplier, decay multiplier) per trained array, spec order
+        self.lr_mults, decays = {}, {}
+        for name, (_, layer, _) in zip(layer_names(layers, inputs.shape), models.trainable(layers, inputs.shape)):
+            for key, (lr_mult, decay_mult) in zip(param_names(layer), groups):
+                self.lr_mults.setdefault(name, {})[key] = lr_mult
+                decays.setdefault(name, {})[key] = p["weight_decay"] * decay_mult
         if p["optimizer"] == "adam":
             self.tx = optax.scale_by_adam(b1=0.9, b2=0.999, eps=1e-8)
         else:
             self.tx = optax.trace(decay=p["momentum"], nesterov=False)
         put = lambda a: jax.device_put(a, self.device)  # noqa: E731
         self.ema_decay = float(p.get("ema_decay") or 0.0)
-        state = {"params": params, "opt": self.tx.init(params), "key": jax.random.key(p["seed"])}
+        state = {"params": params, "stats": variables["batch_stats"], "opt": self.tx.init(params),
+                 "key": jax.random.key(p["seed"])}
         if self.ema_decay:
             state["ema"] = jax.tree.map(jnp.copy, params)
             state["ema_n"] = jnp.zeros((), jnp.float32)
@@ -261,17 +332,20 @@ class JaxAdapter(SteppedAdapter):
         self.losses: list[jax.Array] = []
         module, tx, lr_mults, ema_decay = self.module, self.tx, self.lr_mults, self.ema_decay
 
-        def loss_of(params, x, y, key):
-            return xent(module.apply({"params": params}, x, train=True, rngs={"dropout": key}), y).mean()
+        def loss_of(params, stats, x, y, key):
+            logits, updated = module.apply({"params": params, "batch_stats": stats}, x, train=True,
+                                           rngs={"dropout": key}, mutable=["batch_stats"])
+            return xent(logits, y).mean(), updated.get("batch_stats", stats)
 
         def step(state, train_x, train_y, idx, lr):
             key, dropout_key = jax.random.split(state["key"])
             params = state["params"]
-            loss, grads = jax.value_and_grad(loss_of)(params, train_x[idx], train_y[idx], dropout_key)
+            (loss, stats), grads = jax.value_and_grad(loss_of, has_aux=True)(params, state["stats"], train_x[idx],
+                                                                              train_y[idx], dropout_key)
             grads = jax.tree.map(lambda g, w, wd: g + wd * w if wd else g, grads, params, decays)
             updates, opt = tx.update(grads, state["opt"], params)
             params = jax.tree.map(lambda w, u, m: w - (lr * m) * u, params, updates, lr_mults)
-            new = {**state, "params": params, "opt": opt, "key": key}
+            new = {**state, "params": params, "stats": stats, "opt": opt, "key": key}
             if ema_decay:
                 n = state["ema_n"] + 1.0
                 rate = jnp.minimum(ema_decay, (1.0 + n) / (10.0 + n))  # stepped.ema_rate
@@ -279,8 +353,8 @@ class JaxAdapter(SteppedAdapter):
                 new["ema_n"] = n
             return new, loss
 
-        def eval_batch(params, x, y):
-            logits = module.apply({"params": params}, x, train=False)
+        def eval_batch(variables, x, y):
+            logits = module.apply(variables, x, train=False)
             return jnp.sum(jnp.argmax(logits, -1) == y), jnp.sum(xent(logits, y))
 
         self._step, self._eval = step, eval_batch
@@ -291,7 +365,7 @@ class JaxAdapter(SteppedAdapter):
             batch = jax.ShapeDtypeStruct((self.point["batch_size"],), jnp.int32)
             lr = jax.ShapeDtypeStruct((), jnp.float32)
             self.step_fn = jax.jit(self._step).lower(self.state, self.train_x, self.train_y, batch, lr).compile()
-            judged = self._judged()
+            judged = self._evaluated()
             for batches in self.eval_batches.values():
                 for x, y in batches:
                     if x.shape not in self.eval_fns:
@@ -320,7 +394,7 @@ class JaxAdapter(SteppedAdapter):
         return mean
 
     def evaluate(self, split: str = "test") -> tuple[float, float]:
-        params = self._judged()
+        params = self._evaluated()
         sums = []
         for x, y in self.eval_batches[split]:
             if self.eager:
@@ -339,8 +413,13 @@ class JaxAdapter(SteppedAdapter):
         """The parameters evaluate() uses: the moving average where the point keeps one."""
         return self.state["ema"] if self.ema_decay else self.state["params"]
 
+    def _evaluated(self) -> dict:
+        """The variables evaluate() applies: the judged parameters and the running batch statistics."""
+        return {"params": self._judged(), "batch_stats": self.state["stats"]}
+
     def weights(self):
-        return from_params(self.point["layers"], jax.device_get(self.state["params"]))
+        state = jax.device_get({"params": self.state["params"], "stats": self.state["stats"]})
+        return from_variables(self.point["layers"], self.inputs.shape, state["params"], state["stats"])
 
     def keep_best(self) -> None:
         self.best = self._judged()  # JAX arrays are immutable: a reference is a copy
@@ -355,9 +434,16 @@ class JaxAdapter(SteppedAdapter):
         self.train_x = jax.device_put(nhwc(x), self.device)
 
     @staticmethod
-    def forward(layers, weights, x, y):
+    def forward(layers, weights, x, y, train=False):
+        """(`train`: batch normalisation by the batch's statistics; dropout stays off.)"""
+        if train and any(layer["type"] == "dropout" for layer in models.leaves(layers)):
+            raise models.SpecError("a training-mode forward pass of a network with dropout is not deterministic")
         module = Network(layers, tuple(x.shape[1:]))
-        logits = module.apply({"params": to_params(layers, weights)}, jnp.asarray(nhwc(x)), train=False)
+        variables = to_variables(layers, x.shape[1:], weights)
+        if train:
+            logits, _ = module.apply(variables, jnp.asarray(nhwc(x)), train=True, mutable=["batch_stats"])
+        else:
+            logits = module.apply(variables, jnp.asarray(nhwc(x)), train=False)
         return np.asarray(logits), float(xent(logits, jnp.asarray(y.astype(np.int32))).mean())
 
     @staticmethod
@@ -367,13 +453,13 @@ class JaxAdapter(SteppedAdapter):
         shapes = jax.eval_shape(lambda v: module.init(jax.random.key(0), v),
                                 jax.ShapeDtypeStruct((1, h, w, c), jnp.float32))["params"]
         n = 0
-        for (_, layer, prev), name in zip(models.trainable(layers, tuple(input_shape)), layer_names(layers)):
-            kernel, bias = shapes[name]["kernel"], shapes[name]["bias"]
+        for (_, layer, prev), name in zip(models.trainable(layers, tuple(input_shape)),
+                                          layer_names(layers, input_shape)):
             if layer["type"] == "conv" and "table" in layer:  # a masked conv: its connected weights only
                 n += models.connections(layer, prev[0]) * layer["kernel"] ** 2 * layer["filters"]
+                n += int(np.prod(shapes[name]["bias"].shape))
             else:
-                n += int(np.prod(kernel.shape))
-            n += int(np.prod(bias.shape))
+                n += sum(int(np.prod(leaf.shape)) for leaf in jax.tree.leaves(shapes[name]))
         return n
 
 

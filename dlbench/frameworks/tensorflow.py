@@ -18,6 +18,12 @@ call, so the `compile` phase calls the step once on the first batch and then put
 runs the graph function without XLA either way. `precision: bf16`: Keras' mixed_bfloat16 policy
 (layers compute in bfloat16 on float32 variables); the loss is taken on float32 logits. `precision: fp64`:
 Keras' float64 policy (variables, data, loss and moving average in float64).
+
+Batch normalisation is this module's BatchNorm layer, the spec's definition (models.py): Keras'
+BatchNormalization (momentum = the spec's decay) updates its moving variance with the biased batch
+variance, where the spec (and PyTorch) use the unbiased one. Its statistics are computed in the variables'
+dtype (float32 under mixed bfloat16). A residual block is a Residual layer holding its body's and its
+shortcut's layers; global average pooling is Keras' GlobalAveragePooling2D.
 """
 
 from __future__ import annotations
@@ -101,6 +107,55 @@ class FusedUpdate:
                 tf.raw_ops.ResourceApplyGradientDescent(var=v.handle, alpha=rate, delta=g)
 
 
+class BatchNorm(keras.layers.Layer):
+    """Batch normalisation as dlbench/models.py defines it: the batch's mean and biased variance in training
+    (then running = decay * running + (1 - decay) * batch statistic, the variance's made unbiased by m / (m - 1)),
+    the running ones in inference."""
+
+    def __init__(self, layer: dict, **kw):
+        super().__init__(**kw)
+        self.decay, self.eps = float(layer["decay"]), float(layer["eps"])
+
+    def build(self, input_shape):
+        c = int(input_shape[-1])
+        self.gamma = self.add_weight(shape=(c,), initializer="ones", name="gamma", autocast=False)
+        self.beta = self.add_weight(shape=(c,), initializer="zeros", name="beta", autocast=False)
+        self.moving_mean = self.add_weight(shape=(c,), initializer="zeros", name="moving_mean", trainable=False,
+                                           autocast=False)
+        self.moving_variance = self.add_weight(shape=(c,), initializer="ones", name="moving_variance",
+                                               trainable=False, autocast=False)
+
+    def call(self, x, training=None):
+        dtype = self.gamma.dtype
+        h = tf.cast(x, dtype)
+        if training:
+            mean, var = tf.nn.moments(h, axes=[0, 1, 2])
+            m = tf.cast(tf.size(h) // tf.shape(h)[-1], dtype)
+            decay = tf.constant(self.decay, dtype)
+            self.moving_mean.assign(decay * self.moving_mean + (1 - decay) * mean)
+            self.moving_variance.assign(decay * self.moving_variance + (1 - decay) * var * m / (m - 1))
+        else:
+            mean, var = self.moving_mean, self.moving_variance
+        out = (h - mean) * tf.math.rsqrt(var + tf.constant(self.eps, dtype)) * self.gamma + self.beta
+        return tf.cast(out, x.dtype)
+
+
+class Residual(keras.layers.Layer):
+    """A residual block: its body's layers and its shortcut's (none: the identity) from the same input, added."""
+
+    def __init__(self, body: list, shortcut: list, **kw):
+        super().__init__(**kw)
+        self.body, self.shortcut = body, shortcut
+
+    def call(self, x, training=None):
+        h, s = x, x
+        for sub in self.body:
+            h = sub(h, training=training)
+        for sub in self.shortcut:
+            s = sub(s, training=training)
+        return h + s
+
+
 def nhwc(x: np.ndarray) -> np.ndarray:
     """Channels last: TensorFlow's CPU convolutions (and oneDNN) want it."""
     return np.ascontiguousarray(x.transpose(0, 2, 3, 1))
@@ -133,6 +188,14 @@ def build_model(layers: list[dict], input_shape: tuple[int, int, int], seed: int
     """The spec as a Keras model (its weights as Keras draws them: load_weights sets the point's)."""
     c, h, w = input_shape
     model = keras.Sequential([keras.Input((h, w, c))])
+    for sub in spec_layers(layers, input_shape, seed):
+        model.add(sub)
+    return model
+
+
+def spec_layers(layers: list[dict], input_shape: tuple[int, int, int], seed: int) -> list:
+    """The Keras layers of a spec's layer list, in order (a residual block one Residual layer)."""
+    out: list = []
     prev = input_shape
     for i, (layer, shape) in enumerate(zip(layers, models.shapes(layers, input_shape))):
         kind = layer["type"]
@@ -142,63 +205,86 @@ def build_model(layers: list[dict], input_shape: tuple[int, int, int], seed: int
             if pad and stride == 1 and 2 * pad == k - 1:
                 padding = "same"
             elif pad:
-                model.add(keras.layers.ZeroPadding2D(pad))
+                out.append(keras.layers.ZeroPadding2D(pad))
             if "table" in layer:
-                model.add(MaskedConv2D(layer, prev[0], padding=padding))
+                out.append(MaskedConv2D(layer, prev[0], padding=padding))
             else:
-                model.add(keras.layers.Conv2D(layer["filters"], k, stride, padding=padding))
+                out.append(keras.layers.Conv2D(layer["filters"], k, stride, padding=padding,
+                                              use_bias=models.has_bias(layer)))
+        elif kind == "batchnorm":
+            out.append(BatchNorm(layer))
+        elif kind == "residual":
+            out.append(Residual(spec_layers(layer["body"], prev, seed), spec_layers(layer["shortcut"], prev, seed)))
+        elif kind == "gap":
+            out.append(keras.layers.GlobalAveragePooling2D())
         elif kind == "pool":
             for pooling in _pool_layers(layer, prev[1], shape[1]):
-                model.add(pooling)
+                out.append(pooling)
         elif kind == "dense":
             if len(prev) == 3:
-                model.add(keras.layers.Flatten())
-            model.add(keras.layers.Dense(layer["units"]))
+                out.append(keras.layers.Flatten())
+            out.append(keras.layers.Dense(layer["units"]))
         elif kind in models.ACTIVATIONS:
-            model.add(keras.layers.Activation(kind))
+            out.append(keras.layers.Activation(kind))
         elif kind == "dropout":
-            model.add(keras.layers.Dropout(layer["rate"], seed=seed + i))
+            out.append(keras.layers.Dropout(layer["rate"], seed=seed + i))
         elif kind == "lrn":
             radius, size = (layer["size"] - 1) // 2, layer["size"]
             # In float32 whatever the policy: TensorFlow has no bfloat16 LRN kernel.
-            model.add(keras.layers.Lambda(lambda x, r=radius, L=layer, n=size: tf.cast(
+            out.append(keras.layers.Lambda(lambda x, r=radius, L=layer, n=size: tf.cast(
                 tf.nn.local_response_normalization(tf.cast(x, tf.float32), depth_radius=r, bias=L.get("k", 1.0),
                                                    alpha=L["alpha"] / n, beta=L["beta"]), x.dtype)))
         else:
             raise models.SpecError(f"TensorFlow adapter: unknown layer type {kind!r}")
         prev = shape
-    return model
+    return out
 
 
-def trainable_layers(model: keras.Sequential) -> list:
-    return [m for m in model.layers if isinstance(m, (keras.layers.Conv2D, keras.layers.Dense))]
+def trainable_layers(model) -> list:
+    """The conv, dense and batchnorm layers in the spec's order (models.trainable: a block's body, then shortcut)."""
+    out = []
+    for m in (model.layers if isinstance(model, keras.Sequential) else model):
+        if isinstance(m, Residual):
+            out += trainable_layers(m.body) + trainable_layers(m.shortcut)
+        elif isinstance(m, (keras.layers.Conv2D, keras.layers.Dense, BatchNorm)):
+            out.append(m)
+    return out
+
+
+def trained_variables(mod) -> list:
+    """The layer's trained variables in the canonical order: kernel (gamma), then bias (beta) where it has one."""
+    if isinstance(mod, BatchNorm):
+        return [mod.gamma, mod.beta]
+    return [mod.kernel] + ([mod.bias] if mod.bias is not None else [])
 
 
 def load_weights(model: keras.Sequential, layers: list[dict], input_shape: tuple[int, int, int],
-                 weights: list[tuple[np.ndarray, np.ndarray]]) -> None:
-    """Canonical (W, b) per conv and dense layer into the model: kernels to (kh, kw, in, out), a dense layer
-    after a conv to the H, W, C order in which Flatten of NHWC feeds it."""
+                 weights: list[tuple[np.ndarray, ...]]) -> None:
+    """Canonical arrays per conv, dense and batchnorm layer into the model: kernels to (kh, kw, in, out), a dense
+    layer after a conv to the H, W, C order in which Flatten of NHWC feeds it; a batchnorm's as they are."""
     mods = trainable_layers(model)
     specs = models.trainable(layers, input_shape)
     assert len(mods) == len(weights) == len(specs), (len(mods), len(weights), len(specs))
-    for mod, (w, b), (_, layer, prev) in zip(mods, weights, specs):
-        if layer["type"] == "conv":
+    for mod, (w, *rest), (_, layer, prev) in zip(mods, weights, specs):
+        if layer["type"] == "batchnorm":
+            kernel = w
+        elif layer["type"] == "conv":
             kernel = w.transpose(2, 3, 1, 0)  # (out, in, kh, kw) -> (kh, kw, in, out)
         else:
             kernel = (chw_rows_to_hwc(w, prev) if len(prev) == 3 else w).T
-        mod.set_weights([np.ascontiguousarray(kernel), b])
+        mod.set_weights([np.ascontiguousarray(kernel), *rest])
 
 
 def count_params(model: keras.Sequential) -> int:
     """Trainable parameters; a masked convolution counts its connected weights only."""
     n = 0
     for mod in trainable_layers(model):
-        kernel, bias = mod.kernel, mod.bias
+        kernel, *rest = trained_variables(mod)
         if isinstance(mod, MaskedConv2D):
             n += mod.connected * int(kernel.shape[0]) * int(kernel.shape[1])
         else:
-            n += int(kernel.shape.num_elements())
-        n += int(bias.shape.num_elements())
+            n += int(np.prod(kernel.shape))
+        n += sum(int(np.prod(v.shape)) for v in rest)
     return n
 
 
@@ -256,7 +342,7 @@ class TFAdapter(SteppedAdapter):
         with tf.device(self.device):
             self.model = build_model(p["layers"], self.inputs.shape, p["seed"])
             load_weights(self.model, p["layers"], self.inputs.shape, initial_weights(p, self.inputs.shape))
-            variables = [v for m in trainable_layers(self.model) for v in (m.kernel, m.bias)]
+            variables = [v for m in trainable_layers(self.model) for v in trained_variables(m)]
             mults = parameter_groups(p["layers"])
             self.update = FusedUpdate(variables, p["optimizer"], p["momentum"], [lr_mult for lr_mult, _ in mults])
             self.ema = None
@@ -360,12 +446,14 @@ class TFAdapter(SteppedAdapter):
         out = []
         for mod, (_, layer, prev) in zip(trainable_layers(self.model), models.trainable(self.point["layers"],
                                                                                         self.inputs.shape)):
-            kernel, bias = (np.asarray(v) for v in mod.get_weights())
-            if layer["type"] == "conv":
+            kernel, *rest = (np.asarray(v) for v in mod.get_weights())  # a batchnorm's: gamma, beta, mean, var
+            if layer["type"] == "batchnorm":
+                w = kernel
+            elif layer["type"] == "conv":
                 w = kernel.transpose(3, 2, 0, 1)  # (kh, kw, in, out) -> (out, in, kh, kw)
             else:
                 w = hwc_rows_to_chw(kernel.T, prev) if len(prev) == 3 else kernel.T
-            out.append((np.ascontiguousarray(w), bias))
+            out.append((np.ascontiguousarray(w), *rest))
         return out
 
     def _swap_ema(self) -> None:
@@ -394,11 +482,14 @@ class TFAdapter(SteppedAdapter):
             self.train_x.assign(tf.cast(nhwc(x), self.dtype))
 
     @staticmethod
-    def forward(layers, weights, x, y):
+    def forward(layers, weights, x, y, train=False):
+        """(`train`: batch normalisation by the batch's statistics; the model has no dropout where it is asked.)"""
         keras.mixed_precision.set_global_policy("float32")
         model = build_model(layers, x.shape[1:], 1)
         load_weights(model, layers, x.shape[1:], weights)
-        logits = model(tf.constant(nhwc(x)), training=False)
+        if train and any(layer["type"] == "dropout" for layer in models.leaves(layers)):
+            raise models.SpecError("a training-mode forward pass of a network with dropout is not deterministic")
+        logits = model(tf.constant(nhwc(x)), training=train)
         loss = keras.losses.SparseCategoricalCrossentropy(from_logits=True)(tf.constant(y), logits)
         return logits.numpy(), float(loss)
 
