@@ -42,10 +42,10 @@ rule findings:
         ),
     log:
         "logs/findings.log",
-    params:
-        verdicts=CFG["verdicts"],  # the equivalence margins: findings.md is written again where they change
     localrule: True
     conda:
         "../envs/base.yaml"
+    params:
+        verdicts=CFG["verdicts"],  # the equivalence margins: findings.md is written again where they change
     script:
         "../scripts/findings.py"
