@@ -3,6 +3,7 @@ interpreter of the user's: running one runs its code (its sitecustomize, its fra
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 from collections.abc import Iterable
@@ -15,14 +16,14 @@ STORE = Path(".snakemake") / "dlbench-site-probes.json"
 
 
 def _identity(python: str) -> list | None:
-    """The interpreter file as it is now (real path, size, modification time): another file, or the same one
-    rebuilt, is probed again."""
+    """The interpreter file as it is now (its real path and a digest of its bytes): another file, or the same
+    one rebuilt or rewritten to run another build, is probed again; the same bytes written again are not."""
     try:
         real = os.path.realpath(python)
-        st = os.stat(real)
+        digest = hashlib.sha256(Path(real).read_bytes()).hexdigest()
     except OSError:
         return None
-    return [real, st.st_size, st.st_mtime_ns]
+    return [real, digest]
 
 
 def remember(descriptions: Iterable[dict], store: Path = STORE) -> None:

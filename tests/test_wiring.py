@@ -138,6 +138,9 @@ def test_a_dry_run_runs_no_site_interpreter_and_uses_what_the_last_run_probed(he
     again = study(dry, said, **site)
     assert mark.read_text().count("x") == runs and not any("not probing" in line for line in said)
     assert again.env_params(torch) == real.env_params(torch)  # the dry run plans what the run will
+    python.write_text(python.read_text())  # the same bytes written again: still the probed interpreter
+    said.clear()
+    assert study(dry, said, **site).env_params(torch) == real.env_params(torch) and not said
     python.write_text(python.read_text() + "# rebuilt\n")  # another interpreter file: not the probed one
     said.clear()
     assert "versions" not in study(dry, said, **site).env_params(torch) and said
