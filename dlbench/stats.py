@@ -1,10 +1,11 @@
 """How sure a comparison is: intervals of a mean, tests of a difference, and what the data can tell.
 
-Plain functions on lists of numbers (scipy's distributions, no DataFrames), the one home of every
-interval and test dlbench states: the Student-t interval of a mean, Welch's t, the paired t by seed,
-Holm's correction for many pairs, Welch's t of a contrast of means (a ratio, a change of slope), the
-one-way ANOVA and Friedman's test with the seed as block, the repeats a target half-width needs, and
-`leader`: which of several groups leads, and whether the data can tell it from the others.
+Plain functions on lists of numbers (scipy's distributions; `scaled_intervals` alone groups a pandas Series),
+the one home of every interval and test dlbench states: the Student-t interval of a mean, Welch's t, the paired
+t by seed, Holm's and Benjamini-Hochberg's corrections for many tests, Welch's t of a contrast of means (a
+ratio, a change of slope), the one-way ANOVA, the two-way ANOVA and Friedman's test with the seed as block, the
+repeats a target half-width needs, `judge`: one group against another, and `leader`: which of several groups
+leads, and whether the data can tell it from the others.
 
 A verdict (`judge`, `leader`) ends as one of four words, each earned: one side better (its test's p, corrected
 where several were tested, below ALPHA), **equivalent** within a stated margin (two one-sided tests, TOST), or
@@ -228,17 +229,6 @@ def paired(a, b) -> Test:
     return Test(name, float(t), float(2 * t_sf(abs(t), len(d) - 1)), len(d) - 1.0)
 
 
-def compare(a: Mapping, b: Mapping) -> Test:
-    """The test of a against b, each {seed: value}: paired by seed where both ran the same seeds (two or more),
-    else Welch's t."""
-    a = {k: v for k, v in a.items() if np.isfinite(v)}
-    b = {k: v for k, v in b.items() if np.isfinite(v)}
-    if set(a) == set(b) and len(a) >= 2:
-        seeds = sorted(a)
-        return paired([a[s] for s in seeds], [b[s] for s in seeds])
-    return welch(list(a.values()), list(b.values()))
-
-
 @dataclass(frozen=True)
 class Contrast:
     """A weighted sum of group means (or of their logarithms) with its interval and test of "it is zero"."""
@@ -274,24 +264,6 @@ def contrast(parts: Sequence[tuple[float, Sequence[float]]], log: bool = False,
     t = estimate / math.sqrt(var)
     half = float(t_quantile(0.5 + confidence / 2, df)) * math.sqrt(var)
     return Contrast(estimate, estimate - half, estimate + half, Test(name, t, float(2 * t_sf(abs(t), df)), df))
-
-
-def change(a: Mapping, b: Mapping, log: bool = False) -> Contrast:
-    """a's mean minus b's (`log`: log of a's mean over b's), each {seed: value}, with its 95 % interval and test:
-    paired by seed where both ran the same two or more seeds (the t interval of the per-seed differences, the
-    paired t), else Welch's (contrast)."""
-    a = {k: float(v) for k, v in a.items() if np.isfinite(v) and (v > 0 or not log)}
-    b = {k: float(v) for k, v in b.items() if np.isfinite(v) and (v > 0 or not log)}
-    if set(a) == set(b) and len(a) >= 2:
-        seeds = sorted(a, key=str)
-        f = math.log if log else float
-        diffs = [f(a[k]) - f(b[k]) for k in seeds]
-        mean, low, high = t_interval(diffs)
-        test = paired([f(a[k]) for k in seeds], [f(b[k]) for k in seeds])
-        if not np.isfinite(low):  # no spread: exact
-            low = high = mean
-        return Contrast(mean, low, high, test)
-    return contrast([(1, list(a.values())), (-1, list(b.values()))], log=log)
 
 
 def holm(pvalues: Sequence[float]) -> list[float]:
@@ -562,14 +534,6 @@ def leader(groups: Mapping[str, Mapping], larger_is_better: bool, metric: str | 
     else:
         state = "distinct"
     return Leader(top, state, intervals, rivals, margin_text)
-
-
-def difference(a: Mapping, b: Mapping, metric: str | None = None, margins: Margins | None = None) -> Judgement:
-    """a against b on `metric`'s scale and margin (linear, no margin where None): judge(); its `direction`
-    says "larger", "smaller", EQUIVALENT, INCONCLUSIVE or UNTESTABLE."""
-    if metric is None:
-        return judge(a, b)
-    return judge_metric(a, b, metric, margins)
 
 
 def benjamini_hochberg(pvalues: Sequence[float]) -> list[float]:

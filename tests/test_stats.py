@@ -54,9 +54,9 @@ def test_paired_by_seed_by_its_formula():
     # differences -1, -2, -2: mean -5/3, sd sqrt(1/3); t = (-5/3) / (sqrt(1/3) / sqrt(3)) = -5
     t = stats.paired([1.0, 2.0, 3.0], [2.0, 4.0, 5.0])
     assert t.statistic == pytest.approx(-5.0) and t.df == 2 and t.p == pytest.approx(p_t2(-5.0))
-    # compare() pairs by seed only when both ran the same seeds
-    assert stats.compare({1: 1.0, 2: 2.0, 3: 3.0}, {3: 5.0, 1: 2.0, 2: 4.0}).name == "paired t by seed"
-    assert stats.compare({1: 1.0, 2: 2.0, 3: 3.0}, {1: 2.0, 2: 4.0, 4: 5.0}).name == "Welch's t"
+    # judge() pairs by seed only when both ran the same seeds
+    assert stats.judge({1: 1.0, 2: 2.0, 3: 3.0}, {3: 5.0, 1: 2.0, 2: 4.0}).test.name == "paired t by seed"
+    assert stats.judge({1: 1.0, 2: 2.0, 3: 3.0}, {1: 2.0, 2: 4.0, 4: 5.0}).test.name == "Welch's t"
 
 
 def test_holm_steps_down():
@@ -174,18 +174,18 @@ def test_a_contrast_of_two_means_is_welchs_t_and_a_ratio_is_tested_on_its_log():
     assert math.isnan(single.low) and "fewer than two" in single.test.why and not single.told
 
 
-def test_a_change_pairs_by_seed_where_both_ran_the_same_seeds():
+def test_a_judgement_pairs_by_seed_where_both_ran_the_same_seeds():
     from scipy import stats as sps
 
     a, b = {1: 96.0, 2: 96.8, 3: 96.4}, {1: 95.0, 2: 95.4, 3: 95.2}
-    got = stats.change(a, b)
+    got = stats.judge(a, b)
     # differences 1.0, 1.4, 1.2: mean 1.2, sd 0.2; the t interval on 2 degrees of freedom
     half = 4.302652729749462 * 0.2 / math.sqrt(3)
     assert (got.estimate, got.low, got.high) == pytest.approx((1.2, 1.2 - half, 1.2 + half))
     assert got.test.p == pytest.approx(sps.ttest_rel([96.0, 96.8, 96.4], [95.0, 95.4, 95.2]).pvalue)
-    assert got.test.name == "paired t by seed" and got.told
-    unpaired = stats.change(a, {4: 95.0, 5: 95.4, 6: 95.2})
+    assert got.test.name == "paired t by seed" and got.word == stats.BETTER
+    unpaired = stats.judge(a, {4: 95.0, 5: 95.4, 6: 95.2})
     assert unpaired.test.name.startswith("Welch") and unpaired.estimate == pytest.approx(1.2)
-    exact = stats.change({1: 2.0, 2: 4.0}, {1: 1.0, 2: 2.0}, log=True)  # twice as much on both seeds
+    exact = stats.judge({1: 2.0, 2: 4.0, 3: 6.0}, {1: 1.0, 2: 2.0, 3: 3.0}, log=True)  # twice as much each seed
     assert (exact.estimate, exact.low, exact.high) == pytest.approx((math.log(2),) * 3)
-    assert not exact.told and "no spread" in exact.test.why  # exact, but no noise to tell it from
+    assert exact.word == stats.UNTESTABLE and "no spread" in exact.why  # exact, but no noise to tell it from
