@@ -17,9 +17,10 @@ from pathlib import Path
 
 import psutil
 
-from dlbench import envs, hostload, machine
 from dlbench.datasets import prepare
+from dlbench.environments import build
 from dlbench.frameworks import registry
+from dlbench.node import hostload, machine
 from dlbench.paths import ROOT, cache_root
 from dlbench.testing.sandbox import environment
 
@@ -74,7 +75,7 @@ def wait_quiet(timeout_s: float = 900.0) -> float:
 
 
 def _busy_cpu_s() -> float:
-    """CPU seconds the whole machine has spent busy (everything but idle and iowait; dlbench.hostload)."""
+    """CPU seconds the whole machine has spent busy (everything but idle and iowait; dlbench.node.hostload)."""
     return hostload.read_busy_s() or 0.0
 
 
@@ -138,14 +139,14 @@ def dataset(name: str = "fashion_mnist") -> Path:
 
 
 def env_python(framework: str) -> str:
-    return str(envs.build(framework) / "bin" / "python")
+    return str(build.build(framework) / "bin" / "python")
 
 
 def env_ready(framework: str) -> bool:
     """Whether the framework's environment is already built (never starts a build)."""
     try:
-        return (envs.env_dir(framework) / "READY").exists()
-    except envs.EnvError:
+        return (build.env_dir(framework) / "READY").exists()
+    except build.EnvError:
         return False
 
 

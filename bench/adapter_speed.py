@@ -29,8 +29,8 @@ from pathlib import Path
 
 import _common as c
 
-from dlbench import runner
-from dlbench.sweep import one_point
+from dlbench.run import runner
+from dlbench.study.sweep import one_point
 
 HAND_VARIANTS = {"pytorch": ["loop", "channels_last"], "tensorflow": ["function", "fit"], "theano": ["givens"]}
 TARGET = 0.97

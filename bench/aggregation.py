@@ -1,4 +1,4 @@
-"""Aggregation: 1,000 run records into the three Parquet files with dlbench.results.aggregate.
+"""Aggregation: 1,000 run records into the three Parquet files with dlbench.aggregate.collect.aggregate.
 
     .venv/bin/python bench/aggregation.py [--runs 1000] [--repeats 3] [--source RUN_DIR]
 
@@ -21,8 +21,9 @@ from pathlib import Path
 
 import _common as c
 
-from dlbench import results, runner
-from dlbench.sweep import one_point
+from dlbench.aggregate import collect
+from dlbench.run import runner
+from dlbench.study.sweep import one_point
 
 TARGET_S = 5.0
 
@@ -78,9 +79,9 @@ def main(argv: list[str] | None = None) -> int:
     c.header(f"aggregation: {args.runs} run folders into Parquet", load)
     read_s, total_s = [], []
     for _ in range(args.repeats):
-        r, t = c.clean(timed, results.collect, paths)
+        r, t = c.clean(timed, collect.collect, paths)
         read_s.append(t)
-        runs, t = c.clean(timed, results.aggregate, paths, out / "runs.parquet", out / "curves.parquet",
+        runs, t = c.clean(timed, collect.aggregate, paths, out / "runs.parquet", out / "curves.parquet",
                           out / "samples.parquet", membership=membership, peak_path=peak)
         total_s.append(t)
     assert len(runs) == args.runs

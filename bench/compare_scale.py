@@ -1,4 +1,4 @@
-"""dlbench.compare on two result sets of 20,000 records each: how long, how much memory, and what it finds.
+"""dlbench.present.comparison on two result sets of 20,000 records each: how long, how much memory, and what it finds.
 
     .venv/bin/python bench/compare_scale.py [--points 20000] [--runs 3]
 
@@ -6,7 +6,7 @@ The sets are the large hand-made study's records (dlbench.testing.study.large_re
 x 2 devices x 5 presets x 5 batch sizes x 5 learning rates x 2 thread counts, 5 repeats of each of its 4,000
 settings at 20,000 records, about 3% failed), A from seed 0 and B from seed 1 (other noise, other failures),
 each setting's length fixed so that its repeats are one setting's sample; B's PyTorch trains 10% slower, and
-B's records name another dlbench commit. Each run is python -m dlbench.compare in its own process, as a user
+B's records name another dlbench commit. Each run is python -m dlbench.present.comparison in its own process, as a user
 runs it (reading both runs.parquet, the comparison, comparison.md and the ratios chart as HTML and SVG), timed
 from outside: wall and CPU seconds, peak resident memory, and the cores other processes kept busy meanwhile.
 Checks: every setting compared, PyTorch's slowdown found, few others flagged; the verdicts counted.
@@ -24,7 +24,7 @@ import _common as c
 import numpy as np
 import pandas as pd
 
-from dlbench import compare
+from dlbench.present import comparison
 from dlbench.testing import study
 
 SLOWDOWN = 1.10  # B's PyTorch, training time
@@ -63,8 +63,8 @@ def main() -> int:
         before = resource.getrusage(resource.RUSAGE_CHILDREN)
         t0 = time.monotonic()
         with c.ForeignCpu() as foreign:
-            subprocess.run([sys.executable, "-m", "dlbench.compare", str(work / "a.parquet"), str(work / "b.parquet"),
-                            "--out", str(work / "out")], check=True, stdout=subprocess.DEVNULL)
+            subprocess.run([sys.executable, "-m", "dlbench.present.comparison", str(work / "a.parquet"),
+                            str(work / "b.parquet"), "--out", str(work / "out")], check=True, stdout=subprocess.DEVNULL)
         wall = time.monotonic() - t0
         after = resource.getrusage(resource.RUSAGE_CHILDREN)
         cpu = after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime
@@ -81,7 +81,7 @@ def main() -> int:
           f"of {others.p_adjusted.notna().sum()} tested settings flagged")
     for name, rows in (("PyTorch", torch), ("the others", others)):
         print(f"{name}, training time, verdicts: {rows.verdict.value_counts().to_dict()}")
-    per = compare.per_framework(table)
+    per = comparison.per_framework(table)
     for _, r in per[per.metric == "train_time_s"].iterrows():
         print(f"per framework, training time: {r.framework} {r.change:.3f} [{r.change_ci_low:.3f}, "
               f"{r.change_ci_high:.3f}] over {r.settings} settings: {r.verdict}")

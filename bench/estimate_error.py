@@ -7,7 +7,7 @@
 The small study: the four frameworks with their own defaults and with Caffe's (so each has its own network
 and LeNet), on digits and Fashion-MNIST, batch 16 and 64, 200 iterations, 1 and 2 threads: 64 points, about
 10 minutes on a quiet 2-core machine. For every ok point, its wall time (the record's `wall_time_s`) is
-compared with the estimate (dlbench.estimate):
+compared with the estimate (dlbench.plan.estimate):
 - before any measurement: the FLOPs model (the machine's GEMM peak from results/machine/peak.json, the
   framework's default efficiency and fixed cost);
 - after one point per framework and network: the first ok point of each (framework, network) in the
@@ -28,8 +28,10 @@ import _common as c
 import pandas as pd
 import yaml
 
-from dlbench import config, estimate, records, sweep
 from dlbench.paths import SCHEMA
+from dlbench.plan import estimate
+from dlbench.record import store
+from dlbench.study import config, sweep
 from dlbench.testing import sandbox
 
 STUDY = {"datasets": ["digits", "fashion_mnist"], "frameworks": ["pytorch", "tensorflow", "theano", "caffe"],
@@ -94,7 +96,7 @@ def main(argv: list[str] | None = None) -> int:
     points = sweep.plan(cfg).points
     records_by_id = {}
     for p in points:
-        r = records.read_or_skip(folder / f"results/runs/{p['framework']}/{p['dataset']}/{p['id']}/metrics.json")
+        r = store.read_or_skip(folder / f"results/runs/{p['framework']}/{p['dataset']}/{p['id']}/metrics.json")
         if r:
             records_by_id[p["id"]] = r
     peak = estimate.peak_gflops(sorted({p["threads"] for p in points}), folder, measure=False)

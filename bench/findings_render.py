@@ -16,7 +16,8 @@ import time
 
 import _common as c
 
-from dlbench import provenance, tables
+from dlbench.analysis import frames as tables
+from dlbench.record import provenance
 from dlbench.testing import study
 
 
@@ -25,7 +26,7 @@ def main() -> int:
     parser.add_argument("--points", type=int, default=20000)
     parser.add_argument("--runs", type=int, default=3)
     args = parser.parse_args()
-    from dlbench import findings
+    from dlbench.present import findings
 
     runs, curves, _ = study.large_frames(args.points)
     real, computed = tables.points, []

@@ -23,11 +23,12 @@ from pathlib import Path
 
 import yaml
 
-from dlbench import config as dlconfig
-from dlbench import envs, sweep
-from dlbench import records as point_records
+from dlbench.environments import build
 from dlbench.frameworks import registry
 from dlbench.paths import PACKAGE
+from dlbench.record import store as point_records
+from dlbench.study import config as dlconfig
+from dlbench.study import sweep
 
 LONG_ENOUGH_S = 10.0  # a GPU point that trains for less says more about its start than its speed
 TIMED_OUT = 124  # `timeout`'s exit status when it stopped Snakemake
@@ -42,8 +43,8 @@ def frameworks(pythons: list[str]) -> list[tuple[str, str]]:
         for python in pythons:
             python = shutil.which(python) or python  # a command name (python3) as its path, for the record
             try:
-                v = envs.probe(name, python, timeout_s=120)
-            except envs.EnvError as exc:
+                v = build.probe(name, python, timeout_s=120)
+            except build.EnvError as exc:
                 why.append(str(exc))
                 continue
             return name, python, (f"{v['framework_version']} (CUDA {v['cuda_version']}, cuDNN {v['cudnn_version']}, "

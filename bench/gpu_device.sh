@@ -24,7 +24,7 @@
 #    temporary folder on PYTHONPATH (bench/gpu_wheels.py unpack), then imports what the workflow needs,
 #    printing each failure's last line (exit 2).
 # 3. The frameworks checked are those of dlbench/frameworks/registry.py whose trainer imports in one of
-#    $SITE_PYTHON's interpreters (':'-separated; dlbench.trainer --probe); no other is asked for.
+#    $SITE_PYTHON's interpreters (':'-separated; dlbench.frameworks.trainer --probe); no other is asked for.
 # 4. The study (bench/gpu_check.py study): the digits, LeNet with Caffe's settings, GPU points at batch
 #    sizes 64 and 512, a PyTorch GPU point compiled in bf16 and a JAX one in bf16, and one CPU point each,
 #    with every framework's interpreter as its site environment (config envs.site), through the same

@@ -3,7 +3,7 @@
     .venv/bin/python bench/hardware.py [FRAMEWORK ...] [--iterations 300] [--repeats 2] [--threads 1 2]
                                        [--no-variants]
 
-Per thread count: dlbench.peak.gemm_gflops (numpy's BLAS, 2048^3, best of 5) and, side by side,
+Per thread count: dlbench.node.peak.gemm_gflops (numpy's BLAS, 2048^3, best of 5) and, side by side,
 each framework's LeNet point on prepared Fashion-MNIST (batch 64) through runner.run_point; the
 record's achieved_gflops (throughput x the network's training FLOPs per image) over the peak.
 With variants (the default), also the points with `library: no_onednn` (PyTorch without mkldnn,
@@ -19,8 +19,9 @@ import sys
 
 import _common as c
 
-from dlbench import peak, runner
-from dlbench.sweep import one_point
+from dlbench.node import peak
+from dlbench.run import runner
+from dlbench.study.sweep import one_point
 
 
 def main(argv: list[str] | None = None) -> int:

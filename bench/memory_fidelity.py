@@ -5,7 +5,7 @@
 A trainer-like process starts, waits 0.5 s, allocates a block of --mb MiB and writes every page,
 holds it --hold seconds, frees it, waits 0.5 s and exits; it reports its own kernel high-water
 mark (getrusage ru_maxrss), the known peak. The same process is watched by:
-- dlbench's Monitor (dlbench.monitor, as runner.run_point uses it) at 0.2 s (the default) and 0.1 s;
+- dlbench's Monitor (dlbench.run.monitor, as runner.run_point uses it) at 0.2 s (the default) and 0.1 s;
 - Snakemake's `benchmark:` directive: a one-rule Snakefile in a temporary folder runs it, and
   the benchmark file's max_rss is read.
 Runs alternate (monitor 0.2 s, monitor 0.1 s, Snakemake, ...). The figure is the median and the
@@ -26,7 +26,7 @@ from pathlib import Path
 
 import _common as c
 
-from dlbench.monitor import Monitor
+from dlbench.run.monitor import Monitor
 
 ALLOC = textwrap.dedent("""
     import json, resource, sys, time

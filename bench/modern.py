@@ -29,9 +29,11 @@ import time
 import _common as c
 import numpy as np
 
-from dlbench import models, peak, runner
 from dlbench.frameworks import registry
-from dlbench.sweep import one_point
+from dlbench.node import peak
+from dlbench.run import runner
+from dlbench.spec import networks
+from dlbench.study.sweep import one_point
 
 CONFIGS = [("eager", "fp32"), ("compiled", "fp32"), ("eager", "bf16"), ("compiled", "bf16")]
 TARGET = 0.40
@@ -42,11 +44,11 @@ def layer_gemms(layers: list[dict], input_shape: tuple[int, int, int], batch: in
     layer, the forward product and the two of its backward pass (weights' gradient, input's gradient)."""
     out = []
     for layer, shape, (_, _, prev) in zip([x for x in layers if x["type"] in ("conv", "dense")],
-                                          [s for x, s in zip(layers, models.shapes(layers, input_shape))
+                                          [s for x, s in zip(layers, networks.shapes(layers, input_shape))
                                            if x["type"] in ("conv", "dense")],
-                                          models.trainable(layers, input_shape)):
+                                          networks.trainable(layers, input_shape)):
         m = batch * (shape[1] * shape[2] if layer["type"] == "conv" else 1)
-        k = models.fan_in(layer, prev)
+        k = networks.fan_in(layer, prev)
         n = layer["filters"] if layer["type"] == "conv" else layer["units"]
         out += [(m, k, n), (k, m, n), (m, n, k)]
     return out
@@ -104,7 +106,7 @@ def main(argv: list[str] | None = None) -> int:
                           f"{rec['compile_time_s']:.1f} s, CPU {rec['cpu_util_mean_pct']:.0f}%", flush=True)
     rows = []
     layers = one_point("jax", "flax", c.DATASET)["layers"]
-    flops = models.flops_per_image(layers, models.INPUT_SHAPES["flax_cnn"])["train"]
+    flops = networks.flops_per_image(layers, networks.INPUT_SHAPES["flax_cnn"])["train"]
     best = None
     for t in args.threads:
         fp32_peak, bf16_peak = c.median(peaks[("fp32", t)]), c.median(peaks[("bf16", t)])
@@ -127,7 +129,7 @@ def main(argv: list[str] | None = None) -> int:
                     best = (gflops, row, fp32_peak, bf16_peak)
     gflops, row, fp32_peak, bf16_peak = best
     t = row["threads"]
-    ceiling = c.clean(gemm_ceiling, layer_gemms(layers, models.INPUT_SHAPES["flax_cnn"], 128), t)
+    ceiling = c.clean(gemm_ceiling, layer_gemms(layers, networks.INPUT_SHAPES["flax_cnn"], 128), t)
     c.summary(f"flax_cnn, batch 128, {args.iterations} iterations, {args.repeats} repeats (medians); training "
               f"FLOPs per image {flops / 1e6:.1f} M; GEMM peaks at {t} thread(s): float32 {fp32_peak:.1f} GFLOP/s "
               f"(numpy), bfloat16 {bf16_peak:.1f} GFLOP/s (PyTorch); CPU bf16 flags: "

@@ -18,8 +18,8 @@ import sys
 
 import _common as c
 
-from dlbench import runner
-from dlbench.sweep import one_point
+from dlbench.run import runner
+from dlbench.study.sweep import one_point
 
 MODES = [("off", None), ("0.2 s", 0.2), ("0.1 s", 0.1)]
 

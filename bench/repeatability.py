@@ -15,8 +15,8 @@ import sys
 
 import _common as c
 
-from dlbench import runner
-from dlbench.sweep import one_point
+from dlbench.run import runner
+from dlbench.study.sweep import one_point
 
 TARGET = 0.03
 

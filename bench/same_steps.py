@@ -24,11 +24,11 @@ from pathlib import Path
 
 import numpy as np
 
-from dlbench import envs
+from dlbench.environments import build
 from dlbench.frameworks import registry
 from dlbench.frameworks.base import thread_env
 from dlbench.paths import ROOT
-from dlbench.sweep import one_point
+from dlbench.study.sweep import one_point
 
 
 def train(framework: str, point: dict, dataset_dir: str, work: Path, threads: int) -> tuple[dict, float]:
@@ -37,7 +37,7 @@ def train(framework: str, point: dict, dataset_dir: str, work: Path, threads: in
     # OPENBLAS_CORETYPE, where set, picks OpenBLAS's kernels, and with them Caffe's and Theano's rounding.
     env = {**os.environ, **thread_env(threads), "PYTHONPATH": str(ROOT), "CUDA_VISIBLE_DEVICES": "",
            "TF_CPP_MIN_LOG_LEVEL": "2"}
-    python = str(envs.build(framework) / "bin" / "python")
+    python = str(build.build(framework) / "bin" / "python")
     proc = subprocess.run([python, "-m", "dlbench.testing.trained", str(work / f"{framework}.json"), dataset_dir,
                            str(work / f"{framework}.events"), str(work / f"{framework}.npz")], cwd=ROOT, env=env,
                           capture_output=True, text=True)

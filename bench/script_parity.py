@@ -35,8 +35,8 @@ from pathlib import Path
 import _common as c
 from adapter_speed import caffe_hand_throughput, hand_throughput
 
-from dlbench import runner
-from dlbench.sweep import one_point
+from dlbench.run import runner
+from dlbench.study.sweep import one_point
 
 # Whose preset each framework's point takes: its own (the default), or Caffe's LeNet where only a
 # hand loop of that network exists.

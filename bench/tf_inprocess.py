@@ -51,7 +51,7 @@ def main(argv: list[str] | None = None) -> int:
     import _common as c
 
     from dlbench.frameworks import base
-    from dlbench.sweep import one_point
+    from dlbench.study.sweep import one_point
 
     ap = c.parser(__doc__, iterations=200, repeats=5)
     ap.add_argument("--threads", type=int, default=2)

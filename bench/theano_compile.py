@@ -17,8 +17,9 @@ import time
 
 import _common as c
 
-from dlbench import envs, runner
-from dlbench.sweep import one_point
+from dlbench.environments import build
+from dlbench.run import runner
+from dlbench.study.sweep import one_point
 
 
 def modules(cache) -> int:
@@ -29,7 +30,7 @@ def main(argv: list[str] | None = None) -> int:
     ap = c.parser(__doc__, repeats=2)
     ap.add_argument("--points", type=int, default=4)
     args = ap.parse_args(argv)
-    cache = envs.env_dir("theano") / "theano-cache"
+    cache = build.env_dir("theano") / "theano-cache"
     data, python = c.dataset("digits"), c.env_python("theano")
     load = c.busy_cores(1.0)
     c.header("Theano compile cache: a fresh process per point, only the learning rate differs", load)

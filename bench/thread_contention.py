@@ -19,8 +19,8 @@ import sys
 
 import _common as c
 
-from dlbench import runner
-from dlbench.sweep import one_point
+from dlbench.run import runner
+from dlbench.study.sweep import one_point
 
 VARIANTS = {
     "pytorch": [(1, {}), (2, {}), (2, {"OMP_WAIT_POLICY": "PASSIVE"}), (2, {"GOMP_SPINCOUNT": "10000"})],

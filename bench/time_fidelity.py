@@ -23,8 +23,8 @@ from pathlib import Path
 
 import _common as c
 
-from dlbench import runner
-from dlbench.sweep import one_point
+from dlbench.run import runner
+from dlbench.study.sweep import one_point
 
 TOL_S, TOL_REL = 0.020, 0.01
 

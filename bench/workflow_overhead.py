@@ -26,7 +26,7 @@ import time
 
 import _common as c
 
-from dlbench.sweep import one_point
+from dlbench.study.sweep import one_point
 
 PHASES = ("startup", "import", "data_load", "build", "compile", "train", "test")
 TARGET_DATA_S = 0.5

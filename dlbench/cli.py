@@ -5,9 +5,9 @@
     python -m dlbench.cli ...     the same command
 
 Most commands are another module's main(argv) (COMMANDS says whose), and that module is also a command of its
-own: `dlbench compare A B` is `python -m dlbench.compare A B`. `prepare`, `train`, `validate` and `docs` are
+own: `dlbench compare A B` is `python -m dlbench.present.comparison A B`. `prepare`, `train`, `validate` and `docs` are
 this module's. Each function returns an exit status: 0, or 2 after one line on stderr naming the problem and the
-fix; `train` also 75 (dlbench.outcomes.EXIT_RETRY) where the machine failed the point and it is to run again.
+fix; `train` also 75 (dlbench.record.statuses.EXIT_RETRY) where the machine failed the point and it is to run again.
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ from dataclasses import dataclass
 def prepare(dataset: str, out: str, local: str | None = None, downloads: str = "resources/downloads",
             test_copy: str | None = None) -> int:
     from dlbench.datasets import prepare as datasets
-    from dlbench.locks import LockTimeout, LockUnusable, heavy_work, node_lock
+    from dlbench.node.locks import LockTimeout, LockUnusable, heavy_work, node_lock
 
     try:
         with heavy_work(node_lock(), f"preparing {dataset}"):  # never beside a measurement on this node
@@ -43,19 +43,22 @@ def train(point: dict, dataset_dir: str, out: str, env_json: str | None = None, 
           memory_limit_mb: float | None = None, hang_s: float | None = None, measure_lock: str | None = None,
           gpu_per_device: bool = True, lock_timeout_s: float | None = None, contended_pct: float | None = None,
           quiet_wait_s: float = 0.0, attempt: int = 1, retries: int = 0) -> int:
-    """Run one point (dlbench.runner) in its framework's environment.
+    """Run one point (dlbench.run.runner) in its framework's environment.
 
-    env_json: a built environment's description (dlbench.envs.provide); else env: the environment the
+    env_json: a built environment's description (dlbench.environments.build.provide); else env: the environment the
     workflow chose (a site one names its interpreter); neither: this Python.
     hang_s: seconds without an event before the point ends as hung (0: never; None: the runner's default).
     attempt, retries: Snakemake's count of this job's attempts and how many reruns it allows; a failure of
-    the machine (dlbench.outcomes) before the last attempt keeps the attempt only and exits EXIT_RETRY. The
+    the machine (dlbench.record.statuses) before the last attempt keeps the attempt only and exits EXIT_RETRY. The
     rule allows one attempt more (retries + 2): it trains nothing, and publishes `node_lost` where the last
     allowed attempt died with its node, so that the study's tables are drawn; else it fails at once.
     A retry of an attempt that somebody cancelled (scancel, SIGTERM to the job; not SLURM's time limit) trains
     nothing: the cancel stands until the workflow's next run (runner.cancel_stands).
     """
-    from dlbench import outcomes, records, runner, slurmjob
+    from dlbench.node import slurm_job
+    from dlbench.record import statuses as outcomes
+    from dlbench.record import store
+    from dlbench.run import runner
 
     env = dict(env or {})
     if env_json:
@@ -70,7 +73,7 @@ def train(point: dict, dataset_dir: str, out: str, env_json: str | None = None, 
         return 1
     final = runner.tries(attempt) > retries
     after_last = attempt > retries + 1
-    if attempt > 1 and records.last_status(out) == "data_changed":
+    if attempt > 1 and store.last_status(out) == "data_changed":
         _prepare_again(dataset_dir)
     try:
         record = runner.run_point(point, dataset_dir, out, python=env.get("python"), env=env or None,
@@ -88,7 +91,7 @@ def train(point: dict, dataset_dir: str, out: str, env_json: str | None = None, 
     except SystemExit:
         # SIGTERM: a user's scancel stays a cancel; SLURM's preemption (PreemptMode=CANCEL, which Snakemake's
         # plugin would wait on for ever) is answered by requeueing the job, so that SLURM runs it again.
-        if slurmjob.requeue_if_preempted():
+        if slurm_job.requeue_if_preempted():
             print("dlbench: preempted: SLURM preempted the job, which is requeued to run again", file=sys.stderr)
         raise
     if record is None:
@@ -109,7 +112,7 @@ def _prepare_again(dataset_dir: str) -> None:
     """The retry of a point whose dataset changed since its preparation prepares it again first (heavy work), in
     one line; where that fails the point runs anyway, and its last attempt publishes `data_changed`."""
     from dlbench.datasets import prepare as datasets
-    from dlbench.locks import LockTimeout, LockUnusable, heavy_work, node_lock
+    from dlbench.node.locks import LockTimeout, LockUnusable, heavy_work, node_lock
 
     try:
         with heavy_work(node_lock(), f"preparing {dataset_dir} again"):
@@ -136,7 +139,8 @@ def _end_on_signals() -> None:
 
 
 def validate(config_path: str) -> int:
-    from dlbench import config, machine, sweep
+    from dlbench.node import machine
+    from dlbench.study import config, sweep
 
     try:
         cfg = config.load(config_path, local_cores=machine.usable_cores())
@@ -161,21 +165,21 @@ class Command:
 COMMANDS = {
     "validate": Command("check a config file: one line naming what is wrong, else how many points it has"),
     "plan": Command("estimate how long a study will take, from the points already measured (--probe: measure first)",
-                    "dlbench.estimate"),
+                    "dlbench.plan.estimate"),
     "compare": Command("compare two result sets: per setting, B / A with its interval and a verdict",
-                       "dlbench.compare"),
+                       "dlbench.present.comparison"),
     "calibrate": Command("measure how often each verdict errs, by simulation (docs/verdicts.md)",
-                         "dlbench.calibrate"),
+                         "dlbench.analysis.calibrate"),
     "evidence": Command("run config/evidence.yaml and write docs/reproduction.md's evidence tables",
                         "dlbench.evidence.command", alias="dlbench.evidence"),
     "envs": Command("build, check, list, key and lock the framework environments; write their conda files",
-                    "dlbench.envs"),
+                    "dlbench.environments.build"),
     "heavy": Command("run a command as heavy work: no point is measured on this node while it runs",
-                     "dlbench.heavyrun"),
+                     "dlbench.node.heavy"),
     "peak": Command("measure this machine's matrix-multiply peaks, the yardsticks for achieved GFLOP/s",
-                    "dlbench.peak"),
+                    "dlbench.node.peak"),
     "runs-table": Command("write every run of a study as one HTML page, sortable and filterable",
-                          "dlbench.runs_table"),
+                          "dlbench.present.runs_table"),
     "docs": Command("write the generated pages: config/README.md from the schema, README.md's record fields"),
     "prepare": Command("prepare a dataset into a folder (the workflow's prepare_dataset job)"),
     "train": Command("run one point (the workflow's train job)"),
@@ -216,15 +220,17 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def docs(argv: list[str] | None = None) -> int:
-    """The generated pages, as their own modules write them: config/README.md (dlbench.configdoc) and README.md's
-    list of the record's fields (dlbench.record_schema)."""
-    from dlbench import configdoc, record_schema
+    """The generated pages, as their own modules write them: config/README.md (dlbench.docgen.config_keys) and
+    README.md's
+    list of the record's fields (dlbench.record.fields)."""
+    from dlbench.docgen import config_keys
+    from dlbench.record import fields
 
     parser = argparse.ArgumentParser(prog="dlbench docs", description=COMMANDS["docs"].summary)
     parser.add_argument("--check", action="store_true", help="write nothing; exit 1 if a page differs from its source")
     args = parser.parse_args(argv)
     flags = ["--check"] if args.check else []
-    statuses = [configdoc.main(flags), record_schema.main(flags)]  # both, so that --check names every stale page
+    statuses = [config_keys.main(flags), fields.main(flags)]  # both, so that --check names every stale page
     return max(statuses)
 
 

@@ -7,9 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from dlbench import envs, runner
 from dlbench.datasets import prepare
-from dlbench.sweep import one_point, point_id
+from dlbench.environments import build
+from dlbench.run import runner
+from dlbench.study.sweep import one_point, point_id
 from dlbench.testing.sandbox import copy_run, copy_workflow, snakemake, tiny_study
 
 pytest_plugins = ["dlbench.testing.tiers"]
@@ -34,7 +35,7 @@ def env_python():
 
     def get(framework: str) -> str:
         if framework not in found:
-            found[framework] = str(envs.build(framework) / "bin" / "python")
+            found[framework] = str(build.build(framework) / "bin" / "python")
         return found[framework]
 
     return get

@@ -8,8 +8,8 @@ import pytest
 from dlbench.frameworks import base
 from dlbench.frameworks.caffe import CaffeAdapter
 from dlbench.frameworks.stepped import SteppedAdapter
-from dlbench.record_schema import InfoError
-from dlbench.sweep import one_point
+from dlbench.record.fields import InfoError
+from dlbench.study.sweep import one_point
 
 
 class Bare(SteppedAdapter):

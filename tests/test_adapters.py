@@ -12,7 +12,7 @@ import pytest
 
 from dlbench.frameworks import registry
 from dlbench.paths import ROOT as REPO
-from dlbench.sweep import one_point
+from dlbench.study.sweep import one_point
 
 # The frameworks with a compile and a precision switch (PyTorch, TensorFlow, JAX), and those dlbench's shared
 # training loop drives (those and Theano).
@@ -73,7 +73,7 @@ def test_the_adapter_itself_refuses_a_gpu_it_cannot_use(env_python, digits_dir, 
     point = one_point(framework, "caffe", iterations=5, device="gpu")
     (tmp_path / "point.json").write_text(json.dumps(point))
     env = {"PYTHONPATH": str(REPO), "PATH": "/usr/bin:/bin", "CUDA_VISIBLE_DEVICES": ""}
-    proc = subprocess.run([env_python(framework), "-m", "dlbench.trainer", str(tmp_path / "point.json"),
+    proc = subprocess.run([env_python(framework), "-m", "dlbench.frameworks.trainer", str(tmp_path / "point.json"),
                            str(digits_dir), str(tmp_path / "events.jsonl")], cwd=REPO, env=env,
                           capture_output=True, text=True, timeout=600)
     events = [json.loads(line) for line in (tmp_path / "events.jsonl").read_text().splitlines()]

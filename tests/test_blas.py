@@ -7,9 +7,10 @@ import json
 
 import pytest
 
-from dlbench import config, runner
 from dlbench.frameworks import registry
-from dlbench.sweep import one_point
+from dlbench.run import runner
+from dlbench.study import config
+from dlbench.study.sweep import one_point
 
 
 def test_mkl_points_run_in_their_own_environments():

@@ -18,10 +18,11 @@ import h5py
 import numpy as np
 import pytest
 
-from dlbench import models, record_build, runner
 from dlbench.frameworks import base, caffe_data, caffe_log, caffe_prototxt
 from dlbench.paths import ROOT as REPO
-from dlbench.sweep import one_point
+from dlbench.run import build_record, runner
+from dlbench.spec import networks
+from dlbench.study.sweep import one_point
 from dlbench.testing.sandbox import copy_workflow
 
 # ------------------------------------------------------------------------------------------- the parser
@@ -140,7 +141,7 @@ def caffe_adapter():
 
 
 def test_the_net_prototxt_follows_the_spec():
-    text = caffe_prototxt.net_prototxt(models.resolve("tf_cifar10", 10) + [], "/d/train.txt", "/d/test.txt", 128, 100)
+    text = caffe_prototxt.net_prototxt(networks.resolve("tf_cifar10", 10) + [], "/d/train.txt", "/d/test.txt", 128, 100)
     assert text.count('type: "HDF5Data"') == 2 and "shuffle: true" in text and "batch_size: 100" in text
     assert text.count('type: "Convolution"') == 2 and text.count('type: "InnerProduct"') == 3
     assert text.count('type: "xavier"') == 5
@@ -148,16 +149,16 @@ def test_the_net_prototxt_follows_the_spec():
     assert text.count("decay_mult: 1") == 2 and text.count("decay_mult: 0") == 8 and "lr_mult: 2" not in text
     assert "norm_region: ACROSS_CHANNELS" in text and "local_size: 9" in text and "alpha: 0.001" in text
     assert 'type: "SoftmaxWithLoss"' in text and 'type: "Accuracy"' in text and "pool: MAX" in text
-    quick = caffe_prototxt.net_prototxt(models.resolve("cifar10_quick", 10), "/t", "/s", 100, 100, shuffle=False)
+    quick = caffe_prototxt.net_prototxt(networks.resolve("cifar10_quick", 10), "/t", "/s", 100, 100, shuffle=False)
     assert quick.count("pool: AVE") == 2 and "shuffle: false" in quick
     assert quick.count("lr_mult: 2") == 5 and quick.count("lr_mult: 1") == 5  # Caffe's examples: biases at 2x
-    with pytest.raises(models.SpecError):
+    with pytest.raises(networks.SpecError):
         caffe_prototxt.net_prototxt([{"type": "maxout"}], "/t", "/s", 1, 1)
 
 
 def test_a_sparse_conv_becomes_slice_concat_and_a_grouped_convolution():
-    layers = models.resolve("torch_cifar10", 10)
-    with pytest.raises(models.SpecError, match="input shape"):
+    layers = networks.resolve("torch_cifar10", 10)
+    with pytest.raises(networks.SpecError, match="input shape"):
         caffe_prototxt.net_prototxt(layers, "/t", "/s", 1, 1)
     text = caffe_prototxt.net_prototxt(layers, "/t", "/s", 1, 1, input_shape=(3, 32, 32))
     assert text.count('type: "Slice"') == 2 and text.count('type: "Concat"') == 2 and "Silence" not in text
@@ -166,7 +167,7 @@ def test_a_sparse_conv_becomes_slice_concat_and_a_grouped_convolution():
     bottoms = re.findall(r'bottom: "conv2_plane(\d+)"', second)
     assert [int(b) for b in bottoms] == [p for row in layers[3]["table"] for p in row]  # table order, 1,024 planes
     # a plane no output map reads is silenced, not left as an output of the net
-    lonely = [models.conv(2, 3, table=[[0], [2]]), models.dense(10)]
+    lonely = [networks.conv(2, 3, table=[[0], [2]]), networks.dense(10)]
     lonely_text = caffe_prototxt.net_prototxt(lonely, "/t", None, 1, 1, input_shape=(3, 8, 8))
     assert "type: \"Silence\"" in lonely_text and "bottom: \"conv1_plane1\"" in lonely_text
 
@@ -287,7 +288,7 @@ def test_lenet_on_digits_reaches_over_90_percent(lenet_10_epochs):
     kinds = {row.split(",")[0] for row in curve[1:]}
     assert kinds == {"train", "test"} and len(curve) > 100
     # the phases: build (caffe's start to `Starting Optimization`), then train, then the final test
-    spans = {name: (s, e) for name, s, e in record_build.phases(runner.read_events(r["_out"] / "events.jsonl"))}
+    spans = {name: (s, e) for name, s, e in build_record.phases(runner.read_events(r["_out"] / "events.jsonl"))}
     assert spans["build"][1] <= spans["train"][0] <= spans["train"][1] <= spans["test"][0]
     assert r["train_time_s"] <= spans["train"][1] - spans["train"][0] + 0.05
 
@@ -318,7 +319,7 @@ def test_the_parser_reads_what_caffe_wrote(lenet_10_epochs):
 @pytest.mark.long
 def test_an_invalid_net_ends_as_an_error_quoting_the_f_line(caffe_python, digits_dir, tmp_path):
     point = one_point("caffe", "caffe", iterations=10)
-    point["layers"].insert(2, models.lrn(4, 1e-4, 0.75))  # Caffe's LRN takes odd sizes only
+    point["layers"].insert(2, networks.lrn(4, 1e-4, 0.75))  # Caffe's LRN takes odd sizes only
     point["id"] += "-badlrn"
     r = run_caffe(point, digits_dir, tmp_path / point["id"], caffe_python)
     assert r["status"] == "error"
@@ -367,9 +368,9 @@ def test_gpu_point_on_a_cpu_only_build_is_unavailable(caffe_python, digits_dir, 
     # the adapter's own answer, where a GPU is visible (or the runner does not look): a CPU_ONLY build
     (tmp_path / "point.json").write_text(json.dumps(point))
     env = runner.trainer_env(point)
-    proc = subprocess.run([caffe_python, "-m", "dlbench.trainer", str(tmp_path / "point.json"), str(digits_dir),
-                           str(tmp_path / "events.jsonl")], cwd=REPO, env=env, capture_output=True, text=True,
-                          timeout=300)
+    proc = subprocess.run([caffe_python, "-m", "dlbench.frameworks.trainer", str(tmp_path / "point.json"),
+                           str(digits_dir), str(tmp_path / "events.jsonl")], cwd=REPO, env=env, capture_output=True,
+                          text=True, timeout=300)
     assert proc.returncode == 3, proc.stdout[-2000:] + proc.stderr[-2000:]  # the trainer's exit code: unavailable
     status = runner.read_events(tmp_path / "events.jsonl")[-1]
     assert status["status"] == "unavailable" and "CPU_ONLY" in status["reason"] and "GPU" in status["reason"]

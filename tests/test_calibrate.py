@@ -1,4 +1,5 @@
-"""The verdicts' calibration (dlbench.calibrate): simulated runs with a known truth through the real findings code.
+"""The verdicts' calibration (dlbench.analysis.calibrate): simulated runs with a known truth through the real findings
+code.
 Every verdict says "better" under the null at most 5 % of the time and finds a 3-sigma difference with 5 repeats at
 least 80 % of the time (each within two simulation standard errors); a verdict that does not is caught."""
 
@@ -10,8 +11,9 @@ from functools import partial
 import numpy as np
 import pytest
 
-from dlbench import calibrate, cli, stats
-from dlbench.calibrate import BETTER, INCONCLUSIVE, WRONG_WAY, Replica, Verdict
+from dlbench import cli
+from dlbench.analysis import calibrate, stats
+from dlbench.analysis.calibrate import BETTER, INCONCLUSIVE, WRONG_WAY, Replica, Verdict
 
 # The CI tier's run: the null and a 3-sigma difference, 5 repeats, 100 replications (about 20 s on 2 cores).
 CI_REPLICATIONS = 100

@@ -13,9 +13,11 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from dlbench import chart_drawings, chartlist, charts, findings, tables, tuning
+from dlbench.analysis import frames, joint_grids
+from dlbench.analysis.published import published_ratios
 from dlbench.paths import ROOT
-from dlbench.published import published_ratios
+from dlbench.present import findings
+from dlbench.present.charts import catalog, draw, drawings
 from dlbench.testing.study import make_curves, make_modern_runs, make_runs, make_samples, one_default, small_runs
 
 
@@ -110,20 +112,20 @@ _A = ("accuracy_pct",)
 # What each chart draws: the columns its marks encode, where the rows it draws them for come from, and the columns
 # that name one drawn row (None: rows compared as framework and value). A chart of the points (or runs, curves and
 # samples) as they are is checked against the runs, curves and samples tables themselves; a chart of what
-# dlbench.tables computes from them (means, speed-ups, correlations), against that computation.
+# dlbench.analysis.frames computes from them (means, speed-ups, correlations), against that computation.
 DRAWS = {
     "train_time_by_framework": (_T, lambda r, c, s, p: _ok(r, *_T, positive=True), ["run_id"]),
     "test_time_by_framework": (("test_time_s",), lambda r, c, s, p: _ok(r, "test_time_s", positive=True), ["run_id"]),
     "accuracy_by_framework": (_A, lambda r, c, s, p: _ok(r, *_A), ["run_id"]),
     "status_by_framework": (("n",), lambda r, c, s, p: r.groupby(["framework", "dataset", "device", "status"])
                             .size().rename("n").reset_index(), ["framework", "dataset", "device", "status"]),
-    **{f"{what}_vs_{param}": (cols, lambda r, c, s, p, a=param, m=cols[0]: tables.sweep_table(r, a, m), None)
+    **{f"{what}_vs_{param}": (cols, lambda r, c, s, p, a=param, m=cols[0]: frames.sweep_table(r, a, m), None)
        for what, cols in (("train_time", _T), ("accuracy", _A))
        for param in ("batch_size", "learning_rate", "length")},
-    "defaults_matrix_accuracy": (_A, lambda r, c, s, p: tables.defaults_table(r), None),
-    "defaults_matrix_train_time": (_T, lambda r, c, s, p: tables.defaults_table(r), None),
-    "tuning_grid": (_A, lambda r, c, s, p: tuning.tuning_cells(r), None),
-    "speedup_vs_threads": (("speedup",), lambda r, c, s, p: tables.speedups(r), None),
+    "defaults_matrix_accuracy": (_A, lambda r, c, s, p: frames.defaults_table(r), None),
+    "defaults_matrix_train_time": (_T, lambda r, c, s, p: frames.defaults_table(r), None),
+    "tuning_grid": (_A, lambda r, c, s, p: joint_grids.tuning_cells(r), None),
+    "speedup_vs_threads": (("speedup",), lambda r, c, s, p: frames.speedups(r), None),
     "time_to_accuracy": (("accuracy_pct", "train_time_s"), lambda r, c, s, p: _curve_tests(r, c),
                          ["run_id", "iteration"]),
     "pareto_front": (("train_time_s", "accuracy_pct"), lambda r, c, s, p: _ok(r, *_T, *_A, positive=True),
@@ -131,12 +133,12 @@ DRAWS = {
     "cpu_timeline": (("cpu_pct",), _samples_of("cpu_pct"), ["run_id", "t"]),
     "memory_timeline": (("rss_mb",), _samples_of("rss_mb"), ["run_id", "t"]),
     "gpu_timeline": (("gpu_util_pct",), _samples_of("gpu_util_pct"), ["run_id", "t"]),
-    "resource_correlation": (("r",), lambda r, c, s, p: tables.resource_correlations(r), None),
+    "resource_correlation": (("r",), lambda r, c, s, p: frames.resource_correlations(r), None),
     "published_comparison": (("train_time_ratio", "accuracy_diff_pp"), lambda r, c, s, p: published_ratios(r, p),
                              None),
-    "compile_speedup": (("speedup", "accuracy_change_pp"), lambda r, c, s, p: tables.axis_speedups(r, "compile"),
+    "compile_speedup": (("speedup", "accuracy_change_pp"), lambda r, c, s, p: frames.axis_speedups(r, "compile"),
                         None),
-    "bf16_speedup": (("speedup", "accuracy_change_pp"), lambda r, c, s, p: tables.axis_speedups(r, "precision"),
+    "bf16_speedup": (("speedup", "accuracy_change_pp"), lambda r, c, s, p: frames.axis_speedups(r, "precision"),
                      None),
 }
 # The timelines draw one run per framework, dataset and device: some of the samples, never all.
@@ -178,20 +180,20 @@ def assert_draws_its_data(name: str, rows: pd.DataFrame, fields: set[str], runs,
             assert not (whole and need - have), f"{name} leaves out {col} values: {sorted(need - have)[:3]}"
 
 
-@pytest.mark.parametrize("name", list(charts.CHARTS))
+@pytest.mark.parametrize("name", list(draw.CHARTS))
 def test_every_chart_draws_and_saves_html_and_svg(study, name, tmp_path):
     runs, curves, samples = study
     if name == "published_comparison":
         # make_runs' own points are a full factorial, so no framework has a default point there (a tie), and only
         # default points are set beside the published figures: its own points at one setting (one_default)
         runs = pd.concat([one_default(make_runs()), make_modern_runs()], ignore_index=True)
-    published = charts.read_published()
-    chart = charts.CHARTS[name].make(runs, curves, samples, published)
+    published = draw.read_published()
+    chart = draw.CHARTS[name].make(runs, curves, samples, published)
     spec = chart.to_dict()
     assert spec_title(chart)
-    assert charts.NO_DATA not in json.dumps(spec), f"{name} found no data in a study that has it"
+    assert draw.NO_DATA not in json.dumps(spec), f"{name} found no data in a study that has it"
     assert_draws_its_data(name, spec_rows(spec), encoded_fields(spec), runs, curves, samples, published)
-    charts.save(chart, tmp_path / name)
+    draw.save(chart, tmp_path / name)
     html = (tmp_path / f"{name}.html").read_text()
     assert "vegaEmbed" in html and "cdn.jsdelivr" not in html
     # the page holds the same data (as VegaFusion evaluated the chart's transforms)
@@ -231,19 +233,19 @@ SVG_MARKS = {
 
 
 def test_a_chart_is_registered_once_and_everything_it_needs_is_there():
-    registered = chartlist.CHARTS
+    registered = catalog.CHARTS
     # every drawing a chart names exists, and none is left that no chart draws
-    assert {c.drawing for c in registered.values()} == set(chart_drawings.DRAWINGS)
-    assert list(charts.CHARTS) == list(registered)  # the drawn charts are the registered ones, in their order
+    assert {c.drawing for c in registered.values()} == set(drawings.DRAWINGS)
+    assert list(draw.CHARTS) == list(registered)  # the drawn charts are the registered ones, in their order
     # every chart has its caption, a branch of workflow/report/charts.rst by its name, in the registry's order
     captions = (ROOT / "workflow" / "report" / "charts.rst").read_text()
     assert re.findall(r'\{% (?:el)?if name == "(\w+)" %\}', captions) == list(registered)
     for name, c in registered.items():
-        assert charts.CHARTS[name].category == c.category == chartlist.category(f"results/charts/{name}.svg")
-        assert chartlist.category(name) == c.category  # the report's: by the name its pattern finds
-        assert chartlist.subcategory(f"results/charts/{name}.svg") == chartlist.subcategory(name) == c.subcategory
+        assert draw.CHARTS[name].category == c.category == catalog.category(f"results/charts/{name}.svg")
+        assert catalog.category(name) == c.category  # the report's: by the name its pattern finds
+        assert catalog.subcategory(f"results/charts/{name}.svg") == catalog.subcategory(name) == c.subcategory
     # a drawing given another chart's arguments draws that other chart: the arguments are the registration's
-    wrong = chart_drawings.DRAWINGS["per_framework"](*registered["test_time_by_framework"].args)
+    wrong = drawings.DRAWINGS["per_framework"](*registered["test_time_by_framework"].args)
     assert "Testing time" in spec_title(wrong(make_runs()))
 
 
@@ -255,7 +257,7 @@ def test_the_report_caption_of_each_chart_is_its_own():
     template = Environment(trim_blocks=True, lstrip_blocks=True).from_string(
         (ROOT / "workflow" / "report" / "charts.rst").read_text())
     texts = {}
-    for name in chartlist.CHARTS:
+    for name in catalog.CHARTS:
         wildcards = type("Wildcards", (), {"name": name})
         texts[name] = template.render(snakemake=type("Snakemake", (), {"wildcards": wildcards})).strip()
         assert texts[name] and "{" not in texts[name] and "\n" not in texts[name], name
@@ -274,17 +276,17 @@ def test_a_study_with_data_for_every_chart_draws_every_one(tmp_path):
     for name, frame in (("runs", runs), ("curves", make_curves(runs)), ("samples", make_samples(runs))):
         frame.to_parquet(tmp_path / f"{name}.parquet")
     out = tmp_path / "charts"
-    index = charts.draw_all(tmp_path / "runs.parquet", tmp_path / "curves.parquet", tmp_path / "samples.parquet", out)
-    assert index == {"drawn": list(charts.CHARTS), "not_drawn": {}} == chartlist.read_index(out)
-    files = chartlist.chart_files(str(out), index["drawn"])
-    assert len(files) == 2 * len(charts.CHARTS) == len(chartlist.chart_files(str(out)))
-    assert files_in(out) == {Path(f).name for f in files} | {chartlist.INDEX}
+    index = draw.draw_all(tmp_path / "runs.parquet", tmp_path / "curves.parquet", tmp_path / "samples.parquet", out)
+    assert index == {"drawn": list(draw.CHARTS), "not_drawn": {}} == catalog.read_index(out)
+    files = catalog.chart_files(str(out), index["drawn"])
+    assert len(files) == 2 * len(draw.CHARTS) == len(catalog.chart_files(str(out)))
+    assert files_in(out) == {Path(f).name for f in files} | {catalog.INDEX}
     for f in files:
         text = Path(f).read_text()
-        assert "could not be drawn" not in text and charts.NO_DATA not in text, f
-    assert {charts.category(f) for f in files} >= {"Time and accuracy", "Resources", "Default settings"}
+        assert "could not be drawn" not in text and draw.NO_DATA not in text, f
+    assert {draw.category(f) for f in files} >= {"Time and accuracy", "Resources", "Default settings"}
     assert findings.not_drawn_line(index["not_drawn"]) == ""  # nothing to say in the findings
-    text = findings.render(runs, make_curves(runs), charts.read_published(), not_drawn=index["not_drawn"])
+    text = findings.render(runs, make_curves(runs), draw.read_published(), not_drawn=index["not_drawn"])
     assert "Charts not drawn" not in text
 
 
@@ -296,17 +298,17 @@ def test_a_study_without_gpu_points_or_a_threads_sweep_draws_neither_and_says_wh
     out.mkdir()
     for stale in ("gpu_timeline.svg", "speedup_vs_threads.html"):  # another study's drawing in the same folder
         (out / stale).write_text("<svg></svg>")
-    index = charts.draw_all(runs, curves, samples, out)
-    assert chartlist.read_index(out) == index
+    index = draw.draw_all(runs, curves, samples, out)
+    assert catalog.read_index(out) == index
     gone = {"gpu_timeline": "no GPU point", "speedup_vs_threads": "one thread count per setting"}
     assert gone.items() <= index["not_drawn"].items()
     assert "cpu_timeline" in index["drawn"] and "train_time_by_framework" in index["drawn"]
-    assert set(index["drawn"]) | set(index["not_drawn"]) == set(charts.CHARTS)
+    assert set(index["drawn"]) | set(index["not_drawn"]) == set(draw.CHARTS)
     assert not set(index["drawn"]) & set(index["not_drawn"])
     # a file for every chart drawn and none for the others (the stale ones removed): the folder lists what was drawn
-    assert files_in(out) == {Path(f).name for f in chartlist.chart_files(str(out), index["drawn"])} | {chartlist.INDEX}
+    assert files_in(out) == {Path(f).name for f in catalog.chart_files(str(out), index["drawn"])} | {catalog.INDEX}
     for name in index["drawn"]:
-        assert charts.NO_DATA not in (out / f"{name}.svg").read_text(), name
+        assert draw.NO_DATA not in (out / f"{name}.svg").read_text(), name
     # the findings say in one line which charts were not drawn, and why
     text = findings.render(runs, curves, None, not_drawn=index["not_drawn"])
     lines = [line for line in text.splitlines() if line.startswith("Charts not drawn (no data in this study): ")]
@@ -314,7 +316,7 @@ def test_a_study_without_gpu_points_or_a_threads_sweep_draws_neither_and_says_wh
     assert "GPU timeline (no GPU point)" in lines[0]
     assert "speed-up against threads (one thread count per setting)" in lines[0]
     for name in index["not_drawn"]:
-        title = chartlist.CHARTS[name].title
+        title = catalog.CHARTS[name].title
         assert title in lines[0] or title[0].lower() + title[1:] in lines[0], name
     assert "CPU timeline" not in lines[0] and "training time per framework" not in lines[0]
     assert "Charts not drawn" not in findings.render(runs, curves, None)  # nothing said where it is not known
@@ -322,9 +324,9 @@ def test_a_study_without_gpu_points_or_a_threads_sweep_draws_neither_and_says_wh
 
 def test_failed_points_are_in_the_chart_data(study):
     runs, curves, samples = study
-    spec = json.dumps(charts.CHARTS["train_time_by_framework"].make(runs, curves, samples).to_dict())
+    spec = json.dumps(draw.CHARTS["train_time_by_framework"].make(runs, curves, samples).to_dict())
     assert '"diverged"' in spec and '"oom"' in spec and '"timeout"' in spec
-    status = tables.status_counts(runs)
+    status = frames.status_counts(runs)
     theano = status[(status.framework == "theano") & (status.status == "diverged")]["n"].sum()
     assert theano == len(runs[(runs.framework == "theano") & (runs.status == "diverged")]) > 0
 
@@ -338,20 +340,20 @@ def test_a_chart_without_data_is_not_drawn_and_says_why(name, tmp_path):
     samples = pd.DataFrame({"run_id": ["a"] * 3, "framework": ["pytorch"] * 3, "dataset": ["digits"] * 3,
                             "phase": ["import", "train", "train"], "t": [0.1, 0.3, 0.5],
                             "cpu_pct": [90.0, 100, 100], "rss_mb": [100.0, 120, 130]})
-    with pytest.raises(charts.NoData) as gap:
-        charts.draw(name, runs, pd.DataFrame(), samples, charts.read_published())
+    with pytest.raises(draw.NoData) as gap:
+        draw.draw(name, runs, pd.DataFrame(), samples, draw.read_published())
     why = gap.value.why
     assert why and len(why) < 80 and "\n" not in why, why  # a phrase for the findings' line
-    index = charts.draw_all(runs, pd.DataFrame(), samples, tmp_path, published=charts.read_published())
+    index = draw.draw_all(runs, pd.DataFrame(), samples, tmp_path, published=draw.read_published())
     assert index["not_drawn"][name] == why and name not in index["drawn"]
     assert not (tmp_path / f"{name}.svg").exists() and not (tmp_path / f"{name}.html").exists()
 
 
 def test_every_chart_survives_empty_tables(tmp_path):
     empty = pd.DataFrame(columns=["run_id", "framework", "dataset", "status"])
-    index = charts.draw_all(empty, pd.DataFrame(), pd.DataFrame(), tmp_path)
-    assert index["drawn"] == [] and list(index["not_drawn"]) == list(charts.CHARTS)
-    assert files_in(tmp_path) == {chartlist.INDEX}
+    index = draw.draw_all(empty, pd.DataFrame(), pd.DataFrame(), tmp_path)
+    assert index["drawn"] == [] and list(index["not_drawn"]) == list(draw.CHARTS)
+    assert files_in(tmp_path) == {catalog.INDEX}
 
 
 def test_the_defaults_matrices_say_which_reading_ran():
@@ -359,34 +361,34 @@ def test_the_defaults_matrices_say_which_reading_ran():
     settings = runs.assign(cross_apply=["settings" if p == "caffe" and fw != "caffe" else None
                                         for p, fw in zip(runs.preset, runs.framework)])
     for name in ("defaults_matrix_accuracy", "defaults_matrix_train_time"):
-        spec = json.dumps(charts.CHARTS[name].make(settings).to_dict())
+        spec = json.dumps(draw.CHARTS[name].make(settings).to_dict())
         assert "applied as settings only" in spec and "whole preset" not in spec
-        whole = json.dumps(charts.CHARTS[name].make(runs).to_dict())
+        whole = json.dumps(draw.CHARTS[name].make(runs).to_dict())
         assert "applied as whole preset" in whole
     both = pd.concat([settings, runs[runs.preset == "caffe"].assign(run_id=lambda d: d.run_id + "-whole")])
-    spec = charts.CHARTS["defaults_matrix_accuracy"].make(both).to_dict()
+    spec = draw.CHARTS["defaults_matrix_accuracy"].make(both).to_dict()
     columns = {row["column"] for row in next(iter(spec["datasets"].values()))}
     assert {"caffe (settings only)", "caffe (whole preset)", "torch", "tensorflow", "theano"} <= columns
 
 
 def test_the_tuning_chart_marks_the_defaults_the_best_and_the_fastest(study):
     runs, _, _ = study
-    spec = charts.CHARTS["tuning_grid"].make(runs).to_dict()
+    spec = draw.CHARTS["tuning_grid"].make(runs).to_dict()
     cells = next(iter(spec["datasets"].values()))
     panels = {c["panel"] for c in cells}
     assert len(panels) == runs["tuning_grid"].nunique()
     assert sum(c["is_default"] for c in cells) == len(panels)
     best = [c for c in cells if "best" in c["mark"]]
-    assert len(best) == len(panels) - sum(tuning.tuning_table(runs).query("choice == 'best accuracy'")
+    assert len(best) == len(panels) - sum(joint_grids.tuning_table(runs).query("choice == 'best accuracy'")
                                            ["accuracy_pct"].isna())
 
 
 @pytest.mark.parametrize("name,axis", [("compile_speedup", "compile"), ("bf16_speedup", "precision")])
 def test_the_speed_up_charts_draw_each_frameworks_pairs_with_their_accuracy_cost(study, name, axis):
     runs, _, _ = study
-    spec = charts.CHARTS[name].make(runs).to_dict()
+    spec = draw.CHARTS[name].make(runs).to_dict()
     rows = next(iter(spec["datasets"].values()))
-    want = tables.axis_speedups(runs, axis)
+    want = frames.axis_speedups(runs, axis)
     assert len(rows) == len(want) > 0
     assert {r["framework"] for r in rows} == {"pytorch", "tensorflow", "jax"}
     assert sorted(r["speedup"] for r in rows) == pytest.approx(sorted(want["speedup"]))
@@ -406,7 +408,7 @@ def test_the_per_framework_bars_carry_their_interval_and_mark_contended_points()
              "contended": busy}
             for fw, times in (("pytorch", (10.0, 12.0, 14.0, 40.0)), ("tensorflow", (20.0,)))
             for i, t in enumerate(times) for busy in [i == 3]]
-    chart = charts.draw("train_time_by_framework", pd.DataFrame(rows), pd.DataFrame(), pd.DataFrame())
+    chart = draw.draw("train_time_by_framework", pd.DataFrame(rows), pd.DataFrame(), pd.DataFrame())
     data = chart_rows(chart)
     mean = next(r for r in data if r.get("layer") == "mean" and r["framework"] == "pytorch")
     # the contended 40 s run is left out: mean of 10, 12, 14 s, the interval on the log scale (a time's),
@@ -431,9 +433,9 @@ def test_a_timeline_thinned_keeps_each_buckets_peak():
     cpu[4321] = 555.0  # one reading's peak, far from any every-k-th reading
     samples = pd.DataFrame({"run_id": "r", "framework": "pytorch", "dataset": "digits", "t": t, "cpu_pct": cpu,
                             "phase": "train", "rss_mb": 100.0})
-    data = chart_rows(charts.draw("cpu_timeline", runs, pd.DataFrame(), samples))
+    data = chart_rows(draw.draw("cpu_timeline", runs, pd.DataFrame(), samples))
     readings = [r for r in data if r.get("layer") == "sample"]
-    assert len(readings) <= charts.MAX_SAMPLES + 2 and max(r["cpu_pct"] for r in readings) == 555.0
+    assert len(readings) <= draw.MAX_SAMPLES + 2 and max(r["cpu_pct"] for r in readings) == 555.0
     assert min(r["t"] for r in readings) == 0.0 and max(r["t"] for r in readings) == t[-1]
 
 
@@ -442,12 +444,12 @@ def test_the_speed_up_and_sweep_charts_draw_intervals_where_repeats_ran():
              "status": "ok", "seed": i, "threads": th, "batch_size": 32, "learning_rate": 0.01, "epochs": 1,
              "train_time_s": base * f, "accuracy": 0.9}
             for th, base in ((1, 10.0), (2, 5.0)) for i, f in enumerate((0.9, 1.0, 1.1))]
-    table = tables.speedups(pd.DataFrame(rows)).set_index("threads")
+    table = frames.speedups(pd.DataFrame(rows)).set_index("threads")
     # both means have a relative half-width of 4.3027 x 0.1 / sqrt(3) (sd 10 % of the mean): the ratio's is sqrt(2) x
     rel = 2 ** 0.5 * 4.302652729749462 * 0.1 / 3 ** 0.5
     assert table.loc[2, "speedup"] == pytest.approx(2.0) and table.loc[2, "speedup_low"] == pytest.approx(2 * (1 - rel))
     assert pd.isna(table.loc[1, "speedup_low"])
-    sweep = tables.sweep_table(pd.DataFrame(rows), "threads", "train_time_s").set_index("threads")
+    sweep = frames.sweep_table(pd.DataFrame(rows), "threads", "train_time_s").set_index("threads")
     assert sweep.loc[1, "ci_high"] == pytest.approx(10 + 4.302652729749462 * 1.0 / 3 ** 0.5)
 
 
@@ -455,4 +457,4 @@ def test_a_charts_folder_without_an_index_says_how_to_draw_it_again(tmp_path):
     """A folder drawn before charts had an index (every chart, placeholders too): the findings stop and name the fix."""
     (tmp_path / "gpu_timeline.svg").write_text("<svg></svg>")
     with pytest.raises(FileNotFoundError, match=r"no index\.json.*snakemake --forcerun charts"):
-        chartlist.read_index(tmp_path)
+        catalog.read_index(tmp_path)

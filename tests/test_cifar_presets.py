@@ -24,9 +24,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from dlbench import presets
 from dlbench.datasets import catalog, cifar, idx
 from dlbench.frameworks import registry
+from dlbench.study import presets
 from dlbench.testing.sandbox import copy_workflow, snakemake
 
 pytestmark = pytest.mark.long

@@ -7,25 +7,27 @@ from pathlib import Path
 
 import pytest
 
-from dlbench import codedigest
 from dlbench.frameworks import registry
 from dlbench.paths import PACKAGE
+from dlbench.rules import code_digest
 
 FRAMEWORKS = registry.names()
 
 
 def names(framework: str, package: Path = PACKAGE) -> set[str]:
-    return {p.relative_to(package).as_posix() for p in codedigest.framework_files(framework, package)}
+    return {p.relative_to(package).as_posix() for p in code_digest.framework_files(framework, package)}
 
 
 def test_every_framework_depends_on_the_shared_trainer_code_that_the_old_hand_list_missed():
     for framework in FRAMEWORKS:
         files = names(framework)
-        assert {"trainer.py", "runner.py", "monitor.py", f"frameworks/{framework}.py", "frameworks/base.py",
-                "initialisers.py", "inputs.py", "models.py", "lr.py", "datasets/store.py", "__init__.py",
-                "frameworks/__init__.py", "hostload.py", "locks.py"} <= files, (framework, files)
+        assert {"frameworks/trainer.py", "run/runner.py", "run/monitor.py", f"frameworks/{framework}.py",
+                "frameworks/base.py", "spec/initial_weights.py", "spec/inputs.py", "spec/networks.py",
+                "spec/lr_policies.py", "datasets/store.py", "__init__.py", "frameworks/__init__.py",
+                "node/hostload.py", "node/locks.py"} <= files, (framework, files)
         # What no training job runs: the drawing, the words, the tables, the sweep's expansion, the schema's check.
-        assert not files & {"charts.py", "findings.py", "tables.py", "sweep.py", "config.py", "results.py"}, files
+        assert not files & {"present/charts/draw.py", "present/findings.py", "analysis/frames.py", "study/sweep.py",
+                            "study/config.py", "aggregate/collect.py"}, files
         others = {f"frameworks/{name}.py" for name in FRAMEWORKS if name != framework}
         assert not files & others, (framework, files & others)
     assert {"frameworks/caffe_log.py", "frameworks/caffe_data.py"} <= names("caffe")
@@ -39,8 +41,8 @@ def package(tmp_path) -> Path:
 
 
 def digests(package: Path) -> dict[str, str]:
-    out = {f: codedigest.files_digest(codedigest.framework_files(f, package), package) for f in FRAMEWORKS}
-    out["caffe_data"] = codedigest.files_digest(codedigest.caffe_data_files(package), package)
+    out = {f: code_digest.files_digest(code_digest.framework_files(f, package), package) for f in FRAMEWORKS}
+    out["caffe_data"] = code_digest.files_digest(code_digest.caffe_data_files(package), package)
     return out
 
 
@@ -51,9 +53,9 @@ def edited(package: Path, rel: str, text: str = "\n# changed\n") -> None:
 
 def test_a_change_in_initialisers_changes_every_digest_and_one_in_charts_none(package):
     before = digests(package)
-    edited(package, "charts.py")
+    edited(package, "present/charts/draw.py")
     assert digests(package) == before
-    edited(package, "initialisers.py")
+    edited(package, "spec/initial_weights.py")
     after = digests(package)
     assert all(after[k] != before[k] for k in before), (before, after)
 
@@ -81,7 +83,7 @@ def test_an_import_inside_a_function_and_a_relative_one_are_followed(package):
 
 def test_a_data_file_the_trainer_opens_is_digested_with_its_code(package):
     (package / "extra_table.yaml").write_text("a: 1\n")
-    edited(package, "initialisers.py", '\nTABLE = "extra_table.yaml"  # read at run time\n')
+    edited(package, "spec/initial_weights.py", '\nTABLE = "extra_table.yaml"  # read at run time\n')
     assert "extra_table.yaml" in names("jax", package)
     before = digests(package)
     (package / "extra_table.yaml").write_text("a: 2\n")
@@ -93,5 +95,5 @@ def test_no_package_data_is_read_by_a_trainer_today():
     """Stated in docs: the trainer process opens none of the package's data files (presets.yaml is read when the
     sweep is expanded, and its values are each point's parameters, in its id)."""
     for framework in FRAMEWORKS:
-        trainer = codedigest.closure(codedigest.framework_roots(framework)[:2])
-        assert codedigest.data_files(trainer) == set(), framework
+        trainer = code_digest.closure(code_digest.framework_roots(framework)[:2])
+        assert code_digest.data_files(trainer) == set(), framework

@@ -13,8 +13,9 @@ import yaml
 from scipy import stats
 
 import dlbench
-from dlbench import compare, compare_stats
-from dlbench import stats as dlstats
+from dlbench.analysis import comparison_stats
+from dlbench.analysis import stats as dlstats
+from dlbench.present import comparison
 from dlbench.testing.sandbox import copy_workflow, snakemake, tiny_study
 
 T_975_DF8 = 2.306004  # Student's t, 97.5% quantile, 8 degrees of freedom (a printed table's value)
@@ -59,7 +60,7 @@ def test_a_known_slowdown_a_tie_and_points_in_one_set_only(tmp_path):
     a.to_parquet(tmp_path / "a.parquet")
     (tmp_path / "b").mkdir()
     b.to_parquet(tmp_path / "b" / "runs.parquet")  # a results folder
-    assert compare.main([str(tmp_path / "a.parquet"), str(tmp_path / "b"), "--out", str(tmp_path / "out")]) == 0
+    assert comparison.main([str(tmp_path / "a.parquet"), str(tmp_path / "b"), "--out", str(tmp_path / "out")]) == 0
     table = pd.read_parquet(tmp_path / "out" / "comparison.parquet")
 
     # The slowdown by hand: both sides' variance is 0.025 x (mean^2 / 100), so each mean adds 0.025 / (5 x 100)
@@ -74,7 +75,7 @@ def test_a_known_slowdown_a_tie_and_points_in_one_set_only(tmp_path):
     assert slow.a_ci_low == pytest.approx(10 - 2.776445 * math.sqrt(0.005), rel=1e-5)
     assert slow.verdict == "slower" and slow.p_adjusted < 0.05 and "p_holm" not in table
     same_acc = row_of(table, "pytorch", 0.01, "accuracy")  # 0.9 in every run of both: no spread, no p
-    assert same_acc.verdict == compare.UNTESTABLE and np.isnan(same_acc.p_value)
+    assert same_acc.verdict == comparison.UNTESTABLE and np.isnan(same_acc.p_value)
 
     tie = row_of(table, "tensorflow", 0.01, "train_time_s")
     assert tie.ratio == pytest.approx(61 / 3 / 20)
@@ -122,7 +123,8 @@ def test_text_from_the_records_is_shown_in_comparison_md_never_as_markup(tmp_pat
     b = b.assign(host="[node](javascript:alert(1))", framework_version="1.0 | 2.0")
     a.to_parquet(tmp_path / "a.parquet")
     b.to_parquet(tmp_path / "b.parquet")
-    assert compare.main([str(tmp_path / "a.parquet"), str(tmp_path / "b.parquet"), "--out", str(tmp_path / "o")]) == 0
+    args = [str(tmp_path / "a.parquet"), str(tmp_path / "b.parquet"), "--out", str(tmp_path / "o")]
+    assert comparison.main(args) == 0
     text = (tmp_path / "o" / "comparison.md").read_text()
     assert "<script>" not in text and "&lt;script&gt;" in text
     assert "](javascript" not in text and "[node]\\(javascript" in text
@@ -133,7 +135,7 @@ def test_records_with_a_setting_id_join_on_it_whatever_else_differs():
     for df in (a, b):
         df["setting_id"] = df["framework"] + df["learning_rate"].astype(str)
     b["test_batch_size"] = 50  # would split the settings if the columns were the key
-    table = compare.compare(a, b)
+    table = comparison.compare(a, b)
     assert row_of(table, "pytorch", 0.01, "train_time_s").verdict == "slower"
     assert set(table.setting) == {"pytorch0.01", "tensorflow0.01", "pytorch0.1", "tensorflow0.1"}
 
@@ -147,10 +149,10 @@ def test_a_small_shift_in_every_setting_shows_per_framework():
         for repeat, noise in enumerate((0.98, 1.0, 1.02)):
             a.append(run({"learning_rate": k + 1.0}, repeat, 10.0 * noise))
             b.append(run({"learning_rate": k + 1.0}, repeat, 10.3 * shift * noise))
-    table = compare.compare(pd.DataFrame(a), pd.DataFrame(b))
+    table = comparison.compare(pd.DataFrame(a), pd.DataFrame(b))
     train = table[table.metric == "train_time_s"]
-    assert (train.verdict == compare.INCONCLUSIVE).all()
-    row = compare.per_framework(table).set_index("metric").loc["train_time_s"]
+    assert (train.verdict == comparison.INCONCLUSIVE).all()
+    row = comparison.per_framework(table).set_index("metric").loc["train_time_s"]
     # the geometric mean of the settings' ratios: four at 1.03 x 0.99, three at 1.03, three at 1.03 x 1.01
     assert row.settings == 10
     assert row.change == pytest.approx(1.03 * math.exp((4 * math.log(0.99) + 3 * math.log(1.01)) / 10))
@@ -160,15 +162,15 @@ def test_a_small_shift_in_every_setting_shows_per_framework():
 def test_one_run_a_side_is_not_tested():
     a = pd.DataFrame([run(SLOW, 0, 10.0)])
     b = pd.DataFrame([run(SLOW, 0, 30.0)])
-    row = row_of(compare.compare(a, b), "pytorch", 0.01, "train_time_s")
+    row = row_of(comparison.compare(a, b), "pytorch", 0.01, "train_time_s")
     assert row.ratio == pytest.approx(3.0) and np.isnan(row.ratio_ci_low)
-    assert row.verdict == compare.UNTESTABLE and row.why == "fewer than 3 runs on a side"
+    assert row.verdict == comparison.UNTESTABLE and row.why == "fewer than 3 runs on a side"
 
 
 def test_a_folder_without_results_is_refused_in_one_line(tmp_path, capsys):
     a, _ = hand_made()
     a.to_parquet(tmp_path / "a.parquet")
-    assert compare.main([str(tmp_path / "a.parquet"), str(tmp_path), "--out", str(tmp_path / "out")]) == 2
+    assert comparison.main([str(tmp_path / "a.parquet"), str(tmp_path), "--out", str(tmp_path / "out")]) == 2
     err = capsys.readouterr().err.strip()
     assert err.count("\n") == 0 and f"{tmp_path} holds no results" in err
 
@@ -194,7 +196,8 @@ def test_the_issue_four_words_each_earned(tmp_path):
     a, b = the_issue()
     a.to_parquet(tmp_path / "a.parquet")
     b.to_parquet(tmp_path / "b.parquet")
-    assert compare.main([str(tmp_path / "a.parquet"), str(tmp_path / "b.parquet"), "--out", str(tmp_path / "o")]) == 0
+    args = [str(tmp_path / "a.parquet"), str(tmp_path / "b.parquet"), "--out", str(tmp_path / "o")]
+    assert comparison.main(args) == 0
     table = pd.read_parquet(tmp_path / "o" / "comparison.parquet")
     verdict = {fw: row_of(table, fw, 0.01, "train_time_s").verdict for fw in ("pytorch", "tensorflow", "caffe",
                                                                               "theano")}
@@ -218,7 +221,7 @@ def test_the_margins_are_flags_and_the_report_states_them(tmp_path):
     a.to_parquet(tmp_path / "a.parquet")
     b.to_parquet(tmp_path / "b.parquet")
     out = tmp_path / "o"
-    assert compare.main([str(tmp_path / "a.parquet"), str(tmp_path / "b.parquet"), "--out", str(out),
+    assert comparison.main([str(tmp_path / "a.parquet"), str(tmp_path / "b.parquet"), "--out", str(out),
                          "--time-margin-pct", "0.5", "--accuracy-margin-pp", "0.01"]) == 0
     table = pd.read_parquet(out / "comparison.parquet")
     # Caffe's 1 % noise cannot put it within 0.5 %, nor the accuracies within 0.01 points
@@ -252,29 +255,29 @@ def test_the_false_discovery_rate_finds_real_changes_among_60000_tests():
     """20,000 settings x 3 metrics of noise and 5 settings twice as slow (10 tests): Holm over 60,000 tests
     cannot call a 2 x change at three runs a side; Benjamini-Hochberg does, and flags nothing else."""
     a, b = noise_and_real_changes(20_000, 5)
-    table = compare.compare(a, b)
+    table = comparison.compare(a, b)
     assert table["p_value"].notna().sum() == 60_000
     real = table["setting"].isin([f"s{i}" for i in range(5)]) & table["metric"].ne("accuracy")
     assert (table.loc[real, "verdict"] == "slower").all() and real.sum() == 10
-    assert not compare.is_changed(table.loc[~real, "verdict"]).any()
+    assert not comparison.is_changed(table.loc[~real, "verdict"]).any()
     assert (np.array(dlstats.holm(table["p_value"]))[real.to_numpy()] > 0.05).all()  # the old adjustment
 
 
 def test_two_runs_a_side_or_no_spread_is_not_testable_never_p_0():
     a = pd.DataFrame([run(SLOW, i, 10.0 + i) for i in range(2)] + [run(TIE, i, 20.0) for i in range(3)])
     b = pd.DataFrame([run(SLOW, i, 30.0 + i) for i in range(2)] + [run(TIE, i, 40.0) for i in range(3)])
-    table = compare.compare(a, b)
+    table = comparison.compare(a, b)
     two = row_of(table, "pytorch", 0.01, "train_time_s")
-    assert two.verdict == compare.UNTESTABLE and two.why == "fewer than 3 runs on a side" and np.isnan(two.p_value)
+    assert two.verdict == comparison.UNTESTABLE and two.why == "fewer than 3 runs on a side" and np.isnan(two.p_value)
     flat = row_of(table, "tensorflow", 0.01, "train_time_s")  # 20 s against 40 s, every run alike: no noise known
-    assert flat.ratio == 2.0 and flat.verdict == compare.UNTESTABLE and flat.why == dlstats.NO_SPREAD
+    assert flat.ratio == 2.0 and flat.verdict == comparison.UNTESTABLE and flat.why == dlstats.NO_SPREAD
     assert table["p_value"].isna().all() and table["p_adjusted"].isna().all()
     # the statistics alone: no spread on either side gives no p at all, spread on one side is enough
     ma, va, na = np.array([0.9, 0.9, 0.9]), np.zeros(3), np.full(3, 3)
     mb, vb, nb = np.array([0.9, 0.8, 0.8]), np.array([0.0, 0.0, 1e-4]), np.full(3, 3)
-    est, se, df = compare_stats.difference(ma, va, na, mb, vb, nb)
-    why = compare_stats.untestable(na, nb, est, se)
-    got = compare_stats.welch_test(est, se, df, 0.005, why)
+    est, se, df = comparison_stats.difference(ma, va, na, mb, vb, nb)
+    why = comparison_stats.untestable(na, nb, est, se)
+    got = comparison_stats.welch_test(est, se, df, 0.005, why)
     assert list(why) == [dlstats.NO_SPREAD, dlstats.NO_SPREAD, ""]
     assert np.isnan(got["p_value"][:2]).all() and 0 < got["p_value"][2] < 0.05
 
@@ -289,16 +292,16 @@ def test_the_vectorised_tests_agree_with_scipy():
     ma, va, mb, vb = summary
     margin = rng.uniform(0.001, 0.3, cases)
     # the difference B - A: two one-sided Welch t tests of the samples themselves, B shifted by the margin
-    est, se, df = compare_stats.difference(ma, va, na, mb, vb, nb)
-    got = compare_stats.welch_test(est, se, df, margin, compare_stats.untestable(na, nb, est, se))
+    est, se, df = comparison_stats.difference(ma, va, na, mb, vb, nb)
+    got = comparison_stats.welch_test(est, se, df, margin, comparison_stats.untestable(na, nb, est, se))
     for i in range(cases):
         lower = stats.ttest_ind(ys[i] + margin[i], xs[i], equal_var=False, alternative="greater").pvalue
         upper = stats.ttest_ind(ys[i] - margin[i], xs[i], equal_var=False, alternative="less").pvalue
         assert got["tost_p"][i] == pytest.approx(max(lower, upper), abs=1e-10)
         assert got["p_value"][i] == pytest.approx(stats.ttest_ind(ys[i], xs[i], equal_var=False).pvalue, abs=1e-10)
     # the ratio: the same on the logarithms of the means, each mean's sd there sd / mean (the delta method)
-    est, se, df = compare_stats.log_ratio(ma, va, na, mb, vb, nb)
-    got = compare_stats.welch_test(est, se, df, margin, compare_stats.untestable(na, nb, est, se))
+    est, se, df = comparison_stats.log_ratio(ma, va, na, mb, vb, nb)
+    got = comparison_stats.welch_test(est, se, df, margin, comparison_stats.untestable(na, nb, est, se))
     for i in range(cases):
         args = (np.sqrt(vb[i]) / mb[i], nb[i], np.log(ma[i]), np.sqrt(va[i]) / ma[i], na[i])
         lower = stats.ttest_ind_from_stats(np.log(mb[i]) + margin[i], *args, equal_var=False, alternative="greater")
@@ -339,7 +342,7 @@ def two_runs(tmp_path_factory):
 
 def contended_runs(runs: pd.DataFrame) -> pd.Series:
     """Per framework, how many of a result set's runs its runs table marks contended (timed while other work took
-    the machine's CPUs; dlbench.hostload): records without the flag count as quiet."""
+    the machine's CPUs; dlbench.node.hostload): records without the flag count as quiet."""
     flag = runs["contended"] if "contended" in runs else pd.Series(False, index=runs.index)
     return flag.map(lambda v: v is True or v == 1).groupby(runs["framework"]).sum()
 
@@ -360,22 +363,22 @@ def assert_nothing_changed_beyond_the_noise(a: Path, b: Path) -> None:
         contended = busy_a[row["framework"]] + busy_b[row["framework"]] > 0
         assert bool(row["contended"]) == contended, what
         # a verdict carries the mark exactly where its runs were contended
-        mark = compare.CONTENDED if contended else ""
-        assert row["verdict"].endswith(compare.CONTENDED) == contended, what
+        mark = comparison.CONTENDED if contended else ""
+        assert row["verdict"].endswith(comparison.CONTENDED) == contended, what
         base = row["verdict"].removesuffix(mark)
-        unchanged = {compare.EQUIVALENT, compare.INCONCLUSIVE, compare.UNTESTABLE}  # no direction told
+        unchanged = {comparison.EQUIVALENT, comparison.INCONCLUSIVE, comparison.UNTESTABLE}  # no direction told
         if row["metric"] == "accuracy" or not contended:
             assert base in unchanged, what  # quiet timings, and accuracy under any load: no change told
         else:  # a contended timing may have changed, and says which way
-            assert base in {*unchanged, *compare.METRICS[row["metric"]]}, what
+            assert base in {*unchanged, *comparison.METRICS[row["metric"]]}, what
     # accuracy is compared for every framework, whatever the load: never nothing to check
     acc = table[table.metric == "accuracy"]
     assert set(acc.framework) == set(runs_b.framework) and len(acc) == runs_b.framework.nunique()
     assert np.allclose(acc.ratio, 1.0, atol=0.02), acc  # the same seeds train to the same accuracy on one machine
     text = (b / "results/compare/comparison.md").read_text()
     assert "# this study (B) against" in text
-    words = {w for pair in compare.METRICS.values() for w in pair}
-    changed = sum(v.removesuffix(compare.CONTENDED) in words for v in table.verdict)  # contended timings, if any
+    words = {w for pair in comparison.METRICS.values() for w in pair}
+    changed = sum(v.removesuffix(comparison.CONTENDED) in words for v in table.verdict)  # contended timings, if any
     assert f"## Changed beyond the noise: {changed}\n" in text
     busy = int(((busy_a + busy_b) > 0).sum())
     assert (f"Settings with contended runs (timed while other work took the machine's CPUs): {busy};" in text
@@ -392,7 +395,7 @@ def test_two_real_runs_of_one_config_differ_in_nothing_beyond_the_noise(two_runs
     assert runs.groupby("framework").setting_id.nunique().eq(1).all()  # the repeats share their setting
     assert runs.dlbench_version.eq(dlbench.__version__).all()
     table = pd.read_parquet(b / "results/compare/comparison.parquet")
-    assert len(table) == 2 * len(compare.METRICS)
+    assert len(table) == 2 * len(comparison.METRICS)
     assert (table.a_n == 3).all() and (table.b_n == 3).all()
     # Uncontended, nothing differs beyond the noise; where something else loaded the machine during either run
     # (the runs tables say which), the comparison may see a change in a timing, and says its runs were contended.
@@ -404,7 +407,7 @@ def test_the_compare_rule_runs_when_the_config_names_a_baseline_and_nothing_else
     a, b, jobs = two_runs
     assert "rule compare:" in jobs or "localrule compare:" in jobs
     assert "rule train:" not in jobs and "localrule train:" not in jobs
-    for name in compare.OUTPUTS:
+    for name in comparison.OUTPUTS:
         assert (b / "results/compare" / name).stat().st_size > 0
     (b / "bad.yaml").write_text(yaml.safe_dump({**yaml.safe_load((b / "tiny.yaml").read_text()),
                                                  "compare": {"baseline": str(a / "nothing-here")}}))

@@ -2,7 +2,7 @@
 
 import pytest
 
-from dlbench.config import ConfigError, validate
+from dlbench.study.config import ConfigError, validate
 
 BASE = {"datasets": ["digits"], "frameworks": ["pytorch"], "preset": ["caffe"]}
 

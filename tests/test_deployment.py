@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from dlbench import config, sweep
 from dlbench.paths import ENVS, ROOT
+from dlbench.study import config, sweep
 from dlbench.testing.sandbox import copy_workflow, snakemake
 
 SNAKEDEPLOY = Path(sys.executable).with_name("snakedeploy")

@@ -13,7 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from dlbench import atomic, envs
+from dlbench import atomic
+from dlbench.environments import build as envs
 from dlbench.frameworks import registry
 from dlbench.paths import ENVS
 
@@ -107,7 +108,8 @@ def test_debian_versions_asks_dpkg_once_per_process(monkeypatch):
 
 @pytest.fixture
 def cache(tmp_path, monkeypatch):
-    """An empty cache, a node lock of its own, and a copy of envs/ that dlbench.envs reads (a test may touch it)."""
+    """An empty cache, a node lock of its own, and a copy of envs/ that dlbench.environments.build reads (a test may
+    touch it)."""
     monkeypatch.setenv("DLBENCH_CACHE", str(tmp_path / "cache"))
     monkeypatch.setenv("DLBENCH_NODE_LOCK", str(tmp_path / "node.lock"))
     shutil.copytree(ENVS, tmp_path / "repo" / "envs")

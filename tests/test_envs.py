@@ -11,10 +11,12 @@ import pandas as pd
 import pytest
 import yaml
 
-from dlbench import config, envchoice, envs
+from dlbench.environments import build as envs
+from dlbench.environments import choice
 from dlbench.frameworks import registry
 from dlbench.paths import CONDA_ENVS, ENVS, ROOT
-from dlbench.sweep import one_point
+from dlbench.study import config
+from dlbench.study.sweep import one_point
 from dlbench.testing.sandbox import copy_workflow, snakemake
 
 
@@ -24,7 +26,7 @@ def study(**extra) -> dict:
 
 def test_each_device_kind_picks_its_environment():
     cfg = study()
-    chosen = {(fw, dev): envchoice.point_env(cfg, one_point(fw, "caffe", device=dev))
+    chosen = {(fw, dev): choice.point_env(cfg, one_point(fw, "caffe", device=dev))
               for fw in registry.names() for dev in ("cpu", "gpu")}
     assert chosen.items() >= {("pytorch", "cpu"): ("pytorch", None), ("pytorch", "gpu"): ("pytorch-cuda", None),
                               ("tensorflow", "cpu"): ("tensorflow", None),
@@ -37,8 +39,8 @@ def test_each_device_kind_picks_its_environment():
         assert chosen[(f.name, "cpu")] == (f.name, None)
         assert chosen[(f.name, "gpu")] == (f"{f.name}-cuda" if cuda else f.name, None)
     opted = study(envs={"opt_in": ["caffe-cuda"]})
-    assert envchoice.point_env(opted, one_point("caffe", "caffe", device="gpu")) == ("caffe-cuda", None)
-    assert envchoice.point_env(opted, one_point("caffe", "caffe", device="cpu")) == ("caffe", None)
+    assert choice.point_env(opted, one_point("caffe", "caffe", device="gpu")) == ("caffe-cuda", None)
+    assert choice.point_env(opted, one_point("caffe", "caffe", device="cpu")) == ("caffe", None)
     # every environment a point can get is one the workflow knows how to build (the MKL ones:
     # tests/test_blas.py)
     assert {env for env, _ in chosen.values()} | {"caffe-cuda", "caffe-mkl", "theano-mkl"} == set(
@@ -47,16 +49,16 @@ def test_each_device_kind_picks_its_environment():
 
 def test_a_site_environment_replaces_the_variants_it_names():
     both = study(envs={"site": {"pytorch": "/opt/site/bin/python"}})
-    assert envchoice.point_env(both, one_point("pytorch", "caffe", device="cpu")) == ("pytorch", "/opt/site/bin/python")
-    assert envchoice.point_env(both, one_point("pytorch", "caffe", device="gpu")) == ("pytorch-cuda",
+    assert choice.point_env(both, one_point("pytorch", "caffe", device="cpu")) == ("pytorch", "/opt/site/bin/python")
+    assert choice.point_env(both, one_point("pytorch", "caffe", device="gpu")) == ("pytorch-cuda",
                                                                                   "/opt/site/bin/python")
     gpu_only = study(envs={"site": {"tensorflow": {"cuda": "~/tf/bin/python"}}})
-    assert envchoice.point_env(gpu_only, one_point("tensorflow", "caffe", device="cpu")) == ("tensorflow", None)
-    assert envchoice.point_env(gpu_only, one_point("tensorflow", "caffe", device="gpu")) == (
+    assert choice.point_env(gpu_only, one_point("tensorflow", "caffe", device="cpu")) == ("tensorflow", None)
+    assert choice.point_env(gpu_only, one_point("tensorflow", "caffe", device="gpu")) == (
         "tensorflow-cuda", str(Path("~/tf/bin/python").expanduser()))
     # a site's CUDA Caffe: Caffe's GPU points run there, without the opt-in build
     caffe = study(envs={"site": {"caffe": {"cuda": "/opt/caffe/bin/python"}}})
-    assert envchoice.point_env(caffe, one_point("caffe", "caffe", device="gpu")) == ("caffe-cuda",
+    assert choice.point_env(caffe, one_point("caffe", "caffe", device="gpu")) == ("caffe-cuda",
                                                                                     "/opt/caffe/bin/python")
     with pytest.raises(config.ConfigError, match=r"envs.site.pytorch: .*absolute path.*variants: cpu, cuda"):
         study(envs={"site": {"pytorch": {"gpu": "/opt/site/bin/python"}}})
@@ -66,7 +68,7 @@ def test_a_site_environment_replaces_the_variants_it_names():
 
 @pytest.fixture
 def envs_copy(tmp_path, monkeypatch):
-    """A copy of envs/ (and of the conda files, workflow/envs/) that dlbench.envs reads instead of the
+    """A copy of envs/ (and of the conda files, workflow/envs/) that dlbench.environments.build reads instead of the
     repository's (so a test may edit it)."""
     shutil.copytree(ENVS, tmp_path / "envs")
     shutil.copytree(CONDA_ENVS, tmp_path / "workflow" / "envs")
@@ -125,14 +127,15 @@ def test_a_hand_edit_or_a_stale_conda_file_is_caught(envs_copy):
 
 def setup_builds(for_tests: int, long_tests: int) -> list[str]:
     """The environments scripts/setup.sh's framework section builds, in its order: that section of the script run
-    by bash as it is, its build command (`.venv/bin/python -m dlbench.envs build ENV ...`) only saying ENV, every
+    by bash as it is, its build command (`.venv/bin/python -m dlbench.environments.build build ENV ...`) only saying
+    ENV, every
     other call of .venv/bin/python made for real."""
     script = (ROOT / "scripts" / "setup.sh").read_text()
     start = script.index("# Framework environments")
     section = script[start:script.index('log "ready"', start)]
     # (fd 3: the script sends the build's output to /dev/null)
-    shim = ('function .venv/bin/python { if [[ "$1 $2 $3" == "-m dlbench.envs build" ]]; then echo "build $4" >&3; '
-            'else "$BASE_PYTHON" "$@"; fi; }\n')
+    shim = ('function .venv/bin/python { if [[ "$1 $2 $3" == "-m dlbench.environments.build build" ]]; '
+            'then echo "build $4" >&3; else "$BASE_PYTHON" "$@"; fi; }\n')
     proc = subprocess.run(["bash", "-c", f"set -euo pipefail\nexec 3>&1\nlog() {{ :; }}\n{shim}"
                                          f"for_tests={for_tests} long_tests={long_tests}\n{section}"],
                           cwd=ROOT, capture_output=True, text=True, timeout=120,

@@ -5,8 +5,10 @@ import math
 
 import pytest
 
-from dlbench import cluster, config, estimate, sweep
 from dlbench.frameworks import registry
+from dlbench.plan import estimate
+from dlbench.rules import cluster_request
+from dlbench.study import config, sweep
 
 STUDY = {"datasets": ["digits"], "frameworks": ["pytorch", "caffe"], "preset": ["caffe"],
          "sweep": {"batch_size": [16, 64], "iterations": [100], "threads": [1, 2]}}
@@ -150,10 +152,10 @@ def test_a_cluster_job_asks_for_time_only_from_measured_points(tmp_path):
     done = estimate.finished(ps, run_dir_in(tmp_path))
     lock_wait = math.ceil(cfg["measurement"]["lock_timeout_s"] / 60)  # the job may wait that long for the node
     # the model alone never sets a time
-    assert set(cluster.runtime_table(cfg, ps, done).values()) == {45 + lock_wait}
+    assert set(cluster_request.runtime_table(cfg, ps, done).values()) == {45 + lock_wait}
     p = ps[0]
     finish(tmp_path, p, throughput=10.0, wall=700.0, train=650.0)  # slow: 1,600 images at 10 img/s
-    table = cluster.runtime_table(cfg, ps, estimate.finished(ps, run_dir_in(tmp_path)))
+    table = cluster_request.runtime_table(cfg, ps, estimate.finished(ps, run_dir_in(tmp_path)))
     twin = next(q for q in ps if estimate.kind(q) == estimate.kind(p) and q["id"] != p["id"])
     seconds, source = estimate.Model(estimate.finished(ps, run_dir_in(tmp_path)), PEAK).seconds(twin)
     assert source == "measured" and seconds > 600

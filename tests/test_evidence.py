@@ -12,11 +12,11 @@ import pandas as pd
 import pytest
 import yaml
 
+from dlbench.analysis.published import read_published
+from dlbench.analysis.summary import framework_effect
 from dlbench.evidence import command, markers, study
 from dlbench.evidence.render import render
 from dlbench.paths import ROOT
-from dlbench.published import read_published
-from dlbench.summary import framework_effect
 
 COMMIT = "1a2b3c4d5e6f7a8b9c0d1e2f3a4b5c6d7e8f9a0b"
 MACHINE = {"cpu_model": "AMD EPYC 7B13", "cpu_cores_logical": 2, "cpu_cores_usable": 2, "dlbench_commit": COMMIT,
@@ -72,7 +72,7 @@ def test_own_defaults_table_has_each_frameworks_numbers_the_published_ones_and_i
         assert cells[9] == "1 ok; 1 under load"
         pub = published.loc[("mnist", "torch" if fw == "pytorch" else fw, "cpu")]
         assert cells[10] == f"{pub.accuracy_pct:.2f} %, {pub.train_time_s:,.0f} s (mnist)"
-    # the scaled length beside the preset's own (dlbench/presets.yaml), Theano's bounded by its early stopping
+    # the scaled length beside the preset's own (dlbench/study/presets.yaml), Theano's bounded by its early stopping
     assert row(block, "TensorFlow")[3] == "1,000 of 20,000 iterations, batch 50"
     assert row(block, "PyTorch")[3] == "1 of 20 epochs, batch 10"
     assert row(block, "Theano")[4] == "50,000 + 10,000 validation"

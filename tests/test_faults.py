@@ -4,7 +4,8 @@ import re
 
 import pytest
 
-from dlbench import memcap, runner
+from dlbench.node import memcap
+from dlbench.run import runner
 from dlbench.testing import faults as faultmatrix
 
 
@@ -144,7 +145,7 @@ def test_kill_tree_ends_the_group_also_when_its_leader_has_exited():
     import sys
     import time
 
-    from dlbench.procs import kill_tree
+    from dlbench.node.procs import kill_tree
 
     # A leader in a session of its own starts a child in its group, prints the child's pid and exits.
     leader = subprocess.Popen([sys.executable, "-c", "import subprocess, sys; "
@@ -176,24 +177,25 @@ def test_only_snakemake_killed_its_live_job_is_not_run_twice_and_nothing_is_lost
 def test_a_cancel_stands_for_retries_unless_slurm_ended_the_job_otherwise(tmp_path):
     """Somebody's cancel stands (no retry trains); an attempt begun since, or a SLURM job that accounting
     does not say was CANCELLED (its time limit: TIMEOUT, retried with more time), lets the retry run."""
-    from dlbench import records, runner
+    from dlbench.record import store
+    from dlbench.run import runner
 
     def cancelled(out, **facts):
-        record = {**{k: None for k in records.REQUIRED}, "status": "cancelled", **facts}
-        records.keep_attempt(out, record, out, records.attempt_name(1.0e9))
+        record = {**{k: None for k in store.REQUIRED}, "status": "cancelled", **facts}
+        store.keep_attempt(out, record, out, store.attempt_name(1.0e9))
 
     local = tmp_path / "local"
     cancelled(local, slurm_job_id=None)  # SIGTERM to a job off SLURM
-    assert records.cancelled_last(local)["status"] == "cancelled" and runner.cancel_stands(local)
-    records.mark_started(local, attempt=2)  # an attempt begun after it (its mark newer than the kept record)
-    assert records.cancelled_last(local) is None and not runner.cancel_stands(local)
+    assert store.cancelled_last(local)["status"] == "cancelled" and runner.cancel_stands(local)
+    store.mark_started(local, attempt=2)  # an attempt begun after it (its mark newer than the kept record)
+    assert store.cancelled_last(local) is None and not runner.cancel_stands(local)
 
     unknown = tmp_path / "unknown"
     cancelled(unknown, slurm_job_id="2147000000")  # no such job in SLURM's accounting (or no SLURM here)
-    assert records.cancelled_last(unknown) is not None and not runner.cancel_stands(unknown)
+    assert store.cancelled_last(unknown) is not None and not runner.cancel_stands(unknown)
 
     ok = tmp_path / "ok"
     cancelled(ok, slurm_job_id=None)
-    records.keep_attempt(ok, {**{k: None for k in records.REQUIRED}, "status": "ok"}, ok,
-                         records.attempt_name(2.0e9))
-    assert records.cancelled_last(ok) is None  # the newest attempt is what counts
+    store.keep_attempt(ok, {**{k: None for k in store.REQUIRED}, "status": "ok"}, ok,
+                         store.attempt_name(2.0e9))
+    assert store.cancelled_last(ok) is None  # the newest attempt is what counts

@@ -28,8 +28,8 @@ def test_a_refused_requeue_ends_the_point_as_a_failed_record_with_scontrols_word
 
 def test_a_jobs_memory_request_covers_the_runners_own_cap():
     """SLURM's cgroup must not end a point before the runner's guards would (1.5 x the budget did, below 2 GB)."""
-    from dlbench import cluster as slurm_resources
-    from dlbench import memcap
+    from dlbench.node import memcap
+    from dlbench.rules import cluster_request as slurm_resources
 
     for budget in (150, 1000, 2000, 16000):
         asked = slurm_resources.mem_mb({"limits": {"memory_mb": budget}})
@@ -48,7 +48,7 @@ def test_a_trainer_oom_killed_by_its_jobs_memory_cgroup_is_recorded_oom(lab):
 def test_cgroup_v2s_count_and_limit_are_read_as_v1s(tmp_path):
     """cgroup v2 (memory.events, memory.max; a job's limit on an ancestor) cannot be had on this v1 machine: its
     files as the kernel writes them."""
-    from dlbench import oomkill
+    from dlbench.node import oomkill
 
     job = tmp_path / "job_42"
     step = job / "step_0"

@@ -14,9 +14,10 @@ from pathlib import Path
 
 import pytest
 
-from dlbench import atomic, envs
+from dlbench import atomic
+from dlbench.environments import build as envs
+from dlbench.node.procs import alive
 from dlbench.paths import ENVS, ROOT
-from dlbench.procs import alive
 
 # ---------------------------------------------------------------------------------------------- environment builds
 
@@ -182,7 +183,7 @@ def test_write_json_writes_null_for_what_is_not_finite(tmp_path):
 
 
 def test_every_json_a_diverged_point_leaves_is_strict_json_and_keeps_its_loss(digits, tmp_path):
-    from dlbench import runner
+    from dlbench.run import runner
     from dlbench.testing.faults import point, small_trainer
 
     out = tmp_path / "out"
@@ -202,7 +203,8 @@ def test_every_json_a_diverged_point_leaves_is_strict_json_and_keeps_its_loss(di
 
 
 def test_a_monitor_that_dies_is_recorded_with_when_and_its_samples_stop_there(digits, tmp_path, monkeypatch):
-    from dlbench import hostload, runner
+    from dlbench.node import hostload
+    from dlbench.run import runner
     from dlbench.testing.faults import point, small_trainer
 
     real, calls = hostload.reading, []
@@ -232,7 +234,7 @@ def test_a_monitor_that_dies_is_recorded_with_when_and_its_samples_stop_there(di
 
 def _train_job(folder: Path, out: Path, attempt: int, tmp_path: Path) -> subprocess.CompletedProcess:
     """One attempt of the train job, as the workflow's retry runs it (dlbench.cli train), on the small trainer."""
-    from dlbench.runner import TRAINER_VARIABLE
+    from dlbench.run.runner import TRAINER_VARIABLE
     from dlbench.testing.faults import SMALL_TRAINER, point
 
     env = dict(os.environ, PYTHONPATH=str(ROOT), DLBENCH_NODE_LOCK=str(tmp_path / "node.lock"),
@@ -291,7 +293,7 @@ def _sdist(folder: Path, marker: Path) -> None:
 
 
 def test_the_version_resolver_takes_wheels_only_and_never_runs_a_setup_py(tmp_path):
-    from dlbench import versions
+    from dlbench.study import versions
 
     index, marker = tmp_path / "index", tmp_path / "setup-py-ran"
     _sdist(index, marker)

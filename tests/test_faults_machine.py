@@ -5,7 +5,7 @@ import os
 
 import pytest
 
-from dlbench.outcomes import signal_name
+from dlbench.record.statuses import signal_name
 from dlbench.testing import faults as faultmatrix
 from dlbench.testing import faults_machine as machine
 
@@ -144,33 +144,38 @@ def _mark_of_a_dead_run(out, host: str, job: str | None = None) -> None:
     import json
     import subprocess
 
-    from dlbench import records
+    from dlbench.record import store
 
     gone = subprocess.Popen(["true"])
     gone.wait(timeout=600)
-    (out / records.ATTEMPTS).mkdir(parents=True, exist_ok=True)
-    (out / records.ATTEMPTS / f"{records.STARTED}{host}-{gone.pid}.json").write_text(
+    (out / store.ATTEMPTS).mkdir(parents=True, exist_ok=True)
+    (out / store.ATTEMPTS / f"{store.STARTED}{host}-{gone.pid}.json").write_text(
         json.dumps({"host": host, "pid": gone.pid, "slurm_job_id": job}))
 
 
 def test_the_attempt_after_the_last_publishes_node_lost_only_where_the_last_died(tmp_path):
     import socket
 
-    from dlbench import records, runner, sweep
+    from dlbench.record import store
+    from dlbench.run import runner
+    from dlbench.study import sweep
 
     p, out = sweep.one_point("pytorch", iterations=10), tmp_path / "point"
     # the last allowed attempt ended otherwise (no mark left): nothing to publish, nothing trained
     assert runner.run_point(p, tmp_path / "data", out, after_last=True, attempt=2) is None
-    assert not (out / records.RESULT).exists()
+    assert not (out / store.RESULT).exists()
     _mark_of_a_dead_run(out, socket.gethostname())
     r = runner.run_point(p, tmp_path / "data", out, after_last=True, attempt=2)
     assert r["status"] == "node_lost" and r["lost_attempts"] == 1 and r["machine_failure"], r
-    assert records.read(out / records.RESULT)["status"] == "node_lost" and r["iterations_done"] == 0
-    assert not list((out / records.ATTEMPTS).glob(f"{records.STARTED}*"))  # history once a record stands
+    assert store.read(out / store.RESULT)["status"] == "node_lost" and r["iterations_done"] == 0
+    assert not list((out / store.ATTEMPTS).glob(f"{store.STARTED}*"))  # history once a record stands
 
 
 def test_slurms_own_requeues_count_as_runs_and_their_dead_runs_as_lost(tmp_path, monkeypatch):
-    from dlbench import records, runner, slurmjob, sweep
+    from dlbench.node import slurm_job as slurmjob
+    from dlbench.record import store
+    from dlbench.run import runner
+    from dlbench.study import sweep
 
     monkeypatch.setenv("SLURM_JOB_ID", "77")
     monkeypatch.setenv("SLURM_RESTART_COUNT", "2")
@@ -182,4 +187,4 @@ def test_slurms_own_requeues_count_as_runs_and_their_dead_runs_as_lost(tmp_path,
         _mark_of_a_dead_run(out, "another-node", job="77")
     r = runner.run_point(p, tmp_path / "data", out, attempt=1, final_attempt=True)
     assert r["status"] == "node_lost" and r["lost_attempts"] == 2 and r["slurm_restart_count"] == 2, r
-    assert records.read(out / records.RESULT)["slurm_job_id"] == "77"
+    assert store.read(out / store.RESULT)["slurm_job_id"] == "77"

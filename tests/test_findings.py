@@ -1,4 +1,4 @@
-"""The findings in words (dlbench.findings) on small hand-made frames: each observation agrees and disagrees."""
+"""The findings in words (dlbench.present.findings) on small hand-made frames: each observation agrees and disagrees."""
 
 from __future__ import annotations
 
@@ -7,7 +7,8 @@ import pandas as pd
 import pytest
 from scipy import stats as sps
 
-from dlbench import findings, observations, published, summary
+from dlbench.analysis import observations, published, summary
+from dlbench.present import findings
 from dlbench.testing.study import make_curves, make_runs, make_samples, one_default, preset_matrix
 
 T975_DF2 = 4.302652729749462  # the t table: two-sided 95 %, 2 degrees of freedom

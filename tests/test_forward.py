@@ -6,7 +6,7 @@ dlbench.testing.forward runs the pass in each framework's environment (all netwo
 framework in one process, the frameworks at once). The reference is no framework's: the same
 pass written out in numpy from the spec's definitions, in float64 (forward.numpy_forward,
 itself checked layer by layer against hand-worked values in tests/test_numpy_forward.py).
-Every network of dlbench/models.py is checked, among them the padded pooling of torch_mnist,
+Every network of dlbench/spec/networks.py is checked, among them the padded pooling of torch_mnist,
 the sparse convolutions of torch_cifar10 and the Reslab net.
 
 Tolerances (float32 everywhere):
@@ -25,18 +25,18 @@ import subprocess
 import numpy as np
 import pytest
 
-from dlbench import initialisers, models
 from dlbench.frameworks import registry
 from dlbench.paths import ROOT as REPO
-from dlbench.sweep import one_point
+from dlbench.spec import initial_weights, networks
+from dlbench.study.sweep import one_point
 from dlbench.testing.forward import numpy_forward, softmax_xent
 
 pytestmark = pytest.mark.long
 
 # The study's networks and those every framework builds; ResNet-20 (batch normalisation, residual blocks) has its
 # own checks, in training and inference mode, in tests/test_resnet.py.
-NETWORKS = {net: shape for net, shape in models.INPUT_SHAPES.items()
-            if not models.kinds(models.NETWORKS[net]) & set(models.KINDS_BEYOND_STUDY)}
+NETWORKS = {net: shape for net, shape in networks.INPUT_SHAPES.items()
+            if not networks.kinds(networks.NETWORKS[net]) & set(networks.KINDS_BEYOND_STUDY)}
 FRAMEWORKS = registry.names()
 REFERENCE = "pytorch"
 BATCH = 16
@@ -48,16 +48,16 @@ LOSS_TOL = 1e-4  # relative to the reference loss
 def canonical_weights(layers: list[dict], shape: tuple[int, int, int], rng: np.random.Generator) -> dict:
     """W<i>, b<i> of the i-th conv/dense layer: conv (out, in, kh, kw), dense (out, in) over C, H, W inputs."""
     out, prev, j = {}, shape, 0
-    for layer, next_shape in zip(layers, models.shapes(layers, shape)):
+    for layer, next_shape in zip(layers, networks.shapes(layers, shape)):
         if layer["type"] in ("conv", "dense"):
             if layer["type"] == "conv":
                 w_shape = (layer["filters"], prev[0], layer["kernel"], layer["kernel"])
             else:
                 w_shape = (layer["units"], int(np.prod(prev)))
-            limit = models.xavier_limit(models.fan_in(layer, prev))
+            limit = networks.xavier_limit(networks.fan_in(layer, prev))
             out[f"W{j}"] = rng.uniform(-limit, limit, w_shape).astype(np.float32)
             if "table" in layer:
-                out[f"W{j}"] *= initialisers.connection_mask(layer, prev[0])
+                out[f"W{j}"] *= initial_weights.connection_mask(layer, prev[0])
             out[f"b{j}"] = rng.uniform(-0.1, 0.1, w_shape[0]).astype(np.float32)  # non-zero: the biases count
             j += 1
         prev = next_shape
@@ -73,7 +73,7 @@ def results(env_python, tmp_path_factory) -> dict:
     args: dict[str, list[str]] = {fw: [] for fw in FRAMEWORKS}
     reference = {}
     for net, shape in NETWORKS.items():
-        layers = models.resolve(net, CLASSES)
+        layers = networks.resolve(net, CLASSES)
         weights = canonical_weights(layers, shape, rng)
         np.savez(work / f"{net}.weights.npz", **weights)
         x = rng.standard_normal((BATCH, *shape)).astype(np.float32)
@@ -140,9 +140,9 @@ def test_forward_pass_agrees_with_numpy(results, framework, network):
 
 # A sparse conv between two dense-connected layers, on the 28x28 digits: 8 planes -> 16 maps,
 # each map fed by 2 planes of a seeded random table.
-SPARSE_NET = [models.conv(8, 3, pad=1), models.act("tanh"),
-              models.conv(16, 3, table=models.random_table(8, 16, 2, seed=3)), models.act("tanh"),
-              models.pool("max", 2), models.dense(10)]
+SPARSE_NET = [networks.conv(8, 3, pad=1), networks.act("tanh"),
+              networks.conv(16, 3, table=networks.random_table(8, 16, 2, seed=3)), networks.act("tanh"),
+              networks.pool("max", 2), networks.dense(10)]
 
 
 def trained(env_python, framework: str, point: dict, digits_dir, tmp_path) -> tuple[dict, list[dict]]:
@@ -178,7 +178,7 @@ def test_unconnected_weights_stay_zero_through_training(env_python, digits_dir, 
         assert w.shape == (16, 2, 3, 3)  # one group per output map: only the connected weights exist
         connected, after = w0, w
     else:
-        mask = initialisers.connection_mask(SPARSE_NET[2], 8)[:, :, 0, 0].astype(bool)
+        mask = initial_weights.connection_mask(SPARSE_NET[2], 8)[:, :, 0, 0].astype(bool)
         assert w.shape == (16, 8, 3, 3)
         assert np.count_nonzero(w0[~mask]) == 0 and np.count_nonzero(w[~mask]) == 0, "an unconnected weight moved"
         connected, after = w0[mask], w[mask]

@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from dlbench import hostload
+from dlbench.node import hostload
 
 TICKS = hostload.CLOCK_TICKS
 

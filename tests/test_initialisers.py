@@ -5,11 +5,12 @@ import math
 import numpy as np
 import pytest
 
-from dlbench import initialisers, models, presets
+from dlbench.spec import initial_weights, networks
+from dlbench.study import presets
 
 
 def draw(net: str, init, seed: int = 1):
-    return initialisers.draw(models.resolve(net, 10), models.INPUT_SHAPES[net], init, seed)
+    return initial_weights.draw(networks.resolve(net, 10), networks.INPUT_SHAPES[net], init, seed)
 
 
 def test_the_same_seed_gives_the_same_weights_and_another_seed_others():
@@ -40,9 +41,9 @@ def test_torch_draws_weights_and_biases_within_one_over_root_fan_in():
 
 
 def test_a_sparse_convs_unconnected_weights_start_at_zero():
-    layers = models.resolve("torch_cifar10", 10)
+    layers = networks.resolve("torch_cifar10", 10)
     w = draw("torch_cifar10", "torch")[1][0]
-    mask = initialisers.connection_mask(layers[3], 16)[:, :, 0, 0].astype(bool)
+    mask = initial_weights.connection_mask(layers[3], 16)[:, :, 0, 0].astype(bool)
     assert np.count_nonzero(w[~mask]) == 0 and np.count_nonzero(w[mask]) == w[mask].size == 256 * 4 * 25
 
 
@@ -75,19 +76,20 @@ def test_gaussian_with_random_biases_is_the_reslab_tutorials():
 
 
 def test_lists_must_have_one_value_per_layer_and_names_must_be_known():
-    with pytest.raises(initialisers.InitError, match="lists 2 values for 4"):
-        initialisers.check({"name": "gaussian", "std": [0.1, 0.2]}, models.NETWORKS["lenet"])
-    with pytest.raises(initialisers.InitError, match="unknown initialiser 'kaiming'"):
-        initialisers.normalise("kaiming")
-    assert initialisers.normalise(None) == {"name": "xavier"}
-    assert initialisers.describe({"name": "gaussian", "std": 0.1, "bias_std": 0.1}) == "gaussian(bias_std=0.1, std=0.1)"
+    with pytest.raises(initial_weights.InitError, match="lists 2 values for 4"):
+        initial_weights.check({"name": "gaussian", "std": [0.1, 0.2]}, networks.NETWORKS["lenet"])
+    with pytest.raises(initial_weights.InitError, match="unknown initialiser 'kaiming'"):
+        initial_weights.normalise("kaiming")
+    assert initial_weights.normalise(None) == {"name": "xavier"}
+    described = initial_weights.describe({"name": "gaussian", "std": 0.1, "bias_std": 0.1})
+    assert described == "gaussian(bias_std=0.1, std=0.1)"
 
 
 @pytest.mark.parametrize("family", ["mnist", "cifar10"])
 def test_every_study_preset_names_an_initialiser_that_fits_its_network(family):
     for name, preset in presets.study_presets()[family].items():
         assert "init" in preset, name
-        layers = models.resolve(preset["network"], 10)
-        shape = models.INPUT_SHAPES[preset["network"]]
-        weights = initialisers.draw(layers, shape, preset["init"], 1)
-        assert len(weights) == len(models.trainable(layers, shape)), name  # conv, dense and batchnorm
+        layers = networks.resolve(preset["network"], 10)
+        shape = networks.INPUT_SHAPES[preset["network"]]
+        weights = initial_weights.draw(layers, shape, preset["init"], 1)
+        assert len(weights) == len(networks.trainable(layers, shape)), name  # conv, dense and batchnorm

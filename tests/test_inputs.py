@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from dlbench import inputs
+from dlbench.spec import inputs
 
 
 def test_pad_and_centre_crop_are_inverse():

@@ -21,7 +21,7 @@ HOLD_S = 1.5
 # One point's process: wait for its start time, take the lock as the runner does, hold it, say when.
 POINT = f"""
 import json, sys, time
-from dlbench.locks import measuring
+from dlbench.node.locks import measuring
 name, kind, lock, devices, per_device, start = sys.argv[1:]
 time.sleep(max(0.0, float(start) - time.time()))
 asked = time.time()
@@ -104,7 +104,7 @@ def test_a_lock_file_another_user_created_can_still_be_locked(tmp_path):
     shutil.copytree(ROOT / "dlbench", package, ignore=shutil.ignore_patterns("__pycache__"))
     for folder in [shared / "pkg", *(p for p in package.rglob("*") if p.is_dir()), package]:
         folder.chmod(0o755)
-    script = f"from dlbench.locks import flocked\nwith flocked({str(lock)!r}) as waited: print('locked', waited)"
+    script = f"from dlbench.node.locks import flocked\nwith flocked({str(lock)!r}) as waited: print('locked', waited)"
     proc = subprocess.run([python, "-c", script], cwd="/", capture_output=True, text=True, timeout=60,
                           env={"PYTHONPATH": str(shared / "pkg"), "PATH": "/usr/bin:/bin"},
                           preexec_fn=lambda: os.setuid(nobody))
@@ -113,7 +113,7 @@ def test_a_lock_file_another_user_created_can_still_be_locked(tmp_path):
 
 
 def test_a_new_lock_file_is_lockable_by_every_user(tmp_path):
-    from dlbench.locks import flocked
+    from dlbench.node.locks import flocked
 
     lock = tmp_path / "new.lock"
     with flocked(lock):
@@ -125,11 +125,12 @@ def test_a_point_that_waits_too_long_for_the_lock_is_retried_and_only_the_last_a
                                                                                                   digits_dir):
     """Another process holds the node's lock: the point gives up after lock_timeout_s, a failure of the machine.
     Before the last attempt only the attempt is kept (no result, so the job runs again); the last publishes it."""
-    from dlbench import records, runner
-    from dlbench.sweep import one_point
+    from dlbench.record import store
+    from dlbench.run import runner
+    from dlbench.study.sweep import one_point
 
     lock = tmp_path / "measure.lock"
-    holder = subprocess.Popen([sys.executable, "-c", "import sys, time\nfrom dlbench.locks import flocked\n"
+    holder = subprocess.Popen([sys.executable, "-c", "import sys, time\nfrom dlbench.node.locks import flocked\n"
                                f"with flocked({str(lock)!r}):\n    print('held', flush=True)\n    time.sleep(60)"],
                               cwd=ROOT, stdout=subprocess.PIPE, text=True)
     out = tmp_path / "out"
@@ -139,7 +140,7 @@ def test_a_point_that_waits_too_long_for_the_lock_is_retried_and_only_the_last_a
         first = runner.run_point(one_point("pytorch", iterations=5), digits_dir, out, measure_lock=str(lock),
                                  lock_timeout_s=2, final_attempt=False)
         took = time.monotonic() - t0
-        assert not (out / "metrics.json").exists() and len(records.attempts(out)) == 1
+        assert not (out / "metrics.json").exists() and len(store.attempts(out)) == 1
         last = runner.run_point(one_point("pytorch", iterations=5), digits_dir, out, measure_lock=str(lock),
                                 lock_timeout_s=2, attempt=3)
     finally:
@@ -149,7 +150,7 @@ def test_a_point_that_waits_too_long_for_the_lock_is_retried_and_only_the_last_a
     assert first["lock_wait_s"] == 2 and 2 <= took < 15
     published = json.loads((out / "metrics.json").read_text())
     assert published["status"] == "lock_timeout" and published["attempt"] == 3 and last["machine_failure"]
-    assert [json.loads(p.read_text())["status"] for p in records.attempts(out)] == ["lock_timeout"] * 2
+    assert [json.loads(p.read_text())["status"] for p in store.attempts(out)] == ["lock_timeout"] * 2
 
 
 # ---- heavy work (builds, data preparation, aggregation, charts) against measurements
@@ -159,7 +160,7 @@ HEAVY_S = 3.0
 # run again and again for HEAVY_S seconds (real CPU load), then when it held it, on the monotonic clock.
 HEAVY = """
 import json, os, subprocess, sys, tempfile, time
-from dlbench.locks import heavy_work
+from dlbench.node.locks import heavy_work
 name, lock, start, hold_s = sys.argv[1:]
 time.sleep(max(0.0, float(start) - time.time()))
 src = os.path.join(tempfile.mkdtemp(), "unit.c")
@@ -191,9 +192,9 @@ def heavy_report(proc: subprocess.Popen) -> dict:
 
 def train_span(out: Path) -> tuple[float, float]:
     """The point's train phase, on the monotonic clock, from its events."""
-    from dlbench import record_build, runner
+    from dlbench.run import build_record, runner
 
-    (span,) = [(start, end) for name, start, end in record_build.phases(runner.read_events(out / "events.jsonl"))
+    (span,) = [(start, end) for name, start, end in build_record.phases(runner.read_events(out / "events.jsonl"))
                if name == "train"]
     return span
 
@@ -207,8 +208,8 @@ def test_a_point_started_with_two_builds_trains_after_both_and_the_builds_run_to
                                                                                       digits_dir):
     """Two build-like heavy jobs (a compiler, again and again) and a real point, started together: the builds
     overlap each other, the point's training overlaps neither, and its record says it waited for them."""
-    from dlbench import runner
-    from dlbench.sweep import one_point
+    from dlbench.run import runner
+    from dlbench.study.sweep import one_point
 
     lock = tmp_path / "measure.lock"
     python = env_python("pytorch")
@@ -229,7 +230,7 @@ def test_a_point_started_with_two_builds_trains_after_both_and_the_builds_run_to
 @pytest.mark.long
 def test_a_build_started_while_a_point_trains_waits_until_the_point_is_done(tmp_path, env_python, digits_dir):
     """The point runs as a training job does (python -m dlbench.cli train); a build asked for mid-training waits."""
-    from dlbench.sweep import one_point
+    from dlbench.study.sweep import one_point
 
     lock = tmp_path / "measure.lock"
     env_json = tmp_path / "env.json"
@@ -256,7 +257,7 @@ def test_a_build_started_while_a_point_trains_waits_until_the_point_is_done(tmp_
 
 def test_heavy_work_inside_heavy_work_takes_nothing_more_and_a_measurement_there_is_refused(tmp_path):
     """Nested heavy work would wait behind a point queued at the gate for its own outer hold: it must pass."""
-    from dlbench.locks import heavy_work, measuring
+    from dlbench.node.locks import heavy_work, measuring
 
     lock = tmp_path / "measure.lock"
     with heavy_work(lock) as outer:
@@ -270,7 +271,7 @@ def test_heavy_work_inside_heavy_work_takes_nothing_more_and_a_measurement_there
 
 
 def test_no_lock_file_means_heavy_work_waits_for_nothing(tmp_path):
-    from dlbench.locks import heavy_work, node_lock
+    from dlbench.node.locks import heavy_work, node_lock
 
     with heavy_work(None) as waited:
         assert waited == 0.0
@@ -285,7 +286,7 @@ def test_no_lock_file_means_heavy_work_waits_for_nothing(tmp_path):
 def test_the_default_node_lock_is_the_schemas():
     import yaml
 
-    from dlbench.locks import NODE_LOCK
+    from dlbench.node.locks import NODE_LOCK
     from dlbench.paths import SCHEMA
 
     schema = yaml.safe_load(SCHEMA.read_text())
@@ -294,7 +295,7 @@ def test_the_default_node_lock_is_the_schemas():
 
 HOLDER = """
 import sys, time
-from dlbench.locks import measuring
+from dlbench.node.locks import measuring
 with measuring(sys.argv[1], None, per_device=False):
     print(time.monotonic(), flush=True)
     time.sleep(float(sys.argv[2]))
@@ -334,7 +335,7 @@ def test_data_preparation_waits_for_a_measurement_on_its_node(tmp_path, digits_d
 
 
 def test_heavy_work_started_by_hand_waits_for_the_measurement_and_its_commands_run_inside_it(tmp_path):
-    """`python -m dlbench.heavyrun -- COMMAND` (how a Caffe build is run by hand, README): while a point holds the
+    """`python -m dlbench.node.heavy -- COMMAND` (how a Caffe build is run by hand, README): while a point holds the
     node lock the command does not start, and the processes it starts are inside heavy work."""
     lock = tmp_path / "node.lock"
     env = {**os.environ, "DLBENCH_NODE_LOCK": str(lock)}
@@ -343,16 +344,16 @@ def test_heavy_work_started_by_hand_waits_for_the_measurement_and_its_commands_r
     point = subprocess.Popen([sys.executable, "-c", POINT, "p", "cpu", str(lock), "", "0", str(time.time())],
                              cwd=ROOT, stdout=subprocess.PIPE, text=True)
     time.sleep(0.5)  # the point holds the node lock for HOLD_S
-    started = subprocess.run([sys.executable, "-m", "dlbench.heavyrun", "--what", "a build", "--", sys.executable,
+    started = subprocess.run([sys.executable, "-m", "dlbench.node.heavy", "--what", "a build", "--", sys.executable,
                               "-c", "import time; print(time.time())"], env=env, cwd=ROOT, capture_output=True,
                              text=True, timeout=120)
     held = json.loads(point.communicate(timeout=60)[0])
     assert started.returncode == 0, started.stderr
     assert float(started.stdout) >= held["done"]  # the command began only once the point let go
-    inside = subprocess.run([sys.executable, "-m", "dlbench.heavyrun", "--", sys.executable, "-c",
+    inside = subprocess.run([sys.executable, "-m", "dlbench.node.heavy", "--", sys.executable, "-c",
                              "import os; print(os.environ['DLBENCH_HEAVY_HELD'])"], env=env, cwd=ROOT,
                             capture_output=True, text=True, timeout=60)
     assert inside.returncode == 0 and inside.stdout.strip() == str(lock)
-    failing = subprocess.run([sys.executable, "-m", "dlbench.heavyrun", "--", "false"], env=env, cwd=ROOT,
+    failing = subprocess.run([sys.executable, "-m", "dlbench.node.heavy", "--", "false"], env=env, cwd=ROOT,
                              timeout=60)
     assert failing.returncode == 1  # the command's own status

@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from dlbench.monitor import Monitor
+from dlbench.run.monitor import Monitor
 
 # Busy for {s} seconds of its own CPU time, however loaded the machine is: what it used is known exactly.
 BUSY = "import time\nwhile time.process_time() < {s}: pass\n"
@@ -67,7 +67,7 @@ def test_enforces_a_memory_budget():
 
 
 def test_the_gpu_sampled_is_the_one_the_job_was_pinned_to():
-    from dlbench.monitor import nvml_index
+    from dlbench.run.monitor import nvml_index
 
     assert nvml_index(None) == 0
     assert nvml_index("3") == 3 and nvml_index("2,5", 1) == 5
@@ -77,7 +77,7 @@ def test_the_gpu_sampled_is_the_one_the_job_was_pinned_to():
 @pytest.mark.gpu
 @pytest.mark.skipif(not glob.glob("/dev/nvidia[0-9]*"), reason="no NVIDIA GPU on this machine")
 def test_nvml_readings_of_a_real_gpu():
-    from dlbench.monitor import open_gpu
+    from dlbench.run.monitor import open_gpu
 
     gpu = open_gpu(0)
     reading = gpu.read()

@@ -15,8 +15,8 @@ import types
 import pynvml
 import pytest
 
-from dlbench import record_build
-from dlbench.monitor import Monitor, idle_gpu, open_gpu
+from dlbench.run import build_record
+from dlbench.run.monitor import Monitor, idle_gpu, open_gpu
 
 MIB = 2**20
 
@@ -125,7 +125,7 @@ def _samples(energy_per_s: float, power_w: float | None) -> list[dict]:
 def test_the_record_gives_the_idle_device_and_the_energy_of_the_training_phase():
     spans = [("build", 1.0, 3.2), ("train", 3.2, 8.7), ("test", 8.7, 9.0)]
     idle = {"gpu_mem_idle_mb": 650.0, "gpu_power_idle_w": 70.0}
-    summary = record_build.resource_summary(_samples(200.0, 190.0), spans, idle)
+    summary = build_record.resource_summary(_samples(200.0, 190.0), spans, idle)
     assert summary["gpu_energy_train_j"] == pytest.approx(200.0 * 5.5)  # the counter, between 3.2 s and 8.7 s
     assert summary["gpu_energy_source"] == "counter"
     assert summary["gpu_energy_train_above_idle_j"] == pytest.approx(200.0 * 5.5 - 70.0 * 5.5)
@@ -137,14 +137,14 @@ def test_the_record_gives_the_idle_device_and_the_energy_of_the_training_phase()
 def test_without_an_energy_counter_the_energy_is_mean_power_times_time_and_says_so():
     spans = [("train", 2.0, 6.0)]
     samples = [{k: v for k, v in s.items() if k != "gpu_energy_j"} for s in _samples(0.0, 150.0)]
-    summary = record_build.resource_summary(samples, spans, {"gpu_mem_idle_mb": 600.0, "gpu_power_idle_w": None})
+    summary = build_record.resource_summary(samples, spans, {"gpu_mem_idle_mb": 600.0, "gpu_power_idle_w": None})
     assert summary["gpu_energy_train_j"] == pytest.approx(600.0) and summary["gpu_energy_source"] == "power x time"
     assert summary["gpu_energy_train_above_idle_j"] is None
 
 
 def test_without_power_readings_the_other_gpu_fields_are_still_summarised():
-    summary = record_build.resource_summary(_samples(100.0, None), [("train", 1.0, 9.0)], {})
+    summary = build_record.resource_summary(_samples(100.0, None), [("train", 1.0, 9.0)], {})
     assert summary["gpu_power_mean_w"] is None and summary["gpu_power_idle_w"] is None
     assert summary["gpu_util_mean_pct"] == 80.0 and summary["gpu_energy_train_j"] == pytest.approx(800.0)
-    one = record_build.resource_summary(_samples(100.0, None)[:1], [("train", 1.0, 9.0)], {})
+    one = build_record.resource_summary(_samples(100.0, None)[:1], [("train", 1.0, 9.0)], {})
     assert one["gpu_energy_train_j"] is None

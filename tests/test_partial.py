@@ -13,7 +13,10 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from dlbench import chartlist, config, estimate, progress, sweep
+from dlbench.plan import estimate
+from dlbench.present.charts import catalog
+from dlbench.rules import progress
+from dlbench.study import config, sweep
 from dlbench.testing.sandbox import copy_workflow, snakemake, tiny_study
 
 TWO = {**tiny_study(), "frameworks": ["pytorch"]}  # .test/config/config.yaml, one framework: two points
@@ -47,9 +50,9 @@ def test_partial_with_one_point_missing_trains_nothing_and_says_1_of_2(two_point
     assert list(runs.run_id) == [first["id"]] and runs.status.iloc[0] == "ok"
     findings = (out / "findings.md").read_text()
     assert findings.startswith("# Findings") and "**Partial: drawn from 1 of 2 points**" in findings
-    index = chartlist.read_index(out / "charts")
+    index = catalog.read_index(out / "charts")
     assert index["drawn"] and "gpu_timeline" in index["not_drawn"]  # the charts with data, and no file for the others
-    for path in chartlist.chart_files(str(out / "charts"), index["drawn"]):
+    for path in catalog.chart_files(str(out / "charts"), index["drawn"]):
         assert "1 of 2 points" in Path(path).read_text(), path
     assert not (out / "charts/gpu_timeline.svg").exists()
     assert "Charts not drawn (no data in this study): " in findings and "GPU timeline (no GPU point)" in findings

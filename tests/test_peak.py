@@ -1,9 +1,9 @@
-"""The machine's GEMM peaks (dlbench/peak.py): the bfloat16 product is cut to a size that takes about
+"""The machine's GEMM peaks (dlbench/node/peak.py): the bfloat16 product is cut to a size that takes about
 BF16_PRODUCT_S where the CPU multiplies bfloat16 in software, and stays whole where it has the instructions."""
 
 from __future__ import annotations
 
-from dlbench import peak
+from dlbench.node import peak
 
 
 def test_the_product_is_the_largest_multiple_of_64_within_its_time_at_the_rate_seen():

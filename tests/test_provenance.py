@@ -5,8 +5,9 @@ import subprocess
 import sys
 
 import dlbench
-from dlbench import machine, provenance
+from dlbench.node import machine
 from dlbench.paths import ROOT
+from dlbench.record import provenance
 
 
 def test_the_checkout_gives_its_commit_and_whether_tracked_files_changed():

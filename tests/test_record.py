@@ -1,5 +1,5 @@
-"""The record: its fields defined once (dlbench.record_schema), built from events and samples made by hand
-(dlbench.record_build), every figure checked against a value worked out here, and the README's table, the
+"""The record: its fields defined once (dlbench.record.fields), built from events and samples made by hand
+(dlbench.run.build_record), every figure checked against a value worked out here, and the README's table, the
 Parquet columns and the tables' columns drawn from the one schema."""
 
 import json
@@ -7,9 +7,11 @@ import json
 import pandas as pd
 import pytest
 
-from dlbench import record_schema, results, tables
-from dlbench.record_build import Facts, build_record, cap_suspected
-from dlbench.sweep import one_point
+from dlbench.aggregate import collect
+from dlbench.analysis import frames
+from dlbench.record import fields as record_schema
+from dlbench.run.build_record import Facts, build_record, cap_suspected
+from dlbench.study.sweep import one_point
 
 T0 = 100.0  # the trainer's launch on the monotonic clock
 
@@ -99,7 +101,7 @@ def test_the_record_holds_the_schemas_fields_only_each_of_its_type(point):
     r = build_record(point, events(), SAMPLES, facts())
     assert record_schema.problems(r) == []
     always = {f.name for s in record_schema.SECTIONS if s.title != "The study" for f in s.fields if not f.where}
-    # the runner's attempt fields come from the runner, attempt_id and files from dlbench.records.publish
+    # the runner's attempt fields come from the runner, attempt_id and files from dlbench.record.store.publish
     added_later = {"started_at", "monitor_interval_s", "lock_wait_s", "quiet_wait_s", "env_kind", "env_key",
                    "env_python", "dataset_dir", "dataset_source", "dataset_test_copy", "lost_attempts",
                    "slurm_restart_count", "attempt_id", "files", "cpu_bf16", "cpu_cores_logical",
@@ -131,7 +133,7 @@ def test_a_trainer_that_died_without_a_word():
     killed = build_record(point, [{"e": "process_start", "t": 100.2}], [], facts(returncode=-9, log_tail="Killed"))
     assert killed["status"] == "killed" and killed["reason"] == "the trainer was killed by SIGKILL"
     assert killed["log_tail"].endswith("Killed") and killed["iterations_done"] == 0 and killed["samples"] == 0
-    # the same SIGKILL, counted by the trainer's memory cgroup as an OOM kill (dlbench.oomkill): its reason stands
+    # the same SIGKILL, counted by the trainer's memory cgroup as an OOM kill (dlbench.node.oomkill): its reason stands
     oom = build_record(point, [{"e": "process_start", "t": 100.2}], [], facts(returncode=-9, oom_killed="over 200 MB"))
     assert (oom["status"], oom["reason"], oom["oom_by"]) == ("oom", "over 200 MB", "cgroup")
     unstarted = build_record(point, [], [], facts(returncode=1))
@@ -194,8 +196,8 @@ def test_an_edited_field_makes_the_readme_stale(tmp_path, monkeypatch):
 
 def test_the_tables_read_columns_of_the_schema():
     columns = set(record_schema.COLUMNS)
-    assert set(tables.RUN_COLUMNS) <= columns
-    assert set(tables.HYPER_PARAMETERS + tables.RESOURCES) <= columns
+    assert set(frames.RUN_COLUMNS) <= columns
+    assert set(frames.HYPER_PARAMETERS + frames.RESOURCES) <= columns
 
 
 def test_the_runs_table_has_the_schemas_order_and_keeps_what_it_does_not_know(point, tmp_path):
@@ -206,7 +208,7 @@ def test_the_runs_table_has_the_schemas_order_and_keeps_what_it_does_not_know(po
         folder.mkdir()
         (folder / "metrics.json").write_text(json.dumps({**record, "id": f"p{i}", **extra}))
         paths.append(folder / "metrics.json")
-    runs, _, _ = results.collect(paths)
+    runs, _, _ = collect.collect(paths)
     order = [c for c in record_schema.COLUMNS if c in runs.columns]
     assert list(runs.columns) == [*order, "an_older_field"]
     assert list(runs["run_id"]) == ["p0", "p1"] and pd.isna(runs["an_older_field"][0])

@@ -16,8 +16,10 @@ import pandas as pd
 import pytest
 from test_charts import DRAWS, SVG_MARKS, assert_draws_its_data, html_rows, svg_marks  # tests/ is on sys.path
 
-from dlbench import chartlist, charts, findings, guidance, observations, summary, tables, verdicts
-from dlbench.chart_pieces import MAX_MARKS
+from dlbench.analysis import frames, guidance, observations, summary, verdicts
+from dlbench.present import findings
+from dlbench.present.charts import catalog, draw
+from dlbench.present.charts.pieces import MAX_MARKS
 from dlbench.testing import study as hand_made
 from dlbench.testing.browser import CHROMIUM, MISSING, chromium
 from dlbench.testing.sandbox import copy_workflow, tiny_study
@@ -43,9 +45,10 @@ def study(tiny_run):
 
 
 def report_sections() -> list[list[str | None]]:
-    """Every (category, subcategory) of the report's results: the charts' (dlbench.chartlist) and the findings'."""
-    svgs = [f for f in chartlist.chart_files("c") if f.endswith(".svg")]
-    sections = {(chartlist.category(f), chartlist.subcategory(f)) for f in svgs}
+    """Every (category, subcategory) of the report's results: the charts' (dlbench.present.charts.catalog) and the
+    findings'."""
+    svgs = [f for f in catalog.chart_files("c") if f.endswith(".svg")]
+    sections = {(catalog.category(f), catalog.subcategory(f)) for f in svgs}
     return sorted([list(s) for s in sections | {("Findings", None), ("Runs", None)}], key=lambda s: (s[0], s[1] or ""))
 
 
@@ -106,10 +109,10 @@ def test_the_report_lists_every_chart_and_draws_it(study, tmp_path):
     assert m and m.group(1) != "pending" and not m.group(1).startswith("ERROR"), proc.stdout[-2000:]
     seen = json.loads(html.unescape(m.group(1)))
     listed = {f for files in seen["files"].values() for f in (files or [])}
-    index = chartlist.read_index(study / "results/charts")
-    assert set(index["drawn"]) | set(index["not_drawn"]) == set(charts.CHARTS)
+    index = catalog.read_index(study / "results/charts")
+    assert set(index["drawn"]) | set(index["not_drawn"]) == set(draw.CHARTS)
     for name in index["drawn"]:
-        spec = charts.CHARTS[name]
+        spec = draw.CHARTS[name]
         path = f"results/charts/{name}.svg"
         assert path in seen["files"][spec.category], (name, seen["files"])
         image = seen["images"][path]
@@ -125,7 +128,7 @@ def test_the_report_lists_every_chart_and_draws_it(study, tmp_path):
     for name in index["not_drawn"]:
         assert f"results/charts/{name}.svg" not in listed, name
         assert not (study / f"results/charts/{name}.svg").exists(), name
-    assert charts.NO_DATA not in seen["images"]["results/charts/train_time_by_framework.svg"]["svg"]
+    assert draw.NO_DATA not in seen["images"]["results/charts/train_time_by_framework.svg"]["svg"]
     line = next(line for line in (study / "results/findings.md").read_text().splitlines()
                 if line.startswith("Charts not drawn (no data in this study): "))
     assert "GPU timeline (no GPU point)" in line and "speed-up against threads (one thread count per setting)" in line
@@ -208,7 +211,7 @@ def large_study(tmp_path_factory):
     out.mkdir()
     for name, frame in zip(("runs", "curves", "samples"), hand_made.large_frames(20000)):
         frame.to_parquet(out / f"{name}.parquet", index=False)
-    charts.draw_all(out / "runs.parquet", out / "curves.parquet", out / "samples.parquet", out / "charts")
+    draw.draw_all(out / "runs.parquet", out / "curves.parquet", out / "samples.parquet", out / "charts")
     findings.write_findings(out / "runs.parquet", out / "curves.parquet", out / "findings.md")
     summary.summary_table(pd.read_parquet(out / "runs.parquet")).to_parquet(out / "summary.parquet", index=False)
     proc = subprocess.run([sys.executable, "-m", "snakemake", "--cores", "1", "--configfile", "tiny.yaml", "--report",
@@ -223,9 +226,9 @@ def test_every_chart_of_20000_points_is_drawn_small_enough_and_says_what_it_samp
     folder = large_study / "results/charts"
     runs, curves, samples = (pd.read_parquet(large_study / "results" / f"{n}.parquet")
                              for n in ("runs", "curves", "samples"))
-    published = charts.read_published()
-    index = chartlist.read_index(folder)
-    for name in charts.CHARTS:
+    published = draw.read_published()
+    index = catalog.read_index(folder)
+    for name in draw.CHARTS:
         if name in index["not_drawn"]:  # only where the tables have nothing for it (no compile axis, no tuning grid)
             assert DRAWS[name][1](runs, curves, samples, published).empty, f"{name} says it has no data"
             assert not (folder / f"{name}.svg").exists() and not (folder / f"{name}.html").exists(), name
@@ -234,7 +237,7 @@ def test_every_chart_of_20000_points_is_drawn_small_enough_and_says_what_it_samp
         assert page.stat().st_size < 5e6, (name, page.stat().st_size)
         svg = (folder / f"{name}.svg").read_text()
         assert "could not be drawn" not in svg and 'class="mark-' in svg, name
-        assert charts.NO_DATA not in svg, name
+        assert draw.NO_DATA not in svg, name
         # what it draws is the study's: every value drawn is the tables' (a sample of them, where it says so)
         sampled = "a random sample of" in svg
         rows, fields = html_rows(page.read_text())
@@ -255,15 +258,15 @@ def test_every_chart_of_20000_points_is_drawn_small_enough_and_says_what_it_samp
     for name in ("train_time_by_framework", "pareto_front", "time_to_accuracy", "train_time_vs_batch_size"):
         assert "a random sample of" in (folder / f"{name}.svg").read_text(), name
     assert "a random sample of" not in (folder / "status_by_framework.svg").read_text()  # counts: nothing sampled
-    assert charts.NO_DATA not in (folder / "train_time_by_framework.svg").read_text()
+    assert draw.NO_DATA not in (folder / "train_time_by_framework.svg").read_text()
 
 
 @pytest.mark.long
 @needs_chromium
 def test_the_report_of_20000_points_opens_with_every_chart_drawn(large_study, tmp_path):
     seen = walk_report(large_study, tmp_path / "profile")
-    for name in chartlist.read_index(large_study / "results/charts")["drawn"]:
-        spec = charts.CHARTS[name]
+    for name in catalog.read_index(large_study / "results/charts")["drawn"]:
+        spec = draw.CHARTS[name]
         path = f"results/charts/{name}.svg"
         assert path in seen["files"][spec.category], (name, seen["files"])
         image = seen["images"][path]
@@ -277,7 +280,7 @@ def test_the_report_of_20000_points_opens_with_every_chart_drawn(large_study, tm
 def test_a_screenshot_of_a_chart_in_the_report_is_not_blank(study, tmp_path):
     page = study / "open_chart.html"
     page.write_text(WALKER.replace("      await open(d, cat, sub);\n", "      break;\n")
-                    % json.dumps([["Time and accuracy", chartlist.subcategory("train_time_by_framework.svg")]]))
+                    % json.dumps([["Time and accuracy", catalog.subcategory("train_time_by_framework.svg")]]))
     shot = tmp_path / "report.png"
     chromium(tmp_path / "profile", "--allow-file-access-from-files", "--virtual-time-budget=20000",
              "--window-size=1400,1000", f"--screenshot={shot}", page.as_uri())
@@ -358,20 +361,20 @@ def test_findings_of_the_tiny_study(study):
         assert "None: every point finished ok." in text
     # one run per point: the leaders say so rather than name a winner, unless outside load left them out
     assert "## Does the framework matter?" in text
-    busy = tables.contended_count(tables.points(runs))
+    busy = frames.contended_count(frames.points(runs))
     assert ("(a single run: no interval)" in text) if not busy else (f"{busy} ok point(s) trained while others" in text)
 
 
 @pytest.mark.slow
 def test_the_summary_of_the_tiny_study_has_a_row_per_setting_and_metric(study):
     table = pd.read_parquet(study / "results/summary.parquet")
-    runs = tables.points(pd.read_parquet(study / "results/runs.parquet"))
+    runs = frames.points(pd.read_parquet(study / "results/runs.parquet"))
     assert {"framework", "dataset", "device", "metric", "n", "mean", "sd", "ci_low", "ci_high", "min", "max",
             "n_failed", "n_contended"} <= set(table.columns)
     times = table[table["metric"] == "train_time_s"]
     assert len(times) == len(runs)  # the tiny study runs each setting once
     assert times["n_failed"].sum() == (runs["status"] != "ok").sum()
-    assert times["n_contended"].sum() == tables.contended_count(runs)  # timed under outside load: apart
+    assert times["n_contended"].sum() == frames.contended_count(runs)  # timed under outside load: apart
     ok = runs.loc[(runs["status"] == "ok") & ~runs["contended"], "train_time_s"]
     assert sorted(times.loc[times["n"] == 1, "mean"]) == pytest.approx(sorted(ok))
     assert times["ci_low"].isna().all()  # one run each: no interval
@@ -385,8 +388,8 @@ def test_a_chart_html_renders_offline(tmp_path):
                          "dataset": ["digits"] * 3, "preset": ["caffe"] * 3, "device": ["cpu"] * 3,
                          "status": ["ok", "ok", "diverged"], "train_time_s": [1.5, 2.5, None],
                          "accuracy": [0.95, 0.97, None], "batch_size": [32] * 3, "learning_rate": [0.01] * 3})
-    chart = charts.draw("train_time_by_framework", runs, pd.DataFrame(), pd.DataFrame())
-    charts.save(chart, tmp_path / "chart")
+    chart = draw.draw("train_time_by_framework", runs, pd.DataFrame(), pd.DataFrame())
+    draw.save(chart, tmp_path / "chart")
     page = tmp_path / "chart.html"
     assert "cdn.jsdelivr" not in page.read_text()
     proc = chromium(tmp_path / "profile", "--virtual-time-budget=10000", "--dump-dom", page.as_uri(), timeout=60)
@@ -469,7 +472,7 @@ def test_the_modern_study_in_miniature_has_its_charts_and_findings(modern):
     assert (runs[runs.precision == "fp32"].peak_gflops == peak["gflops_by_threads"]["1"]).all()
     for name in ("compile_speedup", "bf16_speedup"):
         svg = (modern / f"results/charts/{name}.svg").read_text()
-        assert charts.NO_DATA not in svg and "could not be drawn" not in svg, name
+        assert draw.NO_DATA not in svg and "could not be drawn" not in svg, name
         assert "jax" in svg and "tensorflow" in svg, name
     text = (modern / "results/findings.md").read_text()
     section = text.split("## Compiled or not, and in which precision", 1)[1].split("\n## ", 1)[0]

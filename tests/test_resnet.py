@@ -14,10 +14,11 @@ import subprocess
 import numpy as np
 import pytest
 
-from dlbench import estimate, initialisers, models
 from dlbench.frameworks import base
 from dlbench.paths import ROOT as REPO
-from dlbench.sweep import one_point
+from dlbench.plan import estimate
+from dlbench.spec import initial_weights, networks
+from dlbench.study.sweep import one_point
 from dlbench.testing.forward import numpy_forward, softmax_xent
 
 CIFAR = (3, 32, 32)
@@ -38,36 +39,36 @@ def test_resnet20_has_the_parameters_counted_by_hand():
     head = 64 * 10 + 10
     want = stem + stage1 + stage2 + stage3 + head
     assert want == 272_474
-    layers = models.resolve("resnet20", 10)
-    assert models.param_count(layers, CIFAR) == want
+    layers = networks.resolve("resnet20", 10)
+    assert networks.param_count(layers, CIFAR) == want
     # the same on Fashion-MNIST's 28x28: global average pooling makes the count independent of the input size
-    assert models.param_count(models.resolve("resnet20", 10), (1, 28, 28)) == want - 2 * 16 * 9
-    convs = [layer for layer in models.leaves(layers) if layer["type"] == "conv"]
-    assert len(convs) == 21 and not any(models.has_bias(c) for c in convs)  # 19 3x3 + 2 projections
-    assert sum(1 for layer in models.leaves(layers) if layer["type"] == "batchnorm") == 21
+    assert networks.param_count(networks.resolve("resnet20", 10), (1, 28, 28)) == want - 2 * 16 * 9
+    convs = [layer for layer in networks.leaves(layers) if layer["type"] == "conv"]
+    assert len(convs) == 21 and not any(networks.has_bias(c) for c in convs)  # 19 3x3 + 2 projections
+    assert sum(1 for layer in networks.leaves(layers) if layer["type"] == "batchnorm") == 21
 
 
 def test_resnet20_shapes():
-    layers = models.resolve("resnet20", 10)
-    shapes = models.shapes(layers, CIFAR)
+    layers = networks.resolve("resnet20", 10)
+    shapes = networks.shapes(layers, CIFAR)
     assert shapes[-1] == (10,) and shapes[-2] == (64,)  # global average pooling, then the logits
     blocks = [s for layer, s in zip(layers, shapes) if layer["type"] == "residual"]
     assert blocks == [(16, 32, 32)] * 3 + [(32, 16, 16)] * 3 + [(64, 8, 8)] * 3
     shortcuts = [layer["shortcut"] for layer in layers if layer["type"] == "residual"]
     assert [len(s) for s in shortcuts] == [0, 0, 0, 2, 0, 0, 2, 0, 0]  # identity, except where the shape changes
     assert shortcuts[3][0] == {"type": "conv", "filters": 32, "kernel": 1, "stride": 2, "pad": 0, "bias": False}
-    assert models.shapes(layers, (1, 28, 28))[-2:] == [(64,), (10,)]  # 28 -> 14 -> 7: no padding needed
+    assert networks.shapes(layers, (1, 28, 28))[-2:] == [(64,), (10,)]  # 28 -> 14 -> 7: no padding needed
     rng = np.random.default_rng(0)
-    weights = initialisers.draw(layers, CIFAR, "he", 1)
+    weights = initial_weights.draw(layers, CIFAR, "he", 1)
     assert numpy_forward(layers, weights, rng.normal(size=(2, *CIFAR))).shape == (2, 10)
 
 
 def test_a_residual_block_whose_shortcut_does_not_fit_is_refused():
-    bad = [models.residual([models.conv(8, 3, stride=2, pad=1)]), models.gap(), models.dense(10)]
-    with pytest.raises(models.SpecError, match="projection"):
-        models.shapes(bad, (4, 8, 8))
-    with pytest.raises(models.SpecError, match="batchnorm after dense"):
-        models.shapes([models.dense(4), models.batchnorm()], (1, 4, 4))
+    bad = [networks.residual([networks.conv(8, 3, stride=2, pad=1)]), networks.gap(), networks.dense(10)]
+    with pytest.raises(networks.SpecError, match="projection"):
+        networks.shapes(bad, (4, 8, 8))
+    with pytest.raises(networks.SpecError, match="batchnorm after dense"):
+        networks.shapes([networks.dense(4), networks.batchnorm()], (1, 4, 4))
 
 
 def test_resnet20_flops_counted_by_hand():
@@ -82,7 +83,7 @@ def test_resnet20_flops_counted_by_hand():
                + conv(f3, s3, f2 * 9) + 5 * conv(f3, s3, f3 * 9) + conv(f3, s3, f2)
                + 2 * 64 * 10)
     assert forward == 81_626_368  # about 41 M multiply-adds, He et al.'s figure for ResNet-20
-    flops = models.flops_per_image(models.resolve("resnet20", 10), CIFAR)
+    flops = networks.flops_per_image(networks.resolve("resnet20", 10), CIFAR)
     assert flops == {"forward": forward, "train": 3 * forward}
     # the estimate takes the point's own input: Fashion-MNIST's 28x28 maps (28, 14, 7)
     point = one_point("pytorch", "resnet", "fashion_mnist", iterations=10)
@@ -96,33 +97,34 @@ def test_batch_normalisation_residual_and_gap_in_numpy():
     a block adds its body's and its shortcut's outputs; gap averages each map."""
     x = np.array([1.0, 3.0, 5.0, 7.0]).reshape(2, 1, 1, 2)  # one channel, m = 4: mean 4, biased variance 5
     gamma, beta, mean, var = np.array([2.0]), np.array([0.5]), np.array([1.0]), np.array([4.0])
-    layer = [models.batchnorm(eps=0.0)]
+    layer = [networks.batchnorm(eps=0.0)]
     got = numpy_forward(layer, [(gamma, beta, mean, var)], x, train=True)
     assert got.ravel().tolist() == pytest.approx([2 * (v - 4) / math.sqrt(5) + 0.5 for v in (1, 3, 5, 7)])
     got = numpy_forward(layer, [(gamma, beta, mean, var)], x)
     assert got.ravel().tolist() == pytest.approx([2 * (v - 1) / 2 + 0.5 for v in (1, 3, 5, 7)])
-    block = [models.residual([models.conv(1, 1, bias=False)], [models.conv(1, 1, bias=False)]), models.gap()]
+    block = [networks.residual([networks.conv(1, 1, bias=False)], [networks.conv(1, 1, bias=False)]), networks.gap()]
     got = numpy_forward(block, [(np.full((1, 1, 1, 1), 2.0),), (np.full((1, 1, 1, 1), 10.0),)], x)
     assert got.tolist() == [[12 * 2.0], [12 * 6.0]]  # (2x + 10x) averaged over each image's two pixels
-    identity = numpy_forward([models.residual([models.conv(1, 1, bias=False)])], [(np.ones((1, 1, 1, 1)),)], x)
+    identity = numpy_forward([networks.residual([networks.conv(1, 1, bias=False)])], [(np.ones((1, 1, 1, 1)),)], x)
     assert identity.ravel().tolist() == [2.0, 6.0, 10.0, 14.0]
 
 
 def test_batch_normalisation_has_one_definition():
-    layer = models.batchnorm()
+    layer = networks.batchnorm()
     assert layer == {"type": "batchnorm", "decay": 0.9, "eps": 1e-5}
-    shapes = models.arrays(layer, (16, 8, 8))
+    shapes = networks.arrays(layer, (16, 8, 8))
     assert shapes == [("gamma", (16,)), ("beta", (16,)), ("mean", (16,)), ("var", (16,))]
-    start = initialisers.draw([models.conv(4, 3, bias=False), layer, models.gap(), models.dense(2)], (1, 5, 5), "he", 0)
+    layers = [networks.conv(4, 3, bias=False), layer, networks.gap(), networks.dense(2)]
+    start = initial_weights.draw(layers, (1, 5, 5), "he", 0)
     assert [len(t) for t in start] == [1, 4, 2]
     assert start[1][0].tolist() == [1.0] * 4 and start[1][3].tolist() == [1.0] * 4
     assert start[1][1].tolist() == [0.0] * 4 and start[1][2].tolist() == [0.0] * 4
 
 
 def test_he_initialisation_and_the_parameter_groups():
-    layers = models.resolve("resnet20", 10)
-    weights = initialisers.draw(layers, CIFAR, "he", 7)
-    big = [t[0] for t, (_, layer, _) in zip(weights, models.trainable(layers, CIFAR)) if layer["type"] == "conv"]
+    layers = networks.resolve("resnet20", 10)
+    weights = initial_weights.draw(layers, CIFAR, "he", 7)
+    big = [t[0] for t, (_, layer, _) in zip(weights, networks.trainable(layers, CIFAR)) if layer["type"] == "conv"]
     assert abs(float(big[-1].std()) - math.sqrt(2 / (64 * 9))) < 0.01
     # one (lr, decay) per trained array: W of each conv, gamma and beta of each batchnorm, W and b of the dense
     assert len(base.parameter_groups(layers)) == 21 + 2 * 21 + 2
@@ -147,7 +149,7 @@ def test_caffe_and_theano_refuse_resnet20_in_one_line(framework, tmp_path):
     assert "batchnorm, gap, residual" in message and "resnet20" in message
     assert base.refuse_layers(one_point(framework, "caffe", iterations=10)) is None  # LeNet: nothing missing
     if framework == "caffe":  # the trainer's own path, before any data are read (there are none here)
-        from dlbench import trainer
+        from dlbench.frameworks import trainer
         from dlbench.frameworks.base import Reporter
 
         reporter = Reporter(tmp_path / "events.jsonl")
@@ -173,12 +175,12 @@ def non_trivial(layers, shape, x, rng) -> list[tuple[np.ndarray, ...]]:
     """He-initialised weights with every batchnorm's gamma, beta and running statistics moved away from (1, 0, 0,
     1): gamma and beta drawn, the running mean and variance the batch's own at that layer, shifted and scaled
     (so that inference mode stays O(1) through 20 layers and still differs from training mode)."""
-    weights = initialisers.draw(layers, shape, "he", 3)
+    weights = initial_weights.draw(layers, shape, "he", 3)
     stats: list = []
     numpy_forward(layers, weights, x, train=True, statistics=stats)
     it = iter(stats)
     out = []
-    for arrays, (_, layer, _) in zip(weights, models.trainable(layers, shape)):
+    for arrays, (_, layer, _) in zip(weights, networks.trainable(layers, shape)):
         if layer["type"] == "batchnorm":
             mean, var, _ = next(it)
             c = len(mean)
@@ -193,13 +195,13 @@ def passes(env_python, tmp_path_factory) -> dict:
     """{(framework, mode): the forward pass's result}, mode train or inference, and numpy's under '_numpy'."""
     work = tmp_path_factory.mktemp("resnet_forward")
     rng = np.random.default_rng(20160610)
-    layers = models.resolve("resnet20", 10)
+    layers = networks.resolve("resnet20", 10)
     x = rng.standard_normal((BATCH, *CIFAR)).astype(np.float32)
     y = rng.integers(0, 10, BATCH).astype(np.int64)
     weights = non_trivial(layers, CIFAR, x, rng)
-    specs = models.trainable(layers, CIFAR)
+    specs = networks.trainable(layers, CIFAR)
     stored = {f"{name}{j}": a for j, (arrays, (_, layer, prev)) in enumerate(zip(weights, specs))
-              for (name, _), a in zip(models.arrays(layer, prev), arrays)}
+              for (name, _), a in zip(networks.arrays(layer, prev), arrays)}
     np.savez(work / "w.npz", **stored)
     np.savez(work / "x.npz", x=x, y=y)
     out: dict = {"_numpy": {}}

@@ -7,7 +7,7 @@ import shutil
 import pyarrow.parquet as pq
 import pytest
 
-from dlbench import results
+from dlbench.aggregate import collect as results
 from dlbench.testing import study
 
 TABLES = ("runs", "curves", "samples")

@@ -1,4 +1,5 @@
-"""The table of every run (dlbench.runs_table): every run a row, every value escaped, offline; sorted and filtered
+"""The table of every run (dlbench.present.runs_table): every run a row, every value escaped, offline; sorted and
+filtered
 in headless Chromium as a reader would."""
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ from html.parser import HTMLParser
 import numpy as np
 import pytest
 
-from dlbench import runs_table
+from dlbench.present import runs_table
 from dlbench.testing.browser import CHROMIUM, MISSING, chromium
 from dlbench.testing.study import make_runs
 

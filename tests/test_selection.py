@@ -5,9 +5,10 @@ import re
 import pytest
 import yaml
 
-from dlbench import config, records, sweep
 from dlbench.atomic import write_json
 from dlbench.paths import ROOT
+from dlbench.record import store
+from dlbench.study import config, sweep
 from dlbench.testing.sandbox import snakemake
 
 PAPER = yaml.safe_load((ROOT / "config" / "paper.yaml").read_text())
@@ -69,11 +70,11 @@ def test_select_by_status_reads_each_points_record(tmp_path):
     statuses = {points[0]["id"]: "error", points[1]["id"]: "ok", points[2]["id"]: "timeout"}
     for p in points:
         if p["id"] in statuses:
-            write_json(tmp_path / p["id"] / records.RESULT,
+            write_json(tmp_path / p["id"] / store.RESULT,
                        {"id": p["id"], "framework": p["framework"], "dataset": "digits", "status": statuses[p["id"]]})
 
     def status_of(p):
-        return records.status_in(tmp_path / p["id"])
+        return store.status_in(tmp_path / p["id"])
 
     failed = sweep.plan({**cfg, "select": {"status": ["error", "timeout", "hung"]}}, status_of)
     assert [p["id"] for p in failed.points] == [points[0]["id"], points[2]["id"]]

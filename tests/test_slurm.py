@@ -9,7 +9,8 @@ import time
 import pandas as pd
 import pytest
 
-from dlbench import config, records, sweep
+from dlbench.record import store
+from dlbench.study import config, sweep
 from dlbench.testing import faults as faultmatrix
 from dlbench.testing import faults_slurm
 from dlbench.testing.faults_slurm import cluster_up, slurm_snakemake
@@ -107,7 +108,7 @@ def test_a_cancelled_job_is_recorded_and_runs_again_next_time(tmp_path, no_jobs_
         proc.kill()
     assert proc.returncode != 0
     assert not (run / "metrics.json").exists()
-    attempts = records.attempts(run)
+    attempts = store.attempts(run)
     assert attempts, out[-3000:]
     assert len(attempts) == 1, attempts  # the retry kept no attempt: it trained nothing
     attempt = json.loads(attempts[0].read_text())

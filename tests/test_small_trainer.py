@@ -7,9 +7,10 @@ import sys
 
 import pytest
 
-from dlbench import runner, sweep
+from dlbench.frameworks.trainer import EXIT
 from dlbench.paths import ROOT
-from dlbench.trainer import EXIT
+from dlbench.run import runner
+from dlbench.study import sweep
 
 SMALL = "dlbench.testing.small_trainer"
 
@@ -75,7 +76,7 @@ def test_the_runner_refuses_a_trainer_outside_dlbench_testing(name, tmp_path, mo
 
 def test_the_runner_starts_its_own_trainer_or_one_under_dlbench_testing(monkeypatch):
     monkeypatch.delenv(runner.TRAINER_VARIABLE, raising=False)
-    assert runner.trainer_module() == "dlbench.trainer"
-    for name in ("dlbench.trainer", SMALL):
+    assert runner.trainer_module() == "dlbench.frameworks.trainer"
+    for name in ("dlbench.frameworks.trainer", SMALL):
         monkeypatch.setenv(runner.TRAINER_VARIABLE, name)
         assert runner.trainer_module() == name

@@ -1,4 +1,4 @@
-"""Intervals and tests (dlbench.stats) against values worked out by hand in each test: the t interval from
+"""Intervals and tests (dlbench.analysis.stats) against values worked out by hand in each test: the t interval from
 the t table, Welch's and the paired t from their formulas and the t distribution's closed forms for 2 and 4
 degrees of freedom, Holm's steps, the ANOVA's sums of squares and Friedman's rank sums."""
 
@@ -9,7 +9,7 @@ import math
 import numpy as np
 import pytest
 
-from dlbench import stats
+from dlbench.analysis import stats
 
 T975_DF2 = 4.302652729749462  # the t table: two-sided 95 %, 2 degrees of freedom
 

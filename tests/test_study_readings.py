@@ -6,8 +6,8 @@ import re
 import pandas as pd
 import pytest
 
-from dlbench import charts
 from dlbench.frameworks import registry
+from dlbench.present.charts import draw
 from dlbench.testing.sandbox import copy_workflow, snakemake
 
 STUDY = {
@@ -73,7 +73,7 @@ def test_the_tuning_grid_and_the_reading_reach_the_findings_and_charts(study):
         "No library, thread or inter-op setting was varied with the other settings fixed" in text)
     for name in ("tuning_grid", "defaults_matrix_accuracy"):
         svg = (study / f"results/charts/{name}.svg").read_text()
-        assert charts.NO_DATA not in svg and "could not be drawn" not in svg, name
+        assert draw.NO_DATA not in svg and "could not be drawn" not in svg, name
     assert "settings only" in (study / "results/charts/defaults_matrix_accuracy.svg").read_text()
 
 

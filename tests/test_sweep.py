@@ -2,8 +2,9 @@
 
 import re
 
-from dlbench import config, presets, runner, sweep
 from dlbench.paths import ROOT
+from dlbench.run import runner
+from dlbench.study import config, presets, sweep
 
 PAPER = ROOT / "config" / "paper.yaml"
 

@@ -1,4 +1,4 @@
-"""The study's tables (dlbench.tables) on small hand-made frames: known answers, no drawing."""
+"""The study's tables (dlbench.analysis.frames) on small hand-made frames: known answers, no drawing."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from dlbench import guidance, summary, tables, tuning
-from dlbench import published as pub
+from dlbench.analysis import frames, guidance, joint_grids, summary
+from dlbench.analysis import published as pub
 from dlbench.testing.study import make_runs, preset_matrix, small_runs
 
 
@@ -17,14 +17,14 @@ def test_pareto_front_on_a_known_set():
     df = pd.DataFrame({"train_time_s": [1, 2, 3, 2, 5, 1, 4, np.nan],
                        "accuracy": [0.5, 0.8, 0.9, 0.7, 0.9, 0.4, 0.95, 0.99]},
                       index=list("abcdefgh"))
-    front = tables.pareto_front(df)
+    front = frames.pareto_front(df)
     # a: fastest; b: beats d; c: beats e (same accuracy, faster); g: most accurate; h: no time
     assert sorted(front[front].index) == ["a", "b", "c", "g"]
 
 
 def test_pareto_front_keeps_identical_points_and_ties():
     df = pd.DataFrame({"train_time_s": [1.0, 1.0, 1.0, 2.0], "accuracy": [0.9, 0.9, 0.8, 0.9]})
-    assert tables.pareto_front(df).tolist() == [True, True, False, False]
+    assert frames.pareto_front(df).tolist() == [True, True, False, False]
 
 
 def test_speedup_against_the_fewest_threads():
@@ -34,7 +34,7 @@ def test_speedup_against_the_fewest_threads():
         "device": ["cpu"] * 7, "threads": [2, 4, 8, 8, 1, 2, 4], "repeat": [0, 0, 0, 1, 0, 0, 0],
         "status": ["ok"] * 6 + ["timeout"], "train_time_s": [8.0, 4.0, 3.0, 1.0, 6.0, 4.0, np.nan],
         "accuracy": [0.9] * 7})
-    s = tables.speedups(runs).set_index(["framework", "threads"])
+    s = frames.speedups(runs).set_index(["framework", "threads"])
     assert s.loc[("pytorch", 2), "speedup"] == 1.0
     assert s.loc[("pytorch", 4), "speedup"] == 2.0
     assert s.loc[("pytorch", 8), "speedup"] == 4.0  # repeats averaged: (3 + 1) / 2 = 2 s
@@ -48,7 +48,7 @@ def test_speedup_groups_keep_other_settings_apart():
                          "preset": ["own"] * 4, "batch_size": [64, 64, 256, 256], "learning_rate": [0.01] * 4,
                          "iterations": [100] * 4, "device": ["cpu"] * 4, "threads": [1, 2, 1, 2],
                          "status": ["ok"] * 4, "train_time_s": [10.0, 5.0, 30.0, 10.0], "accuracy": [0.9] * 4})
-    s = tables.speedups(runs)
+    s = frames.speedups(runs)
     assert sorted(s[s.threads == 2]["speedup"]) == [2.0, 3.0]
 
 
@@ -85,7 +85,7 @@ def test_resource_correlations():
                          "status": ["ok"] * 4, "train_time_s": [1.0] * 4, "accuracy": [0.9] * 4,
                          "cpu_util_mean_pct": [100.0, 150, 170, 190], "rss_peak_mb": [500.0, 400, 300, 200],
                          "rss_mean_mb": [1.0, 3, 2, 4]})
-    c = tables.resource_correlations(runs).set_index(["resource", "hyper_parameter"])["r"]
+    c = frames.resource_correlations(runs).set_index(["resource", "hyper_parameter"])["r"]
     assert c[("cpu_util_mean_pct", "batch_size")] == pytest.approx(1.0)
     assert c[("rss_peak_mb", "batch_size")] == pytest.approx(-1.0)
     assert c[("rss_peak_mb", "iterations")] == pytest.approx(1.0)
@@ -96,7 +96,7 @@ def test_resource_correlations():
 def test_phase_spans_are_contiguous():
     samples = pd.DataFrame({"run_id": ["r"] * 6, "t": [0.2, 0.4, 0.6, 0.8, 1.0, 1.2],
                             "phase": ["import", "import", "train", "train", "train", "test"]})
-    spans = tables.phase_spans(samples)
+    spans = frames.phase_spans(samples)
     assert spans[["phase", "start", "end"]].values.tolist() == [
         ["import", 0.2, 0.6], ["train", 0.6, 1.2], ["test", 1.2, pytest.approx(1.4)]]
 
@@ -108,19 +108,19 @@ def test_sweeps_use_only_the_sub_study_that_varies_the_axis():
                          "status": ["ok"] * 5, "train_time_s": [3.0, 2, 1, 3, 3], "accuracy": [0.9] * 5,
                          "studies": ["defaults,batch_size", "batch_size", "batch_size", "learning_rate",
                                      "learning_rate"]})
-    bs = tables.sweep_table(runs, "batch_size", "train_time_s")
+    bs = frames.sweep_table(runs, "batch_size", "train_time_s")
     assert sorted(bs["batch_size"]) == [32, 64, 128]
-    lr = tables.sweep_table(runs, "learning_rate", "train_time_s")
+    lr = frames.sweep_table(runs, "learning_rate", "train_time_s")
     assert sorted(lr["learning_rate"]) == [0.1, 0.5]  # the batch_size study's lr 0.01 is not part of this sweep
-    assert "studies" not in small_runs().columns and tables.sweep_table(small_runs(), "batch_size", "accuracy").empty
+    assert "studies" not in small_runs().columns and frames.sweep_table(small_runs(), "batch_size", "accuracy").empty
 
 
 def test_peak_fraction_is_used_when_present():
     runs = make_runs()
     runs["peak_fraction"] = runs["cpu_util_mean_pct"] / 1000
-    c = tables.resource_correlations(runs)
+    c = frames.resource_correlations(runs)
     assert "peak_fraction" in set(c.resource)
-    assert "peak_fraction" not in set(tables.resource_correlations(make_runs()).resource)
+    assert "peak_fraction" not in set(frames.resource_correlations(make_runs()).resource)
 
 
 def grid_runs(cells: dict, framework="caffe", default=(64, 0.01), repeats=1) -> pd.DataFrame:
@@ -141,8 +141,8 @@ def grid_runs(cells: dict, framework="caffe", default=(64, 0.01), repeats=1) -> 
 def test_tuning_table_picks_the_best_and_the_fastest_near_it():
     runs = grid_runs({(64, 0.01): (0.950, 100.0), (32, 0.01): (0.970, 150.0), (128, 0.01): (0.966, 60.0),
                       (128, 0.1): (0.960, 40.0), (64, 0.1): None}, repeats=2)
-    t = tuning.tuning_table(runs).set_index("choice")
-    assert list(t.index) == tuning.CHOICES
+    t = joint_grids.tuning_table(runs).set_index("choice")
+    assert list(t.index) == joint_grids.CHOICES
     d, best, fast = t.loc["defaults"], t.loc["best accuracy"], t.loc["fastest within 0.5 points"]
     assert (d["batch_size"], d["accuracy_pct"], d["accuracy_gain_pp"], d["time_saved_pct"]) == (64, 95.0, 0, 0)
     assert (best["batch_size"], best["learning_rate"]) == (32, 0.01)
@@ -156,12 +156,12 @@ def test_tuning_table_picks_the_best_and_the_fastest_near_it():
 
 def test_tuning_table_with_failed_defaults_and_ties():
     runs = grid_runs({(64, 0.01): None, (32, 0.01): (0.97, 30.0), (16, 0.01): (0.97, 20.0)})
-    t = tuning.tuning_table(runs).set_index("choice")
+    t = joint_grids.tuning_table(runs).set_index("choice")
     assert t.loc["best accuracy", "batch_size"] == 16  # a tie in accuracy goes to the faster
     assert math.isnan(t.loc["best accuracy", "accuracy_gain_pp"]) and math.isnan(t.loc["defaults", "accuracy_pct"])
-    assert tuning.tuning_table(small_runs()).empty  # no grid, no table
+    assert joint_grids.tuning_table(small_runs()).empty  # no grid, no table
     both = pd.concat([runs, grid_runs({(64, 0.01): (0.9, 1.0), (32, 0.01): (0.8, 1.0)}, framework="pytorch")])
-    assert sorted(set(tuning.tuning_table(both)["framework"])) == ["caffe", "pytorch"]
+    assert sorted(set(joint_grids.tuning_table(both)["framework"])) == ["caffe", "pytorch"]
 
 
 T975_DF2 = 4.302652729749462  # the t table: two-sided 95 %, 2 degrees of freedom
@@ -181,7 +181,7 @@ def test_tuning_gains_carry_their_interval_and_test():
     runs = seeded_grid({64: [(95.0, 100.0), (95.4, 110.0), (95.2, 90.0)],
                         32: [(96.0, 150.0), (96.8, 165.0), (96.4, 135.0)],
                         128: [(96.0, 50.0), (96.3, 60.0), (96.2, 40.0)]})
-    t = tuning.tuning_table(runs).set_index("choice")
+    t = joint_grids.tuning_table(runs).set_index("choice")
     best, near = t.loc["best accuracy"], t.loc["fastest within 0.5 points"]
     # paired by seed: gains 1.0, 1.4, 1.2 points: mean 1.2, sd 0.2, half-width t(0.975, 2) 0.2 / sqrt(3)
     half = T975_DF2 * 0.2 / math.sqrt(3)
@@ -194,7 +194,7 @@ def test_tuning_gains_carry_their_interval_and_test():
     assert (best["saved_ci_low"], best["saved_ci_high"]) == pytest.approx((-50.0, -50.0))
     # batch 128 is 0, 0.5, 0.2 points below it (paired t 1.6 on 2 df): not told apart from the best
     assert best["best_told"] == "not told apart from 1 other cell(s)"
-    two = tuning.tuning_table(runs[runs["batch_size"] != 128]).set_index("choice")
+    two = joint_grids.tuning_table(runs[runs["batch_size"] != 128]).set_index("choice")
     assert two.loc["best accuracy", "best_told"] == "told apart from the other 1 cells"
     # batch 128 within 0.5 points of the best and fastest: 1.0, 0.9, 1.0 points over the defaults, told higher;
     # half the time or less on each seed (ratios 0.5, 0.545, 0.444), told shorter
@@ -202,7 +202,7 @@ def test_tuning_gains_carry_their_interval_and_test():
     assert near["accuracy_gain_pp"] == pytest.approx(2.9 / 3) and near["time_told"] == "shorter"
     # paired by seed, the ratio is the geometric mean of the seeds' ratios
     assert near["time_saved_pct"] == pytest.approx(100 * (1 - (50 / 100 * 60 / 110 * 40 / 90) ** (1 / 3)))
-    once = tuning.tuning_table(runs[runs["seed"] < 2]).set_index("choice")  # two seeds: below three a side
+    once = joint_grids.tuning_table(runs[runs["seed"] < 2]).set_index("choice")  # two seeds: below three a side
     assert once.loc["best accuracy", "gain_told"] == "not testable"
     assert math.isnan(once.loc["best accuracy", "gain_ci_low"])
     assert once.loc["best accuracy", "accuracy_gain_pp"] == pytest.approx(1.2)  # the difference is still stated
@@ -211,16 +211,16 @@ def test_tuning_gains_carry_their_interval_and_test():
 
 def test_the_speed_ups_of_a_switch_carry_their_interval():
     runs = modern_runs()
-    compiled = tables.axis_speedups(runs, "compile").set_index(["framework", "threads", "with"])
+    compiled = frames.axis_speedups(runs, "compile").set_index(["framework", "threads", "with"])
     assert compiled.loc[("pytorch", 1, "fp32"), "speedup_told"] == "not testable"  # one seed each
     ok = runs[runs["status"] == "ok"]
     seeds = [ok.assign(seed=seed, run_id=ok["run_id"] + f"-s{seed}") for seed in (2, 3)]
     for extra, gain in zip(seeds, (1.1, 1.2)):
         faster = extra["compile"] == "compiled"
         extra.loc[faster, "throughput_img_s"] *= gain  # seed 2's compiled points 10 % faster, seed 3's 20 %
-    two = tables.axis_speedups(pd.concat([runs, seeds[0]]), "compile").set_index(["framework", "threads", "with"])
+    two = frames.axis_speedups(pd.concat([runs, seeds[0]]), "compile").set_index(["framework", "threads", "with"])
     assert two.loc[("pytorch", 1, "fp32"), "speedup_told"] == "not testable"  # two seeds: below three a side
-    again = tables.axis_speedups(pd.concat([runs, *seeds]), "compile").set_index(["framework", "threads", "with"])
+    again = frames.axis_speedups(pd.concat([runs, *seeds]), "compile").set_index(["framework", "threads", "with"])
     row = again.loc[("pytorch", 1, "fp32")]
     # log speed-ups by seed: log 1.3, log 1.43 and log 1.56; their t interval on 2 degrees of freedom
     logs = np.log([1.3, 1.43, 1.56])
@@ -322,12 +322,12 @@ def test_time_to_target_is_the_best_level_every_framework_reached():
 def test_points_say_how_a_preset_was_applied():
     runs = preset_matrix({"caffe": {"caffe": 0.99, "tensorflow": 0.98}, "pytorch": {"torch": 0.9, "caffe": 0.95}})
     runs.loc[runs.run_id == "pytorch-caffe-settings", "cross_apply"] = np.nan  # a record made before the key existed
-    df = tables.points(runs).set_index("run_id")
+    df = frames.points(runs).set_index("run_id")
     assert df.loc["caffe-caffe-settings", "reading"] == "own"
     assert df.loc["caffe-tensorflow-settings", "reading"] == "settings"
     assert df.loc["pytorch-caffe-settings", "reading"] == "preset"
     both = pd.concat([runs, runs.assign(run_id=runs.run_id + "-w", cross_apply="preset")])
-    d = tables.defaults_table(both)
+    d = frames.defaults_table(both)
     assert len(d[(d.framework == "caffe") & (d.whose == "tensorflow")]) == 2  # one row per reading
 
 
@@ -358,10 +358,10 @@ def test_a_study_of_own_defaults_does_not_vary_whose_defaults():
     runs = pd.DataFrame([{"run_id": i, "framework": fw, "dataset": "digits", "preset": p, "device": "cpu",
                           "batch_size": bs, "learning_rate": 0.01, "iterations": 10, "status": "ok",
                           "train_time_s": 1.0, "accuracy": acc, "studies": st} for i, fw, p, bs, st, acc in rows])
-    d = tables.defaults_table(runs).set_index(["framework", "whose"])
+    d = frames.defaults_table(runs).set_index(["framework", "whose"])
     assert d.loc[("pytorch", "torch"), "accuracy_pct"] == pytest.approx(90.0)  # the tuning point "d" is left out
     assert d.loc[("pytorch", "torch"), "n_ok"] == 1 and len(d) == 3
-    assert sorted(tables.sweep_table(runs, "batch_size", "accuracy")["batch_size"]) == [5, 10]
+    assert sorted(frames.sweep_table(runs, "batch_size", "accuracy")["batch_size"]) == [5, 10]
 
 
 def test_time_to_accuracy_counts_the_compile_time_before_training():
@@ -369,7 +369,7 @@ def test_time_to_accuracy_counts_the_compile_time_before_training():
     runs = runs.assign(compile_time_s=[3.0, np.nan], compile=["compiled", None])
     curves = pd.DataFrame({"run_id": ["jax-digits-cpu", "pytorch-digits-cpu"], "kind": ["test"] * 2,
                            "iteration": [10, 10], "train_time_s": [1.0, 2.5], "accuracy": [0.95, 0.95]})
-    t = tables.time_to_accuracy_table(runs, curves).set_index("framework")
+    t = frames.time_to_accuracy_table(runs, curves).set_index("framework")
     assert t.loc["jax", "train_time_s"] == 4.0 and t.loc["jax", "train_only_s"] == 1.0
     assert t.loc["pytorch", "train_time_s"] == 2.5  # no compile phase recorded: nothing added
     target = guidance.time_to_target(runs, curves)
@@ -384,18 +384,18 @@ def modern_runs() -> pd.DataFrame:
 
 
 def test_the_speed_up_of_each_switch_is_taken_with_everything_else_the_same():
-    compiled = tables.axis_speedups(modern_runs(), "compile").set_index(["framework", "threads", "with"])
+    compiled = frames.axis_speedups(modern_runs(), "compile").set_index(["framework", "threads", "with"])
     # PyTorch compiled trains 1.3x as fast, JAX op by op is 6x slower than jitted, TensorFlow's XLA 0.7x
     assert compiled.loc[("pytorch", 1, "fp32"), "speedup"] == pytest.approx(1.3)
     assert compiled.loc[("jax", 2, "bf16"), "speedup"] == pytest.approx(6.0)
     assert compiled.loc[("tensorflow", 1, "fp32"), "speedup"] == pytest.approx(0.7)
     assert compiled.loc[("pytorch", 1, "fp32"), "compile_time_s"] == 25.0
     assert ("tensorflow", 2, "bf16") not in compiled.index  # its compiled bf16 point failed: no pair
-    bf16 = tables.axis_speedups(modern_runs(), "precision").set_index(["framework", "threads", "with"])
+    bf16 = frames.axis_speedups(modern_runs(), "precision").set_index(["framework", "threads", "with"])
     assert bf16.loc[("pytorch", 2, "eager"), "speedup"] == pytest.approx(1.6)
     assert bf16.loc[("pytorch", 2, "eager"), "accuracy_change_pp"] == pytest.approx(-0.4)
     assert len(bf16) == 11 and set(bf16["precision"]) == {"bf16"}
-    assert tables.axis_speedups(make_runs(), "compile").empty  # the study's frameworks never switch
+    assert frames.axis_speedups(make_runs(), "compile").empty  # the study's frameworks never switch
 
 
 def test_the_fastest_configuration_to_a_target_includes_its_compile_time():
@@ -418,15 +418,15 @@ def test_the_fastest_configuration_to_a_target_includes_its_compile_time():
 
 
 def test_peak_fractions_compare_like_with_like():
-    from dlbench import results
+    from dlbench.aggregate import collect
 
     runs = pd.DataFrame({"run_id": ["a", "b", "c"], "device": ["cpu"] * 3, "threads": [1, 1, 2],
                          "precision": ["fp32", "bf16", "bf16"], "achieved_gflops": [50.0, 90.0, 90.0]})
     peak = {"gflops_by_threads": {"1": 100.0, "2": 180.0}, "bf16_gflops_by_threads": {"1": 300.0, "2": 500.0}}
-    got = results.add_study_context(runs, None, peak).set_index("run_id")
+    got = collect.add_study_context(runs, None, peak).set_index("run_id")
     assert got.loc["a", "peak_fraction"] == 0.5 and got.loc["b", "peak_fraction"] == pytest.approx(0.3)
     assert got.loc["c", "peak_fraction"] == pytest.approx(0.18) and got.loc["c", "peak_fraction_fp32"] == 0.5
-    old = results.add_study_context(runs.drop(columns="precision"), None, {"gflops_by_threads": {"1": 100.0}})
+    old = collect.add_study_context(runs.drop(columns="precision"), None, {"gflops_by_threads": {"1": 100.0}})
     assert old.set_index("run_id").loc["b", "peak_fraction"] == 0.9  # a peak.json of before: float32 only
     assert old["peak_fraction"].isna().sum() == 1  # no peak measured for 2 threads
 
@@ -467,7 +467,7 @@ def test_the_summary_has_each_settings_interval_with_failed_and_contended_runs_a
     # records made before outside load was measured (no column) count as quiet: the fifth run is averaged in
     old = summary.summary_table(summary_runs().drop(columns=["contended"])).set_index(["batch_size", "metric"])
     assert old.loc[(32, "train_time_s"), "n"] == 4 and old.loc[(32, "train_time_s"), "n_contended"] == 0
-    assert tables.contended_count(tables.points(summary_runs())) == 1
+    assert frames.contended_count(frames.points(summary_runs())) == 1
     # every ok run (4 + 1) under outside load: the settings are still listed, with nothing averaged in
     busy = summary.summary_table(summary_runs().assign(contended=True))
     assert set(busy["n"]) == {0} and busy["n_contended"].sum() == 5 and busy["mean"].isna().all()

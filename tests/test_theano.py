@@ -14,8 +14,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from dlbench import models, record_build, runner
 from dlbench.paths import ROOT as REPO
+from dlbench.run import build_record, runner
+from dlbench.spec import networks
 
 pytestmark = pytest.mark.slow
 
@@ -54,7 +55,7 @@ def test_lenet_on_digits_reaches_over_90_percent(train, env_python, theano_versi
     # compilation is its own phase, before training and apart from its clock
     assert r["compile_time_s"] > 0 and r["train_time_s"] > 0
     events = runner.read_events(r["_out"] / "events.jsonl")
-    spans = {name: (start, end) for name, start, end in record_build.phases(events)}
+    spans = {name: (start, end) for name, start, end in build_record.phases(events)}
     assert spans["compile"][1] <= spans["train"][0]
     assert r["train_time_s"] <= spans["train"][1] - spans["train"][0] + 1e-6
     assert "openblas" in r["blas"] and r["library_in_effect"] == "openblas"
@@ -121,10 +122,10 @@ def test_layers_compute_what_caffe_computes(env_python):
     out = in_theano_env(env_python, LAYERS)
     for case, err in out["worst"].items():
         assert err < 1e-5, case
-    assert set(out["shapes"]) == {net for net in models.NETWORKS
-                                  if not models.kinds(models.NETWORKS[net]) & set(models.KINDS_BEYOND_STUDY)}
+    assert set(out["shapes"]) == {net for net in networks.NETWORKS
+                                  if not networks.kinds(networks.NETWORKS[net]) & set(networks.KINDS_BEYOND_STUDY)}
     for net, got in out["shapes"].items():
-        want = models.shapes(models.resolve(net, 10), models.INPUT_SHAPES[net])
+        want = networks.shapes(networks.resolve(net, 10), networks.INPUT_SHAPES[net])
         assert [tuple(s) for s in got] == [tuple(s) for s in want], net
 
 
@@ -199,7 +200,7 @@ def compiled_modules(cache: Path) -> Counter:
 @pytest.mark.long
 def test_two_theano_points_at_once_share_the_compile_cache(train):
     """Both compile into the environment's one cache at the same time; Theano's lock keeps them apart."""
-    from dlbench import envs
+    from dlbench.environments import build as envs
 
     cache = envs.env_dir("theano") / "theano-cache"
     before = compiled_modules(cache)
@@ -247,7 +248,7 @@ def test_two_theano_points_at_once_share_the_compile_cache(train):
 @pytest.mark.long
 def test_a_point_that_differs_only_in_its_learning_rate_compiles_nothing_new(train):
     """Each trainer is a new process: the compile cache must hit across processes (no module per point)."""
-    from dlbench import envs
+    from dlbench.environments import build as envs
 
     cache = envs.env_dir("theano") / "theano-cache"
 

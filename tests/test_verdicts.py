@@ -11,7 +11,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from dlbench import findings, observations, published, stats, summary, tables, verdicts
+from dlbench.analysis import frames, observations, published, stats, summary, verdicts
+from dlbench.present import findings
 
 
 def point(framework: str, seed: int, time: float, acc: float, **settings) -> dict:
@@ -45,17 +46,17 @@ def test_own_defaults_are_each_frameworks_default_point_not_its_sweeps():
     assert own["leader"] == "caffe" and own["state"] == "distinct"
     assert own["settings"] == {"caffe": 1, "tensorflow": 1}  # one setting each: the default point
     assert observations.observe_caffe_fastest_on_cpu(runs).verdict == verdicts.AGREES
-    defaults = tables.default_points(tables.points(runs))
+    defaults = frames.default_points(frames.points(runs))
     assert set(defaults.loc[defaults["framework"] == "tensorflow", "batch_size"]) == {50}  # the preset's
     # a sweep that leaves out the preset's value has no default point: no swept value stands in for it
-    assert tables.default_points(tables.points(runs[runs["batch_size"] > 50])).query("framework == 'tensorflow'").empty
+    assert frames.default_points(frames.points(runs[runs["batch_size"] > 50])).query("framework == 'tensorflow'").empty
 
 
 def test_a_full_factorial_without_a_default_has_no_default_point():
     rows = []
     for bs in (32, 128):  # neither is Caffe's own 64
         rows += seeds("caffe", 10.0 * bs / 32, 0.99, batch_size=bs)
-    assert tables.default_points(tables.points(pd.DataFrame(rows))).empty
+    assert frames.default_points(frames.points(pd.DataFrame(rows))).empty
 
 
 def test_frameworks_are_matched_on_threads_in_their_own_defaults():
@@ -68,8 +69,8 @@ def test_frameworks_are_matched_on_threads_in_their_own_defaults():
 
 def test_float64_points_keep_their_own_label_and_never_replace_their_float32_twins():
     rows = seeds("theano", 10.0, 0.99) + seeds("theano", 30.0, 0.99, precision="fp64")
-    df = tables.points(pd.DataFrame(rows))
-    labels = tables.settings_label(df, set())
+    df = frames.points(pd.DataFrame(rows))
+    labels = frames.settings_label(df, set())
     assert labels[df["precision"] == "fp64"].str.endswith("fp64").all()
     assert labels[df["precision"] == "fp32"].nunique() == 1 and set(labels[df["precision"] == "fp32"]).isdisjoint(
         set(labels[df["precision"] == "fp64"]))

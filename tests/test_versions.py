@@ -7,7 +7,10 @@ import pandas as pd
 import pytest
 import yaml
 
-from dlbench import compare, config, envchoice, envs, findings, sweep, versions
+from dlbench.environments import build as envs
+from dlbench.environments import choice
+from dlbench.present import comparison, findings
+from dlbench.study import config, sweep, versions
 from dlbench.testing.sandbox import copy_workflow, snakemake, tiny_study
 
 
@@ -31,10 +34,10 @@ def test_each_listed_version_is_a_point_of_its_own_and_only_then_in_its_id():
 
 def test_a_version_runs_in_its_own_environment_and_the_pins_version_in_the_usual_one():
     cfg = study(versions={"pytorch": ["2.13.0", "2.12.0"]})
-    got = {p["version"]: envchoice.point_env(cfg, p) for p in sweep.plan(cfg).points if p.get("version")}
+    got = {p["version"]: choice.point_env(cfg, p) for p in sweep.plan(cfg).points if p.get("version")}
     assert got == {"2.13.0": ("pytorch", None), "2.12.0": ("pytorch@2.12.0", None)}
     gpu = {**sweep.plan(cfg).points[0], "device": "gpu", "version": "2.12.0"}
-    assert envchoice.point_env(cfg, gpu) == ("pytorch-cuda@2.12.0", None)
+    assert choice.point_env(cfg, gpu) == ("pytorch-cuda@2.12.0", None)
 
 
 def test_the_pins_of_a_version_replace_only_the_frameworks_own_packages():
@@ -105,7 +108,7 @@ def test_findings_say_what_the_version_changed():
                              "train_time_s": 10 * factor * jitter, "test_time_s": 1.0 + repeat / 100,
                              "accuracy": 0.9 + repeat / 100, "setting_id": f"{version}{lr}"})
     runs = pd.DataFrame(rows)
-    lines = compare.version_section(runs)
+    lines = comparison.version_section(runs)
     # 8 s against 10 s, within 1 % in each set: faster, by a ratio of 0.8
     assert "- pytorch 2.13.0 against 2.12.0, train_time_s: median ratio 0.800 over 2 settings; 2 faster" in lines
     # the same accuracies, a point apart between seeds: three runs cannot put them within 0.5 points
@@ -113,4 +116,4 @@ def test_findings_say_what_the_version_changed():
     # the same test times, 1 % apart between seeds: within 5 %
     assert "- pytorch 2.13.0 against 2.12.0, test_time_s: median ratio 1.000 over 2 settings; 2 equivalent" in lines
     assert "## What the framework version changed" in findings.render(runs)
-    assert compare.version_section(runs.drop(columns="version")) == []
+    assert comparison.version_section(runs.drop(columns="version")) == []

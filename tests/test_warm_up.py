@@ -12,7 +12,7 @@ import pytest
 
 from dlbench.frameworks import registry
 from dlbench.paths import ROOT as REPO
-from dlbench.sweep import one_point
+from dlbench.study.sweep import one_point
 
 FRAMEWORKS = [f.name for f in registry.FRAMEWORKS.values() if f.accepts.get("compile")]
 

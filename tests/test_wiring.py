@@ -1,4 +1,4 @@
-"""What the rules are given (dlbench/wiring.py): the study read once, and by a job's own Snakemake only what its
+"""What the rules are given (dlbench/rules/context.py): the study read once, and by a job's own Snakemake only what its
 DAG needs (no record read, no interpreter probed, nothing locked, nothing said)."""
 
 from __future__ import annotations
@@ -9,14 +9,19 @@ from types import SimpleNamespace
 
 import pytest
 
-from dlbench import config, envs, estimate, locks, records, versions, wiring
 from dlbench.atomic import write_json
+from dlbench.environments import build as envs
 from dlbench.frameworks import caffe_data, registry
+from dlbench.node import locks
+from dlbench.plan import estimate
+from dlbench.record import store as records
+from dlbench.rules import context
+from dlbench.study import config, versions
 
 STUDY = {"datasets": ["digits"], "frameworks": ["pytorch", "caffe"], "preset": ["caffe"],
          "sweep": {"iterations": [30], "batch_size": [32, 64], "threads": [1]}}
-MAIN = wiring.Reader(main=True, dryrun=False, forcerun=False)
-JOB = wiring.Reader(main=False, dryrun=False, forcerun=False)
+MAIN = context.Reader(main=True, dryrun=False, forcerun=False)
+JOB = context.Reader(main=False, dryrun=False, forcerun=False)
 
 
 @pytest.fixture
@@ -27,8 +32,8 @@ def here(tmp_path, monkeypatch):
     return tmp_path
 
 
-def study(reader=MAIN, said=None, **keys) -> wiring.Study:
-    return wiring.Study(config.validate({**STUDY, **keys}), reader, say=(said.append if said is not None else None))
+def study(reader=MAIN, said=None, **keys) -> context.Study:
+    return context.Study(config.validate({**STUDY, **keys}), reader, say=(said.append if said is not None else None))
 
 
 def wildcards(p: dict) -> SimpleNamespace:
@@ -47,7 +52,7 @@ def test_a_value_every_point_shares_is_plain_and_one_that_differs_is_looked_up(h
     assert len(s.points) == 4
     train = s.train_values()
     assert train["threads"] == 1 and train["gpu"] == 0 and train["measure"] == 1  # plain: no function per job
-    assert train["conda"] == wiring.BASE_CONDA
+    assert train["conda"] == context.BASE_CONDA
     caffe = next(p for p in s.points.values() if p["framework"] == "caffe")
     torch = next(p for p in s.points.values() if p["framework"] == "pytorch")
     # Caffe's points read the input prepared for it (registry: prepared_input), PyTorch's the dataset's store
@@ -64,15 +69,15 @@ def test_a_value_every_point_shares_is_plain_and_one_that_differs_is_looked_up(h
 
 
 def test_a_dry_run_plans_first_attempts_with_plain_values_that_a_run_asks_for_at_its_first(here):
-    run, dry = study().train_values(), study(wiring.Reader(main=True, dryrun=True, forcerun=False)).train_values()
+    run, dry = study().train_values(), study(context.Reader(main=True, dryrun=True, forcerun=False)).train_values()
     torch = next(p for p in study().points.values() if p["framework"] == "pytorch")
     # a run's attempt and cluster time are functions of the attempt; a dry run plans attempt 1 of every job
     assert run["attempt"](wildcards(torch), attempt=3) == 3 and dry["attempt"] == 1
     assert run["runtime"](wildcards(torch), attempt=2) == 2 * (60 + 30)
     assert dry["runtime"] == run["runtime"](wildcards(torch), attempt=1) == 60 + 30  # no finished point: the default
     # without --sdm conda the directive is unused: a dry run names none, so Snakemake expands no job's params for it
-    assert run["conda"] == wiring.BASE_CONDA and dry["conda"] is None
-    conda_dry = study(wiring.Reader(main=True, dryrun=True, use_conda=True, forcerun=False)).train_values()
+    assert run["conda"] == context.BASE_CONDA and dry["conda"] is None
+    conda_dry = study(context.Reader(main=True, dryrun=True, use_conda=True, forcerun=False)).train_values()
     assert conda_dry["conda"](wildcards(torch)) == "../envs/pytorch.yaml"  # with it, the dry run names each env
     assert {k: v for k, v in dry.items() if not callable(v) and k not in ("attempt", "runtime", "conda")} == {
         k: v for k, v in run.items() if not callable(v) and k not in ("attempt", "runtime", "conda")}
@@ -102,7 +107,7 @@ def test_a_jobs_own_snakemake_reads_no_record_probes_nothing_and_says_nothing(he
     forbid(monkeypatch, versions, "prepare")
     forbid(monkeypatch, locks, "hold_and_clear_stale")
     forbid(monkeypatch, estimate, "finished")
-    monkeypatch.delenv(wiring.SITE_ENVS_VAR, raising=False)
+    monkeypatch.delenv(context.SITE_ENVS_VAR, raising=False)
     said = []
     job = study(JOB, said, **site)
     assert len(job.points) == 4 and said == []  # the selection by status keeps every point there
@@ -125,7 +130,7 @@ def test_a_dry_run_runs_no_site_interpreter_and_uses_what_the_last_run_probed(he
     python.write_text(f"#!/bin/sh\necho x >> {mark}\nexec {env_python('pytorch')} \"$@\"\n")
     python.chmod(0o755)
     site = {"envs": {"site": {"pytorch": str(python)}}, "sweep": {**STUDY["sweep"], "device": ["cpu"]}}
-    dry = wiring.Reader(main=True, dryrun=True, forcerun=False)
+    dry = context.Reader(main=True, dryrun=True, forcerun=False)
     said = []
     first = study(dry, said, **site)
     assert not mark.exists() and any("dry run: not probing the site interpreters" in line for line in said)
@@ -149,8 +154,8 @@ def test_a_dry_run_runs_no_site_interpreter_and_uses_what_the_last_run_probed(he
 def test_a_yte_template_config_is_refused_as_validate_refuses_it(tmp_path):
     path = tmp_path / "study.yaml"
     path.write_text("__use_yte__: true\ndatasets: [digits]\nframeworks: [pytorch]\n")
-    with pytest.raises(wiring.StudyError, match="__use_yte__: a yte template runs code"):
-        wiring.read_config({"datasets": ["digits"], "frameworks": ["pytorch"]}, [str(path)], str(config.SCHEMA))
+    with pytest.raises(context.StudyError, match="__use_yte__: a yte template runs code"):
+        context.read_config({"datasets": ["digits"], "frameworks": ["pytorch"]}, [str(path)], str(config.SCHEMA))
 
 
 def test_the_main_process_probes_each_site_interpreter_once_and_hands_it_to_its_jobs(here, monkeypatch):
@@ -167,7 +172,7 @@ def test_the_main_process_probes_each_site_interpreter_once_and_hands_it_to_its_
     environ = {}
     main.export(environ)
     assert environ[locks.NODE_LOCK_ENV] == main.measure_lock
-    monkeypatch.setenv(wiring.SITE_ENVS_VAR, environ[wiring.SITE_ENVS_VAR])
+    monkeypatch.setenv(context.SITE_ENVS_VAR, environ[context.SITE_ENVS_VAR])
     monkeypatch.setattr(envs, "site_env", lambda *a: pytest.fail("a job's own Snakemake probed"))
     job = study(JOB, **site)
     torch = next(p for p in job.points.values() if p["framework"] == "pytorch")
@@ -178,7 +183,7 @@ def test_the_main_process_probes_each_site_interpreter_once_and_hands_it_to_its_
 def test_select_by_status_reads_each_record_once_and_names_the_forcerun(here, monkeypatch):
     first = study()
     p = next(iter(first.points.values()))
-    write_json(here / wiring.run_dir(p) / records.RESULT, {"id": p["id"], "framework": p["framework"],
+    write_json(here / context.run_dir(p) / records.RESULT, {"id": p["id"], "framework": p["framework"],
                                                                 "dataset": "digits", "status": "error"})
     reads = []
     real = records.status_in
@@ -190,28 +195,28 @@ def test_select_by_status_reads_each_record_once_and_names_the_forcerun(here, mo
                     "dlbench: select.status: 1 of the points kept have a record; add --forcerun train to run them "
                     "again (the records stay in their attempts/)"]
     said.clear()
-    study(wiring.Reader(main=True, forcerun=True), said, select={"status": ["error"]})
+    study(context.Reader(main=True, forcerun=True), said, select={"status": ["error"]})
     assert said == ["dlbench: select.status removed 3; 1 of 4 points remain"]
 
 
 def test_a_config_error_and_too_many_threads_stop_in_one_line(here):
     bad = here / "bad.yaml"
     bad.write_text("datasets: [digits]\ndatasets: [mnist]\n")
-    with pytest.raises(wiring.StudyError) as stop:
-        wiring.read_config({"datasets": ["mnist"]}, [str(bad)], str(config.SCHEMA))
+    with pytest.raises(context.StudyError) as stop:
+        context.read_config({"datasets": ["mnist"]}, [str(bad)], str(config.SCHEMA))
     assert str(stop.value).startswith("dlbench: config error: ") and "\n" not in str(stop.value)
-    cfg = wiring.read_config({**STUDY, "sweep": {**STUDY["sweep"], "threads": [1, 4]}}, [], str(config.SCHEMA))
-    wiring.check_local_cores(cfg, 4)
-    with pytest.raises(wiring.StudyError, match=r"sweep.threads: 4 is more than this machine's 2 cores"):
-        wiring.check_local_cores(cfg, 2)
+    cfg = context.read_config({**STUDY, "sweep": {**STUDY["sweep"], "threads": [1, 4]}}, [], str(config.SCHEMA))
+    context.check_local_cores(cfg, 4)
+    with pytest.raises(context.StudyError, match=r"sweep.threads: 4 is more than this machine's 2 cores"):
+        context.check_local_cores(cfg, 2)
 
 
 def test_the_jobs_import_this_checkout(tmp_path):
     environ = {"PYTHONPATH": "/elsewhere"}
-    wiring.own_package(str(tmp_path), environ)
+    context.own_package(str(tmp_path), environ)
     assert environ["PYTHONPATH"].split(":") == [str(tmp_path), "/elsewhere"]
     fresh = {}
-    wiring.own_package(str(tmp_path), fresh)
+    context.own_package(str(tmp_path), fresh)
     assert fresh == {"PYTHONPATH": str(tmp_path)}
 
 
@@ -225,7 +230,7 @@ def test_the_wildcards_are_those_of_the_registry_and_the_catalog(here):
 def test_snakemake_reads_a_job_functions_signature_from_it_not_at_every_call(monkeypatch):
     from snakemake.common import get_function_params, get_input_function_aux_params
 
-    times_two = wiring.job_function(lambda wildcards, attempt: 2 * attempt)
+    times_two = context.job_function(lambda wildcards, attempt: 2 * attempt)
 
     def no_signature(*args, **kwargs):
         raise AssertionError("Snakemake read the signature again")

@@ -133,8 +133,8 @@ def test_changing_one_adapter_reruns_that_frameworks_points_only(workflow_copy):
 
 @pytest.mark.slow
 def test_a_change_in_shared_trainer_code_reruns_the_points_that_import_it_and_charts_code_none(workflow_copy):
-    """initialisers.py draws every framework's initial weights: a change there reruns every point (the old hand
-    list of trainer files missed it). charts.py is no training job's code: a change there reruns none."""
+    """spec/initial_weights.py draws every framework's initial weights: a change there reruns every point (the old
+    hand list of trainer files missed it). present/charts/draw.py is no training job's code: it reruns none."""
     def trains_after_editing(rel: str) -> list[dict]:
         path = workflow_copy / "dlbench" / rel
         original = path.read_text()
@@ -144,8 +144,8 @@ def test_a_change_in_shared_trainer_code_reruns_the_points_that_import_it_and_ch
         finally:
             path.write_text(original)
 
-    assert trains_after_editing("charts.py") == []
-    trains = trains_after_editing("initialisers.py")
+    assert trains_after_editing("present/charts/draw.py") == []
+    trains = trains_after_editing("spec/initial_weights.py")
     assert len(trains) == 4 and {wc["framework"] for wc in trains} == {"pytorch", "tensorflow"}
     assert planned_jobs(workflow_copy) == []  # the original file back: nothing to do again
 
@@ -153,7 +153,7 @@ def test_a_change_in_shared_trainer_code_reruns_the_points_that_import_it_and_ch
 # A point's measurement on the node, as the runner holds it, until its stdin closes; prints when it let go.
 HOLD_MEASUREMENT = """
 import sys, time
-from dlbench.locks import measuring
+from dlbench.node.locks import measuring
 with measuring(sys.argv[1], None, per_device=False):
     print("held", flush=True)
     sys.stdin.readline()

@@ -287,7 +287,7 @@ def prepare_again(folder: str | Path) -> str:
     (meta.json's `prepared_with`), under a lock of its own so that the retries of its points do it once. Where
     it comes out as prepared before (the same digest), both files get their old times back, so Snakemake reruns
     nothing downstream. One line saying what was done; DatasetError where it cannot be done."""
-    from dlbench.locks import flocked
+    from dlbench.node.locks import flocked
 
     folder = Path(folder)
     with flocked(folder.with_name(f".{folder.name}.prepare.lock")):

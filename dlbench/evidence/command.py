@@ -13,8 +13,8 @@ import argparse
 import sys
 from pathlib import Path
 
-from dlbench import machine
 from dlbench.evidence import markers, study
+from dlbench.node import machine
 from dlbench.paths import ROOT
 
 DOC = ROOT / "docs" / "reproduction.md"
@@ -36,8 +36,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     import pandas as pd  # here, not above: `dlbench train` imports nothing of it
 
+    from dlbench.analysis.published import read_published
     from dlbench.evidence.render import render
-    from dlbench.published import read_published
 
     try:
         # The markers are checked before the study runs: hours of training must not end in a doc it cannot write.

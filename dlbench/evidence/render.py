@@ -1,7 +1,8 @@
 """docs/reproduction.md's evidence tables in Markdown, from a runs table: a pure function of the runs.
 
 Each table is one sub-study of config/evidence.yaml, and its marker in the doc has the sub-study's name. The numbers
-are the project's own: means and intervals from dlbench.summary, the published figures from dlbench.published; this
+are the project's own: means and intervals from dlbench.analysis.summary, the published figures from
+dlbench.analysis.published; this
 module only lays them out, with the facts of each point (network, length, images) read from its record.
 """
 
@@ -11,14 +12,14 @@ import math
 
 import pandas as pd
 
-from dlbench import presets
+from dlbench.analysis.frames import FRAMEWORKS, points, study_names
+from dlbench.analysis.published import published_ratios
+from dlbench.analysis.summary import framework_effect, summary_table
 from dlbench.evidence.stamp import stamp
 from dlbench.evidence.study import FRAMEWORK_EFFECT, OWN_DEFAULTS
-from dlbench.findings import md_table
 from dlbench.frameworks import registry
-from dlbench.published import published_ratios
-from dlbench.summary import framework_effect, summary_table
-from dlbench.tables import FRAMEWORKS, points, study_names
+from dlbench.present.findings import md_table
+from dlbench.study import presets
 
 
 def counted(df: pd.DataFrame) -> pd.DataFrame:
@@ -184,9 +185,9 @@ def framework_effect_block(df: pd.DataFrame, scale: float, cores: int | None = N
         effect = framework_effect(counted(g))
         out += [f"The `{whose}` preset on {dataset}/{device}, test accuracy in % per seed:", "", seed_table(g, effect),
                 ""]
-        out += (["`dlbench.summary.framework_effect` on these points:", "", *tests_text(effect), ""] if len(effect)
-                else ["`dlbench.summary.framework_effect` tests nothing here: it needs two or more frameworks that ran "
-                      "three or more seeds each.", ""])
+        out += (["`analysis.summary.framework_effect` on these points:", "", *tests_text(effect), ""] if len(effect)
+                else ["`analysis.summary.framework_effect` tests nothing here: it needs two or more frameworks that "
+                      "ran three or more seeds each.", ""])
     return "\n".join(out).rstrip("\n")
 
 

@@ -23,13 +23,13 @@ from pathlib import Path
 
 import numpy as np
 
-from dlbench import initialisers, models
-from dlbench import inputs as input_handling
-from dlbench import lr as lr_policies
 from dlbench.atomic import NOT_FINITE, dumps, not_finite
 from dlbench.datasets import store
 from dlbench.frameworks import registry
-from dlbench.record_schema import Info, check_info
+from dlbench.record.fields import Info, check_info
+from dlbench.spec import initial_weights as initialisers
+from dlbench.spec import inputs as input_handling
+from dlbench.spec import lr_policies, networks
 
 # The BLAS libraries a process can have loaded, by their file name, and what each is called in the records.
 BLAS_FILES = (("libmkl_rt", "mkl"), ("libmkl_core", "mkl"), ("libopenblas", "openblas"), ("libblis", "blis"),
@@ -186,10 +186,10 @@ def parameter_groups(layers: list[dict]) -> list[tuple[float, float]]:
     gamma and beta stand for W and b): the spec's lr_mult / decay_mult (weights) and bias_lr_mult /
     bias_decay_mult."""
     out = []
-    for layer in models.leaves(layers):
-        if layer["type"] in models.PARAMETRISED:
-            m = models.multipliers(layer)
-            out += [(m["lr"][0], m["decay"][0]), (m["lr"][1], m["decay"][1])][:models.trained_arrays(layer)]
+    for layer in networks.leaves(layers):
+        if layer["type"] in networks.PARAMETRISED:
+            m = networks.multipliers(layer)
+            out += [(m["lr"][0], m["decay"][0]), (m["lr"][1], m["decay"][1])][:networks.trained_arrays(layer)]
     return out
 
 
@@ -323,7 +323,7 @@ class Adapter(ABC):
         """What the framework says of itself: framework, framework_version, numpy_version, blas, build
         (BLAS, oneDNN, CUDA, ...), threads_in_effect, library_in_effect, device_name; where it has the compile
         and precision switches, compile_in_effect and precision_in_effect (what it ran, as it reports it).
-        Each key is a field of the record (dlbench.record_schema.INFO), checked as it is reported."""
+        Each key is a field of the record (dlbench.record.fields.INFO), checked as it is reported."""
 
     @abstractmethod
     def train(self, plan: Plan) -> Outcome:
@@ -398,7 +398,7 @@ class Adapter(ABC):
 def refuse_layers(point: dict) -> None:
     """Unavailable, in one line, where the point's network holds layer types its framework cannot build."""
     framework = registry.get(point["framework"])
-    lacking = sorted(models.kinds(point["layers"]) & set(framework.cannot_build))
+    lacking = sorted(networks.kinds(point["layers"]) & set(framework.cannot_build))
     if lacking:
         raise Unavailable(f"{framework.label} cannot build network {point.get('network', '(inline)')}: its adapter "
                           f"has no {', '.join(lacking)} layer (dlbench/frameworks/{framework.name}.py); no "

@@ -16,8 +16,8 @@ Same point, same run as the other adapters:
     (test_iter = ceil(test samples / test batch); Caffe's last batch wraps around to the first
     images). Caffe tests after its loop only when test_interval divides max_iter; otherwise
     the final weights are snapshotted and `caffe test` scores them;
-  - the lr policies of dlbench.lr written as Caffe's (decay = inv with power 1);
-  - weights: the point's initial weights (dlbench.initialisers, the numbers every framework
+  - the lr policies of dlbench.spec.lr_policies written as Caffe's (decay = inv with power 1);
+  - weights: the point's initial weights (dlbench.spec.initial_weights, the numbers every framework
     starts from) in an HDF5 weights file, and a solver state at iteration 0 that names it
     with zero histories: `caffe train --snapshot=init.solverstate.h5` starts from those
     weights (this build's `train` ignores --weights). The fillers in the prototxt are
@@ -67,7 +67,6 @@ import tempfile
 import time
 from pathlib import Path
 
-from dlbench import models
 from dlbench.frameworks import caffe_data, caffe_log, registry
 from dlbench.frameworks.base import (
     Adapter,
@@ -89,7 +88,8 @@ from dlbench.frameworks.caffe_prototxt import (
     solver_prototxt,
     test_interval_of,
 )
-from dlbench.procs import die_with_parent
+from dlbench.node.procs import die_with_parent
+from dlbench.spec import networks
 
 # ---------------------------------------------------------------------------------------------- the binary
 
@@ -105,7 +105,7 @@ def find_binary() -> Path:
     for c in candidates:
         if c.is_file() and os.access(c, os.X_OK):
             return c
-    raise RuntimeError("no Caffe binary: build the Caffe environment (python -m dlbench.envs build caffe, which "
+    raise RuntimeError("no Caffe binary: build the Caffe environment (dlbench envs build caffe, which "
                        "runs envs/caffe/build.sh) or set DLBENCH_CAFFE to a `caffe` executable; looked at "
                        + ", ".join(map(str, candidates)))
 
@@ -467,7 +467,7 @@ def caffe_blobs(layers: list[dict], weights, input_shape: tuple[int, int, int]) 
         if layer["type"] in ("conv", "dense"):
             names.append(f"{LAYER_NAMES[layer['type']]}{counts[layer['type']]}")
     out = []
-    for name, (w, b), (_, layer, _) in zip(names, weights, models.trainable(layers, input_shape)):
+    for name, (w, b), (_, layer, _) in zip(names, weights, networks.trainable(layers, input_shape)):
         if "table" in layer:
             w = np.stack([w[o, row] for o, row in enumerate(layer["table"])])
         out.append((name, [np.ascontiguousarray(w, np.float32), np.ascontiguousarray(b, np.float32)]))

@@ -6,7 +6,7 @@
 writes into --out: train.h5 and test.h5 (datasets `data`, float32 NCHW, and `label`, float32),
 train.txt and test.txt (the list files the HDF5Data layers read: one absolute path each) and
 meta.json (what was written, from what). The arrays are exactly what the other frameworks
-train on (dlbench.frameworks.base.load_inputs, hence dlbench.inputs.static): Caffe's HDF5Data
+train on (dlbench.frameworks.base.load_inputs, hence dlbench.spec.inputs.static): Caffe's HDF5Data
 layer takes no transform_param, so the data are written already transformed.
 
 HDF5Data cannot augment. Where a preset augments (random crops, flips, brightness...), the
@@ -34,7 +34,7 @@ import os
 import sys
 from pathlib import Path
 
-from dlbench.locks import flocked, heavy_work, node_lock
+from dlbench.node.locks import flocked, heavy_work, node_lock
 
 FORMAT = 2  # bump when the files change meaning: every input key changes with it
 AUGMENT_SEED = 1
@@ -93,7 +93,7 @@ def prepare(dataset_dir: str | os.PathLike, input_cfg: dict | None, out: str | o
     dataset_dir, out = Path(dataset_dir), Path(out)
     cfg = dict(input_cfg or {})
     # Heavy work, never beside a measurement (a point's trainer preparing its own input is part of that point);
-    # the heavy side first, then the folder's lock (dlbench/locks.py: the order that cannot deadlock).
+    # the heavy side first, then the folder's lock (dlbench/node/locks.py: the order that cannot deadlock).
     with heavy_work(node_lock(), "preparing Caffe's input"), flocked(out.parent / f".{out.name}.lock"):
         if is_current(out, dataset_dir, cfg):
             return json.loads((out / "meta.json").read_text())

@@ -6,7 +6,7 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING
 
-from dlbench import models
+from dlbench.spec import networks
 
 if TYPE_CHECKING:
     from dlbench.frameworks.base import Plan
@@ -36,7 +36,7 @@ def _filler() -> list[str]:
 
 def _mults(spec: dict) -> list[str]:
     """The layer's lr_mult and decay_mult: weights, then biases."""
-    m = models.multipliers(spec)
+    m = networks.multipliers(spec)
     return [line for i in (0, 1) for line in _block("param", [f"lr_mult: {_num(m['lr'][i])}",
                                                               f"decay_mult: {_num(m['decay'][i])}"])]
 
@@ -70,7 +70,7 @@ def net_prototxt(layers: list[dict], train_list: str, test_list: str | None, bat
     def layer(body: list[str]) -> None:
         out.extend(_block("layer", body))
 
-    shapes = [tuple(input_shape), *models.shapes(layers, input_shape)] if input_shape else None
+    shapes = [tuple(input_shape), *networks.shapes(layers, input_shape)] if input_shape else None
     layer(['name: "data"', 'type: "HDF5Data"', 'top: "data"', 'top: "label"', "include { phase: TRAIN }",
            *_block("hdf5_data_param", [f'source: "{train_list}"', f"batch_size: {batch_size}",
                                        f"shuffle: {'true' if shuffle else 'false'}"])])
@@ -82,7 +82,7 @@ def net_prototxt(layers: list[dict], train_list: str, test_list: str | None, bat
     for index, spec in enumerate(layers):
         kind = spec["type"]
         if kind not in LAYER_NAMES:
-            raise models.SpecError(f"Caffe adapter: unknown layer type {kind!r}")
+            raise networks.SpecError(f"Caffe adapter: unknown layer type {kind!r}")
         counts[kind] = counts.get(kind, 0) + 1
         lname = f"{LAYER_NAMES[kind]}{counts[kind]}"
         in_place = kind in ACTIVATION_TYPES or kind == "dropout"
@@ -93,7 +93,7 @@ def net_prototxt(layers: list[dict], train_list: str, test_list: str | None, bat
             group = []
             if "table" in spec:
                 if shapes is None:
-                    raise models.SpecError("Caffe adapter: a conv with a connection table needs the input shape")
+                    raise networks.SpecError("Caffe adapter: a conv with a connection table needs the input shape")
                 gathering, gathered = _gather_planes(lname, bottom, spec, shapes[index][0])
                 for body in gathering:
                     layer(body)
@@ -129,7 +129,7 @@ def net_prototxt(layers: list[dict], train_list: str, test_list: str | None, bat
 
 
 def lr_lines(policy: dict) -> list[str]:
-    """dlbench.lr's policy (normalised: iterations, not epochs) in Caffe's solver terms."""
+    """dlbench.spec.lr_policies's policy (normalised: iterations, not epochs) in Caffe's solver terms."""
     name = policy.get("name", "fixed")
     if name == "fixed":
         return ['lr_policy: "fixed"']

@@ -52,10 +52,11 @@ import numpy as np
 import optax
 from jax import lax
 
-from dlbench import initialisers, models
 from dlbench.frameworks.base import initial_weights, no_gpu, parameter_groups
 from dlbench.frameworks.stepped import SteppedAdapter, warms_up
-from dlbench.record_schema import Info
+from dlbench.record.fields import Info
+from dlbench.spec import initial_weights as initialisers
+from dlbench.spec import networks
 
 XLA_POOL_THREAD = "tf_XLAEigen"  # how XLA's CPU intra-op pool names its threads
 
@@ -94,7 +95,8 @@ def lrn(x: jax.Array, layer: dict) -> jax.Array:
 
 
 class BatchNorm(nn.Module):
-    """Batch normalisation as dlbench/models.py defines it: the batch's mean and biased variance in training (then
+    """Batch normalisation as dlbench/spec/networks.py defines it: the batch's mean and biased variance in training
+    (then
     running = decay * running + (1 - decay) * batch statistic, the variance's made unbiased by m / (m - 1)), the
     running ones in inference; statistics in float32 whatever the computation's dtype."""
 
@@ -136,7 +138,7 @@ class Network(nn.Module):
 
     def run(self, layers: list, x: jax.Array, prev: tuple, train: bool, prefix: str) -> jax.Array:
         """The layers of one list (the network's, or a residual block's body or shortcut) on x."""
-        for i, (layer, shape) in enumerate(zip(layers, models.shapes(layers, prev))):
+        for i, (layer, shape) in enumerate(zip(layers, networks.shapes(layers, prev))):
             kind = layer["type"]
             name = f"layer{prefix}{i}"
             if kind == "residual":
@@ -153,7 +155,7 @@ class Network(nn.Module):
                     mask = np.broadcast_to(initialisers.connection_mask(layer, prev[0]).transpose(2, 3, 1, 0),
                                            (k, k, prev[0], layer["filters"]))
                 x = nn.Conv(layer["filters"], (k, k), strides=(stride, stride), padding=((pad, pad), (pad, pad)),
-                            use_bias=models.has_bias(layer), mask=None if mask is None else jnp.asarray(mask),
+                            use_bias=networks.has_bias(layer), mask=None if mask is None else jnp.asarray(mask),
                             dtype=self.dtype, name=name)(x)
             elif kind == "pool":
                 x = pool(x, layer, prev[1], shape[1])
@@ -172,29 +174,29 @@ class Network(nn.Module):
             elif kind == "lrn":
                 x = lrn(x, layer)
             else:
-                raise models.SpecError(f"JAX adapter: unknown layer type {kind!r}")
+                raise networks.SpecError(f"JAX adapter: unknown layer type {kind!r}")
             prev = shape
         return x
 
 
 def layer_names(layers: list[dict], input_shape: tuple) -> list[str]:
     """The module names of the conv, dense and batchnorm layers, in models.trainable's order."""
-    return [f"layer{path}" for path, layer, _, _ in models.walk(layers, tuple(input_shape))
-            if layer["type"] in models.PARAMETRISED]
+    return [f"layer{path}" for path, layer, _, _ in networks.walk(layers, tuple(input_shape))
+            if layer["type"] in networks.PARAMETRISED]
 
 
 def param_names(layer: dict) -> list[str]:
     """A layer's Flax parameters in the canonical order (models.arrays' trained ones)."""
     if layer["type"] == "batchnorm":
         return ["scale", "bias"]
-    return ["kernel", "bias"][:models.trained_arrays(layer)]
+    return ["kernel", "bias"][:networks.trained_arrays(layer)]
 
 
 def to_variables(layers: list[dict], input_shape: tuple, weights: list[tuple[np.ndarray, ...]]) -> dict:
     """Canonical arrays as Flax variables: {"params": conv kernels (kh, kw, in, out), dense (in, out), a batchnorm's
     scale and bias; "batch_stats": a batchnorm's running mean and var}."""
     params, stats = {}, {}
-    specs = models.trainable(layers, tuple(input_shape))
+    specs = networks.trainable(layers, tuple(input_shape))
     for name, (_, layer, _), (w, *rest) in zip(layer_names(layers, input_shape), specs, weights):
         f32 = lambda a: jnp.asarray(np.ascontiguousarray(a), jnp.float32)  # noqa: E731
         if layer["type"] == "batchnorm":
@@ -209,7 +211,7 @@ def to_variables(layers: list[dict], input_shape: tuple, weights: list[tuple[np.
 def from_variables(layers: list[dict], input_shape: tuple, params: dict, stats: dict) -> list[tuple[np.ndarray, ...]]:
     """Flax parameters and batch statistics back to the canonical layout."""
     out = []
-    specs = models.trainable(layers, tuple(input_shape))
+    specs = networks.trainable(layers, tuple(input_shape))
     for name, (_, layer, _) in zip(layer_names(layers, input_shape), specs):
         got = {k: np.asarray(v) for k, v in params[name].items()}
         if layer["type"] == "batchnorm":
@@ -305,7 +307,7 @@ class JaxAdapter(SteppedAdapter):
         params = variables["params"]
         groups = iter(parameter_groups(layers))  # (lr multiplier, decay multiplier) per trained array, spec order
         self.lr_mults, decays = {}, {}
-        for name, (_, layer, _) in zip(layer_names(layers, inputs.shape), models.trainable(layers, inputs.shape)):
+        for name, (_, layer, _) in zip(layer_names(layers, inputs.shape), networks.trainable(layers, inputs.shape)):
             for key, (lr_mult, decay_mult) in zip(param_names(layer), groups):
                 self.lr_mults.setdefault(name, {})[key] = lr_mult
                 decays.setdefault(name, {})[key] = p["weight_decay"] * decay_mult
@@ -436,8 +438,8 @@ class JaxAdapter(SteppedAdapter):
     @staticmethod
     def forward(layers, weights, x, y, train=False):
         """(`train`: batch normalisation by the batch's statistics; dropout stays off.)"""
-        if train and any(layer["type"] == "dropout" for layer in models.leaves(layers)):
-            raise models.SpecError("a training-mode forward pass of a network with dropout is not deterministic")
+        if train and any(layer["type"] == "dropout" for layer in networks.leaves(layers)):
+            raise networks.SpecError("a training-mode forward pass of a network with dropout is not deterministic")
         module = Network(layers, tuple(x.shape[1:]))
         variables = to_variables(layers, x.shape[1:], weights)
         if train:
@@ -453,10 +455,10 @@ class JaxAdapter(SteppedAdapter):
         shapes = jax.eval_shape(lambda v: module.init(jax.random.key(0), v),
                                 jax.ShapeDtypeStruct((1, h, w, c), jnp.float32))["params"]
         n = 0
-        for (_, layer, prev), name in zip(models.trainable(layers, tuple(input_shape)),
+        for (_, layer, prev), name in zip(networks.trainable(layers, tuple(input_shape)),
                                           layer_names(layers, input_shape)):
             if layer["type"] == "conv" and "table" in layer:  # a masked conv: its connected weights only
-                n += models.connections(layer, prev[0]) * layer["kernel"] ** 2 * layer["filters"]
+                n += networks.connections(layer, prev[0]) * layer["kernel"] ** 2 * layer["filters"]
                 n += int(np.prod(shapes[name]["bias"].shape))
             else:
                 n += sum(int(np.prod(leaf.shape)) for leaf in jax.tree.leaves(shapes[name]))

@@ -39,10 +39,11 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from dlbench import initialisers, models
 from dlbench.frameworks.base import initial_weights, no_gpu, parameter_groups
 from dlbench.frameworks.stepped import SteppedAdapter, ema_rate, warms_up
-from dlbench.record_schema import Info
+from dlbench.record.fields import Info
+from dlbench.spec import initial_weights as initialisers
+from dlbench.spec import networks
 
 
 class MaskedConv2d(nn.Conv2d):
@@ -79,13 +80,13 @@ def build_module(layers: list[dict], input_shape: tuple[int, int, int]) -> nn.Se
     """The spec as an nn.Sequential (its weights as PyTorch draws them: load_weights sets the point's)."""
     mods: list[nn.Module] = []
     prev = input_shape
-    for layer, shape in zip(layers, models.shapes(layers, input_shape)):
+    for layer, shape in zip(layers, networks.shapes(layers, input_shape)):
         kind = layer["type"]
         if kind == "conv" and "table" in layer:
             mods.append(MaskedConv2d(prev[0], layer))
         elif kind == "conv":
             mods.append(nn.Conv2d(prev[0], layer["filters"], layer["kernel"], layer.get("stride", 1),
-                                  layer.get("pad", 0), bias=models.has_bias(layer)))
+                                  layer.get("pad", 0), bias=networks.has_bias(layer)))
         elif kind == "batchnorm":
             mods.append(nn.BatchNorm2d(prev[0], eps=layer["eps"], momentum=1.0 - layer["decay"]))
         elif kind == "residual":
@@ -110,7 +111,7 @@ def build_module(layers: list[dict], input_shape: tuple[int, int, int]) -> nn.Se
         elif kind == "lrn":
             mods.append(nn.LocalResponseNorm(layer["size"], layer["alpha"], layer["beta"], layer.get("k", 1.0)))
         else:
-            raise models.SpecError(f"PyTorch adapter: unknown layer type {kind!r}")
+            raise networks.SpecError(f"PyTorch adapter: unknown layer type {kind!r}")
         prev = shape
     return nn.Sequential(*mods)
 

@@ -51,7 +51,7 @@ PLAIN_VARIANT = "cpu"
 
 @dataclass(frozen=True)
 class Cost:
-    """What the run-time estimate (dlbench.estimate) assumes of a framework before any of its points has run, in
+    """What the run-time estimate (dlbench.plan.estimate) assumes of a framework before any of its points has run, in
     its natural compile and precision mode; where each figure comes from is said there."""
 
     efficiency: float  # the fraction of the one-thread float32 GEMM peak that one thread's training step reaches
@@ -64,7 +64,7 @@ class Cost:
 class Framework:
     name: str  # as the config names it
     label: str  # as people write it
-    own_preset: str  # whose example's defaults are its own (a preset of dlbench/presets.yaml)
+    own_preset: str  # whose example's defaults are its own (a preset of dlbench/study/presets.yaml)
     published_as: str | None  # its name in the study's published table; None: not in the study
     color: str  # its colour in every chart
     # Values of each run axis it can honour, beyond the axis default: library -> what each switches.
@@ -95,10 +95,10 @@ class Framework:
     prepared_input: bool = False
     # Whether it can run a preset's validation with early stopping (the shared loop, base.SteppedAdapter).
     early_stopping: bool = True
-    # Whether its environment measures the machine's bfloat16 GEMM peak (dlbench.peak), the yardstick of bf16
+    # Whether its environment measures the machine's bfloat16 GEMM peak (dlbench.node.peak), the yardstick of bf16
     # points (numpy has no bfloat16): one framework has it.
     bf16_peak: bool = False
-    # The spec's layer types (dlbench/models.py) its adapter does not build: a point whose network holds one is
+    # The spec's layer types (dlbench/spec/networks.py) its adapter does not build: a point whose network holds one is
     # refused as `unavailable` before training (base.refuse_layers), never run on a substitute.
     cannot_build: tuple[str, ...] = ()
 

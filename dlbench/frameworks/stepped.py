@@ -16,8 +16,6 @@ from abc import abstractmethod
 
 import numpy as np
 
-from dlbench import inputs as input_handling
-from dlbench import lr as lr_policies
 from dlbench.frameworks.base import (
     Adapter,
     Diverged,
@@ -28,6 +26,8 @@ from dlbench.frameworks.base import (
     load_inputs,
     optional_hook,
 )
+from dlbench.spec import inputs as input_handling
+from dlbench.spec import lr_policies
 
 PROGRESS_EVERY_S = 2.0  # a slow point reports its progress at least this often
 

@@ -33,10 +33,11 @@ import os
 import numpy as np
 import tensorflow as tf
 
-from dlbench import initialisers, models
 from dlbench.frameworks.base import initial_weights, no_gpu, parameter_groups
 from dlbench.frameworks.stepped import SteppedAdapter, warms_up
-from dlbench.record_schema import Info
+from dlbench.record.fields import Info
+from dlbench.spec import initial_weights as initialisers
+from dlbench.spec import networks
 
 keras = tf.keras
 
@@ -108,7 +109,7 @@ class FusedUpdate:
 
 
 class BatchNorm(keras.layers.Layer):
-    """Batch normalisation as dlbench/models.py defines it: the batch's mean and biased variance in training
+    """Batch normalisation as dlbench/spec/networks.py defines it: the batch's mean and biased variance in training
     (then running = decay * running + (1 - decay) * batch statistic, the variance's made unbiased by m / (m - 1)),
     the running ones in inference."""
 
@@ -181,7 +182,7 @@ def _pool_layers(layer: dict, size_in: int, size_out: int) -> list:
         padding = ((0, 0), (pad, after), (pad, after), (0, 0))
         return [keras.layers.Lambda(lambda x: tf.pad(x, padding, constant_values=float("-inf"))),
                 cls(k, s, padding="valid")]
-    raise models.SpecError(f"TensorFlow adapter: cannot reproduce pooling {layer} from {size_in} to {size_out}")
+    raise networks.SpecError(f"TensorFlow adapter: cannot reproduce pooling {layer} from {size_in} to {size_out}")
 
 
 def build_model(layers: list[dict], input_shape: tuple[int, int, int], seed: int) -> keras.Sequential:
@@ -197,7 +198,7 @@ def spec_layers(layers: list[dict], input_shape: tuple[int, int, int], seed: int
     """The Keras layers of a spec's layer list, in order (a residual block one Residual layer)."""
     out: list = []
     prev = input_shape
-    for i, (layer, shape) in enumerate(zip(layers, models.shapes(layers, input_shape))):
+    for i, (layer, shape) in enumerate(zip(layers, networks.shapes(layers, input_shape))):
         kind = layer["type"]
         if kind == "conv":
             k, pad, stride = layer["kernel"], layer.get("pad", 0), layer.get("stride", 1)
@@ -210,7 +211,7 @@ def spec_layers(layers: list[dict], input_shape: tuple[int, int, int], seed: int
                 out.append(MaskedConv2D(layer, prev[0], padding=padding))
             else:
                 out.append(keras.layers.Conv2D(layer["filters"], k, stride, padding=padding,
-                                              use_bias=models.has_bias(layer)))
+                                              use_bias=networks.has_bias(layer)))
         elif kind == "batchnorm":
             out.append(BatchNorm(layer))
         elif kind == "residual":
@@ -224,7 +225,7 @@ def spec_layers(layers: list[dict], input_shape: tuple[int, int, int], seed: int
             if len(prev) == 3:
                 out.append(keras.layers.Flatten())
             out.append(keras.layers.Dense(layer["units"]))
-        elif kind in models.ACTIVATIONS:
+        elif kind in networks.ACTIVATIONS:
             out.append(keras.layers.Activation(kind))
         elif kind == "dropout":
             out.append(keras.layers.Dropout(layer["rate"], seed=seed + i))
@@ -235,7 +236,7 @@ def spec_layers(layers: list[dict], input_shape: tuple[int, int, int], seed: int
                 tf.nn.local_response_normalization(tf.cast(x, tf.float32), depth_radius=r, bias=L.get("k", 1.0),
                                                    alpha=L["alpha"] / n, beta=L["beta"]), x.dtype)))
         else:
-            raise models.SpecError(f"TensorFlow adapter: unknown layer type {kind!r}")
+            raise networks.SpecError(f"TensorFlow adapter: unknown layer type {kind!r}")
         prev = shape
     return out
 
@@ -263,7 +264,7 @@ def load_weights(model: keras.Sequential, layers: list[dict], input_shape: tuple
     """Canonical arrays per conv, dense and batchnorm layer into the model: kernels to (kh, kw, in, out), a dense
     layer after a conv to the H, W, C order in which Flatten of NHWC feeds it; a batchnorm's as they are."""
     mods = trainable_layers(model)
-    specs = models.trainable(layers, input_shape)
+    specs = networks.trainable(layers, input_shape)
     assert len(mods) == len(weights) == len(specs), (len(mods), len(weights), len(specs))
     for mod, (w, *rest), (_, layer, prev) in zip(mods, weights, specs):
         if layer["type"] == "batchnorm":
@@ -444,7 +445,7 @@ class TFAdapter(SteppedAdapter):
 
     def weights(self):
         out = []
-        for mod, (_, layer, prev) in zip(trainable_layers(self.model), models.trainable(self.point["layers"],
+        for mod, (_, layer, prev) in zip(trainable_layers(self.model), networks.trainable(self.point["layers"],
                                                                                         self.inputs.shape)):
             kernel, *rest = (np.asarray(v) for v in mod.get_weights())  # a batchnorm's: gamma, beta, mean, var
             if layer["type"] == "batchnorm":
@@ -487,8 +488,8 @@ class TFAdapter(SteppedAdapter):
         keras.mixed_precision.set_global_policy("float32")
         model = build_model(layers, x.shape[1:], 1)
         load_weights(model, layers, x.shape[1:], weights)
-        if train and any(layer["type"] == "dropout" for layer in models.leaves(layers)):
-            raise models.SpecError("a training-mode forward pass of a network with dropout is not deterministic")
+        if train and any(layer["type"] == "dropout" for layer in networks.leaves(layers)):
+            raise networks.SpecError("a training-mode forward pass of a network with dropout is not deterministic")
         logits = model(tf.constant(nhwc(x)), training=train)
         loss = keras.losses.SparseCategoricalCrossentropy(from_logits=True)(tf.constant(y), logits)
         return logits.numpy(), float(loss)

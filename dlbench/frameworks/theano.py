@@ -38,11 +38,12 @@ from pathlib import Path
 
 import numpy as np
 
-from dlbench import initialisers, models
 from dlbench.frameworks.base import Unavailable, blas_in_effect, check_library, initial_weights, parameter_groups
 from dlbench.frameworks.stepped import SteppedAdapter
 from dlbench.paths import cache_root
-from dlbench.record_schema import Info
+from dlbench.record.fields import Info
+from dlbench.spec import initial_weights as initialisers
+from dlbench.spec import networks
 
 
 def blas_ldflags() -> str:
@@ -156,7 +157,7 @@ def _pool(h, layer: dict, size_in: int, size_out: int):
     if got == size_out or (p and got == size_out + 1):  # Caffe drops a last window that starts in the padding
         h = pool_2d(h, (k, k), ignore_border=False, stride=(s, s), pad=(0, 0), mode=mode)
         return h[:, :, :size_out, :size_out] if got > size_out else h
-    raise models.SpecError(f"Theano adapter: cannot reproduce pooling {layer} from {size_in} to {size_out}")
+    raise networks.SpecError(f"Theano adapter: cannot reproduce pooling {layer} from {size_in} to {size_out}")
 
 
 def _lrn(h, layer: dict, channels: int):
@@ -180,7 +181,7 @@ class Network:
                  weights: list[tuple[np.ndarray, np.ndarray]] | None = None, seed: int = 1):
         self.layers = layers
         self.input_shape = tuple(input_shape)
-        self.shapes = models.shapes(layers, self.input_shape)
+        self.shapes = networks.shapes(layers, self.input_shape)
         self.srng = MRG_RandomStream(1 + seed % 2_147_000_000)  # dropout's stream; MRG refuses a seed of 0
         self.weights: dict[int, tuple] = {}
         self.masks: dict[int, np.ndarray] = {}
@@ -204,8 +205,8 @@ class Network:
                 b = theano.shared(np.asarray(b_value, dtype=FLOATX), name=f"b{i}", borrow=True)
                 self.weights[i] = (w, b)
                 self.params += [w, b]
-            elif kind not in ("pool", "dropout", "lrn") + models.ACTIVATIONS:
-                raise models.SpecError(f"Theano adapter: unknown layer type {kind!r}")
+            elif kind not in ("pool", "dropout", "lrn") + networks.ACTIVATIONS:
+                raise networks.SpecError(f"Theano adapter: unknown layer type {kind!r}")
             prev = shape
 
     def outputs(self, x, train: bool) -> list:

@@ -29,9 +29,12 @@ from pathlib import Path
 import psutil
 import yaml
 
-from dlbench import envs, records, runner, sweep
 from dlbench.datasets import catalog, prepare
+from dlbench.environments import build
 from dlbench.paths import ROOT as REPO
+from dlbench.record import store
+from dlbench.run import runner
+from dlbench.study import sweep
 from dlbench.testing import sandbox
 from dlbench.testing import small_trainer as small
 
@@ -80,7 +83,7 @@ class Lab:
 
     @staticmethod
     def python_of(framework: str) -> str:
-        return str(envs.build(framework) / "bin" / "python")
+        return str(build.build(framework) / "bin" / "python")
 
     def trainer_python(self) -> str:
         """The interpreter for the trainer the runner starts now: this one for the small trainer, else PyTorch's."""
@@ -155,7 +158,7 @@ def trainer_killed(lab: Lab) -> dict:
 
 
 def _is_trainer(cmdline: list[str] | None) -> bool:
-    """Whether a command line is a trainer's: dlbench.trainer, or the small trainer."""
+    """Whether a command line is a trainer's: dlbench.frameworks.trainer, or the small trainer."""
     return bool(cmdline) and any(module in cmdline for module in (runner.TRAINER, SMALL_TRAINER))
 
 
@@ -223,7 +226,7 @@ def job_cancelled(lab: Lab) -> dict:
     job.send_signal(signal.SIGTERM)
     code = job.wait(timeout=60)
     time.sleep(0.5)
-    attempts = records.attempts(out)
+    attempts = store.attempts(out)
     attempt = json.loads(attempts[-1].read_text()) if attempts else {}
     orphan = psutil.pid_exists(trainer) and psutil.Process(trainer).status() != psutil.STATUS_ZOMBIE
     partial_left = list(out.parent.glob(f".{out.name}.partial-*"))
@@ -233,7 +236,7 @@ def job_cancelled(lab: Lab) -> dict:
              "--out", str(out)]
     retry = subprocess.run([*train, "--point", json.dumps(p), "--attempt", "2", "--retries", "2"], cwd=REPO,
                            capture_output=True, text=True, timeout=120)
-    kept_after_retry = len(records.attempts(out))
+    kept_after_retry = len(store.attempts(out))
     rerun = subprocess.run([*train, "--point", json.dumps(point(iterations=5)), "--attempt", "1", "--retries", "2"],
                            cwd=REPO, capture_output=True, text=True, timeout=300)
     rerun_status = json.loads((out / "metrics.json").read_text())["status"] if rerun.returncode == 0 else None
@@ -332,18 +335,18 @@ def rerun_fails(lab: Lab) -> dict:
     failing = {**yaml.safe_load((wf / "study.yaml").read_text()), "limits": {"time_s": 1}}  # 60 steps take 3 s
     (wf / "study.yaml").write_text(json.dumps(failing))
     second = subprocess.run(cmd + ["--forcerun", "train"], cwd=wf, capture_output=True, text=True, timeout=600)
-    (run,) = [p.parent for p in (wf / "results" / "runs").rglob(records.RESULT) if "attempts" not in p.parts]
-    kept = [json.loads(p.read_text()) for p in records.attempts(run)]
+    (run,) = [p.parent for p in (wf / "results" / "runs").rglob(store.RESULT) if "attempts" not in p.parts]
+    kept = [json.loads(p.read_text()) for p in store.attempts(run)]
     statuses = [r["status"] for r in kept]
     import pandas as pd
 
     table = pd.read_parquet(wf / "results" / "runs.parquet") if second.returncode == 0 else None
-    ok_kept = next((p.parent for p, r in zip(records.attempts(run), kept) if r["status"] == "ok"), None)
+    ok_kept = next((p.parent for p, r in zip(store.attempts(run), kept) if r["status"] == "ok"), None)
     return _row("a finished point rerun, and the rerun fails", "--forcerun with a 1 s time budget",
                 first.returncode == 0 and statuses == ["ok", "timeout"] and table is not None
                 and int(table["attempts"].iloc[0]) == 2,
                 ok_kept is None or not (ok_kept / "curve.csv").exists(), attempts=statuses,
-                result_status=json.loads((run / records.RESULT).read_text())["status"],
+                result_status=json.loads((run / store.RESULT).read_text())["status"],
                 aggregated_attempts=None if table is None else int(table["attempts"].iloc[0]))
 
 
@@ -354,7 +357,7 @@ def bad_record(lab: Lab) -> dict:
            "sweep": {"iterations": [30], "learning_rate": [0.01, 0.02], "threads": [1]}}
     wf, cmd = _workflow(lab, "badrecord", cfg)
     subprocess.run(cmd, cwd=wf, capture_output=True, text=True, check=True, timeout=600)
-    results = sorted(p for p in (wf / "results" / "runs").rglob(records.RESULT) if "attempts" not in p.parts)
+    results = sorted(p for p in (wf / "results" / "runs").rglob(store.RESULT) if "attempts" not in p.parts)
     results[0].write_bytes(b"\xff\xfe not a record")
     dry = subprocess.run(cmd + ["-n"], cwd=wf, capture_output=True, text=True, timeout=600)
     again = subprocess.run(cmd + ["--forcerun", "aggregate"], cwd=wf, capture_output=True, text=True, timeout=600)
@@ -441,7 +444,7 @@ def snakemake_main_killed(lab: Lab) -> dict:
     while time.monotonic() < deadline and any(p.exists() for p in partials):  # the orphan job finishes
         time.sleep(0.5)
     third = subprocess.run(cmd, cwd=wf, capture_output=True, text=True, timeout=600)
-    kept_attempts = [json.loads(p.read_text())["status"] for p in runs.rglob(f"attempts/*/{records.RESULT}")]
+    kept_attempts = [json.loads(p.read_text())["status"] for p in runs.rglob(f"attempts/*/{store.RESULT}")]
     said = [ln for ln in second.stderr.splitlines() if "still running here" in ln]
     kept_said = [ln for ln in third.stderr.splitlines() if "finished by the jobs of a killed run" in ln]
     # Measured once: the orphan's record is the point's, the next run trains nothing.

@@ -16,8 +16,10 @@ import sys
 import time
 from pathlib import Path
 
-from dlbench import locks, oomkill, records, runner
+from dlbench.node import locks, oomkill
 from dlbench.paths import ROOT as REPO
+from dlbench.record import store
+from dlbench.run import runner
 from dlbench.testing import small_trainer as small
 from dlbench.testing.faults import SMALL_TRAINER, Lab, _row, _wait_for_training, on_small_trainer, point
 from dlbench.testing.faults_machine import _job_command
@@ -91,9 +93,9 @@ def requeue_refused(lab: Lab) -> dict:
     _wait_for_training(out)
     job.send_signal(signal.SIGTERM)  # what SLURM sends a job it preempts
     _, err = job.communicate(timeout=120)
-    record = json.loads((out / records.RESULT).read_text()) if (out / records.RESULT).exists() else {}
-    whole = bool(record) and records.disagreement(out / records.RESULT, record) is None
-    kept = [json.loads(p.read_text())["status"] for p in records.attempts(out)]
+    record = json.loads((out / store.RESULT).read_text()) if (out / store.RESULT).exists() else {}
+    whole = bool(record) and store.disagreement(out / store.RESULT, record) is None
+    kept = [json.loads(p.read_text())["status"] for p in store.attempts(out)]
     said = [ln for ln in err.splitlines() if "refused to requeue" in ln]
     return _row("SLURM refuses to requeue a preempted job", "SIGTERM with PreemptTime set, a scontrol on PATH whose "
                 "requeue exits 1", record.get("status") == "preempted" and "presently disabled" in record.get(
@@ -169,7 +171,7 @@ def cgroup_oom_kill(lab: Lab) -> dict:
         kills = oomkill.oom_kills(group)
     finally:
         _remove_cgroup(group)
-    record = json.loads((out / records.RESULT).read_text()) if (out / records.RESULT).exists() else {}
+    record = json.loads((out / store.RESULT).read_text()) if (out / store.RESULT).exists() else {}
     return _row("a job's memory cgroup OOM-kills the trainer", f"the job in a memory cgroup limited to "
                 f"{CGROUP_LIMIT_MB} MB, its trainer allocating 1,000 MB/s", record.get("status") == "oom"
                 and f"{CGROUP_LIMIT_MB} MB" in record.get("reason", ""), not record, status=record.get("status"),

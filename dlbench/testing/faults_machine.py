@@ -25,9 +25,14 @@ from pathlib import Path
 
 import numpy as np
 
-from dlbench import config, locks, outcomes, records, results, runner, sweep
-from dlbench.outcomes import EXIT_RETRY
+from dlbench.aggregate import collect
+from dlbench.node import locks
 from dlbench.paths import ROOT as REPO
+from dlbench.record import statuses as outcomes
+from dlbench.record import store
+from dlbench.record.statuses import EXIT_RETRY
+from dlbench.run import runner
+from dlbench.study import config, sweep
 from dlbench.testing.faults import Lab, _row, _wait_for_training, _workflow, on_small_trainer, point
 
 FREEZER = Path("/sys/fs/cgroup/freezer")
@@ -56,7 +61,7 @@ def _job(lab: Lab, p: dict, out: Path, *extra: str, env: dict | None = None, use
 
 
 def _statuses(out: Path) -> list[str]:
-    return [json.loads(p.read_text())["status"] for p in records.attempts(out)]
+    return [json.loads(p.read_text())["status"] for p in store.attempts(out)]
 
 
 def _in_thread(fn) -> tuple[threading.Thread, dict]:
@@ -77,7 +82,7 @@ def lock_timeout_retried(lab: Lab) -> dict:
     wf, cmd = _workflow(lab, "lockretry", cfg)
     (p,) = sweep.expand(config.validate(dict(cfg)))
     out = wf / "results" / "runs" / "pytorch" / "digits" / p["id"]
-    target = str(out.relative_to(wf) / records.RESULT)
+    target = str(out.relative_to(wf) / store.RESULT)
     # The point's inputs first: their preparation is heavy work, which waits for the lock held below to be free.
     subprocess.run(cmd[:3] + ["resources/datasets/digits/data.npz", "resources/envs/pytorch.json"] + cmd[3:], cwd=wf,
                    capture_output=True, text=True, check=True, timeout=600)
@@ -101,7 +106,7 @@ def lock_timeout_retried(lab: Lab) -> dict:
     holder.join()
     stdout, stderr = run.communicate(timeout=600)
     statuses = _statuses(out)
-    result = json.loads((out / records.RESULT).read_text()) if (out / records.RESULT).exists() else {}
+    result = json.loads((out / store.RESULT).read_text()) if (out / store.RESULT).exists() else {}
     return _row("node's lock held past lock_timeout_s", "another process holds the lock through two attempts "
                 "(lock_timeout_s = 2, retries = 4)",
                 run.returncode == 0 and result.get("status") == "ok" and statuses[:2] == ["lock_timeout"] * 2
@@ -130,11 +135,11 @@ def job_suspended(lab: Lab) -> dict:
     os.kill(job.pid, signal.SIGCONT)
     paused = time.monotonic() - stopped
     _, stderr = job.communicate(timeout=180)
-    kept = [json.loads(a.read_text()) for a in records.attempts(out)]
+    kept = [json.loads(a.read_text()) for a in store.attempts(out)]
     last = kept[-1] if kept else {}
     return _row("job suspended and resumed", f"SIGSTOP to the job and its trainer for {paused:.0f} s, "
                 f"limits.hang_s = {hang:g}", job.returncode == EXIT_RETRY and last.get("status") == "suspended"
-                and not (out / records.RESULT).exists(), not kept, exit_code=job.returncode,
+                and not (out / store.RESULT).exists(), not kept, exit_code=job.returncode,
                 attempt_status=last.get("status"), paused_s=last.get("paused_s"), stopped_s=round(paused, 1),
                 reason=last.get("reason"))
 
@@ -160,7 +165,7 @@ def mtime_stepped(lab: Lab) -> dict:
         time.sleep(0.05)
     worker.join(120)
     return _row("clock step larger than hang_s", "events file's mtime set 1 day back every 50 ms for 12 s, "
-                f"hang_s = {hang:g}", result.get("status") == "timeout", not (out / records.RESULT).exists(),
+                f"hang_s = {hang:g}", result.get("status") == "timeout", not (out / store.RESULT).exists(),
                 status=result.get("status"), wall_time_s=result.get("wall_time_s"), time_limit_s=hang + 20)
 
 
@@ -175,7 +180,7 @@ def realtime_signal(lab: Lab) -> dict:
     worker.join(120)
     return _row("trainer killed by a real-time signal", "SIGRTMIN+5 to the trainer mid-training",
                 result.get("status") == "killed" and "SIGRTMIN+5" in (result.get("reason") or ""),
-                not (out / records.RESULT).exists(), status=result.get("status"), reason=result.get("reason"))
+                not (out / store.RESULT).exists(), status=result.get("status"), reason=result.get("reason"))
 
 
 @on_small_trainer()
@@ -190,7 +195,7 @@ def harmless_oom_line(lab: Lab) -> dict:
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(site), os.environ.get("PYTHONPATH", "")])}
     job = _job(lab, point(iterations=40), out, "--memory-limit", "3000", env=env)
     job.communicate(timeout=300)
-    record = json.loads((out / records.RESULT).read_text()) if (out / records.RESULT).exists() else {}
+    record = json.loads((out / store.RESULT).read_text()) if (out / store.RESULT).exists() else {}
     logged = "ran out of memory" in (out / "trainer.log").read_text() if (out / "trainer.log").exists() else False
     return _row("'out of memory' in an ok point's log", "TensorFlow's allocator warning printed by the trainer, "
                 "limits.memory_mb = 3000", record.get("status") == "ok" and logged, not record,
@@ -243,7 +248,7 @@ def trainer_unkillable(lab: Lab) -> dict:
         runner.KILL_WAIT_S = saved
     return _row("trainer stuck in the kernel", f"its cgroup frozen (state D, SIGKILL pending), hang_s = {hang:g}, "
                 "kill wait 5 s", result.get("status") == "hung" and "left behind" in (result.get("reason") or "")
-                and lock_free, not (out / records.RESULT).exists(), status=result.get("status"),
+                and lock_free, not (out / store.RESULT).exists(), status=result.get("status"),
                 ended_after_s=round(took, 1), hang_s=hang, trainer_state_after=state, lock_free=lock_free)
 
 
@@ -277,25 +282,25 @@ def disk_full(lab: Lab) -> dict:
         first = _job(lab, point(iterations=40), before)
         first.communicate(timeout=300)
         tables = disk / "runs.parquet"
-        runs, _, _ = results.collect([before / records.RESULT])
-        results.write_parquet(runs, tables)
+        runs, _, _ = collect.collect([before / store.RESULT])
+        collect.write_parquet(runs, tables)
         _fill(disk, 12 * 1024)
         out = disk / "runs" / "full"
         job = _job(lab, point(iterations=300), out, "--attempt", "1", "--retries", "1")
         _, stderr = job.communicate(timeout=300)
         try:
-            results.write_parquet(pd_frame_of(runs, 200), tables)
+            collect.write_parquet(pd_frame_of(runs, 200), tables)
             table_error = None
         except OSError as exc:
             table_error = exc.strerror
-        kept_whole = records.disagreement(before / records.RESULT, records.read(before / records.RESULT)) is None
-        rows_kept = len(results.collect([before / records.RESULT])[0])
+        kept_whole = store.disagreement(before / store.RESULT, store.read(before / store.RESULT)) is None
+        rows_kept = len(collect.collect([before / store.RESULT])[0])
         import pandas as pd
 
         table_rows = len(pd.read_parquet(tables))
         partials = list(out.parent.glob(f".{out.name}.partial-*"))
         said = [ln for ln in stderr.splitlines() if "disk_full" in ln][:1]
-        published = (out / records.RESULT).exists()
+        published = (out / store.RESULT).exists()
     return _row("disk full (ENOSPC)", "a 2 MB tmpfs filled to 12 KB free while a point trains; then a table "
                 "written over an earlier one", job.returncode == EXIT_RETRY and not published and not partials
                 and kept_whole and table_error is not None and table_rows == 1,
@@ -352,7 +357,7 @@ def lock_deleted(lab: Lab) -> dict:
                               measure_lock=str(lock), lock_timeout_s=5)
     worker.join(120)
     return _row("lock file deleted while held", "unlink of the held lock file, a second point started",
-                result.get("status") == "lock_lost" and not (out / records.RESULT).exists(), False,
+                result.get("status") == "lock_lost" and not (out / store.RESULT).exists(), False,
                 status=result.get("status"), second_point=beside["status"], attempts=_statuses(out))
 
 
@@ -384,9 +389,9 @@ def files_disagree(lab: Lab) -> dict:
     before = sorted(str(p.relative_to(a)) for p in a.rglob("*"))
     said = io.StringIO()
     with redirect_stderr(said):
-        runs, curves, _ = results.collect([a / records.RESULT, b / records.RESULT])
+        runs, curves, _ = collect.collect([a / store.RESULT, b / store.RESULT])
     named = [ln for ln in said.getvalue().splitlines() if str(a) in ln and "--forcerun" in ln]
-    row = runs.set_index("run_id").loc[json.loads((a / records.RESULT).read_text())["id"]]
+    row = runs.set_index("run_id").loc[json.loads((a / store.RESULT).read_text())["id"]]
     untouched = sorted(str(p.relative_to(a)) for p in a.rglob("*")) == before
     return _row("a record's files disagree", "another run's curve.csv copied into a published record's folder",
                 len(runs) == 2 and row["status"] == outcomes.DAMAGED and bool(named) and untouched,
@@ -412,7 +417,7 @@ def unpublished_kept(lab: Lab) -> dict:
     os.kill(job.pid, signal.SIGKILL)
     job.communicate(timeout=60)
     runner.run_point(point(iterations=10), lab.digits, out, python=lab.trainer_python())
-    kept = [f for f in (out / records.ATTEMPTS).glob("*-unpublished")]
+    kept = [f for f in (out / store.ATTEMPTS).glob("*-unpublished")]
     finished = bool(kept) and any(e["e"] == "status" and e["status"] == "ok"
                                   for e in runner.read_events(kept[0] / "events.jsonl"))
     return _row("runner killed between training and publishing", "SIGSTOP to the runner until its trainer "
@@ -428,7 +433,7 @@ def env_damaged(lab: Lab) -> dict:
                             python=str(lab.root / "no-such-env" / "bin" / "python"), final_attempt=False)
     bare = runner.run_point(point(iterations=10), lab.digits, lab.out("envbare"), python=sys.executable,
                             final_attempt=False)
-    published = [(lab.out(n) / records.RESULT).exists() for n in ("envgone", "envbare")]
+    published = [(lab.out(n) / store.RESULT).exists() for n in ("envgone", "envbare")]
     return _row("framework environment damaged", "interpreter removed; an interpreter without the framework",
                 gone["status"] == bare["status"] == "env_damaged" and not any(published), False,
                 statuses=[gone["status"], bare["status"]], reasons=[gone["reason"][:80], bare["reason"][:80]])
@@ -451,17 +456,17 @@ def job_died(lab: Lab) -> dict:
     out = lab.out("jobdied")
     for attempt in (1, 2):
         _killed_while_training(lab, out, attempt, retries=2)
-    marks = len(list((out / records.ATTEMPTS).glob(f"{records.STARTED}*")))
+    marks = len(list((out / store.ATTEMPTS).glob(f"{store.STARTED}*")))
     last = _job(lab, point(iterations=100000), out, "--attempt", "3", "--retries", "2")
     last.communicate(timeout=120)
-    record = records.read(out / records.RESULT) if (out / records.RESULT).exists() else {}
-    left = len(list((out / records.ATTEMPTS).glob(f"{records.STARTED}*")))
+    record = store.read(out / store.RESULT) if (out / store.RESULT).exists() else {}
+    left = len(list((out / store.ATTEMPTS).glob(f"{store.STARTED}*")))
     # measurement.retries 0: the only allowed attempt dies; Snakemake's next one (attempt 2) publishes node_lost.
     only = lab.out("jobdied-last")
     _killed_while_training(lab, only, 1, retries=0)
     after = _job(lab, point(iterations=100000), only, "--attempt", "2", "--retries", "0")
     after.communicate(timeout=120)
-    after_record = records.read(only / records.RESULT) if (only / records.RESULT).exists() else {}
+    after_record = store.read(only / store.RESULT) if (only / store.RESULT).exists() else {}
     # The attempt after the last, where the last ended otherwise (no mark of a lost attempt): nothing to publish.
     clean = lab.out("jobdied-none")
     nothing = _job(lab, point(iterations=100000), clean, "--attempt", "2", "--retries", "0")
@@ -470,12 +475,12 @@ def job_died(lab: Lab) -> dict:
                 "under the only attempt (retries 0)", last.returncode == 0 and record.get("status") == "node_lost"
                 and record.get("lost_attempts") == 2 and left == 0 and after.returncode == 0
                 and after_record.get("status") == "node_lost" and nothing.returncode == 1
-                and not (clean / records.RESULT).exists(), not record or not after_record, marks_before=marks,
+                and not (clean / store.RESULT).exists(), not record or not after_record, marks_before=marks,
                 status=record.get("status"), lost_attempts=record.get("lost_attempts"), marks_after=left,
                 after_last_exit=after.returncode, after_last_status=after_record.get("status"),
                 after_last_lost=after_record.get("lost_attempts"), after_nothing_exit=nothing.returncode,
                 after_nothing_said=[ln for ln in said.splitlines() if "only publishes node_lost" in ln][:1],
-                after_nothing_published=(clean / records.RESULT).exists())
+                after_nothing_published=(clean / store.RESULT).exists())
 
 
 BOMB = "\n".join([f"l0: &l0 [{', '.join(['x'] * 10)}]"] +
@@ -512,7 +517,8 @@ def markup_in_reason(lab: Lab) -> dict:
     """A failure reason holding `</script>` and HTML: the chart pages keep it inside their data (escaped), and
     findings.md shows it as text. On hand-made records (dlbench.testing.study): escaping is what is tested, so
     nothing is trained for it."""
-    from dlbench import charts, findings
+    from dlbench.present import findings
+    from dlbench.present.charts import draw
     from dlbench.testing import study
 
     runs = study.make_runs()
@@ -522,7 +528,7 @@ def markup_in_reason(lab: Lab) -> dict:
     pages = lab.root / "markup-charts"
     raw, escaped = [], 0
     for name in ("accuracy_by_framework", "status_by_framework", "train_time_vs_batch_size"):
-        charts.save(charts.draw(name, runs, curves, samples), pages / name)
+        draw.save(draw.draw(name, runs, curves, samples), pages / name)
         html = (pages / f"{name}.html").read_text()
         raw += [name] if "<script>document.title" in html or "<img src=x" in html else []
         escaped += html.count("\\u003c/script\\u003e")

@@ -21,9 +21,12 @@ import time
 from contextlib import redirect_stderr
 from pathlib import Path
 
-from dlbench import locks, partial, procs, records, runner
-from dlbench.outcomes import EXIT_RETRY
+from dlbench.node import locks, procs
 from dlbench.paths import ROOT as REPO
+from dlbench.present import partial
+from dlbench.record import store
+from dlbench.record.statuses import EXIT_RETRY
+from dlbench.run import runner
 from dlbench.testing import sandbox, study
 from dlbench.testing import small_trainer as small
 from dlbench.testing.faults import Lab, _row, _wait_for_training, on_small_trainer, point, small_trainer
@@ -67,7 +70,7 @@ def gate_held(lab: Lab) -> dict:
                                  python=lab.trainer_python(), measure_lock=str(lock), lock_timeout_s=2)
             seen[name] = {"status": r["status"], "seconds": round(time.monotonic() - t0, 1),
                           "lock_wait_s": r["lock_wait_s"], "published": (lab.out(f"gateheld-{name}")
-                                                                          / records.RESULT).exists()}
+                                                                          / store.RESULT).exists()}
             if name == "gate":
                 t0 = time.monotonic()
                 try:
@@ -271,7 +274,7 @@ def nvml_hangs(lab: Lab) -> dict:
         job = _job(lab, point(iterations=20, device=device), out, "--measure-lock", str(lab.root / "nvml.lock"),
                    env=env, python=sys.executable)
         _, stderr = job.communicate(timeout=180)
-        record = records.read(out / records.RESULT) if (out / records.RESULT).exists() else {}
+        record = store.read(out / store.RESULT) if (out / store.RESULT).exists() else {}
         seen[device] = {"exit": job.returncode, "seconds": round(time.monotonic() - t0, 1),
                         "status": record.get("status"), "gpu_state": record.get("gpu_state"),
                         "reason": (record.get("reason") or "")[:160], "nvml_called": (site / "called").exists()}
@@ -297,7 +300,7 @@ def lone_sigcont(lab: Lab) -> dict:
                 pass
         time.sleep(0.3)
     job.communicate(timeout=180)
-    record = records.read(out / records.RESULT) if (out / records.RESULT).exists() else {}
+    record = store.read(out / store.RESULT) if (out / store.RESULT).exists() else {}
     return _row("SIGCONT alone", "three SIGCONTs to the job and its trainer, 0.3 s apart, no stop",
                 record.get("status") == "ok", not record, status=record.get("status"),
                 paused_s=record.get("paused_s"), exit_code=job.returncode)
@@ -365,7 +368,7 @@ def _small_records(lab: Lab) -> Path:
     for lr in (0.01, 0.02):
         p = point(iterations=20, learning_rate=lr)
         out = folder / "runs" / p["framework"] / "digits" / p["id"]
-        if not (out / records.RESULT).exists():
+        if not (out / store.RESULT).exists():
             runner.run_point(p, lab.digits, out, python=lab.trainer_python())
     return folder
 
@@ -377,7 +380,7 @@ def _partial_outputs(folder: Path) -> dict:
 
 
 def _draw_partial(metrics: list[str], folder: Path, timeout_s: float) -> dict:
-    """dlbench.partial.draw into folder under a lock timeout: what it said (one line) and drew, and how long."""
+    """dlbench.present.partial.draw into folder under a lock timeout: what it said (one line) and drew, and how long."""
     t0 = time.monotonic()
     try:
         with sandbox.environment({locks.LOCK_TIMEOUT_ENV: f"{timeout_s:g}"}):
@@ -401,7 +404,7 @@ def _metrics(lab: Lab) -> tuple[Path, list[str]]:
     """The small records folder and its records' paths."""
     with small_trainer(step_s=0):
         folder = _small_records(lab)
-    return folder, sorted(str(p) for p in folder.glob(f"runs/*/*/*/{records.RESULT}"))
+    return folder, sorted(str(p) for p in folder.glob(f"runs/*/*/*/{store.RESULT}"))
 
 
 def heavy_beside_a_measurement(lab: Lab) -> dict:
@@ -424,9 +427,10 @@ def heavy_beside_a_measurement(lab: Lab) -> dict:
     try:
         with sandbox.environment({locks.NODE_LOCK_ENV: str(lock)}):
             seen["partial"] = _draw_partial(metrics, work / "partial", HEAVY_TIMEOUT_S)
-        seen["compare"] = _command(["-m", "dlbench.compare", str(folder), str(folder), "--out", str(work / "compare")],
+        seen["compare"] = _command(["-m", "dlbench.present.comparison", str(folder), str(folder),
+                                    "--out", str(work / "compare")],
                                    env, REPO, work / "compare")
-        seen["runs_table"] = _command(["-m", "dlbench.runs_table", str(work / "runs.parquet"),
+        seen["runs_table"] = _command(["-m", "dlbench.present.runs_table", str(work / "runs.parquet"),
                                        str(work / "runs.html")], env, REPO, work / "runs.html")
         seen["site_probe"] = _command(["-c", PARSE, json.dumps(cfg)], env, work, work / ".never")
     finally:

@@ -17,7 +17,9 @@ import threading
 import time
 from pathlib import Path
 
-from dlbench import config, procs, records, sweep
+from dlbench.node import procs
+from dlbench.record import store
+from dlbench.study import config, sweep
 from dlbench.testing.faults import Lab, _row
 from dlbench.testing.sandbox import copy_workflow
 
@@ -60,7 +62,7 @@ def _training_job(run: Path, timeout: float = 300) -> str:
     mark and its unfinished folder (those of a run killed before are left behind, and are not it)."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        for mark in (run / records.ATTEMPTS).glob(f"{records.STARTED}*.json"):
+        for mark in (run / store.ATTEMPTS).glob(f"{store.STARTED}*.json"):
             try:
                 facts = json.loads(mark.read_text())
             except (OSError, ValueError):
@@ -114,7 +116,7 @@ def _finish(proc: subprocess.Popen, timeout: float = 900) -> str:
 
 
 def _statuses(run: Path) -> list[dict]:
-    return [json.loads(p.read_text()) for p in records.attempts(run)]
+    return [json.loads(p.read_text()) for p in store.attempts(run)]
 
 
 def suspended(lab: Lab) -> dict:
@@ -131,7 +133,7 @@ def suspended(lab: Lab) -> dict:
     subprocess.run(["scontrol", "resume", job], check=True, timeout=60)
     out = _finish(proc)
     kept = _statuses(run)
-    result = records.read(run / records.RESULT) if (run / records.RESULT).exists() else {}
+    result = store.read(run / store.RESULT) if (run / store.RESULT).exists() else {}
     return _row("SLURM job suspended and resumed", f"scontrol suspend for {hang + 7:g} s, hang_s = {hang:g}, then "
                 "resume",
                 proc.returncode == 0 and [r["status"] for r in kept] == ["suspended", "ok"]
@@ -154,7 +156,7 @@ def preempted(lab: Lab) -> dict:
                             timeout=60).stdout.strip()
     out = _finish(proc, timeout=1200)
     kept = _statuses(run)
-    result = records.read(run / records.RESULT) if (run / records.RESULT).exists() else {}
+    result = store.read(run / store.RESULT) if (run / store.RESULT).exists() else {}
     return _row("SLURM preemption (PreemptMode=CANCEL)", f"a {cpus}-CPU job of partition urgent (PriorityTier 10)",
                 proc.returncode == 0 and result.get("status") == "ok" and result.get("slurm_restart_count") == 1
                 and [r["status"] for r in kept] == ["preempted", "ok"], not result, urgent_job=urgent,
@@ -172,7 +174,7 @@ def requeued_group(lab: Lab) -> dict:
     deadline = time.monotonic() + 600
     first = second = None
     while time.monotonic() < deadline and second is None:
-        done = [r for r in runs if (r / records.RESULT).exists()]
+        done = [r for r in runs if (r / store.RESULT).exists()]
         if done:
             first = done[0]
             other = next(r for r in runs if r != first)
@@ -186,15 +188,15 @@ def requeued_group(lab: Lab) -> dict:
         proc.kill()
         return _row("SLURM requeue of a job group", "scontrol requeue mid-group", False, False,
                     skipped="the group never had one point finished and one training")
-    before = records.read(first / records.RESULT)
+    before = store.read(first / store.RESULT)
     subprocess.run(["scontrol", "requeue", job], check=True, timeout=60)
     out = _finish(proc, timeout=1200)
-    after = records.read(first / records.RESULT) if (first / records.RESULT).exists() else {}
+    after = store.read(first / store.RESULT) if (first / store.RESULT).exists() else {}
     measured = [r["status"] for r in _statuses(first)]
     return _row("SLURM requeue of a job group", "scontrol requeue while the group's second point trains",
                 proc.returncode == 0 and after.get("attempt_id") == before["attempt_id"]
                 and after.get("republished_after_requeue") == 1 and measured == ["ok"]
-                and records.read(second / records.RESULT)["status"] == "ok", not after,
+                and store.read(second / store.RESULT)["status"] == "ok", not after,
                 first_point_attempts=measured, republished=after.get("republished_after_requeue"),
                 second_point_attempts=[r["status"] for r in _statuses(second)], exit_code=proc.returncode,
                 log=out[-300:])
@@ -259,7 +261,7 @@ def node_died(lab: Lab) -> dict:
         killed.append((job, _state(job)))
         subprocess.run(["/usr/sbin/slurmd"], check=True, timeout=60)  # the node comes back (ReturnToService=2)
     out = _finish(proc, timeout=1500)
-    result = records.read(run / records.RESULT) if (run / records.RESULT).exists() else {}
+    result = store.read(run / store.RESULT) if (run / store.RESULT).exists() else {}
     tables = (wf / "results" / "runs.parquet").exists()
     history = _history(killed[0][0])
     return _row("SLURM node failure past the retries", "slurmd, slurmstepd and the job SIGKILLed under two of "

@@ -19,7 +19,7 @@ off); without it, inference mode (the running statistics).
 The network is models.resolve(NETWORK, 10), run by the adapter's own `forward` (the Adapter
 contract, dlbench/frameworks/base.py), which builds it as the adapter trains it and converts the
 weights to its layout. `numpy_forward` is the same pass written out in numpy from the spec's
-definitions (dlbench/models.py), in float64 and with no framework: the reference every framework's
+definitions (dlbench/spec/networks.py), in float64 and with no framework: the reference every framework's
 pass is held to (tests/test_forward.py). The pass runs in inference mode (dropout off). OUT.json gets
   {"network", "framework", "logits": N x classes, "loss": mean softmax cross-entropy}
 or, where the network could not be built or run, {"network", "framework", "error"} (exit status 1).
@@ -36,8 +36,8 @@ from pathlib import Path
 
 import numpy as np
 
-from dlbench import models
 from dlbench.frameworks import registry
+from dlbench.spec import networks
 
 NUM_CLASSES = 10
 
@@ -47,9 +47,9 @@ def load_weights(path: str, layers: list[dict], input_shape: tuple[int, int, int
     with np.load(path) as f:
         stored = {k: np.asarray(f[k], dtype=np.float32) for k in f.files}
     weights = []
-    for j, (i, layer, prev) in enumerate(models.trainable(layers, input_shape)):
+    for j, (i, layer, prev) in enumerate(networks.trainable(layers, input_shape)):
         got = []
-        for name, want in models.arrays(layer, prev):
+        for name, want in networks.arrays(layer, prev):
             a = stored[f"{name}{j}"]
             if a.shape != want:
                 raise ValueError(f"layer {i} ({layer['type']}): {name} {a.shape}, the spec wants {want}")
@@ -71,7 +71,7 @@ def softmax_xent(logits: np.ndarray, y: np.ndarray) -> float:
 def numpy_forward(layers: list[dict], weights: list[tuple[np.ndarray, ...]], x: np.ndarray,
                   train: bool = False, statistics: list | None = None) -> np.ndarray:
     """The logits of the network of `layers` with canonical `weights` on x (N, C, H, W), in float64, each layer
-    as dlbench/models.py defines it: conv a cross-correlation (a table's unlisted planes feed nothing), pool with
+    as dlbench/spec/networks.py defines it: conv a cross-correlation (a table's unlisted planes feed nothing), pool with
     Caffe's ceil rounding (max over the cells inside the input, avg over the window clipped to the padded
     input), lrn across channels, dense on the C, H, W flattening, dropout off; batchnorm by the batch's mean and
     biased variance where `train`, else by its running ones; a residual block's body plus its shortcut; gap
@@ -176,7 +176,7 @@ def check(framework: str, network: str, weights_path: str, input_path: str, trai
         x = np.ascontiguousarray(f["x"], dtype=np.float32)
         y = np.asarray(f["y"], dtype=np.int64)
     shape = tuple(int(v) for v in x.shape[1:])
-    layers = models.resolve(network, NUM_CLASSES)
+    layers = networks.resolve(network, NUM_CLASSES)
     weights = load_weights(weights_path, layers, shape)
     adapter = importlib.import_module(f"dlbench.frameworks.{framework}").ADAPTER
     if train:  # only the adapters that build batch normalisation take the mode

@@ -1,12 +1,13 @@
-"""A small trainer for the tests of the runner: dlbench.trainer with no framework in it.
+"""A small trainer for the tests of the runner: dlbench.frameworks.trainer with no framework in it.
 
     python -m dlbench.testing.small_trainer POINT_JSON DATASET_DIR EVENTS_JSONL
 
-The runner starts it in place of dlbench.trainer where DLBENCH_TRAINER names it (dlbench.runner): the fault
+The runner starts it in place of dlbench.frameworks.trainer where DLBENCH_TRAINER names it (dlbench.run.runner): the
+fault
 scenarios that test the runner (its time budget, hang watch, memory guards, a killed or raising trainer, ...),
 not a framework, run it so that no trainer imports a framework (seconds each; this one starts in the time it
-takes to import numpy). Its arguments, events, statuses and exit codes are dlbench.trainer's own: this module
-runs `dlbench.trainer.main` with the adapter of the point's framework replaced by `SmallAdapter`.
+takes to import numpy). Its arguments, events, statuses and exit codes are dlbench.frameworks.trainer's own: this module
+runs `dlbench.frameworks.trainer.main` with the adapter of the point's framework replaced by `SmallAdapter`.
 
 `SmallAdapter` trains for real, in numpy: softmax regression on the flattened images of the point's dataset
 (read by dlbench.frameworks.base.load_inputs, as every adapter reads it: a missing dataset raises
@@ -40,7 +41,7 @@ import types
 
 import numpy as np
 
-from dlbench import trainer
+from dlbench.frameworks import trainer
 from dlbench.frameworks.base import Unavailable, blas_in_effect
 from dlbench.frameworks.stepped import SteppedAdapter
 
@@ -165,7 +166,7 @@ class SmallAdapter(SteppedAdapter):
 
 
 def main(argv: list[str]) -> int:
-    """dlbench.trainer's main, the point's framework's adapter being SmallAdapter."""
+    """dlbench.frameworks.trainer's main, the point's framework's adapter being SmallAdapter."""
     if argv[:1] == ["--probe"]:
         framework = argv[1]
     else:

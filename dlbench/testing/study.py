@@ -13,8 +13,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from dlbench import presets
 from dlbench.frameworks import registry
+from dlbench.study import presets
 
 # A made-up base training time for each framework of the study (registry: published_as), Caffe fastest and
 # Theano slowest, as published; the rows of the hand-made studies come in this order.

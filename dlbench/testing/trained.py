@@ -4,7 +4,7 @@
 
 Runs in a framework's environment. The adapter trains the point exactly as the trainer would
 (prepare, load, plan, train: the real loop, the real updates); OUT.npz then holds, for the j-th
-conv or dense layer, init_W<j>, init_b<j> (the point's initial weights, dlbench.initialisers) and
+conv or dense layer, init_W<j>, init_b<j> (the point's initial weights, dlbench.spec.initial_weights) and
 W<j>, b<j> (the weights after training; a batchnorm layer's gamma<j>, beta<j>, mean<j>, var<j>, a conv
 without bias no b<j>):
   PyTorch, TensorFlow, Theano  canonical layout, as stored (a sparse conv's unconnected weights
@@ -24,8 +24,8 @@ from pathlib import Path
 
 import numpy as np
 
-from dlbench import models
 from dlbench.frameworks.base import Plan, Reporter, initial_weights
+from dlbench.spec import networks
 
 
 def _caffe_blobs(path: Path, layers: list[dict]) -> list[tuple[np.ndarray, np.ndarray]]:
@@ -67,8 +67,8 @@ def train(point: dict, dataset_dir: str, events: str) -> dict[str, np.ndarray]:
             start = [tuple(arrays) for _, arrays in caffe_blobs(point["layers"], start, shape)]
     finally:
         adapter.close()
-    names = [[name for name, _ in models.arrays(layer, prev)] for _, layer, prev in models.trainable(point["layers"],
-                                                                                                      shape)]
+    trainable = networks.trainable(point["layers"], shape)
+    names = [[name for name, _ in networks.arrays(layer, prev)] for _, layer, prev in trainable]
     for j, (first, last, keys) in enumerate(zip(start, trained, names)):
         for key, a0, a in zip(keys, first, last):  # W, b; a batchnorm's gamma, beta, mean, var
             out.update({f"init_{key}{j}": a0, f"{key}{j}": np.asarray(a)})

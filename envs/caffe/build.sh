@@ -24,7 +24,7 @@
 # --cuda builds with the CUDA toolkit of the nvcc on PATH (or $CUDACXX), without cuDNN, for the
 # GPU architectures in CAFFE_CUDA_ARCHS (default 75;80;86;89;90: CUDA 13 dropped older ones); the
 # toolkit must have cuBLAS and cuRAND. The CUDA build is untested: with CUDA 13.0 it configures but
-# stops at layers/proposal_layer.cu (README: "Caffe and Theano on GPU"). `python -m dlbench.envs
+# stops at layers/proposal_layer.cu (README: "Caffe and Theano on GPU"). `python -m dlbench.environments.build
 # build caffe-cuda` uses it.
 #
 # Environment knobs:

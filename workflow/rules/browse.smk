@@ -1,6 +1,6 @@
 # Looking at a study: every run as one sortable, filterable page (results/runs.html, also in the report),
 # and the points finished so far while it runs.
-from dlbench import partial as dlpartial
+from dlbench.present import partial as partial_look  # the rule below is named partial
 
 
 rule runs_table:
@@ -23,7 +23,7 @@ rule runs_table:
 
 # A look at a study before it ends: `snakemake partial` draws from the points finished so far into
 # results/partial/, training nothing and waiting for nothing but the point being measured on this node
-# (dlbench/partial.py: heavy work). It has no inputs, so that it shares no file with a study running beside
+# (dlbench/present/partial.py: heavy work). It has no inputs, so that it shares no file with a study running beside
 # it; it runs again when another point has finished.
 rule partial:
     output:
@@ -40,7 +40,7 @@ rule partial:
         "../envs/base.yaml"
     params:
         metrics=METRICS,
-        finished=lambda wildcards: dlpartial.state(METRICS),
+        finished=lambda wildcards: partial_look.state(METRICS),
         membership=MEMBERSHIP,
         tuning=TUNING,
         peak="results/machine/peak.json",

@@ -1,4 +1,4 @@
-# Wiring: the study (dlbench/wiring.py) read once from the validated config, and the names the rules take
+# Wiring: the study (dlbench/rules/context.py) read once from the validated config, and the names the rules take
 # from it. What is worked out, and by which Snakemake (the main one or a job's own), is said there.
 import gc
 import os
@@ -15,22 +15,23 @@ _ROOT = os.path.dirname(os.path.dirname(os.path.abspath(_HERE)))
 _OWN = os.path.isdir(os.path.join(_ROOT, "dlbench"))
 if _OWN:
     sys.path.insert(0, _ROOT)
-from dlbench import chartlist, wiring  # noqa: E402
-from dlbench.codedigest import caffe_data_digest  # noqa: E402
+from dlbench.present.charts import catalog  # noqa: E402
+from dlbench.rules import context  # noqa: E402
+from dlbench.rules.code_digest import caffe_data_digest  # noqa: E402
 from dlbench.paths import PUBLISHED_CSV, as_workflow_input  # noqa: E402
 
 if _OWN:
-    wiring.own_package(_ROOT)
+    context.own_package(_ROOT)
 
 # The schema beside these rules (a local copy of it where the workflow is fetched from a remote, github(...)).
 CONFIG_SCHEMA = workflow.source_path("../schemas/config.schema.yaml")
-CFG = wiring.read_config(config, workflow.configfiles, CONFIG_SCHEMA)
+CFG = context.read_config(config, workflow.configfiles, CONFIG_SCHEMA)
 # Under --sdm conda a job runs in its rule's conda environment (workflow/envs/*.yaml); otherwise the base
 # environment runs every job and a training job's runner starts the framework's own Python.
 USE_CONDA = DeploymentMethod.CONDA in workflow.deployment_settings.deployment_method
-STUDY = wiring.Study(
+STUDY = context.Study(
     CFG,
-    wiring.Reader(
+    context.Reader(
         main=workflow.is_main_process,
         dryrun=workflow.output_settings.dryrun,
         use_conda=USE_CONDA,
@@ -55,9 +56,9 @@ onstart:
     # Locally, Snakemake caps a job's threads at --cores without a word: refuse such a point before any job
     # runs (known only now: the executor is chosen after the Snakefile is read).
     if workflow.local_exec:
-        from dlbench.machine import usable_cores
+        from dlbench.node.machine import usable_cores
 
-        wiring.check_local_cores(CFG, usable_cores())
+        context.check_local_cores(CFG, usable_cores())
 
 
 POINTS = STUDY.points

@@ -1,15 +1,15 @@
 # This study's results against another result set (config `compare: {baseline: PATH}`): the baseline is A,
-# this study B (dlbench.compare); the comparison and its ratios chart go into the report.
+# this study B (dlbench.present.comparison); the comparison and its ratios chart go into the report.
 
 COMPARE_FILES = []
 if CFG.get("compare"):
-    from dlbench import compare
+    from dlbench.present import comparison
 
     try:
-        COMPARE_BASELINE = compare.baseline_runs(CFG["compare"]["baseline"])
-    except compare.CompareError as exc:
+        COMPARE_BASELINE = comparison.baseline_runs(CFG["compare"]["baseline"])
+    except comparison.CompareError as exc:
         raise SystemExit(f"dlbench: config error: compare.baseline: {exc}")
-    COMPARE_FILES = [f"results/compare/{name}" for name in compare.OUTPUTS]
+    COMPARE_FILES = [f"results/compare/{name}" for name in comparison.OUTPUTS]
 
     rule compare:
         input:

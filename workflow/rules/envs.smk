@@ -1,5 +1,5 @@
 # One environment per framework and device kind (pytorch, pytorch-cuda, ...): built on demand from
-# envs/<env>.txt and cached outside the clone (dlbench/envs.py). Under --sdm conda, workflow/envs/<env>.yaml
+# envs/<env>.txt and cached outside the clone (dlbench/environments/build.py). Under --sdm conda, workflow/envs/<env>.yaml
 # (generated from the same pins) is used instead; a site environment (config envs.site) is not built.
 
 

@@ -15,8 +15,8 @@ rule charts:
         report(
             directory(CHARTS_DIR),
             patterns=["{name,[a-z0-9_]+}.svg"],
-            category=lambda wildcards: chartlist.category(wildcards.name),
-            subcategory=lambda wildcards: chartlist.subcategory(wildcards.name),
+            category=lambda wildcards: catalog.category(wildcards.name),
+            subcategory=lambda wildcards: catalog.subcategory(wildcards.name),
             caption="../report/charts.rst",
         ),
     log:

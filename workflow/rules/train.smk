@@ -14,7 +14,7 @@ rule train:
         samples="results/runs/{framework}/{dataset}/{point}/samples.csv",
     log:
         "results/runs/{framework}/{dataset}/{point}/job.log",
-    # A failure of the machine (dlbench/outcomes.py) fails the job, which runs again this many times, and
+    # A failure of the machine (dlbench/record/statuses.py) fails the job, which runs again this many times, and
     # once more where the last allowed attempt died with its node: that one only publishes `node_lost`.
     retries: TRAIN["retries"] + 1
     conda:
@@ -23,8 +23,8 @@ rule train:
     resources:
         # One CPU measurement per machine at a time (the default profile caps it at 1); GPU points
         # and cluster jobs sharing a node are kept apart by the runner's node-local lock, one
-        # GPU point per GPU (dlbench/locks.py). Each is a plain value where every point has the
-        # same (dlbench/wiring.py, Study.per_point).
+        # GPU point per GPU (dlbench/node/locks.py). Each is a plain value where every point has the
+        # same (dlbench/rules/context.py, Study.per_point).
         dlbench_measure=TRAIN["measure"],
         gpu=TRAIN["gpu"],
         gpu_model=TRAIN["gpu_model"],

@@ -1,14 +1,15 @@
-"""Rule aggregate: every run record into runs/curves/samples.parquet and summary.parquet (dlbench.results)."""
+"""Rule aggregate: every run record into runs/curves/samples.parquet and summary.parquet (dlbench.aggregate.collect)."""
 
-from dlbench import joblog, results
-from dlbench.locks import heavy_work, node_lock
+from dlbench.aggregate import collect
+from dlbench.node.locks import heavy_work, node_lock
+from dlbench.rules import joblog
 
 sm = snakemake  # noqa: F821 - the object Snakemake gives a script
 
 
 def main() -> None:
     with heavy_work(node_lock(), "the aggregation"):  # never beside a measurement
-        results.aggregate(sm.input.metrics, sm.output.runs, sm.output.curves, sm.output.samples,
+        collect.aggregate(sm.input.metrics, sm.output.runs, sm.output.curves, sm.output.samples,
                           membership=sm.params.membership, peak_path=sm.input.peak, tuning=sm.params.tuning,
                           cache=sm.params.cache, summary_out=sm.output.summary)
 

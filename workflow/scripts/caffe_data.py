@@ -2,8 +2,8 @@
 
 from pathlib import Path
 
-from dlbench import joblog
 from dlbench.frameworks import caffe_data
+from dlbench.rules import joblog
 
 sm = snakemake  # noqa: F821 - the object Snakemake gives a script
 

@@ -1,7 +1,9 @@
-"""Rule framework_env: build (or find in the cache) one environment, pytorch or pytorch-cuda (dlbench.envs)."""
+"""Rule framework_env: build (or find in the cache) one environment, pytorch or pytorch-cuda
+(dlbench.environments.build)."""
 
-from dlbench import envs, joblog
+from dlbench.environments import build
+from dlbench.rules import joblog
 
 sm = snakemake  # noqa: F821 - the object Snakemake gives a script
 
-joblog.run(sm.log[0], lambda: envs.provide(sm.wildcards.env, sm.output[0]))
+joblog.run(sm.log[0], lambda: build.provide(sm.wildcards.env, sm.output[0]))

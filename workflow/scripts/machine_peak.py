@@ -1,11 +1,12 @@
-"""Rule machine_peak: this machine's GEMM peaks at the study's thread counts (dlbench.peak), measured alone:
+"""Rule machine_peak: this machine's GEMM peaks at the study's thread counts (dlbench.node.peak), measured alone:
 float32 here, bfloat16 in the PyTorch environment where the study has bf16 points."""
 
 import contextlib
 import json
 
-from dlbench import joblog, peak
-from dlbench.locks import measuring
+from dlbench.node import peak
+from dlbench.node.locks import measuring
+from dlbench.rules import joblog
 
 sm = snakemake  # noqa: F821 - the object Snakemake gives a script
 

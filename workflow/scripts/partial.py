@@ -1,6 +1,7 @@
-"""Rule partial: findings, charts and the table of runs from the points finished so far (dlbench.partial)."""
+"""Rule partial: findings, charts and the table of runs from the points finished so far (dlbench.present.partial)."""
 
-from dlbench import joblog, partial
+from dlbench.present import partial
+from dlbench.rules import joblog
 
 sm = snakemake  # noqa: F821 - the object Snakemake gives a script
 

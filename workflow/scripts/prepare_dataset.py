@@ -1,6 +1,7 @@
 """Rule prepare_dataset: one dataset into resources/datasets/<name>/ (dlbench.cli.prepare)."""
 
-from dlbench import cli, joblog
+from dlbench import cli
+from dlbench.rules import joblog
 
 sm = snakemake  # noqa: F821 - the object Snakemake gives a script
 

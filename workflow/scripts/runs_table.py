@@ -1,6 +1,7 @@
-"""Rule runs_table: every run as one sortable, filterable HTML page (dlbench.runs_table: heavy work)."""
+"""Rule runs_table: every run as one sortable, filterable HTML page (dlbench.present.runs_table: heavy work)."""
 
-from dlbench import joblog, runs_table
+from dlbench.present import runs_table
+from dlbench.rules import joblog
 
 sm = snakemake  # noqa: F821 - the object Snakemake gives a script
 

@@ -2,7 +2,9 @@
 
 from pathlib import Path
 
-from dlbench import cli, joblog, locks, preemption
+from dlbench import cli
+from dlbench.node import locks, preemption
+from dlbench.rules import joblog
 
 sm = snakemake  # noqa: F821 - the object Snakemake gives a script
 

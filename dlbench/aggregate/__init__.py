@@ -1,0 +1,1 @@
+"""Records into tidy Parquet (runs, curves, samples), with a cache so that new points are the only ones parsed."""

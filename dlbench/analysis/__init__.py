@@ -1,0 +1,2 @@
+"""Numbers from the Parquet tables: statistics, verdicts, the summary, the observations, guidance and comparison
+statistics."""

@@ -1,0 +1,614 @@
+"""The study's tables, computed from the Parquet tables: what the charts draw and the findings state.
+
+Plain functions on DataFrames (no drawing): the tidy points with derived columns, the Pareto
+front, speed-ups against threads, resource correlations, own vs cross-applied defaults, sweeps, the tuning
+grids against their defaults, time to accuracy, phase spans, what compiling and bfloat16 buy.
+This run next to the published figures is `dlbench.analysis.published`; intervals and tests are
+`dlbench.analysis.stats`,
+the study's summary and its verdicts `dlbench.analysis.summary`; throughput per core and per GB and the soonest to
+a target accuracy `dlbench.analysis.guidance`. `dlbench.present.charts.draw` draws them; `dlbench.present.findings`
+puts them into words.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pandas as pd
+
+from dlbench.analysis import stats
+from dlbench.datasets import catalog
+from dlbench.frameworks import registry
+from dlbench.study import presets
+
+FRAMEWORKS = registry.names()  # the order every chart and table lists frameworks in
+OWN_PRESET = {f.name: f.own_preset for f in registry.FRAMEWORKS.values()}
+PRESET_ORDER = registry.own_presets()
+
+TIE = 1e-6  # accuracies (fractions) closer than this are a tie, broken by training time
+NEAR_BEST_PP = 0.5  # "within 0.5 points of the best accuracy": the fastest tuned setting that is nearly as good
+
+# How a point's preset was applied to its framework (the `reading` column; the record's `cross_apply`).
+READINGS = {"own": "own defaults", "settings": "settings only", "preset": "whole preset"}
+READING_TEXT = {
+    "settings": "settings only: the other framework's hyper-parameters; each framework keeps its own network, "
+                "input handling and initialisation",
+    "preset": "whole preset: the other framework's hyper-parameters with its network and input handling",
+}
+
+STATUSES = ["ok", "diverged", "error", "killed", "timeout", "oom", "unavailable", "cancelled"]
+PHASES = ["startup", "import", "data_load", "build", "compile", "train", "test", "other"]
+
+# The hyper-parameters and resource columns of the correlation chart.
+HYPER_PARAMETERS = ["batch_size", "learning_rate", "iterations"]
+RESOURCES = ["cpu_util_mean_pct", "rss_peak_mb", "rss_mean_mb", "peak_fraction", "gpu_util_mean_pct",
+             "gpu_mem_peak_mb", "gpu_power_mean_w"]
+
+# Columns a chart may read; any missing one is added empty, so hand-made frames need only a few.
+RUN_COLUMNS = ["run_id", "framework", "dataset", "preset", "network", "optimizer", "momentum", "weight_decay",
+               "learning_rate", "batch_size", "iterations", "iterations_planned", "epochs", "device", "threads",
+               "interop_threads", "library", "cross_apply", "repeat", "status", "reason", "train_time_s",
+               "test_time_s", "accuracy", "throughput_img_s", "achieved_gflops", "peak_fraction",
+               "cpu_util_mean_pct", "rss_peak_mb", "rss_mean_mb", "gpu_util_mean_pct", "gpu_mem_peak_mb",
+               "gpu_power_mean_w", "threads_in_effect", "interop_threads_in_effect", "library_in_effect", "studies",
+               "tuning_grid", "tuning_is_default", "compile", "precision", "compile_time_s", "peak_fraction_fp32",
+               "seed", "contended", "host_cpu_other_pct_mean", "host_load_start"]
+# What makes two points the same settings, apart from the axis being compared (repeats are averaged).
+SETTINGS = ["framework", "dataset", "whose", "reading", "network", "optimizer", "momentum", "weight_decay",
+            "learning_rate", "batch_size", "length", "length_unit", "device", "threads", "interop_threads", "library",
+            "compile", "precision"]
+# The compile and precision axes: the value each is compared against (its baseline) and the other one.
+AXIS_PAIRS = {"compile": ("eager", "compiled"), "precision": ("fp32", "bf16")}
+
+
+def by_seed(pairs) -> dict:
+    """{seed: value} from (seed, value) pairs of a group's runs, NaN values left out (a run without a seed keyed by
+    its position): the form stats.leader and stats.change pair runs by."""
+    return {(seed if pd.notna(seed) else f"run{i}"): float(v) for i, (seed, v) in enumerate(pairs) if pd.notna(v)}
+
+
+# The columns points() derives: a frame that has them all is one points() made (and is only copied again).
+DERIVED = ("accuracy_pct", "length", "length_unit", "iterations_configured", "whose", "is_own", "reading",
+           "natural_compile")
+
+
+def points(runs: pd.DataFrame) -> pd.DataFrame:
+    """The runs table with every column the charts read, plus derived ones.
+
+    `length`/`length_unit`: the configured length (epochs for epoch-based points, else
+    iterations; the `iterations` column holds iterations done, empty for failed points).
+    `whose`: whose defaults (`own` resolved to the framework's preset), `is_own`, `accuracy_pct`.
+    `reading`: how `whose` was applied: `own`, `settings` or `preset` (records without `cross_apply`
+    were made before the settings reading existed: whole presets).
+
+    Given a frame points() made (or rows of one), a copy of it: a render computes the points once and
+    hands them to every table, each of which may call points() again at the cost of a copy.
+    """
+    if all(col in runs.columns for col in DERIVED):
+        return runs.copy()
+    df = runs.copy()
+    for col in RUN_COLUMNS:
+        if col not in df.columns:
+            df[col] = np.nan
+    df["status"] = df["status"].astype(object).fillna("error").astype(str)
+    for col in ("learning_rate", "batch_size", "iterations", "iterations_planned", "epochs", "threads",
+                "train_time_s", "test_time_s", "accuracy"):
+        df[col] = pd.to_numeric(df[col], errors="coerce")
+    df["accuracy_pct"] = df["accuracy"] * 100
+    iterations = df["iterations_planned"].fillna(df["iterations"])
+    epoch_based = df["epochs"].notna()
+    df["length"] = np.where(epoch_based, df["epochs"], iterations)
+    df["length_unit"] = np.where(epoch_based, "epochs", "iterations")
+    df["iterations_configured"] = iterations
+    preset = df["preset"].astype(object).fillna("own").astype(str)
+    own_name = df["framework"].map(OWN_PRESET)
+    df["whose"] = np.where(preset == "own", own_name.fillna("own"), preset)
+    df["is_own"] = (preset == "own") | (preset == own_name)
+    df["reading"] = np.where(df["is_own"], "own", df["cross_apply"].astype(object).where(
+        df["cross_apply"].notna(), "preset"))
+    for col in ("interop_threads", "interop_threads_in_effect", "threads_in_effect", "throughput_img_s",
+                "rss_peak_mb"):
+        df[col] = pd.to_numeric(df[col], errors="coerce")
+    for col in ("network", "optimizer", "library", "device"):
+        df[col] = df[col].astype(object).fillna("-" if col != "device" else "cpu")
+    # Records made before the compile and precision axes ran as their framework always runs (its natural value).
+    for axis in AXIS_PAIRS:
+        natural = df["framework"].map(lambda f, a=axis: registry.FRAMEWORKS[f].natural.get(a)
+                                      if f in registry.FRAMEWORKS else None)
+        df[axis] = df[axis].astype(object).where(df[axis].notna(), natural)
+    df["natural_compile"] = df["compile"] == df["framework"].map(
+        lambda f: registry.FRAMEWORKS[f].natural.get("compile") if f in registry.FRAMEWORKS else None)
+    df["compile_time_s"] = pd.to_numeric(df["compile_time_s"], errors="coerce")
+    # Outside load on the record: records made before it was measured (no column, or null) count as quiet.
+    df["contended"] = df["contended"].map(lambda v: v is True or v == 1 or v == "True").astype(bool)
+    # The seed a point ran (the config's seed + its repeat), what pairs two settings' runs; else its repeat.
+    df["seed"] = pd.to_numeric(df["seed"], errors="coerce").fillna(pd.to_numeric(df["repeat"], errors="coerce"))
+    return df
+
+
+def ok_points(df: pd.DataFrame, *metrics: str, positive: bool = False) -> pd.DataFrame:
+    """The points a summary or a verdict counts: ok, timed without outside load (`contended` left out; see
+    contended_count), and with every one of `metrics` (positive ones, if asked)."""
+    keep = (df["status"] == "ok") & ~df["contended"]
+    for m in metrics:
+        keep &= df[m].notna()
+        if positive:
+            keep &= df[m] > 0
+    return df[keep]
+
+
+def contended_count(df: pd.DataFrame) -> int:
+    """How many ok points a summary left out because others loaded the machine while they trained."""
+    return int(((df["status"] == "ok") & df["contended"]).sum())
+
+
+def study_names(df: pd.DataFrame) -> pd.Series:
+    """Each point's sub-studies as a set (empty sets when the `studies` column is absent)."""
+    if "studies" not in df.columns:
+        return pd.Series([frozenset()] * len(df), index=df.index)
+    return df["studies"].apply(lambda s: frozenset(x.strip() for x in str(s).split(",") if x.strip())
+                               if isinstance(s, str) else frozenset())
+
+
+def in_studies_varying(df: pd.DataFrame, column: str) -> pd.DataFrame:
+    """The points of the sub-studies in which `column` varies, when the config has sub-studies.
+
+    A config of several sub-studies (the `studies` column) sweeps each axis in its own
+    sub-study around the others' defaults; mixing them would compare unlike points. A
+    sub-study varies `column` when it takes two or more values for one framework on one
+    dataset and device (the frameworks' own defaults differ from each other, which is no sweep).
+    Without sub-studies, or when no sub-study varies `column`, every point is kept.
+    """
+    names = study_names(df)
+    if names.map(len).sum() == 0:
+        return df
+    varying = set()
+    for study in set().union(*names):
+        members = df[names.map(lambda s, study=study: study in s)]
+        per_run = members.groupby(["framework", "dataset", "device"], dropna=False)[column].nunique(dropna=True)
+        if (per_run > 1).any():
+            varying.add(study)
+    if not varying:
+        return df
+    return df[names.map(lambda s: bool(s & varying))]
+
+
+def group_key(df: pd.DataFrame, exclude: set[str]) -> pd.Series:
+    cols = [c for c in SETTINGS if c not in exclude]
+    if not len(df):
+        return pd.Series([], dtype=str)
+    return _per_distinct(df, cols, lambda u: _joined(u.astype(object).where(u.notna(), "-").astype(str)))
+
+
+def _joined(text: pd.DataFrame) -> pd.Series:
+    """Each row's cells joined by "|", a column at a time (a join per row is what made large studies slow)."""
+    if text.shape[1] == 0:
+        return pd.Series("", index=text.index, dtype=object)
+    out = text.iloc[:, 0]
+    for column in text.columns[1:]:
+        out = out + "|" + text[column]
+    return out
+
+
+def _per_distinct(df: pd.DataFrame, cols: list[str], label) -> pd.Series:
+    """label(rows) computed once per distinct combination of `cols` (a large sweep repeats them) and spread
+    back over every row: the same as label(df[cols]), at the cost of the distinct rows. label sees `cols` only
+    (those df has), so that it does not copy the rest of a wide table."""
+    cols = [c for c in cols if c in df.columns]
+    ids = (df.groupby(cols, dropna=False, sort=False).ngroup().to_numpy() if cols
+           else np.zeros(len(df), dtype=np.int64))
+    first = ~pd.Series(ids).duplicated().to_numpy()
+    labels = np.empty(ids.max() + 1, dtype=object)
+    labels[ids[first]] = label(df[cols].iloc[np.flatnonzero(first)]).to_numpy()
+    return pd.Series(labels[ids], index=df.index, dtype=object)
+
+
+def settings_label(df: pd.DataFrame, exclude: set[str]) -> pd.Series:
+    """A readable label of each point's settings, leaving out the axis being compared."""
+    def one(r) -> str:
+        parts = []
+        if "whose" not in exclude:
+            settings_only = r.get("reading") == "settings" and "reading" not in exclude
+            parts.append(f"{r['whose']} settings on own network" if settings_only else f"{r['whose']} defaults")
+        if "batch_size" not in exclude and pd.notna(r["batch_size"]):
+            parts.append(f"bs {r['batch_size']:g}")
+        if "learning_rate" not in exclude and pd.notna(r["learning_rate"]):
+            parts.append(f"lr {r['learning_rate']:g}")
+        if "length" not in exclude and pd.notna(r["length"]):
+            parts.append(f"{r['length']:g} {r['length_unit']}")
+        if "threads" not in exclude and pd.notna(r["threads"]):
+            parts.append(f"{r['threads']:g} threads")
+        if "interop_threads" not in exclude and pd.notna(r.get("interop_threads")):
+            parts.append(f"{r['interop_threads']:g} inter-op")
+        if "library" not in exclude and r["library"] not in ("default", "-"):
+            parts.append(str(r["library"]))
+        if "compile" not in exclude and isinstance(r.get("compile"), str) and not r.get("natural_compile", True):
+            parts.append(str(r["compile"]))
+        if "precision" not in exclude and isinstance(r.get("precision"), str) and r["precision"] != "fp32":
+            parts.append(r["precision"])  # bf16 or fp64: never the label of its float32 twin
+        return ", ".join(parts)
+    if not len(df):
+        return pd.Series([], dtype=str)
+    used = ["whose", "reading", "batch_size", "learning_rate", "length", "length_unit", "threads", "interop_threads",
+            "library", "compile", "natural_compile", "precision"]
+    return _per_distinct(df, used, lambda rows: pd.Series([one(r) for r in rows.to_dict("records")], index=rows.index,
+                                                          dtype=object))
+
+
+def pareto_front(df: pd.DataFrame, x: str = "train_time_s", y: str = "accuracy") -> pd.Series:
+    """True for the points no other point beats: lower-or-equal `x` and higher-or-equal `y`, one strictly.
+
+    Rows with a missing `x` or `y` are never on the front. Identical points are all kept.
+    """
+    front = pd.Series(False, index=df.index)
+    valid = df[[x, y]].dropna()
+    if valid.empty:
+        return front
+    order = valid.sort_values([x, y], ascending=[True, False], kind="mergesort")
+    best_y, best_x = -math.inf, math.inf
+    for idx, xv, yv in zip(order.index, order[x], order[y]):
+        dominated = best_y > yv or (best_y == yv and best_x < xv)
+        if not dominated:
+            front[idx] = True
+        if yv > best_y:
+            best_y, best_x = yv, xv
+    return front
+
+
+def speedups(runs: pd.DataFrame) -> pd.DataFrame:
+    """Speed-up of training against threads, per group of points with the same other settings.
+
+    Speed-up = mean train time at the group's smallest thread count / mean train time at
+    this thread count (repeats averaged; ok points only). `ideal` is threads / smallest
+    threads; speedup_low/high: its approximate 95 % interval where both counts ran twice or more. Only groups
+    with at least two thread counts are returned.
+    """
+    df = ok_points(points(runs), "train_time_s", "threads", positive=True)
+    cols = ["framework", "dataset", "device", "group", "settings", "threads", "train_time_s", "base_threads",
+            "base_time_s", "speedup", "speedup_low", "speedup_high", "ideal", "n"]
+    if df.empty:
+        return pd.DataFrame(columns=cols)
+    df = df.assign(group=group_key(df, {"threads"}), settings=settings_label(df, {"threads"}))
+    agg = df.groupby(["framework", "dataset", "device", "group", "settings", "threads"], as_index=False).agg(
+        train_time_s=("train_time_s", "mean"), sd=("train_time_s", "std"), n=("train_time_s", "size"))
+    agg["rel_half"] = stats.half_width(agg["sd"].to_numpy(), agg["n"].to_numpy()) / agg["train_time_s"]
+    # every group at once (a large sweep has thousands): sorted by group, then threads; the fewest threads first
+    agg = agg[agg.groupby("group")["threads"].transform("nunique") >= 2]
+    if agg.empty:
+        return pd.DataFrame(columns=cols)
+    agg = agg.sort_values(["group", "threads"], kind="stable")
+    by_group = agg.groupby("group", sort=False)
+    agg = agg.assign(base_threads=by_group["threads"].transform("first"),
+                     base_time_s=by_group["train_time_s"].transform("first"),
+                     base_rel_half=by_group["rel_half"].transform("first"))
+    agg["speedup"] = agg["base_time_s"] / agg["train_time_s"]
+    agg["ideal"] = agg["threads"] / agg["base_threads"]
+    # The ratio's interval from both means' (first order: relative half-widths add in quadrature); NaN where
+    # either side ran once. The base point's own speed-up (1) has none.
+    rel = np.sqrt(agg["rel_half"] ** 2 + agg["base_rel_half"] ** 2).where(agg["threads"] != agg["base_threads"])
+    agg["speedup_low"], agg["speedup_high"] = agg["speedup"] * (1 - rel), agg["speedup"] * (1 + rel)
+    return agg.reset_index(drop=True)[cols]
+
+
+def _rank(s: pd.Series) -> pd.Series:
+    return s.rank(method="average")
+
+
+def correlation(a: pd.Series, b: pd.Series, method: str = "spearman") -> float:
+    """Correlation of two columns over rows where both are present; NaN if fewer than 3 or one is constant."""
+    both = pd.concat([a, b], axis=1).dropna()
+    if len(both) < 3 or both.iloc[:, 0].nunique() < 2 or both.iloc[:, 1].nunique() < 2:
+        return float("nan")
+    x, y = both.iloc[:, 0].astype(float), both.iloc[:, 1].astype(float)
+    if method == "spearman":
+        x, y = _rank(x), _rank(y)
+    return float(np.corrcoef(x, y)[0, 1])
+
+
+def resource_correlations(runs: pd.DataFrame, method: str = "spearman") -> pd.DataFrame:
+    """Correlation of each resource column with each hyper-parameter, per framework and dataset (ok points)."""
+    df = ok_points(points(runs))
+    df = df.assign(iterations=df["iterations_configured"])
+    resources = [c for c in RESOURCES if c in runs.columns and df[c].notna().any()]
+    rows = []
+    for (framework, dataset), g in df.groupby(["framework", "dataset"]):
+        for res in resources:
+            for hp in HYPER_PARAMETERS:
+                r = correlation(pd.to_numeric(g[res], errors="coerce"), pd.to_numeric(g[hp], errors="coerce"),
+                                method)
+                rows.append({"framework": framework, "dataset": dataset, "resource": res, "hyper_parameter": hp,
+                             "r": r, "n": len(g)})
+    return pd.DataFrame(rows, columns=["framework", "dataset", "resource", "hyper_parameter", "r", "n"])
+
+
+def phase_spans(samples: pd.DataFrame) -> pd.DataFrame:
+    """Consecutive samples in one phase as spans (start, end) per run; a span ends where the next begins."""
+    cols = ["run_id", "phase", "start", "end"]
+    if samples.empty or "phase" not in samples.columns:
+        return pd.DataFrame(columns=cols)
+    out = []
+    for run_id, g in samples.sort_values(["run_id", "t"]).groupby("run_id", sort=False):
+        t = g["t"].to_numpy(float)
+        phase = g["phase"].fillna("other").astype(str).to_numpy()
+        start = 0
+        for i in range(1, len(g) + 1):
+            if i == len(g) or phase[i] != phase[start]:
+                end = t[i] if i < len(g) else t[-1] + (t[-1] - t[-2] if len(t) > 1 else 0.1)
+                out.append({"run_id": run_id, "phase": phase[start], "start": t[start], "end": end})
+                start = i
+    return pd.DataFrame(out, columns=cols)
+
+
+def defaults_table(runs: pd.DataFrame) -> pd.DataFrame:
+    """Per framework x whose defaults x reading (x dataset x device): mean accuracy and train time of ok points,
+    failures. `reading` says how another framework's defaults were applied (own, settings, preset)."""
+    df = in_studies_varying(points(runs), "whose")
+    cols = ["framework", "dataset", "device", "whose", "reading", "is_own", "accuracy_pct", "train_time_s", "n_ok",
+            "n_failed"]
+    if df.empty:
+        return pd.DataFrame(columns=cols)
+    df = df.assign(ok=df["status"] == "ok")
+    okd = df[df["ok"]]
+    keys = ["framework", "dataset", "device", "whose", "reading"]
+    counts = df.groupby(keys, as_index=False).agg(n_ok=("ok", "sum"), n_all=("ok", "size"),
+                                                  is_own=("is_own", "max"))
+    means = okd.groupby(keys, as_index=False).agg(accuracy_pct=("accuracy_pct", "mean"),
+                                                  train_time_s=("train_time_s", "mean"))
+    table = counts.merge(means, on=keys, how="left")
+    table["n_failed"] = table["n_all"] - table["n_ok"]
+    return table[cols]
+
+
+def sweep_table(runs: pd.DataFrame, param: str, metric: str) -> pd.DataFrame:
+    """Mean `metric` of ok points per (settings group, `param` value), groups where `param` takes 2+ values.
+
+    Failed points are kept as rows with `failed` > 0 (and a missing mean when all failed); ok points timed under
+    outside load are counted in `contended`, not averaged in. ci_low/ci_high: the mean's 95 % interval (n_ok >= 2).
+    """
+    df = points(runs)
+    if param == "length" and df["length_unit"].nunique() > 1:  # mixed units: compare in iterations
+        df = df.assign(length=df["iterations_configured"], length_unit="iterations")
+    df = in_studies_varying(df, param)
+    cols = ["framework", "dataset", "device", "group", "settings", param, "length_unit", metric, "ci_low", "ci_high",
+            "n_ok", "failed", "contended", "statuses"]
+    df = df[df[param].notna()]
+    if df.empty:
+        return pd.DataFrame(columns=cols)
+    df = df.assign(group=group_key(df, {param}), settings=settings_label(df, {param}),
+                   ok=(df["status"] == "ok") & df[metric].notna() & ~df["contended"],
+                   busy=(df["status"] == "ok") & df["contended"])
+    df = df.assign(val=df[metric].where(df["ok"]))
+    agg = df.groupby(["framework", "dataset", "device", "group", "settings", param, "length_unit"],
+                     as_index=False).agg(**{metric: ("val", "mean"), "sd": ("val", "std"), "n_ok": ("ok", "sum"),
+                                            "n": ("ok", "size"), "contended": ("busy", "sum"),
+                                            "statuses": ("status", lambda s: ",".join(sorted(set(s) - {"ok"})))})
+    agg["failed"] = agg["n"] - agg["n_ok"] - agg["contended"]
+    half = stats.half_width(agg["sd"].to_numpy(), agg["n_ok"].to_numpy())
+    agg["ci_low"], agg["ci_high"] = agg[metric] - half, agg[metric] + half
+    sizes = agg.groupby("group")[param].transform("nunique")
+    return agg[sizes > 1][cols].reset_index(drop=True)
+
+
+def thin(samples: pd.DataFrame, column: str, limit: int) -> pd.DataFrame:
+    """At most about `limit` readings per run of a long series: the series cut into limit / 2 buckets in time
+    order, each keeping its lowest and its highest reading of `column` (the peak a chart exists to show is never
+    dropped), and each run's first and last reading. Shorter runs are kept whole."""
+    s = samples.sort_values(["run_id", "t"], kind="stable")
+    size = s.groupby("run_id")["t"].transform("size")
+    long = size > limit
+    if not long.any():
+        return s
+    part = s[long]
+    bucket = part.groupby("run_id").cumcount() * (limit // 2) // size[long]
+    keys = [part["run_id"], bucket]
+    lowest = part[column].fillna(np.inf).groupby(keys).idxmin()  # a missing reading is never an extreme
+    highest = part[column].fillna(-np.inf).groupby(keys).idxmax()
+    ends = part.groupby("run_id").head(1).index.union(part.groupby("run_id").tail(1).index)
+    keep = set(lowest) | set(highest) | set(ends)
+    return pd.concat([s[~long], part[part.index.isin(keep)]]).sort_values(["run_id", "t"], kind="stable")
+
+
+def representative_runs(runs: pd.DataFrame, samples: pd.DataFrame) -> pd.DataFrame:
+    """One run per framework x dataset x device for the timelines.
+
+    An ok own-preset point if there is one, else an ok point, else any; among those the
+    one with the median training time (a typical run, not an outlier).
+    """
+    df = points(runs)
+    df = df[df["run_id"].isin(set(samples["run_id"]))] if "run_id" in samples.columns else df.iloc[0:0]
+    if df.empty:
+        return df
+    df = df.assign(rank_ok=(df["status"] != "ok").astype(int), rank_own=(~df["is_own"]).astype(int))
+    keys = ["framework", "dataset", "device", "rank_ok", "rank_own"]
+    median = df.groupby(keys)["train_time_s"].transform("median")
+    df = df.assign(off_median=(df["train_time_s"] - median).abs().fillna(math.inf))
+    df = df.sort_values(["rank_ok", "rank_own", "off_median", "run_id"])
+    return df.groupby(["framework", "dataset", "device"], as_index=False).head(1)
+
+
+def time_to_accuracy_table(runs: pd.DataFrame, curves: pd.DataFrame) -> pd.DataFrame:
+    """Every test of every run's learning curve: its accuracy against the run's time to it, which is the training
+    time so far plus the run's compile time (`compile_time_s`, the compile phase before training; 0 where none).
+    `train_only_s` is the training time alone, as the curve has it."""
+    cols = ["run_id", "framework", "dataset", "device", "status", "settings", "compile", "precision", "threads",
+            "whose", "seed", "iteration", "train_time_s", "train_only_s", "compile_time_s", "accuracy_pct"]
+    if curves is None or curves.empty or "kind" not in curves.columns:
+        return pd.DataFrame(columns=cols)
+    c = curves[(curves["kind"] == "test") & curves["accuracy"].notna() & curves["train_time_s"].notna()]
+    if c.empty:
+        return pd.DataFrame(columns=cols)
+    df = points(runs)
+    df = df.assign(settings=settings_label(df, set()), compile_time_s=df["compile_time_s"].fillna(0.0))
+    c = c[["run_id", "iteration", "train_time_s", "accuracy"]].rename(columns={"train_time_s": "train_only_s"}).merge(
+        df[["run_id", "framework", "dataset", "device", "status", "settings", "compile", "precision", "threads",
+            "whose", "seed", "compile_time_s"]], on="run_id", how="inner")
+    c["train_time_s"] = c["train_only_s"] + c["compile_time_s"]
+    c["accuracy_pct"] = c["accuracy"] * 100
+    return c[cols].sort_values(["run_id", "train_time_s"], ignore_index=True)
+
+
+def status_counts(runs: pd.DataFrame) -> pd.DataFrame:
+    df = points(runs)
+    if df.empty:
+        return pd.DataFrame(columns=["framework", "dataset", "device", "status", "n"])
+    return df.groupby(["framework", "dataset", "device", "status"], as_index=False).size().rename(
+        columns={"size": "n"})
+
+
+# ---------------------------------------------------------------------------------------------
+# The compile and precision axes: what compiling and bfloat16 buy, and what they cost in accuracy
+# ---------------------------------------------------------------------------------------------
+
+def told(result: stats.Contrast | stats.Judgement, larger: str, smaller: str) -> str:
+    """What a change's test tells: `larger` or `smaller` where told from noise; else, for a judgement, equivalent
+    (within its margin) or inconclusive; for a contrast (no margin), inconclusive; or not testable."""
+    if isinstance(result, stats.Judgement):
+        return {"larger": larger, "smaller": smaller}.get(result.direction, result.direction)
+    if result.test.why:
+        return stats.UNTESTABLE
+    if not result.told:
+        return stats.INCONCLUSIVE
+    return larger if result.estimate > 0 else smaller
+
+
+# What a framework's own defaults hold fixed: its hyper-parameters (one value each: the default point; the swept
+# ones first) and the machine's knobs (matched across frameworks: one comparison per combination the study ran).
+DEFAULT_HYPER = ["batch_size", "learning_rate", "length", "length_unit", "network", "optimizer", "momentum",
+                 "weight_decay"]
+DEFAULT_KNOBS = ["threads", "interop_threads", "library"]
+
+
+def default_points(df: pd.DataFrame, precision: str = "usual") -> pd.DataFrame:
+    """Each framework's own defaults: the points of its default setting, per dataset and device. df: points().
+
+    Own-preset points only (not another framework's preset, not a tuning grid's other cells); of those, the ones
+    at the default value of every hyper-parameter (DEFAULT_HYPER; _default_rows): a study sweeps one axis at a
+    time around the defaults, so that no swept value enters "own defaults". The machine's knobs
+    (DEFAULT_KNOBS) are kept as they ran: a comparison matches them across frameworks. Compile mode: the
+    framework's natural one. `precision`: "usual" (float32: like with like), or "study": the precision the study's
+    scripts ran the framework in (registry `study_precision`: Theano and Torch's CIFAR-10 in float64) where this
+    run has points at it, else float32; the `precision` column says which."""
+    own = df[df["is_own"] & (df["natural_compile"] | df["compile"].isna())]  # Caffe, Theano: no compile switch
+    if "tuning_grid" in own.columns and "tuning_is_default" in own.columns:
+        in_grid = own["tuning_grid"].notna() & ~own["tuning_is_default"].map(lambda v: v is True or v == 1)
+        own = own[~in_grid]
+    if own.empty:
+        return own
+    wanted = pd.Series("fp32", index=own.index, dtype=object)
+    if precision == "study":
+        family = own["dataset"].map(lambda d: _family(d))
+        wanted = pd.Series([registry.FRAMEWORKS[f].study_precision.get(fam, "fp32")
+                            if f in registry.FRAMEWORKS else "fp32" for f, fam in zip(own["framework"], family)],
+                           index=own.index, dtype=object)
+        has = own[own["precision"].fillna("fp32") == wanted]
+        ran = set(zip(has["framework"], has["dataset"], has["device"]))
+        at_study = [(f, d, v) in ran for f, d, v in zip(own["framework"], own["dataset"], own["device"])]
+        wanted = wanted.where(at_study, "fp32")
+    own = own[own["precision"].fillna("fp32") == wanted]
+    # by position: a frame put together from others may repeat index labels
+    kept = [rows[_default_rows(own.iloc[rows], _preset_values(framework, dataset))]
+            for (framework, dataset, _), rows in own.groupby(["framework", "dataset", "device"]).indices.items()]
+    return own.iloc[np.sort(np.concatenate(kept))] if kept else own.iloc[:0]
+
+
+def _preset_values(framework: str, dataset: str) -> dict:
+    """The framework's own preset's batch size and learning rate (what a sweep around its defaults holds)."""
+    try:
+        preset = presets.resolve("own", framework, dataset)
+    except (KeyError, ValueError):  # a framework or dataset without an own preset: the points alone decide
+        return {}
+    return {k: preset.get(k) for k in ("batch_size", "learning_rate") if preset.get(k) is not None}
+
+
+def _default_rows(g: pd.DataFrame, preferred: dict) -> np.ndarray:
+    """Which rows of one framework, dataset and device are at its default value of each hyper-parameter: the own
+    preset's where the points have it (a sweep around it), else the value most of them share (every sweep but the
+    axis' own runs at it; a config may set every point's length); none where two values tie: a study swept
+    without a default there."""
+    keep = np.ones(len(g), dtype=bool)
+    for axis in DEFAULT_HYPER:
+        values = g[axis].astype(object).where(g[axis].notna(), "-")[keep]
+        counts = values.value_counts()
+        if axis in preferred and preferred[axis] in set(values):
+            value = preferred[axis]
+        elif len(counts) == 1 or counts.iloc[0] > counts.iloc[1]:
+            value = counts.index[0]
+        else:
+            return np.zeros(len(g), dtype=bool)
+        keep[np.flatnonzero(keep)[(values != value).to_numpy()]] = False
+    return keep
+
+
+def _family(dataset: str) -> str:
+    return catalog.family(dataset) if dataset in catalog.INFO else dataset
+
+
+def _by_seed(df: pd.DataFrame, keys: list[str], metrics: tuple[str, ...]) -> dict:
+    """{group key: {metric: {seed: value}}}, a run without a seed keyed by its place in its group (what
+    stats.change pairs by). Arrays a group at a time: a large study has tens of thousands of groups."""
+    seeds = df["seed"].to_numpy(dtype=object)
+    values = {m: df[m].to_numpy(dtype=float) for m in metrics}
+    out = {}
+    for key, rows in df.groupby(keys).indices.items():
+        seed = [s if pd.notna(s) else i for i, s in enumerate(seeds[rows])]
+        out[key] = {m: dict(zip(seed, values[m][rows])) for m in metrics}
+    return out
+
+
+def axis_speedups(runs: pd.DataFrame, axis: str, margins: stats.Margins | None = None) -> pd.DataFrame:
+    """Per group of points alike but for `axis` (compile or precision): the training speed-up of its other value
+    over its baseline (compiled over eager, bf16 over fp32) and what it did to the accuracy.
+
+    Means over ok repeats. `speedup`: throughput with the other value / with the baseline (training time alone;
+    > 1: faster); `accuracy_change_pp`: accuracy with it minus with the baseline (points); `compile_time_s`:
+    the compile phase of the points with the other value (what compiling costs once). Only groups where both
+    values ran ok. Each with its 95 % interval (`speedup_low`/`_high`, `change_low`/`_high`) and what the test
+    tells (`speedup_told`: faster / slower / equivalent / inconclusive / not testable; `change_told`: higher /
+    lower / ...), paired by seed where both values ran the same seeds (stats.judge; the speed-up on the log scale,
+    equivalent within `margins`).
+    """
+    base, other = AXIS_PAIRS[axis]
+    cols = ["framework", "dataset", "device", "whose", "threads", "settings", "with", axis, "speedup",
+            "speedup_low", "speedup_high", "speedup_told", "base_throughput_img_s", "throughput_img_s",
+            "base_accuracy_pct", "accuracy_pct", "accuracy_change_pp", "change_low", "change_high", "change_told",
+            "base_train_time_s", "train_time_s", "compile_time_s", "n"]
+    df = ok_points(points(runs), "throughput_img_s", positive=True)
+    df = df[df[axis].isin([base, other])]
+    if df.empty:
+        return pd.DataFrame(columns=cols)
+    rest = "precision" if axis == "compile" else "compile"
+    df = df.assign(group=group_key(df, {axis}), settings=settings_label(df, {axis, "compile", "precision"}),
+                   **{"with": df[rest].astype(object).fillna("-")})
+    agg = df.groupby(["group", axis], as_index=False).agg(
+        framework=("framework", "first"), dataset=("dataset", "first"), device=("device", "first"),
+        whose=("whose", "first"), threads=("threads", "first"), settings=("settings", "first"),
+        **{"with": ("with", "first")}, throughput_img_s=("throughput_img_s", "mean"),
+        accuracy_pct=("accuracy_pct", "mean"), train_time_s=("train_time_s", "mean"),
+        compile_time_s=("compile_time_s", "mean"), n=("throughput_img_s", "size"))
+    by_seed = _by_seed(df, ["group", axis], ("throughput_img_s", "accuracy_pct"))
+    rows = []
+    bases = agg[agg[axis] == base].set_index("group").to_dict("index")
+    for o in agg[agg[axis] == other].sort_values("group").to_dict("records"):  # the groups with both values
+        group = o["group"]
+        if group not in bases:
+            continue
+        b = bases[group]
+        speed = stats.judge_metric(by_seed[(group, other)]["throughput_img_s"],
+                                   by_seed[(group, base)]["throughput_img_s"], "throughput_img_s", margins)
+        change = stats.judge_metric(by_seed[(group, other)]["accuracy_pct"], by_seed[(group, base)]["accuracy_pct"],
+                                    "accuracy_pct", margins)
+        rows.append({**{k: o[k] for k in ("framework", "dataset", "device", "whose", "threads", "settings", "with")},
+                     axis: other, "speedup": o["throughput_img_s"] / b["throughput_img_s"],
+                     "speedup_low": math.exp(speed.low), "speedup_high": math.exp(speed.high),
+                     "speedup_told": told(speed, "faster", "slower"), "change_low": change.low,
+                     "change_high": change.high, "change_told": told(change, "higher", "lower"),
+                     "base_throughput_img_s": b["throughput_img_s"], "throughput_img_s": o["throughput_img_s"],
+                     "base_accuracy_pct": b["accuracy_pct"], "accuracy_pct": o["accuracy_pct"],
+                     "accuracy_change_pp": o["accuracy_pct"] - b["accuracy_pct"],
+                     "base_train_time_s": b["train_time_s"], "train_time_s": o["train_time_s"],
+                     "compile_time_s": o["compile_time_s"], "n": int(min(b["n"], o["n"]))})
+    order = {f: i for i, f in enumerate(FRAMEWORKS)}
+    out = pd.DataFrame(rows, columns=cols)
+    return out.sort_values(["dataset", "device", "framework", "whose", "threads", "with"],
+                           key=lambda c: c.map(order) if c.name == "framework" else c, ignore_index=True)

@@ -1,0 +1,475 @@
+"""File locks: one helper for every lock dlbench takes, and stale Snakemake locks told apart from live ones.
+
+`flocked` is the one way dlbench holds a kernel lock (environment builds, the measurement lock,
+Caffe's data preparation). The kernel drops an flock when its holder dies, so a lock is never
+left behind by a killed process.
+
+**Measurements and heavy work.** On one node, two kinds of job must never overlap: a point being
+measured (`measuring`: the runner, and the GEMM peak) and dlbench's own heavy work (`heavy_work`:
+environment builds with Caffe's compile, dataset and Caffe-data preparation, aggregation, charts,
+findings). Within each kind, jobs may run together: two builds side by side, or GPU points on GPUs
+of their own; a CPU point measures alone. Three flocked files beside the node's lock file
+(`measurement.lock_file`, node-local) carry it:
+
+- `<lock_file>` (the node lock): a CPU point holds it exclusively, a GPU point measuring per device
+  shared, for the whole measurement.
+- `<lock_file>.heavy`: every heavy job holds it shared for its whole run.
+- `<lock_file>.gate`: held exclusively only while entering, never while working.
+
+A measurement enters through the gate: it takes the gate, waits until it can take `.heavy`
+exclusively (no heavy job runs) and lets it go at once, takes the node lock, and then leaves the
+gate. A heavy job enters the same way the other way round: the gate, `.heavy` shared, then the node
+lock exclusively for an instant (no measurement runs), then it leaves the gate and works. An entrant
+takes its own side before it looks at the other, and looks while holding the gate, so no job of the
+other kind can slip in between: the two kinds never overlap.
+
+Deadlock-free: every process takes the locks in one order (a GPU's lock, the gate, `.heavy`, the
+node lock) and, once inside, takes nothing more. A heavy job takes `.heavy` before any lock of its
+own work (an environment's build lock), and a process already inside heavy work does not enter again
+(nor do its children: DLBENCH_HEAVY_HELD); a measurement asked for there is refused, as it would
+wait for itself. Starvation: whoever holds the gate is next of its kind, and no newcomer of either
+kind gets in until it is through, so a stream of builds cannot keep a point out, nor a stream of GPU
+points a build: the running jobs of the other kind finish and no new ones start.
+
+`measurement.lock_timeout_s` bounds every wait of an entrant, for the gate, for heavy work and for the node
+lock alike: a lock file lies where any local user can lock it, so one user's process, or one hung build, could
+otherwise stop the node's points for good. A point that waits longer ends as `lock_timeout` (recorded, run
+again: dlbench.record.statuses); heavy work that waits longer fails in one line. Both waits are in the record's
+`lock_wait_s`. Every lock held through a point's measurement (the node lock, its GPU's lock) is checked at its
+end for having been removed or replaced meanwhile (`Slot.intact`); heavy work says so in its log.
+
+Snakemake locks its working directory with plain files, which a SIGKILL or a power loss leaves
+behind; the next run then refuses to start until `--unlock`. Every dlbench run also holds an
+flock on .snakemake/dlbench.lock for its lifetime. If a new run can take it, no other run is
+alive here and any Snakemake lock files are stale and safe to remove.
+
+Standard library only: adapters import it inside framework environments.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import json
+import os
+import re
+import socket
+import stat
+import sys
+import time
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from dlbench import atomic
+from dlbench.node import procs
+from dlbench.node.slurm_job import queued_in as _slurm_jobs_in
+from dlbench.node.slurm_job import running as _slurm_job_running
+
+_held = None  # this run's open lock file, kept for the life of the process
+POLL_S = 0.2  # how often a GPU point waiting for a free GPU tries them all again
+# measurement.lock_file's default (workflow/schemas/config.schema.yaml). Not in /tmp: SLURM's job_container/tmpfs
+# gives each job a private /tmp and /dev/shm (its default Dirs), where the lock would be another file per job and
+# two jobs on one node would measure together. /var/tmp is node-local, sticky and open to every user on every
+# Linux (FHS); /run/lock would do as well, but on RHEL-family nodes only root may create files there. A site that
+# makes /var/tmp private too names another node-local path; private_to_job() refuses where it can tell.
+NODE_LOCK = "/var/tmp/dlbench-measure.lock"
+NODE_LOCK_ENV = "DLBENCH_NODE_LOCK"  # the workflow's measurement.lock_file for its jobs; empty: not kept apart
+LOCK_TIMEOUT_S = 1800.0  # measurement.lock_timeout_s's default: the longest wait for any of the node's locks
+LOCK_TIMEOUT_ENV = "DLBENCH_LOCK_TIMEOUT_S"  # the workflow's measurement.lock_timeout_s, for its heavy jobs
+LOCK_MODE = 0o644  # every user may open it to lock it (an flock needs only read access); only its owner may change it
+HEAVY_HELD = "DLBENCH_HEAVY_HELD"  # set while a process does heavy work: its children are inside it too
+MEASURING = "DLBENCH_MEASURING"  # set while a process measures: its trainer's own preparation is part of it
+WAIT_NOTE_S = 1.0  # a heavy job that waited longer for a measurement says so in its log
+
+
+class LockTimeout(TimeoutError):
+    """A lock that stayed taken for longer than the caller would wait; the message says which and how long."""
+
+
+class LockUnusable(PermissionError):
+    """A lock file this user cannot open (another user made it private, or it is not a plain file); the
+    message names it and the setting that moves it."""
+
+
+def _open_for_lock(path: Path) -> int:
+    """A descriptor to flock `path` with, creating it LOCK_MODE.
+
+    An flock needs no write access, so the file is opened read-only: a lock file that another user
+    created (a node's measurement lock in /var/tmp, say) can still be locked by this one. Readable by every
+    user, not 0600: users sharing a node must share its lock, or their points would measure together; not
+    writable by them either, as nothing writes it and a writable file in a shared folder invites tampering.
+    """
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, LOCK_MODE)
+    except FileExistsError:
+        try:  # not through a link: a link planted in /tmp would have us lock, and create, whatever it names
+            fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+        except FileNotFoundError:  # removed between the two opens: make it again
+            return _open_for_lock(path)
+        except OSError as exc:
+            raise LockUnusable(f"cannot open the lock file {path} ({exc.strerror}): another user may have made it "
+                               "private or a link; give this node's jobs another one (measurement.lock_file)") from exc
+        return _plain_file(fd, path)
+    try:
+        os.fchmod(fd, LOCK_MODE)  # the umask took some bits: give them back, so every user's jobs can lock it
+    except OSError:
+        pass
+    return fd
+
+
+def _plain_file(fd: int, path: Path) -> int:
+    if not stat.S_ISREG(os.fstat(fd).st_mode):  # a FIFO or device planted there would block or misbehave
+        os.close(fd)
+        raise LockUnusable(f"the lock file {path} is not a plain file; give this node's jobs another one "
+                           "(measurement.lock_file)")
+    return fd
+
+
+@contextlib.contextmanager
+def flocked(path: str | os.PathLike, *, shared: bool = False, wait: bool = True, timeout_s: float | None = None):
+    """Hold an flock on `path` (created if need be) for the block, exclusive unless `shared`; yields the seconds
+    waited. With wait=False it takes the lock only if it is free now, else yields None at once; with
+    timeout_s it waits at most that long, then raises LockTimeout."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    t0 = time.monotonic()
+    mode = fcntl.LOCK_SH if shared else fcntl.LOCK_EX
+    while True:
+        fd = _open_for_lock(path)
+        if wait and timeout_s is None:
+            fcntl.flock(fd, mode)
+        else:
+            while True:
+                try:
+                    fcntl.flock(fd, mode | fcntl.LOCK_NB)
+                    break
+                except BlockingIOError:
+                    if not wait or time.monotonic() - t0 >= timeout_s:
+                        os.close(fd)
+                        if not wait:
+                            yield None
+                            return
+                        raise LockTimeout(f"{path} stayed locked for {timeout_s:g} s") from None
+                    time.sleep(POLL_S)
+        if _same_file(fd, path):
+            break
+        # The path was removed (or replaced) while we waited: the lock held is on a file nobody else will open,
+        # and a newcomer would lock the new one beside us. Lock what the path names now.
+        os.close(fd)
+    try:
+        yield time.monotonic() - t0
+    finally:
+        fcntl.flock(fd, fcntl.LOCK_UN)
+        os.close(fd)
+
+
+def _identity(path: str | os.PathLike) -> tuple[int, int] | None:
+    try:
+        st = os.stat(path, follow_symlinks=False)
+    except FileNotFoundError:
+        return None
+    return st.st_dev, st.st_ino
+
+
+def _same_file(fd: int, path: Path) -> bool:
+    """Whether the locked descriptor is still the file the path names (same device and inode)."""
+    held = os.fstat(fd)
+    return _identity(path) == (held.st_dev, held.st_ino)
+
+
+def _taken(path: str | os.PathLike) -> tuple[str, tuple[int, int] | None]:
+    """A lock this process holds, and the file its path names now (right after it was taken: the file locked)."""
+    return str(path), _identity(path)
+
+
+def _still_held(held: Sequence[tuple[str, tuple[int, int] | None]]) -> list[str]:
+    """The locks of `held` whose path no longer names the file locked (removed, or replaced by another)."""
+    return [path for path, identity in held if _identity(path) != identity]
+
+
+@dataclass(frozen=True)
+class Slot:
+    """What a point measures with: `exclusive` (alone on the node) or `per_device` (its own GPU, `device`)."""
+
+    mode: str
+    device: str | None
+    wait_s: float
+    held: tuple[tuple[str, tuple[int, int] | None], ...] = ()  # the locks held through it, as _taken took them
+
+    def intact(self) -> bool:
+        """Whether every lock held through the measurement (the node's, its GPU's) still names the file locked: if
+        one was removed meanwhile, another point may have locked a new file of that name and measured beside
+        this one."""
+        return not _still_held(self.held)
+
+
+def device_lock(node_lock: str | os.PathLike, device: str) -> Path:
+    """The lock file of one GPU, beside the node's (`device`: an index or a UUID)."""
+    return Path(f"{node_lock}.gpu-{re.sub(r'[^A-Za-z0-9._-]', '_', device)}")
+
+
+def gate_lock(node_lock: str | os.PathLike) -> Path:
+    """The lock a job holds only while it enters, measurement or heavy work (see the module's docstring)."""
+    return Path(f"{node_lock}.gate")
+
+
+def heavy_lock(node_lock: str | os.PathLike) -> Path:
+    """The lock every heavy job holds shared while it works."""
+    return Path(f"{node_lock}.heavy")
+
+
+def node_lock() -> str | None:
+    """The node lock heavy work keeps apart from: the workflow's (set for its jobs), else the default.
+
+    None where the workflow measures without keeping points apart (measurement.exclusive: false).
+    """
+    return os.environ.get(NODE_LOCK_ENV, NODE_LOCK) or None
+
+
+def _heavy_inside(node_lock: str | os.PathLike) -> bool:
+    """Whether this process (or the process that started it) is inside heavy work on this node lock."""
+    return os.environ.get(HEAVY_HELD) == str(node_lock)
+
+
+@contextlib.contextmanager
+def _marked(name: str, value: str):
+    """os.environ[name] = value for the block (the processes started in it inherit it), then as it was."""
+    before = os.environ.get(name)
+    os.environ[name] = value
+    try:
+        yield
+    finally:
+        if before is None:
+            os.environ.pop(name, None)
+        else:
+            os.environ[name] = before
+
+
+def lock_timeout() -> float:
+    """The longest wait for the node's locks: the workflow's measurement.lock_timeout_s, else its default."""
+    value = os.environ.get(LOCK_TIMEOUT_ENV)
+    try:
+        return float(value) if value else LOCK_TIMEOUT_S
+    except ValueError:
+        raise ValueError(f"{LOCK_TIMEOUT_ENV}={value!r} is not a number of seconds; unset it") from None
+
+
+def private_to_job(lock: str | os.PathLike) -> str | None:
+    """Why the lock's folder is this SLURM job's own (a line to refuse with), or None: it is the node's, or that
+    cannot be told. A job-private mount (SLURM's job_container/tmpfs) is another folder than the same path as
+    the node's first process sees it (/proc/1/root, readable by root only on many nodes: there this says
+    nothing)."""
+    if not os.environ.get("SLURM_JOB_ID"):
+        return None
+    folder = Path(lock).absolute().parent
+    try:
+        mine = os.stat(folder)
+        node = os.stat(f"/proc/1/root{folder}")
+    except FileNotFoundError:  # the node has no such folder: it exists in this job's mounts only
+        mine = node = None
+    except OSError:
+        return None
+    if mine is not None and (mine.st_dev, mine.st_ino) == (node.st_dev, node.st_ino):
+        return None
+    return (f"the lock file {lock} lies in {folder}, which is private to this SLURM job (job_container/tmpfs): "
+            "other jobs on this node lock another file and would measure beside it; set measurement.lock_file "
+            "to a node-local path every job sees")
+
+
+def _refuse_private(node_lock: str | os.PathLike) -> None:
+    Path(node_lock).parent.mkdir(parents=True, exist_ok=True)  # what flocked would make: then it can be compared
+    why = private_to_job(node_lock)
+    if why:
+        raise LockUnusable(why)
+
+
+def _left(deadline: float) -> float:
+    return max(0.0, deadline - time.monotonic())
+
+
+@contextlib.contextmanager
+def _measurement_entry(node_lock: str | os.PathLike, *, shared: bool, deadline: float):
+    """Through the gate: no heavy work runs, then the node lock (shared for a GPU point); yields the node lock held.
+
+    Every wait ends by the deadline (LockTimeout): the gate and .heavy too, as any local user can hold them.
+    """
+    if _heavy_inside(node_lock):
+        raise RuntimeError(f"a measurement was asked for inside heavy work on {node_lock}: it would wait for itself")
+    with contextlib.ExitStack() as held:
+        with flocked(gate_lock(node_lock), timeout_s=_left(deadline)):
+            with flocked(heavy_lock(node_lock), timeout_s=_left(deadline)):
+                pass  # no heavy job runs now, and none gets in while this process holds the gate
+            held.enter_context(flocked(node_lock, shared=shared, timeout_s=_left(deadline)))
+        with _marked(MEASURING, str(node_lock)):
+            yield
+
+
+@contextlib.contextmanager
+def measuring(node_lock: str | os.PathLike, devices: Sequence[str] | None, *, per_device: bool,
+              timeout_s: float | None = None) -> Iterator[Slot]:
+    """Hold the node's measurement lock for one point, with no heavy work running (see the module's docstring).
+
+    A CPU point (devices None), or any point when per_device is False: the node lock exclusively, so it
+    measures alone; a GPU point then takes the first device. A GPU point with per_device: the lock of
+    the first free device (tried every POLL_S), then the node lock shared, so GPU points on other devices
+    measure beside it and a CPU point waits for all of them. Past timeout_s (None: lock_timeout()) of waiting,
+    for a GPU, the gate, heavy work or other measurements: LockTimeout. A lock folder private to this SLURM
+    job: LockUnusable.
+    """
+    t0 = time.monotonic()
+    timeout_s = lock_timeout() if timeout_s is None else timeout_s
+    deadline = t0 + timeout_s
+    _refuse_private(node_lock)
+    if not devices or not per_device:
+        with _measurement_entry(node_lock, shared=False, deadline=deadline):
+            yield Slot("exclusive", devices[0] if devices else None, time.monotonic() - t0, (_taken(node_lock),))
+        return
+    while True:
+        for device in devices:
+            with flocked(device_lock(node_lock, device), wait=False) as got:
+                if got is None:
+                    continue
+                held = (_taken(device_lock(node_lock, device)),)
+                with _measurement_entry(node_lock, shared=True, deadline=deadline):
+                    yield Slot("per_device", device, time.monotonic() - t0, held + (_taken(node_lock),))
+                return
+        if time.monotonic() >= deadline:
+            raise LockTimeout(f"no GPU of {', '.join(devices)} came free within {timeout_s:g} s")
+        time.sleep(POLL_S)
+
+
+@contextlib.contextmanager
+def heavy_work(node_lock: str | os.PathLike | None, what: str = "heavy work",
+               timeout_s: float | None = None) -> Iterator[float]:
+    """Hold the heavy-work side of the node for the block: no measurement runs beside it (see the module's
+    docstring); other heavy jobs may. Yields the seconds waited for measurements to end.
+
+    node_lock None: measurements are not kept apart (measurement.exclusive: false), nothing is taken.
+    Inside heavy work already (this process or its parent): nothing more is taken. Inside a measurement
+    (a point's trainer preparing its own input): nothing is taken, the work is part of that point.
+    Past timeout_s (None: lock_timeout()) of waiting: LockTimeout, its message one line naming the setting.
+    """
+    if node_lock is None or _heavy_inside(node_lock) or os.environ.get(MEASURING) == str(node_lock):
+        yield 0.0
+        return
+    t0 = time.monotonic()
+    timeout_s = lock_timeout() if timeout_s is None else timeout_s
+    deadline = t0 + timeout_s
+    _refuse_private(node_lock)
+    with contextlib.ExitStack() as held:
+        try:
+            with flocked(gate_lock(node_lock), timeout_s=_left(deadline)):
+                held.enter_context(flocked(heavy_lock(node_lock), shared=True, timeout_s=_left(deadline)))
+                with flocked(node_lock, timeout_s=_left(deadline)):
+                    pass  # no measurement runs now, and none gets in while this process holds the gate
+        except LockTimeout as exc:
+            raise LockTimeout(f"{what} waited {timeout_s:g} s (measurement.lock_timeout_s) for the node's locks, "
+                              f"and another process held them the whole time ({exc})") from None
+        waited = time.monotonic() - t0
+        if waited > WAIT_NOTE_S:
+            print(f"dlbench: {what} waited {waited:.1f} s for the measurement on this node to end", file=sys.stderr)
+        kept = (_taken(heavy_lock(node_lock)),)
+        with _marked(HEAVY_HELD, str(node_lock)):
+            yield waited
+        for path in _still_held(kept):
+            print(f"dlbench: {what}: the lock file {path} was removed or replaced while it was held; a point may "
+                  "have measured beside this work", file=sys.stderr)
+
+
+LIVE_JOBS = "dlbench-jobs"  # under .snakemake/: one file per running training job of this working directory
+
+
+@contextlib.contextmanager
+def live_job(meta: str | os.PathLike = ".snakemake"):
+    """Mark a workflow job as alive for its lifetime: host, pid and SLURM job id, in .snakemake/dlbench-jobs/.
+
+    A Snakemake killed alone (the OOM killer, a lost login) leaves its jobs running; the next run reads
+    these marks and keeps Snakemake's locks while any of those jobs lives (hold_and_clear_stale). Written
+    atomically: a job killed while it writes leaves no half mark.
+    """
+    folder = Path(meta) / LIVE_JOBS
+    mark = folder / f"{socket.gethostname()}-{os.getpid()}"
+    atomic.write_text(mark, json.dumps({"host": socket.gethostname(), "pid": os.getpid(),
+                                        "slurm_job_id": os.environ.get("SLURM_JOB_ID")}))
+    try:
+        yield mark
+    finally:
+        mark.unlink(missing_ok=True)
+
+
+def live_jobs(meta: str | os.PathLike = ".snakemake") -> list[str]:
+    """The marked jobs that are still alive (a description each); marks of jobs known to be gone are removed.
+
+    A job of this host is alive while its pid is; one with a SLURM job id while SLURM runs or queues it; one of
+    another host without a SLURM id cannot be checked from here, so it counts as alive. So does a mark that
+    cannot be read: it is kept, with a warning, as nobody can tell whose job it was.
+    """
+    folder = Path(meta) / LIVE_JOBS
+    alive = []
+    for mark in sorted(folder.glob("[!.]*")) if folder.is_dir() else []:  # .*: a mark being written (atomic)
+        try:
+            job = json.loads(mark.read_text())
+            pid = int(job["pid"])
+        except (OSError, ValueError, TypeError, KeyError) as exc:
+            print(f"dlbench: the live-job mark {mark} cannot be read ({type(exc).__name__}); it counts as a live "
+                  "job: remove it once no job of this workflow runs", file=sys.stderr)
+            alive.append(f"an unreadable mark ({mark.name})")
+            continue
+        if job.get("slurm_job_id"):
+            running = _slurm_job_running(str(job["slurm_job_id"]))
+            if running is None:  # squeue failed or timed out: unknown, never "gone"
+                print(f"dlbench: SLURM did not say whether job {job['slurm_job_id']} still runs (squeue failed); "
+                      f"its live-job mark {mark} is kept, and asked about again at the next run", file=sys.stderr)
+        elif job.get("host") == socket.gethostname():
+            running = procs.alive(pid)
+        else:
+            running = None
+        if running is False:
+            mark.unlink(missing_ok=True)
+        else:
+            alive.append(f"pid {pid} on {job.get('host')}"
+                         + (f" (SLURM job {job['slurm_job_id']})" if job.get("slurm_job_id") else ""))
+    return alive
+
+
+def hold_and_clear_stale(workdir: str | os.PathLike = ".") -> tuple[int, list[str]]:
+    """Take this run's lock; if no other run and none of their jobs is alive, remove stale Snakemake locks.
+
+    A killed run's jobs are its marked ones (live_jobs) and, under SLURM, those it submitted that have not
+    started yet (pending: no mark), found by their working directory.
+    Returns (how many lock files were removed, the live jobs of a killed run that kept them).
+    """
+    global _held
+    if _held is not None:
+        return 0, []
+    meta = Path(workdir) / ".snakemake"
+    meta.mkdir(exist_ok=True)
+    fh = open(meta / "dlbench.lock", "w")
+    try:
+        fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:  # another dlbench run is alive in this directory: its locks are real
+        fh.close()
+        return 0, []
+    _held = fh
+    stale = sorted((meta / "locks").glob("*.lock")) if (meta / "locks").is_dir() else []
+    alive = live_jobs(meta)
+    if stale and not alive:  # asked only where there is something to remove: squeue is a call to the controller
+        alive = _queued_here(workdir)
+    if alive:  # a killed run's jobs still measure or wait: its locks stay, nothing of theirs is run again beside them
+        return 0, alive
+    for lock in stale:
+        lock.unlink(missing_ok=True)
+    return len(stale), []
+
+
+def _queued_here(workdir: str | os.PathLike) -> list[str]:
+    """A killed run's jobs that SLURM queues or runs in workdir; where squeue failed, one entry that says so: whether
+    any waits is unknown, so Snakemake's locks stay (a job run twice beside itself costs more than a wait)."""
+    jobs = _slurm_jobs_in(workdir)
+    if jobs is None:
+        print("dlbench: SLURM did not say whether a killed run's jobs wait here (squeue failed); Snakemake's locks "
+              "stay, and SLURM is asked again at the next run (`snakemake --unlock` where no job of this workflow "
+              "is queued)", file=sys.stderr)
+        return ["jobs SLURM did not answer for (squeue failed)"]
+    return [f"SLURM job {job}" for job in jobs]

@@ -1,0 +1,1 @@
+"""The study's charts: the catalogue, what every chart is made of, how each is drawn, and drawing them."""

@@ -1,0 +1,94 @@
+"""A look at a study before it ends: its findings, charts and table of runs from the points finished so far.
+
+`snakemake partial` draws them into results/partial/ without training anything or waiting for the rest (only
+for the point being measured on this node, as all heavy work does: dlbench.node.locks.heavy_work). It
+reads only finished records (a record is written whole or not at all, dlbench.record.store), writes nothing the
+study itself writes, and says "k of N points" in the findings and under every chart's title, so that a
+partial chart is never taken for the study's.
+
+    results/partial/{runs,curves,samples}.parquet   the finished points' tables
+    results/partial/charts/<chart>.{html,svg}      every chart with data, its subtitle saying k of N; index.json
+    results/partial/findings.md                    the findings, headed by k of N
+    results/partial/runs.html                      the table of the finished runs
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from pathlib import Path
+
+from dlbench import atomic
+from dlbench.node import locks
+from dlbench.record import store
+
+# Standard library only at the top: the workflow imports this module every time it starts.
+
+
+class NothingFinished(RuntimeError):
+    """No point of the study has finished yet: there is nothing to draw."""
+
+
+def finished(metrics_paths: list[str]) -> list[str]:
+    """The study's records that exist now (one stat each)."""
+    return [path for path in metrics_paths if os.path.exists(path)]
+
+
+def state(metrics_paths: list[str]) -> str:
+    """A digest of which records exist and when each was written: the rule runs again when it changes."""
+    h = hashlib.blake2b(digest_size=8)
+    for path in finished(metrics_paths):
+        h.update(f"{path} {os.stat(path).st_mtime_ns}\n".encode())
+    return h.hexdigest()
+
+
+def note(k: int, n: int) -> str:
+    return f"{k} of {n} points (drawn while the study was unfinished)"
+
+
+def draw(metrics_paths: list[str], out: dict, *, membership=None, tuning=None, peak_path=None,
+         published=None, verdicts=None) -> int:
+    """Findings, charts and the table of runs from the records of metrics_paths that exist; how many there were.
+    `verdicts`: the config's equivalence margins (stats.Margins.from_config)."""
+    done = [path for path in finished(metrics_paths) if store.read_or_skip(path) is not None]
+    k, n = len(done), len(metrics_paths)
+    if not k:
+        raise NothingFinished(f"none of the study's {n} points has finished yet: nothing to draw (run `snakemake "
+                              "partial` again once a point has finished)")
+    # Drawing loads the CPU for seconds to minutes, and partial runs while the study measures: as heavy work it
+    # waits for the point being measured on this node (at most measurement.lock_timeout_s, then LockTimeout).
+    with locks.heavy_work(locks.node_lock(), "the partial report"):
+        _draw(done, n, out, membership=membership, tuning=tuning, peak_path=peak_path, published=published,
+              verdicts=verdicts)
+    return k
+
+
+def _draw(done: list[str], n: int, out: dict, *, membership, tuning, peak_path, published, verdicts) -> None:
+    """draw's work, on the records `done` of a study of n points."""
+    import pandas as pd  # here, not above: the workflow imports this module (state) every time it starts
+
+    from dlbench.aggregate import collect
+    from dlbench.analysis import stats
+    from dlbench.present import findings, runs_table
+    from dlbench.present.charts import draw as charts
+
+    k = len(done)
+    peak = peak_path if peak_path and Path(peak_path).exists() else None
+    runs = collect.aggregate(done, out["runs"], out["curves"], out["samples"], membership=membership,
+                             peak_path=peak, tuning=tuning)
+    line = note(k, n)
+    index = charts.draw_all(out["runs"], out["curves"], out["samples"], out["charts"], published=published,
+                            subtitle=line)
+    reference = pd.read_csv(published) if published and Path(published).exists() else None
+    margins = stats.Margins.from_config({"verdicts": verdicts})
+    text = findings.render(runs, pd.read_parquet(out["curves"]), reference, margins, index["not_drawn"])
+    atomic.write_text(out["findings"], headed(text, k, n))
+    runs_table.write(out["runs"], out["runs_html"], title=f"Every run so far: {line}")
+
+
+def headed(text: str, k: int, n: int) -> str:
+    """The findings with k of N said right under their title."""
+    head, _, rest = text.partition("\n")
+    warning = (f"\n**Partial: drawn from {k} of {n} points**; the other {n - k} had not finished when this was "
+               "written, so every count, mean and verdict below is of the finished points only.\n")
+    return f"{head}\n{warning}{rest}" if head.startswith("#") else f"{warning}\n{text}"
