@@ -18,7 +18,7 @@ for its rate and fixed cost:
   efficiency and its thread scaling, the framework's default fixed cost (its registry record's `cost`); the
   FLOPs per image come from the network (dlbench.spec.networks.flops_per_image).
 
-A probe (`dlbench plan CONFIG --probe`) runs one short point of every kind that has no
+A probe (`dlbench plan CONFIG --probe`, dlbench.plan.probes) runs one short point of every kind that has no
 finished point yet and keeps its record in results/probes/; the estimate counts probes as finished
 points. A GPU point with nothing measured has no estimate (no GPU peak is known): it is counted apart.
 
@@ -28,7 +28,6 @@ needs medians, so it reads at most SAMPLE records of each kind (the rest are onl
 
 from __future__ import annotations
 
-import argparse
 import json
 import math
 import os
@@ -66,7 +65,6 @@ SAMPLE = 20  # finished records read per kind
 #   small batches slow), from the same records: step time = overhead + batch x time per image, solved from
 #   batch 32 and 128 (Theano's two do not fit a positive overhead, and JAX's study has one batch size: none
 #   is assumed).
-PROBE_ITERATIONS = 50
 PROBES = "results/probes"
 PEAK = "results/machine/peak.json"  # the machine_peak rule's measurement
 QUICK_PEAK = "results/machine/peak.estimate.json"  # the estimate's own quick one, when the rule has not run
@@ -328,67 +326,3 @@ def describe(est: dict) -> str:
     if est["unknown"]:
         text += f", not counting {est['unknown']} GPU points with no measured point of their kind (probe them)"
     return text
-
-
-# ---------------------------------------------------------------------------------------------
-# The probe: one short point of every kind that has nothing measured
-# ---------------------------------------------------------------------------------------------
-
-def probe(cfg: dict, points: list[dict], run_dir, iterations: int = PROBE_ITERATIONS,
-          root: str | os.PathLike = ".") -> int:
-    """Run one short point (`iterations`, no interval tests, at most 1,000 test images) of every kind that has
-    neither a finished point nor a probe, in its own environment, and keep its record in results/probes/."""
-    from dlbench.datasets import prepare
-    from dlbench.environments import build, choice
-    from dlbench.run import runner
-
-    done = finished(points, run_dir, Path(root) / PROBES)
-    todo: dict[str, dict] = {}
-    for p in done.pending:
-        if kind(p) not in done.by_kind:
-            todo.setdefault(probe_name(p), p)
-    for name, p in todo.items():
-        short = {**p, "iterations": iterations, "epochs": None, "test_interval": None,
-                 "input": {**p.get("input", {}), "test_samples": min(test_size(p), 1000)}}
-        data = Path(root) / "resources/datasets" / p["dataset"]
-        if not (data / "meta.json").exists():
-            prepare.prepare(p["dataset"], data, local=cfg.get("data", {}).get(p["dataset"]))
-        env_name, site = choice.point_env(cfg, p)
-        env = (build.site_env(p["framework"], env_name, site) if site
-               else build.describe(env_name, build.build(env_name)))
-        t0 = time.perf_counter()
-        record = runner.run_point(short, data, Path(root) / PROBES / name, python=env["python"], env=env)
-        print(f"dlbench: probe {name}: {record['status']}, {record.get('throughput_img_s') or 0:.0f} img/s, "
-              f"{time.perf_counter() - t0:.1f} s", file=sys.stderr)
-    return len(todo)
-
-
-def main(argv: list[str] | None = None) -> int:
-    from dlbench.paths import SCHEMA
-    from dlbench.study import config, sweep
-
-    ap = argparse.ArgumentParser(prog="dlbench plan",
-                                 description="estimate how long a study will take, from the points already "
-                                 "measured (--probe: measure first)")
-    ap.add_argument("config", help="the study's config file (as for --configfile)")
-    ap.add_argument("--probe", action="store_true", help="first run one short point of every unmeasured kind")
-    ap.add_argument("--iterations", type=int, default=PROBE_ITERATIONS, help="a probe's length")
-    args = ap.parse_args(argv)
-    try:
-        cfg = config.load(args.config, schema_path=SCHEMA)
-    except config.ConfigError as exc:
-        print(f"dlbench: config error: {exc}", file=sys.stderr)
-        return 2
-    points = sweep.plan(cfg).points
-
-    def run_dir(p: dict) -> str:
-        return f"results/runs/{p['framework']}/{p['dataset']}/{p['id']}"
-
-    if args.probe:
-        probe(cfg, points, run_dir, args.iterations)
-    print(describe(estimate(points, run_dir)))
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

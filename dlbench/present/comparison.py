@@ -12,6 +12,8 @@ words each earned: B slower / faster (more / less accurate) where its Benjamini-
 alpha, equivalent within a stated margin (two one-sided tests), inconclusive (with the change it could have
 detected), not testable (too few runs, no spread); DIR/comparison.md says it in words and
 DIR/comparison_ratios.{html,svg} draws the ratios per framework.
+
+The numbers are dlbench.analysis.comparison's; this module words them, draws the ratios and is the command.
 """
 
 from __future__ import annotations
@@ -24,240 +26,32 @@ import numpy as np
 import pandas as pd
 
 from dlbench.aggregate.collect import write_parquet
-from dlbench.analysis import comparison_stats, frames, stats
+from dlbench.analysis import comparison_stats, stats
+from dlbench.analysis.comparison import (
+    ADJUSTMENT,
+    ALPHA,
+    CONTENDED,
+    EQUIVALENT,
+    INCONCLUSIVE,
+    MD_ROWS,
+    METRICS,
+    ONLY_A,
+    ONLY_B,
+    OUTPUTS,
+    UNTESTABLE,
+    CompareError,
+    baseline_runs,
+    compare,
+    differences,
+    per_framework,
+    read_set,
+)
 from dlbench.atomic import atomic_path
 from dlbench.node import locks
 from dlbench.present.markdown import escape
-from dlbench.record import store
 
-# Each metric compared, and the words of its verdict when B's mean is above / below A's beyond the noise.
-METRICS = {
-    "train_time_s": ("slower", "faster"),
-    "test_time_s": ("slower", "faster"),
-    "accuracy": ("more accurate", "less accurate"),
-}
-# Where no direction is told: stats' words (equivalent within a margin, inconclusive, not testable).
-EQUIVALENT, INCONCLUSIVE, UNTESTABLE = stats.EQUIVALENT, stats.INCONCLUSIVE, stats.UNTESTABLE
-ADJUSTMENT = "Benjamini-Hochberg (false discovery rate)"
-ONLY_A, ONLY_B = "only in A", "only in B"
-FAILED_A, FAILED_B = "no finished run in A", "no finished run in B"
-CONTENDED = " (contended runs)"
-ALPHA = stats.ALPHA
-# The settings of a point, for records made before `setting_id` (tables.SETTINGS, plus what it leaves implied).
-EXTRA_SETTINGS = ["init", "lr_policy_json", "input_json", "validation_json", "test_batch_size", "test_interval",
-                  "shuffle", "ema_decay", "version"]
-# What a result set holds that is not a setting: compared as a whole, per framework where it is the framework's.
-MACHINE_FACTS = ["host", "cpu_model", "cpu_cores_logical", "cpu_cores_usable", "memory_total_mb", "cpu_governor",
-                 "cpu_boost", "gpu_model", "gpu_driver", "os", "python_runner", "dlbench_version", "dlbench_commit",
-                 "dlbench_dirty"]
-FRAMEWORK_FACTS = ["env_name", "env_kind", "env_key", "framework_version", "framework_numpy_version",
-                   "framework_python_version", "cuda_version", "cudnn_version", "blas"]
-# What a comparison writes into its folder.
-OUTPUTS = ("comparison.parquet", "comparison.md", "comparison_ratios.html", "comparison_ratios.svg")
-# Settings listed in comparison.md at most; the parquet holds every one.
-MD_ROWS = 200
-
-
-class CompareError(ValueError):
-    """Result sets that cannot be compared; the message is one line for the user."""
-
-
-# ---------------------------------------------------------------------------------------------- reading
-
-
-def baseline_runs(path: str | Path, own: str | Path = "results/runs.parquet") -> str:
-    """The runs.parquet of a config's `compare.baseline` (the file, or in the folder or its results/)."""
-    path = Path(path).expanduser()
-    found = next((c for c in (path, path / "runs.parquet", path / "results" / "runs.parquet")
-                  if c.is_file() and c.suffix == ".parquet"), None)
-    if found is None:
-        raise CompareError(f"{path} holds no runs.parquet; give a results folder of another run (its aggregation "
-                           "wrote runs.parquet there) or the file itself")
-    if found.resolve() == Path(own).resolve():
-        raise CompareError(f"{path} is this study's own results; give another run's")
-    return str(found)
-
-
-def read_set(path: str | Path) -> pd.DataFrame:
-    """One result set's runs: runs.parquet (the file, or in the folder or its results/), else its records."""
-    path = Path(path)
-    for candidate in (path, path / "runs.parquet", path / "results" / "runs.parquet"):
-        if candidate.is_file() and candidate.suffix == ".parquet":
-            return pd.read_parquet(candidate)
-    for runs in (path / "runs", path / "results" / "runs"):
-        if runs.is_dir():
-            found = [r for p in sorted(runs.glob("*/*/*/metrics.json")) if (r := store.read_or_skip(p))]
-            if found:
-                return pd.DataFrame(found).rename(columns={"id": "run_id"})
-    raise CompareError(f"{path} holds no results: give a results folder (runs.parquet, or runs/.../metrics.json) "
-                       "or a runs.parquet file")
-
-
-def settings_key(a: pd.DataFrame, b: pd.DataFrame) -> tuple[pd.Series, pd.Series]:
-    """Each run's setting: its `setting_id` where every record of both sets has one, else its setting columns."""
-    if all("setting_id" in df and df["setting_id"].notna().all() for df in (a, b)):
-        return a["setting_id"].astype(str), b["setting_id"].astype(str)
-    columns = [c for c in dict.fromkeys(frames.SETTINGS + EXTRA_SETTINGS) if c in a or c in b]
-
-    def key(df: pd.DataFrame) -> pd.Series:
-        frame = df.reindex(columns=columns).astype(object).where(lambda x: x.notna(), None).astype(str)
-        return frame.agg("|".join, axis=1)
-
-    return key(a), key(b)
-
-
-def _with_settings(df: pd.DataFrame, key: pd.Series) -> pd.DataFrame:
-    out = frames.points(df)
-    out["setting"] = key.to_numpy()
-    if "contended" in df:  # issue 21's flag: a run timed while other work took the machine's CPUs
-        out["contended"] = df["contended"].fillna(False).astype(bool).to_numpy()
-    else:
-        out["contended"] = False
-    return out
-
-
-# ---------------------------------------------------------------------------------------------- what differs
-
-
-def differences(a: pd.DataFrame, b: pd.DataFrame) -> list[tuple[str, str, str]]:
-    """(what, A's values, B's values) of every machine, environment and dlbench fact the two sets differ in."""
-    def values(df: pd.DataFrame, column: str, framework: str | None = None) -> str:
-        rows = df if framework is None else df[df["framework"] == framework]
-        if column not in rows:
-            return "not recorded"
-        found = sorted(set(rows[column].dropna().unique().astype(str)))
-        return ", ".join(found) if found else "not recorded"
-
-    out = [(c, values(a, c), values(b, c)) for c in MACHINE_FACTS]
-    shared = sorted(set(a["framework"]) & set(b["framework"]))
-    out += [(f"{c} ({fw})", values(a, c, fw), values(b, c, fw)) for c in FRAMEWORK_FACTS for fw in shared]
-    return [(what, va, vb) for what, va, vb in out if va != vb]
-
-
-# ---------------------------------------------------------------------------------------------- the comparison
-
-
-def _summary(df: pd.DataFrame, metric: str) -> pd.DataFrame:
-    """Per setting: finished runs of the metric (n, mean, variance), failed runs, contended runs."""
-    ok = df["status"].eq("ok") & df[metric].notna()
-    finished = df[ok].groupby("setting")[metric].agg(n="count", mean="mean", var="var")
-    every = df.assign(failed=df["status"].ne("ok")).groupby("setting").agg(failed=("failed", "sum"),
-                                                                          contended=("contended", "sum"))
-    return every.join(finished, how="left").fillna({"n": 0}).astype({"n": int, "contended": int})
-
-
-def _joined(pa: pd.DataFrame, pb: pd.DataFrame) -> pd.DataFrame:
-    """One row per setting and metric: both sets' summaries side by side, with the metric's verdict words."""
-    rows = []
-    for metric, words in METRICS.items():
-        both = _summary(pa, metric).add_prefix("a_").join(_summary(pb, metric).add_prefix("b_"), how="outer")
-        both["metric"] = metric
-        both["more"], both["less"] = words
-        rows.append(both)
-    return pd.concat(rows).reset_index(names="setting")
-
-
-def _tested(out: pd.DataFrame, margins: stats.Margins, alpha: float) -> pd.DataFrame:
-    """Each row's test: Welch's t on log(B / A) for a ratio metric, on B - A for accuracy (Margins.for_metric)."""
-    scales = {m: margins.for_metric(m) for m in METRICS}
-    log = out["metric"].map({m: s[1] for m, s in scales.items()}).to_numpy(dtype=bool)
-    margin = out["metric"].map({m: s[0] for m, s in scales.items()}).to_numpy(dtype=float)
-    sides = [out[c] for c in ("a_mean", "a_var", "a_n", "b_mean", "b_var", "b_n")]
-    on_log, on_diff = comparison_stats.log_ratio(*sides), comparison_stats.difference(*sides)
-    estimate, se, df = (np.where(log, x, y) for x, y in zip(on_log, on_diff))
-    why = comparison_stats.untestable(out["a_n"], out["b_n"], estimate, se)
-    test = comparison_stats.welch_test(estimate, se, df, margin, why, alpha)
-    ratio_low, ratio_high = comparison_stats.interval(*on_log)  # every metric's ratio, for the chart
-    testable = why == ""
-    with np.errstate(invalid="ignore", divide="ignore"):
-        ratio = out["b_mean"].to_numpy(dtype=float) / out["a_mean"].to_numpy(dtype=float)
-    return pd.DataFrame({
-        "ratio": np.where(out["a_mean"].to_numpy(dtype=float) > 0, ratio, np.nan),
-        "ratio_ci_low": np.where(testable & np.isfinite(on_log[1]), np.exp(ratio_low), np.nan),
-        "ratio_ci_high": np.where(testable & np.isfinite(on_log[1]), np.exp(ratio_high), np.nan),
-        "difference": np.where(log, np.nan, on_diff[0]),
-        "difference_ci_low": np.where(log, np.nan, test["low"]),
-        "difference_ci_high": np.where(log, np.nan, test["high"]),
-        "test": np.where(log, comparison_stats.TEST_LOG, comparison_stats.TEST_DIFFERENCE),
-        "p_value": test["p_value"], "tost_p": test["tost_p"],
-        # the margin and the detectable change on the metric's own scale: a ratio for times, a difference else
-        "margin": np.where(log, np.exp(margin), margin),
-        "detectable": np.where(log, np.exp(test["detectable"]), test["detectable"]),
-        "estimate": test["estimate"], "why": why}, index=out.index)
-
-
-def compare(a: pd.DataFrame, b: pd.DataFrame, alpha: float = ALPHA,
-            margins: stats.Margins | None = None) -> pd.DataFrame:
-    """One row per setting and metric: both sets' n, mean and interval, the ratio B / A with its interval (and
-    for accuracy the difference B - A), the test's p (Benjamini-Hochberg-adjusted over every test of the
-    comparison: `p_adjusted`), its TOST p within the metric's margin, the change it could have detected, and
-    the verdict."""
-    key_a, key_b = settings_key(a, b)
-    pa, pb = _with_settings(a, key_a), _with_settings(b, key_b)
-    describe = pd.concat([pa, pb]).drop_duplicates("setting").set_index("setting")
-    label_cols = ["framework", "dataset", "device", "whose", "reading", "network", "batch_size", "learning_rate",
-                  "length", "length_unit", "threads", "library", "compile", "precision"]
-    labels = describe[label_cols].copy()
-    labels["label"] = frames.settings_label(describe, set())
-    out = _joined(pa, pb)
-    for side in "ab":
-        out[f"{side}_n"] = out[f"{side}_n"].fillna(0).astype(int)
-        out[f"{side}_present"] = out[f"{side}_failed"].notna()
-        low, high = comparison_stats.mean_interval(out[f"{side}_mean"], out[f"{side}_var"], out[f"{side}_n"])
-        out[f"{side}_ci_low"], out[f"{side}_ci_high"] = low, high
-    out = out.join(_tested(out, margins or stats.Margins(), alpha))
-    out["p_adjusted"] = stats.benjamini_hochberg(out["p_value"])
-    out["contended"] = (out["a_contended"].fillna(0) + out["b_contended"].fillna(0)) > 0
-    out["verdict"] = _verdicts(out, alpha)
-    compared = out["a_present"] & out["b_present"] & (out["a_n"] > 0) & (out["b_n"] > 0)
-    out["why"] = out["why"].where(compared, "")  # a setting one set lacks says so in its verdict
-    out = out.join(labels, on="setting")
-    keep = ["setting", "label", *label_cols, "metric", "a_n", "a_mean", "a_ci_low", "a_ci_high", "a_failed",
-            "a_contended", "b_n", "b_mean", "b_ci_low", "b_ci_high", "b_failed", "b_contended", "ratio",
-            "ratio_ci_low", "ratio_ci_high", "difference", "difference_ci_low", "difference_ci_high", "test",
-            "p_value", "p_adjusted", "tost_p", "margin", "detectable", "contended", "verdict", "why"]
-    return out[keep].sort_values(["metric", "framework", "dataset", "device", "label"], kind="stable",
-                                 ignore_index=True)
-
-
-def _verdicts(out: pd.DataFrame, alpha: float) -> pd.Series:
-    """The four words, each earned: told apart (adjusted p), equivalent (TOST), inconclusive, not testable."""
-    told = out["p_adjusted"] < alpha
-    verdict = np.select(
-        [~out["a_present"], ~out["b_present"], out["a_n"] == 0, out["b_n"] == 0, out["why"] != "",
-         told & (out["estimate"] > 0), told, out["tost_p"] < alpha],
-        [ONLY_B, ONLY_A, FAILED_A, FAILED_B, UNTESTABLE, out["more"], out["less"], EQUIVALENT], default=INCONCLUSIVE)
-    verdict = pd.Series(verdict, index=out.index, dtype=object)
-    return verdict.where(~out["contended"], verdict + CONTENDED)
-
-
-def per_framework(table: pd.DataFrame, alpha: float = ALPHA, margins: stats.Margins | None = None) -> pd.DataFrame:
-    """Per framework and metric, over its settings with a ratio: the `change`, the geometric mean ratio B / A
-    (accuracy: the mean difference B - A) with its t interval (the settings its sample), the one-sample t of "no
-    change" (Holm-adjusted over these few rows), the TOST within the metric's margin and a verdict. A shift too
-    small to tell in one setting of a few repeats shows here."""
-    margins = margins or stats.Margins()
-    usable = table[table["ratio"].notna() & (table["ratio"] > 0)].copy()
-    log = usable["metric"].map(lambda m: margins.for_metric(m)[1]).astype(bool)
-    usable["effect"] = np.where(log, np.log(usable["ratio"]), usable["b_mean"] - usable["a_mean"])
-    out = (usable.groupby(["framework", "metric"], sort=False)["effect"].agg(settings="count", mean="mean", sd="std")
-           .reset_index())
-    scale = out["metric"].map(lambda m: margins.for_metric(m))
-    margin, log = scale.str[0].to_numpy(dtype=float), scale.str[1].to_numpy(dtype=bool)
-    se, df = out["sd"].to_numpy() / np.sqrt(out["settings"].to_numpy()), out["settings"].to_numpy() - 1.0
-    why = comparison_stats.untestable(out["settings"], out["settings"], out["mean"], se)
-    why = np.where(why == comparison_stats.TOO_FEW, f"fewer than {stats.MIN_RUNS} settings", why)
-    test = comparison_stats.welch_test(out["mean"].to_numpy(), se, df, margin, why, alpha)
-    back = lambda x: np.where(log, np.exp(x), x)  # noqa: E731 - the effect's own scale: a ratio for times
-    out["change"] = back(out["mean"])
-    out["change_ci_low"], out["change_ci_high"] = back(test["low"]), back(test["high"])
-    out["p_value"], out["tost_p"], out["why"] = test["p_value"], test["tost_p"], why
-    out["p_adjusted"] = stats.holm(out["p_value"])
-    more, less = out["metric"].map(lambda m: METRICS[m][0]), out["metric"].map(lambda m: METRICS[m][1])
-    told = out["p_adjusted"] < alpha
-    out["verdict"] = np.select([out["why"] != "", told & (out["mean"] > 0), told, out["tost_p"] < alpha],
-                               [UNTESTABLE, more, less, EQUIVALENT], default=INCONCLUSIVE)
-    return out.drop(columns=["mean", "sd"])
+__all__ = ["CONTENDED", "EQUIVALENT", "INCONCLUSIVE", "METRICS", "OUTPUTS", "UNTESTABLE", "CompareError",
+           "baseline_runs", "compare", "per_framework"]  # what the workflow's rules and scripts take from here
 
 
 # ---------------------------------------------------------------------------------------------- writing

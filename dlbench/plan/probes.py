@@ -1,0 +1,43 @@
+"""Probes: one short point of every kind a study has nothing measured of, run in its own environment, so that the
+estimate (dlbench.plan.estimate) has a rate for it. Their records are kept in results/probes/, by kind."""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+from pathlib import Path
+
+from dlbench.plan.estimate import PROBES, finished, kind, probe_name, test_size
+
+PROBE_ITERATIONS = 50  # a probe's length: enough steps for a rate, far fewer than a point's
+
+
+
+def probe(cfg: dict, points: list[dict], run_dir, iterations: int = PROBE_ITERATIONS,
+          root: str | os.PathLike = ".") -> int:
+    """Run one short point (`iterations`, no interval tests, at most 1,000 test images) of every kind that has
+    neither a finished point nor a probe, in its own environment, and keep its record in results/probes/."""
+    from dlbench.datasets import prepare
+    from dlbench.environments import build, choice
+    from dlbench.run import runner
+
+    done = finished(points, run_dir, Path(root) / PROBES)
+    todo: dict[str, dict] = {}
+    for p in done.pending:
+        if kind(p) not in done.by_kind:
+            todo.setdefault(probe_name(p), p)
+    for name, p in todo.items():
+        short = {**p, "iterations": iterations, "epochs": None, "test_interval": None,
+                 "input": {**p.get("input", {}), "test_samples": min(test_size(p), 1000)}}
+        data = Path(root) / "resources/datasets" / p["dataset"]
+        if not (data / "meta.json").exists():
+            prepare.prepare(p["dataset"], data, local=cfg.get("data", {}).get(p["dataset"]))
+        env_name, site = choice.point_env(cfg, p)
+        env = (build.site_env(p["framework"], env_name, site) if site
+               else build.describe(env_name, build.build(env_name)))
+        t0 = time.perf_counter()
+        record = runner.run_point(short, data, Path(root) / PROBES / name, python=env["python"], env=env)
+        print(f"dlbench: probe {name}: {record['status']}, {record.get('throughput_img_s') or 0:.0f} img/s, "
+              f"{time.perf_counter() - t0:.1f} s", file=sys.stderr)
+    return len(todo)
