@@ -42,15 +42,15 @@ from pathlib import Path
 out = Path(sys.argv[1])
 step = sys.argv[2]
 if step == "aggregate":
-    from dlbench import results
+    from dlbench.aggregate import collect
     paths = [Path(p) for p in json.loads(Path(sys.argv[3]).read_text())]
-    results.aggregate(paths, out / "runs.parquet", out / "curves.parquet", out / "samples.parquet", membership={},
+    collect.aggregate(paths, out / "runs.parquet", out / "curves.parquet", out / "samples.parquet", membership={},
                       cache=out / ".aggregate-cache")
 elif step == "charts":
-    from dlbench import charts
-    charts.draw_all(out / "runs.parquet", out / "curves.parquet", out / "samples.parquet", out / "charts")
+    from dlbench.present.charts import draw
+    draw.draw_all(out / "runs.parquet", out / "curves.parquet", out / "samples.parquet", out / "charts")
 elif step == "findings":
-    from dlbench import findings
+    from dlbench.present import findings
     findings.write_findings(out / "runs.parquet", out / "curves.parquet", out / "findings.md")
 print(json.dumps({"maxrss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}))
 """

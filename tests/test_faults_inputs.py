@@ -63,7 +63,7 @@ def test_a_failed_build_ends_the_children_of_its_step(cache, tmp_path, monkeypat
 
 def test_an_interrupted_build_ends_its_step_and_leaves_no_folder(cache, tmp_path):
     child, started = tmp_path / "child.pid", tmp_path / "step.pid"
-    script = (f"from dlbench import envs\n"
+    script = (f"from dlbench.environments import build as envs\n"
               f"envs.probe = lambda framework, python: {{}}\n"
               f"envs.build_steps = lambda env, tmp: [['bash', '-c', 'echo $$ > {started}; sleep 300 & "
               f"echo $! > {child}; wait']]\n"

@@ -123,12 +123,12 @@ def test_multipliers_say_what_each_example_decays_and_speeds_up():
 
 PARAMS = """
 import importlib, json, sys
-from dlbench import models
+from dlbench.spec import networks
 from dlbench.frameworks import registry
 adapter = importlib.import_module("dlbench.frameworks." + sys.argv[1]).ADAPTER
 lacks = set(registry.get(sys.argv[1]).cannot_build)
-print(json.dumps({net: adapter.params(models.resolve(net, 10), shape) for net, shape in models.INPUT_SHAPES.items()
-                  if not models.kinds(models.NETWORKS[net]) & lacks}))
+print(json.dumps({net: adapter.params(networks.resolve(net, 10), shape) for net, shape in networks.INPUT_SHAPES.items()
+                  if not networks.kinds(networks.NETWORKS[net]) & lacks}))
 """
 
 

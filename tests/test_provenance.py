@@ -23,8 +23,9 @@ def test_the_checkout_gives_its_commit_and_whether_tracked_files_changed():
 
 def test_a_copy_outside_git_says_it_does_not_know(tmp_path):
     shutil.copytree(ROOT / "dlbench", tmp_path / "dlbench", ignore=shutil.ignore_patterns("__pycache__"))
-    out = subprocess.run([sys.executable, "-c", "from dlbench import provenance; print(provenance.dlbench_build())"],
-                         cwd=tmp_path, capture_output=True, text=True, env={"PATH": "/usr/bin:/bin"}, timeout=600)
+    script = "from dlbench.record import provenance; print(provenance.dlbench_build())"
+    out = subprocess.run([sys.executable, "-c", script], cwd=tmp_path, capture_output=True, text=True,
+                         env={"PATH": "/usr/bin:/bin"}, timeout=600)
     assert out.stdout.strip() == (f"{{'dlbench_version': '{dlbench.__version__}', 'dlbench_commit': None, "
                                   "'dlbench_dirty': None}"), out.stderr
 

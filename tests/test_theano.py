@@ -72,13 +72,13 @@ def test_lenet_on_digits_reaches_over_90_percent(train, env_python, theano_versi
 LAYERS = """
 import json
 import numpy as np
-from dlbench import models
+from dlbench.spec import networks
 from dlbench.frameworks import theano as adapter
 import theano, theano.tensor as T
 
 def caffe_pool(x, mode, k, s, p):  # Caffe's pooling_layer.cpp, in numpy
     n, c, size, _ = x.shape
-    out = models.pool_out(size, k, s, p)
+    out = networks.pool_out(size, k, s, p)
     y = np.zeros((n, c, out, out))
     for i in range(out):
         for j in range(out):
@@ -94,22 +94,22 @@ x = T.tensor4()
 worst = {}
 for mode in ("max", "avg"):
     for size, k, s, p in [(24, 2, 2, 0), (24, 3, 2, 0), (7, 2, 2, 0), (8, 3, 2, 1), (9, 3, 2, 1), (10, 3, 3, 1)]:
-        out = models.pool_out(size, k, s, p)
-        f = theano.function([x], adapter._pool(x, models.pool(mode, k, s, p), size, out))
+        out = networks.pool_out(size, k, s, p)
+        f = theano.function([x], adapter._pool(x, networks.pool(mode, k, s, p), size, out))
         xv = rng.randn(2, 3, size, size).astype("float32")
         got = f(xv)
         assert got.shape == (2, 3, out, out), (mode, size, k, s, p, got.shape)
         worst[f"{mode}{size}k{k}s{s}p{p}"] = float(abs(got - caffe_pool(xv.astype(float), mode, k, s, p)).max())
-f = theano.function([x], adapter._lrn(x, models.lrn(5, 0.001, 0.75, 2.0), 7))
+f = theano.function([x], adapter._lrn(x, networks.lrn(5, 0.001, 0.75, 2.0), 7))
 xv = rng.randn(2, 7, 4, 4).astype("float32")
 sq = xv.astype(float) ** 2
 want = np.stack([xv[:, c] / (2.0 + 0.001 / 5 * sq[:, max(0, c - 2):c + 3].sum(1)) ** 0.75 for c in range(7)], 1)
 worst["lrn"] = float(abs(f(xv) - want).max())
 shapes = {}
-for net, shape in models.INPUT_SHAPES.items():
-    if models.kinds(models.NETWORKS[net]) & set(models.KINDS_BEYOND_STUDY):  # refused: test_resnet.py
+for net, shape in networks.INPUT_SHAPES.items():
+    if networks.kinds(networks.NETWORKS[net]) & set(networks.KINDS_BEYOND_STUDY):  # refused: test_resnet.py
         continue
-    outs = adapter.Network(models.resolve(net, 10), shape).outputs(x, train=True)
+    outs = adapter.Network(networks.resolve(net, 10), shape).outputs(x, train=True)
     got = theano.function([x], [o.shape for o in outs])(np.zeros((2, *shape), "float32"))
     shapes[net] = [[int(v) for v in s[1:]] for s in got]
 print(json.dumps({"worst": worst, "shapes": shapes}))

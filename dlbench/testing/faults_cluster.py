@@ -38,7 +38,7 @@ FAILING_SQUEUE = """#!/bin/sh
 echo "slurm_load_jobs error: Unable to contact slurm controller (connect failure)" >&2
 exit 1
 """
-CLEAR = "import json, sys\nfrom dlbench import locks\nprint(json.dumps(locks.hold_and_clear_stale(sys.argv[1])))"
+CLEAR = "import json, sys\nfrom dlbench.node import locks\nprint(json.dumps(locks.hold_and_clear_stale(sys.argv[1])))"
 
 
 def squeue_fails(root: Path) -> dict:
@@ -71,7 +71,8 @@ esac
 # The training job as the workflow's script runs it (workflow/scripts/train.py).
 JOB = """import json, sys
 from pathlib import Path
-from dlbench import cli, preemption
+from dlbench import cli
+from dlbench.node import preemption
 point, data, env, out = json.loads(sys.argv[1]), sys.argv[2], sys.argv[3], Path(sys.argv[4])
 with preemption.settled(out):
     sys.exit(cli.train(point, data, str(out), env))

@@ -132,7 +132,7 @@ case "$*" in
   *) echo "4242|$FAKE_STATE|$FAKE_WORKDIR" ;;
 esac
 """
-CLEAR = "import sys\nfrom dlbench import locks\nprint(*locks.hold_and_clear_stale(sys.argv[1]), sep='\\n')"
+CLEAR = "import sys\nfrom dlbench.node import locks\nprint(*locks.hold_and_clear_stale(sys.argv[1]), sep='\\n')"
 
 
 def _fake_squeue(folder: Path) -> dict:
@@ -172,7 +172,7 @@ def pending_jobs(lab: Lab) -> dict:
 # A job's mark written under a file-size limit of 16 bytes (EFBIG part-way: what a full disk does to a write).
 CUT_MARK = """
 import resource, sys
-from dlbench import locks
+from dlbench.node import locks
 resource.setrlimit(resource.RLIMIT_FSIZE, (16, 16))
 try:
     with locks.live_job(sys.argv[1]):
@@ -213,7 +213,7 @@ def marks_cut_short(lab: Lab) -> dict:
 REPLACED = """
 import json, os, sys
 from pathlib import Path
-from dlbench import locks
+from dlbench.node import locks
 os.umask(0o077)
 lock = Path(sys.argv[1])
 with locks.measuring(str(lock), ["0"], per_device=True, timeout_s=30) as slot:
@@ -355,8 +355,9 @@ def cancel_sigint(lab: Lab) -> dict:
 # folder of its own; a StudyError ends it with its one line on stderr, exit 1.
 PARSE = """
 import json, sys
-from dlbench import config, wiring
-wiring.Study(config.validate(json.loads(sys.argv[1])), wiring.Reader(main=True, dryrun=False, forcerun=False))
+from dlbench.rules import context
+from dlbench.study import config
+context.Study(config.validate(json.loads(sys.argv[1])), context.Reader(main=True, dryrun=False, forcerun=False))
 print("probed")
 """
 HEAVY_TIMEOUT_S = 2  # the lock timeout the heavy work is given beside a held measurement
