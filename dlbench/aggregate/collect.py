@@ -149,10 +149,9 @@ def add_study_context(runs: pd.DataFrame, membership: dict[str, list[str]] | Non
 
 
 def aggregate(metrics_paths, runs_out, curves_out, samples_out, *, membership=None, peak_path=None,
-              tuning=None, cache: str | Path | None = None, summary_out: str | Path | None = None) -> pd.DataFrame:
-    """The three Parquet tables, and the summary (one row per setting and metric, with its interval:
-    dlbench.analysis.summary) where `summary_out` is given; cache: a folder that keeps the parsed CSVs between
-    aggregations (see collect)."""
+              tuning=None, cache: str | Path | None = None) -> pd.DataFrame:
+    """The three Parquet tables (the summary is a rule of its own on runs.parquet: dlbench.analysis.summary);
+    cache: a folder that keeps the parsed CSVs between aggregations (see collect)."""
     runs, curves, samples = collect(metrics_paths, cache)
     peak = json.loads(Path(peak_path).read_text()) if peak_path else None
     runs = add_study_context(runs, membership, peak, tuning)
@@ -160,8 +159,4 @@ def aggregate(metrics_paths, runs_out, curves_out, samples_out, *, membership=No
     write_parquet(runs, runs_out)
     write_parquet(curves, curves_out)
     write_parquet(samples, samples_out)
-    if summary_out:
-        from dlbench.analysis.summary import summary_table  # scipy's import only where a summary is written
-
-        write_parquet(summary_table(runs), summary_out)
     return runs

@@ -1,4 +1,4 @@
-"""Rule aggregate: every run record into runs/curves/samples.parquet and summary.parquet (dlbench.aggregate.collect)."""
+"""Rule aggregate: every run record into runs/curves/samples.parquet (dlbench.aggregate.collect)."""
 
 from dlbench.aggregate import collect
 from dlbench.node.locks import heavy_work, node_lock
@@ -11,7 +11,7 @@ def main() -> None:
     with heavy_work(node_lock(), "the aggregation"):  # never beside a measurement
         collect.aggregate(sm.input.metrics, sm.output.runs, sm.output.curves, sm.output.samples,
                           membership=sm.params.membership, peak_path=sm.input.peak, tuning=sm.params.tuning,
-                          cache=sm.params.cache, summary_out=sm.output.summary)
+                          cache=sm.params.cache)
 
 
 joblog.run(sm.log[0], main)
