@@ -18,8 +18,14 @@ what each example script does:
                     it (integer division); b 0; the output layer (the logistic regression) W = 0
   he                He et al. 2015's initialisation, as their 2016 ResNets use it: W normal with standard
                     deviation sqrt(2 / fan_in); b 0
-A batchnorm layer starts at gamma 1, beta 0, running mean 0, running variance 1 whatever the scheme; a conv
-without bias (bias=False) gets no b. The schemes' per-layer lists count conv and dense layers only.
+  vit               timm's init_weights_vit_timm, with which DeiT (Touvron et al. 2021) trains its ViTs: every
+                    dense weight (the attention's four projections too) and the position embedding normal with
+                    standard deviation `std` (0.02; timm's trunc_normal_ cuts at +-2 absolute, 100 std: in effect
+                    never), biases 0; the patch embedding (a conv) as PyTorch's Conv2d draws it, W and b uniform
+                    in +-1/sqrt(fan_in) (the torch scheme); only this scheme draws tokens and attention layers
+A batchnorm layer starts at gamma 1, beta 0, running mean 0, running variance 1 whatever the scheme, a layernorm
+at gamma 1, beta 0; a conv without bias (bias=False) gets no b. The schemes' per-layer lists count conv and dense
+layers only.
 `std` and `bias` are one number for every layer or a list with one per conv and dense layer.
 fan_in of a conv = its connected input planes x kernel area (a sparse conv counts its connections).
 
@@ -35,7 +41,9 @@ import numpy as np
 
 from dlbench.spec import networks
 
-SCHEMES = ("xavier", "gaussian", "truncated_normal", "torch", "theano", "he")
+SCHEMES = ("xavier", "gaussian", "truncated_normal", "torch", "theano", "he", "vit")
+DRAWN_BY_VIT_ONLY = ("tokens", "attention")
+VIT_STD = 0.02
 DEFAULT = {"name": "xavier"}
 TRUNCATE_AT = 2.0  # standard deviations, as tf.truncated_normal
 
@@ -57,6 +65,9 @@ def normalise(init: str | dict | None) -> dict:
 def check(init: str | dict | None, layers: list[dict]) -> None:
     """The scheme is known and its per-layer lists have one value per conv and dense layer; InitError if not."""
     spec = normalise(init)
+    only_vit = sorted({layer["type"] for layer in networks.leaves(layers)} & set(DRAWN_BY_VIT_ONLY))
+    if only_vit and spec["name"] != "vit":
+        raise InitError(f"initialiser {spec['name']!r} does not draw {', '.join(only_vit)} layers; use vit")
     count = sum(1 for layer in networks.leaves(layers) if layer["type"] in ("conv", "dense"))
     for key in ("std", "bias"):
         if key in spec:
@@ -112,20 +123,29 @@ def draw(layers: list[dict], input_shape: tuple[int, int, int], init: str | dict
          seed: int) -> list[tuple[np.ndarray, ...]]:
     """The canonical arrays (models.arrays) of every conv, dense and batchnorm layer, in spec order, float32:
     (W, b) of a conv or dense layer, (W,) of a conv without bias, (gamma, beta, mean, var) of a batchnorm."""
+    check(init, layers)
     spec = normalise(init)
     name = spec["name"]
-    trainable = [(i, layer, prev) for i, layer, prev in networks.trainable(layers, input_shape)
-                 if layer["type"] != "batchnorm"]
-    count = len(trainable)
-    stds = per_layer(spec.get("std", 0.01), count, "std")
+    every = networks.trainable(layers, input_shape)
+    count = sum(1 for _, layer, _ in every if layer["type"] in ("conv", "dense"))
+    stds = per_layer(spec.get("std", VIT_STD if name == "vit" else 0.01), count, "std")
     biases = per_layer(spec.get("bias", 0.0), count, "bias")
     rng = np.random.RandomState(seed)
-    out = []
-    for j, (i, layer, prev) in enumerate(trainable):
-        out.append(_draw_one(name, spec, layers, i, j, count, layer, prev, stds, biases, rng))
-    it = iter(out)
-    return [_batchnorm_start(prev[0]) if layer["type"] == "batchnorm" else next(it)
-            for _, layer, prev in networks.trainable(layers, input_shape)]
+    out, j = [], 0
+    for i, layer, prev in every:  # one stream, in spec order: only conv, dense, tokens and attention draw from it
+        kind = layer["type"]
+        if kind == "batchnorm":
+            out.append(_batchnorm_start(prev[0]))
+        elif kind == "layernorm":
+            out.append((np.ones(prev[-1], np.float32), np.zeros(prev[-1], np.float32)))
+        elif kind in DRAWN_BY_VIT_ONLY:
+            std = float(spec.get("std", VIT_STD)) if not isinstance(spec.get("std"), list) else VIT_STD
+            out.append(tuple((rng.standard_normal(shape) * std if a.startswith(("W", "pos")) else np.zeros(shape))
+                             .astype(np.float32) for a, shape in networks.arrays(layer, prev)))
+        else:
+            out.append(_draw_one(name, spec, layers, i, j, count, layer, prev, stds, biases, rng))
+            j += 1
+    return out
 
 
 def _batchnorm_start(channels: int) -> tuple[np.ndarray, ...]:
@@ -137,7 +157,7 @@ def _draw_one(name, spec, layers, i, j, count, layer, prev, stds, biases, rng) -
     if layer["type"] == "conv":
         w_shape = (layer["filters"], prev[0], layer["kernel"], layer["kernel"])
     else:
-        w_shape = (layer["units"], math.prod(prev))
+        w_shape = (layer["units"], networks.fan_in(layer, prev))
     width = w_shape[0]
     fan_in = networks.fan_in(layer, prev)
     bias = np.full(width, biases[j])
@@ -152,7 +172,9 @@ def _draw_one(name, spec, layers, i, j, count, layer, prev, stds, biases, rng) -
         w = _truncated_normal(rng, stds[j], w_shape)
     elif name == "he":
         w = rng.standard_normal(w_shape) * math.sqrt(2.0 / fan_in)
-    elif name == "torch":
+    elif name == "vit" and layer["type"] == "dense":
+        w = rng.standard_normal(w_shape) * stds[j]
+    elif name in ("torch", "vit"):  # vit: its patch embedding, a conv, as PyTorch's Conv2d draws it
         limit = 1.0 / math.sqrt(fan_in)
         w = rng.uniform(-limit, limit, w_shape)
         bias = rng.uniform(-limit, limit, width)

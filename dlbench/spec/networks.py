@@ -21,6 +21,23 @@ Layer types and their keys:
   gap      global average pooling: (C, H, W) -> (C,), a dense layer's input as it is
 A conv may leave out its bias (bias=False: a conv followed by batch normalisation, whose beta is the bias).
 
+A transformer's layers work on a token sequence, shape (T, D): T tokens of D features.
+  tokens     a conv's maps (C, H, W) as H * W tokens of C features (row by row, as PyTorch's flatten(2) and a
+             reshape of NHWC order them), plus a learned position embedding pos (T, C) (Dosovitskiy et al. 2021)
+  layernorm  eps=1e-6    over the last axis: gamma (x - mean) / sqrt(var + eps) + beta, the biased variance
+             (gamma, beta (D,)); on a token sequence or a flat vector
+  attention  heads       multi-head self-attention over the tokens (Vaswani et al. 2017): q, k, v = x Wq^T + bq, ...,
+             each split into `heads` heads of D / heads features (head h: features h * D/heads on), per head
+             softmax(q k^T * scale) v, the heads concatenated, then x Wo^T + bo; arrays Wq bq Wk bk Wv bv Wo bo,
+             W (D, D) (out, in). scale = attention_scale(): 1 / sqrt(D / heads), the one definition
+  gelu       x * Phi(x), Phi the standard normal CDF (the exact form, erf; not the tanh approximation)
+  dense      on a token sequence acts on every token alike (D -> units per token); on maps it flattens them
+  gap        on a token sequence: the mean over the tokens, (T, D) -> (D,)
+  residual   on a token sequence as on maps: body(x) + shortcut(x)
+Layer normalisation's epsilon is LN_EPS (1e-6, the ViT paper's and timm's; PyTorch's own default is 1e-5, Keras'
+1e-3, Flax's 1e-6): each adapter passes it to its layer. The attention's scale is passed to PyTorch's
+scaled_dot_product_attention and JAX's dot_product_attention and written out in TensorFlow's layer.
+
 Batch normalisation, the one definition every adapter maps (He et al. 2016; Ioffe and Szegedy 2015):
   training   y = gamma (x - mean) / sqrt(var + eps) + beta with the batch's mean and biased variance over
              (N, H, W); then running_mean = decay * running_mean + (1 - decay) * mean and
@@ -52,7 +69,7 @@ from typing import Any
 Spec = dict[str, Any]
 Shape = tuple[int, int, int]  # (channels, height, width)
 
-ACTIVATIONS = ("relu", "tanh", "sigmoid")
+ACTIVATIONS = ("relu", "tanh", "sigmoid")  # the study's element-wise layers (gelu is a transformer's: below)
 
 
 MULTIPLIERS = ("lr_mult", "bias_lr_mult", "decay_mult", "bias_decay_mult")
@@ -78,6 +95,26 @@ BN_EPS = 1e-5
 
 def batchnorm(decay: float = BN_DECAY, eps: float = BN_EPS, **mults: float) -> dict:
     return _with_mults({"type": "batchnorm", "decay": decay, "eps": eps}, mults)
+
+
+LN_EPS = 1e-6
+
+
+def layernorm(eps: float = LN_EPS, **mults: float) -> dict:
+    return _with_mults({"type": "layernorm", "eps": eps}, mults)
+
+
+def attention(heads: int, **mults: float) -> dict:
+    return _with_mults({"type": "attention", "heads": heads}, mults)
+
+
+def attention_scale(dim: int, heads: int) -> float:
+    """The factor of q k^T before the softmax: 1 / sqrt(features per head) (Vaswani et al. 2017)."""
+    return 1.0 / math.sqrt(dim // heads)
+
+
+def tokens(**mults: float) -> dict:
+    return _with_mults({"type": "tokens"}, mults)
 
 
 def residual(body: list[dict], shortcut: list[dict] | None = None) -> dict:
@@ -246,17 +283,39 @@ def resnet(blocks: int = 3, classes: int = 10) -> list[dict]:
 NETWORKS["resnet20"] = resnet(3)
 
 
+def vit(patch: int = 4, dim: int = 64, depth: int = 4, heads: int = 4, mlp: int = 256, classes: int = 10) -> list[dict]:
+    """A small vision transformer (Dosovitskiy et al. 2021, "An Image is Worth 16x16 Words"): the image cut into
+    patch x patch patches, each embedded by one linear map (a conv of kernel and stride `patch`), a learned position
+    embedding, `depth` pre-norm encoder blocks (x + attention(layernorm(x)), then x + mlp(layernorm(x)), the MLP
+    dense(mlp), gelu, dense(dim)), a final layer norm, the mean over the tokens (no class token: the global average
+    pooling head of Beyer et al. 2022, "Better plain ViT baselines") and one dense layer.
+    No weight decay on biases, layer norms and the position embedding (decay multipliers 0), as timm's
+    param_groups_weight_decay leaves them out of AdamW's decay in DeiT's training."""
+    no_bias_decay = {"bias_decay_mult": 0}
+    layers = [conv(dim, patch, stride=patch, **no_bias_decay), tokens(decay_mult=0)]
+    for _ in range(depth):
+        layers += [residual([layernorm(decay_mult=0, bias_decay_mult=0), attention(heads, **no_bias_decay)]),
+                   residual([layernorm(decay_mult=0, bias_decay_mult=0), dense(mlp, **no_bias_decay), act("gelu"),
+                             dense(dim, **no_bias_decay)])]
+    return layers + [layernorm(decay_mult=0, bias_decay_mult=0), gap(), dense(classes, **no_bias_decay)]
+
+
+# A ViT of 4 blocks, width 64, 4 heads of 16, MLP 256 (DeiT-Ti's ratio 4), patches of 4x4: 28x28 Fashion-MNIST
+# gives 49 tokens, 32x32 CIFAR 64; 204,938 parameters on 28x28 (well under DeiT-Ti's 5.7 M)
+NETWORKS["vit_mini"] = vit()
+
+
 # The input each network was made for (channels, height, width): Torch's MNIST is padded to 32x32,
 # TensorFlow's CIFAR-10 trains on 24x24 crops.
 INPUT_SHAPES: dict[str, Shape] = {
     "lenet": (1, 28, 28), "mnist_deep": (1, 28, 28), "lenet5_tanh": (1, 28, 28), "torch_mnist": (1, 32, 32),
     "cifar10_quick": (3, 32, 32), "tf_cifar10": (3, 24, 24), "torch_cifar10": (3, 32, 32),
-    "reslab_cifar10": (3, 32, 32), "flax_cnn": (1, 28, 28), "resnet20": (3, 32, 32),
+    "reslab_cifar10": (3, 32, 32), "flax_cnn": (1, 28, 28), "resnet20": (3, 32, 32), "vit_mini": (1, 28, 28),
 }
 
 # The layer types each kind of network may hold beyond the study's (a framework's adapter may lack them:
 # registry.Framework.cannot_build).
-KINDS_BEYOND_STUDY = ("batchnorm", "residual", "gap")
+KINDS_BEYOND_STUDY = ("batchnorm", "residual", "gap", "tokens", "layernorm", "attention", "gelu")
 
 
 def leaves(layers: list[dict]) -> list[dict]:
@@ -300,49 +359,56 @@ def conv_out(size: int, kernel: int, stride: int, pad: int) -> int:
     return (size + 2 * pad - kernel) // stride + 1
 
 
-def shapes(layers: list[dict], input_shape: Shape) -> list[Shape | tuple[int]]:
-    """Output shape after every layer; raises SpecError where a layer does not fit."""
-    c, h, w = input_shape
-    flat: int | None = None
+def shapes(layers: list[dict], input_shape: Shape) -> list[Shape | tuple[int, int] | tuple[int]]:
+    """Output shape after every layer: (C, H, W) maps, (T, D) tokens or (units,); raises SpecError where a layer does
+    not fit."""
+    cur: tuple = tuple(input_shape)
     out: list = []
     for i, layer in enumerate(layers):
         kind = layer["type"]
+        after = "dense" if len(cur) == 1 else "tokens"
+        if kind in ("conv", "pool", "batchnorm", "tokens") and len(cur) != 3:
+            what = "batchnorm" if kind == "batchnorm" else kind
+            why = " (it normalises a conv's maps)" if kind == "batchnorm" else ""
+            raise SpecError(f"layer {i}: {what} after {after}{why}")
         if kind == "conv":
-            if flat is not None:
-                raise SpecError(f"layer {i}: conv after dense")
+            c, h, w = cur
             if "table" in layer:
                 check_table(layer, c, i)
-            h = conv_out(h, layer["kernel"], layer.get("stride", 1), layer.get("pad", 0))
-            w = conv_out(w, layer["kernel"], layer.get("stride", 1), layer.get("pad", 0))
-            c = layer["filters"]
+            k, s, p = layer["kernel"], layer.get("stride", 1), layer.get("pad", 0)
+            cur = (layer["filters"], conv_out(h, k, s, p), conv_out(w, k, s, p))
         elif kind == "pool":
-            if flat is not None:
-                raise SpecError(f"layer {i}: pool after dense")
-            h = pool_out(h, layer["kernel"], layer["stride"], layer.get("pad", 0))
-            w = pool_out(w, layer["kernel"], layer["stride"], layer.get("pad", 0))
+            c, h, w = cur
+            k, s, p = layer["kernel"], layer["stride"], layer.get("pad", 0)
+            cur = (c, pool_out(h, k, s, p), pool_out(w, k, s, p))
         elif kind == "dense":
-            flat = layer["units"]
-        elif kind == "batchnorm":
-            if flat is not None:
-                raise SpecError(f"layer {i}: batchnorm after dense (it normalises a conv's maps)")
+            cur = (cur[0], layer["units"]) if len(cur) == 2 else (layer["units"],)
+        elif kind == "tokens":
+            c, h, w = cur
+            cur = (h * w, c)
+        elif kind == "attention":
+            if len(cur) != 2:
+                raise SpecError(f"layer {i}: attention needs a token sequence (a tokens layer before it)")
+            if cur[1] % layer["heads"]:
+                raise SpecError(f"layer {i}: {cur[1]} features do not split into {layer['heads']} heads")
         elif kind == "gap":
-            if flat is not None:
+            if len(cur) == 1:
                 raise SpecError(f"layer {i}: global average pooling after dense")
-            flat = c
+            cur = (cur[0],) if len(cur) == 3 else (cur[1],)
         elif kind == "residual":
-            if flat is not None:
+            if len(cur) == 1:
                 raise SpecError(f"layer {i}: a residual block after dense")
-            body = shapes(layer["body"], (c, h, w))[-1] if layer["body"] else (c, h, w)
-            short = shapes(layer["shortcut"], (c, h, w))[-1] if layer["shortcut"] else (c, h, w)
+            body = shapes(layer["body"], cur)[-1] if layer["body"] else cur
+            short = shapes(layer["shortcut"], cur)[-1] if layer["shortcut"] else cur
             if body != short:
                 raise SpecError(f"layer {i}: a residual block's body gives {body} and its shortcut {short}: they are "
                                 "added, so they must agree (a shape change needs a projection in the shortcut)")
-            if len(body) != 3:
-                raise SpecError(f"layer {i}: a residual block must keep maps (no dense layer inside)")
-            c, h, w = body
-        if h < 1 or w < 1:
+            if len(body) != len(cur):
+                raise SpecError(f"layer {i}: a residual block must keep maps or tokens (no flattening dense inside)")
+            cur = body
+        if len(cur) == 3 and (cur[1] < 1 or cur[2] < 1):
             raise SpecError(f"layer {i} ({kind}) leaves no pixels on a {input_shape} input")
-        out.append((flat,) if flat is not None else (c, h, w))
+        out.append(cur)
     return out
 
 
@@ -376,6 +442,8 @@ def param_counts(layers: list[dict], input_shape: Shape) -> list[int]:
             counts.append(fan_in(layer, prev) * width + (width if has_bias(layer) else 0))
         elif kind == "batchnorm":
             counts.append(2 * prev[0])  # gamma and beta; the running statistics are not trained
+        elif kind in ("layernorm", "attention", "tokens"):
+            counts.append(sum(math.prod(shape) for _, shape in arrays(layer, prev)))
         elif kind == "residual":
             counts.append(sum(param_counts(layer["body"], prev)) + sum(param_counts(layer["shortcut"], prev)))
         else:
@@ -389,16 +457,21 @@ def param_count(layers: list[dict], input_shape: Shape) -> int:
 
 
 def flops_per_image(layers: list[dict], input_shape: Shape) -> dict[str, int]:
-    """Multiply-adds x2 of the conv and dense layers (those inside residual blocks too), forward; backward is
-    counted as 2x forward. Element-wise work (activations, batch normalisation, the residual add, pooling) is
-    not counted."""
+    """Multiply-adds x2 of the matrix products, forward: the conv and dense layers (those inside residual blocks
+    too; a dense on tokens once per token) and attention's (its four projections, q k^T and the weighted sum of
+    v: 4 x 2 T D^2 + 2 x 2 T^2 D); backward is counted as 2x forward. Element-wise work (activations, batch and
+    layer normalisation, softmax, the residual add, the position embedding, pooling) is not counted."""
     forward = 0
     for _, layer, prev, shape in walk(layers, input_shape):
         if layer["type"] == "conv":
             c_out, h, w = shape
             forward += 2 * c_out * h * w * fan_in(layer, prev)
         elif layer["type"] == "dense":
-            forward += 2 * math.prod(prev) * layer["units"]
+            per_token = prev[0] if len(prev) == 2 else 1
+            forward += 2 * per_token * fan_in(layer, prev) * layer["units"]
+        elif layer["type"] == "attention":
+            t, d = prev
+            forward += 4 * 2 * t * d * d + 2 * 2 * t * t * d
     return {"forward": forward, "train": 3 * forward}
 
 
@@ -417,33 +490,60 @@ def walk(layers: list[dict], input_shape: Shape, prefix: str = "") -> list[tuple
     return out
 
 
-PARAMETRISED = ("conv", "dense", "batchnorm")
+PARAMETRISED = ("conv", "dense", "batchnorm", "tokens", "layernorm", "attention")
+ATTENTION_ARRAYS = ("Wq", "bq", "Wk", "bk", "Wv", "bv", "Wo", "bo")
 
 
 def arrays(layer: dict, prev: Shape | tuple[int]) -> list[tuple[str, tuple[int, ...]]]:
     """(name, shape) of a parametrised layer's canonical arrays, in order: conv W (out, in, kh, kw) [b (out,)],
-    dense W (out, in) b (out,), batchnorm gamma beta mean var (C,)."""
+    dense W (out, in) b (out,), batchnorm gamma beta mean var (C,), tokens pos (T, D), layernorm gamma beta (D,),
+    attention Wq bq Wk bk Wv bv Wo bo (W (D, D), b (D,))."""
     kind = layer["type"]
     if kind == "conv":
         out = [("W", (layer["filters"], prev[0], layer["kernel"], layer["kernel"]))]
         return out + [("b", (layer["filters"],))] if has_bias(layer) else out
     if kind == "dense":
-        return [("W", (layer["units"], math.prod(prev))), ("b", (layer["units"],))]
+        return [("W", (layer["units"], fan_in(layer, prev))), ("b", (layer["units"],))]
     if kind == "batchnorm":
         return [(name, (prev[0],)) for name in ("gamma", "beta", "mean", "var")]
+    if kind == "tokens":
+        return [("pos", (prev[1] * prev[2], prev[0]))]
+    if kind == "layernorm":
+        return [("gamma", (prev[-1],)), ("beta", (prev[-1],))]
+    if kind == "attention":
+        d = prev[-1]
+        return [(name, (d, d) if name.startswith("W") else (d,)) for name in ATTENTION_ARRAYS]
     raise SpecError(f"layer type {kind!r} has no parameters")
 
 
 def trained_arrays(layer: dict) -> int:
     """How many of the layer's canonical arrays training moves by gradient (batchnorm's running pair is not)."""
-    return 2 if layer["type"] == "batchnorm" else (2 if layer["type"] == "dense" or has_bias(layer) else 1)
+    kind = layer["type"]
+    if kind in ("batchnorm", "layernorm"):
+        return 2
+    if kind == "tokens":
+        return 1
+    if kind == "attention":
+        return len(ATTENTION_ARRAYS)
+    return 2 if kind == "dense" or has_bias(layer) else 1
+
+
+def array_multipliers(layer: dict) -> list[tuple[float, float]]:
+    """(lr multiplier, decay multiplier) of each of the layer's trained arrays, in order: a weight (W, Wq, gamma,
+    pos) takes lr_mult and decay_mult, a bias (b, bq, beta) bias_lr_mult and bias_decay_mult."""
+    m = multipliers(layer)
+    weights, bias = (m["lr"][0], m["decay"][0]), (m["lr"][1], m["decay"][1])
+    if layer["type"] == "attention":
+        return [weights if name.startswith("W") else bias for name in ATTENTION_ARRAYS]
+    return [weights, bias][:trained_arrays(layer)]
 
 
 def fan_in(layer: dict, prev: Shape | tuple[int]) -> int:
-    """Inputs of one output unit: connected planes x kernel area for a conv, the flattened input for a dense."""
+    """Inputs of one output unit: connected planes x kernel area for a conv, the flattened input for a dense (a
+    token's features for a dense on tokens)."""
     if layer["type"] == "conv":
         return connections(layer, prev[0]) * layer["kernel"] ** 2
-    return math.prod(prev)
+    return prev[-1] if len(prev) == 2 else math.prod(prev)
 
 
 def multipliers(layer: dict) -> dict[str, tuple[float, float]]:
@@ -453,7 +553,7 @@ def multipliers(layer: dict) -> dict[str, tuple[float, float]]:
 
 
 def trainable(layers: list[dict], input_shape: Shape) -> list[tuple[int, dict, Shape | tuple[int]]]:
-    """(spec index, layer, the shape of its input) of every conv, dense and batchnorm layer, in spec order (those
+    """(spec index, layer, the shape of its input) of every parametrised layer (PARAMETRISED), in spec order (those
     inside a residual block depth first: body, then shortcut, each with the block's top-level index)."""
     return [(int(path.split("_")[0]), layer, prev) for path, layer, prev, _ in walk(layers, input_shape)
             if layer["type"] in PARAMETRISED]
