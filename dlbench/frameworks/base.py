@@ -185,12 +185,8 @@ def parameter_groups(layers: list[dict]) -> list[tuple[float, float]]:
     conv, dense and batchnorm layers (models.trainable's order; a conv without bias has no b, a batchnorm's
     gamma and beta stand for W and b): the spec's lr_mult / decay_mult (weights) and bias_lr_mult /
     bias_decay_mult."""
-    out = []
-    for layer in networks.leaves(layers):
-        if layer["type"] in networks.PARAMETRISED:
-            m = networks.multipliers(layer)
-            out += [(m["lr"][0], m["decay"][0]), (m["lr"][1], m["decay"][1])][:networks.trained_arrays(layer)]
-    return out
+    return [pair for layer in networks.leaves(layers) if layer["type"] in networks.PARAMETRISED
+            for pair in networks.array_multipliers(layer)]
 
 
 @dataclass
@@ -213,7 +209,8 @@ class Plan:
         test_every = point.get("test_interval") or spe
         test_every = test_every if test_every < total else None
         return cls(total, spe, max(1, total // 100), test_every,
-                   lr_policies.normalise(point.get("lr_policy", {"name": "fixed"}), train_size, point["batch_size"]))
+                   lr_policies.normalise(point.get("lr_policy", {"name": "fixed"}), train_size, point["batch_size"],
+                                         total))
 
 
 @dataclass
