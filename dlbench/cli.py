@@ -180,7 +180,7 @@ COMMANDS = {
                     "dlbench.node.peak"),
     "runs-table": Command("write every run of a study as one HTML page, sortable and filterable",
                           "dlbench.present.runs_table"),
-    "docs": Command("write the generated pages: config/README.md from the schema, README.md's record fields"),
+    "docs": Command("write the site's generated pages (docs/config.md, docs/record.md); --site: also build the site"),
     "prepare": Command("prepare a dataset into a folder (the workflow's prepare_dataset job)"),
     "train": Command("run one point (the workflow's train job)"),
 }
@@ -220,18 +220,36 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def docs(argv: list[str] | None = None) -> int:
-    """The generated pages, as their own modules write them: config/README.md (dlbench.docgen.config_keys) and
-    README.md's
-    list of the record's fields (dlbench.record.fields)."""
-    from dlbench.docgen import config_keys
-    from dlbench.record import fields
+    """The generated pages, as their own modules write them: docs/config.md (dlbench.docgen.config_keys) and
+    docs/record.md (dlbench.docgen.record_fields); with --site, then the site itself (MkDocs, mkdocs.yml, with
+    warnings as errors: a broken link between pages, or a page missing from the nav, fails the build)."""
+    import subprocess
+    from pathlib import Path
+
+    from dlbench.docgen import MKDOCS, config_keys, record_fields
 
     parser = argparse.ArgumentParser(prog="dlbench docs", description=COMMANDS["docs"].summary)
-    parser.add_argument("--check", action="store_true", help="write nothing; exit 1 if a page differs from its source")
+    what = parser.add_mutually_exclusive_group()
+    what.add_argument("--check", action="store_true", help="write nothing; exit 1 if a page differs from its source")
+    what.add_argument("--site", nargs="?", const="site", metavar="DIR",
+                      help="also build the site into DIR (default: site/), offline, with warnings as errors")
     args = parser.parse_args(argv)
     flags = ["--check"] if args.check else []
-    statuses = [config_keys.main(flags), fields.main(flags)]  # both, so that --check names every stale page
-    return max(statuses)
+    statuses = [config_keys.main(flags), record_fields.main(flags)]  # both, so that --check names every stale page
+    if args.site is None or max(statuses):
+        return max(statuses)
+    try:
+        import mkdocs  # noqa: F401  (a test tool: envs/base.txt pins it)
+    except ImportError:
+        print("dlbench docs: mkdocs is not installed beside this Python; run `bash scripts/setup.sh`", file=sys.stderr)
+        return 2
+    command = [sys.executable, "-m", "mkdocs", "build", "--strict", "--config-file", str(MKDOCS), "--site-dir",
+               str(Path(args.site).resolve())]
+    try:
+        return 0 if subprocess.run(command, timeout=600).returncode == 0 else 1
+    except subprocess.TimeoutExpired:
+        print("dlbench docs: the site's build took over 600 s; stopped", file=sys.stderr)
+        return 1
 
 
 def _job(name: str, argv: list[str]) -> int:

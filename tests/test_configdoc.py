@@ -1,4 +1,4 @@
-"""config/README.md is the schema's descriptions laid out: every key there, none missing, none stale."""
+"""docs/config.md is the schema's descriptions laid out: every key there, none missing, none stale."""
 
 import copy
 
@@ -7,14 +7,14 @@ from dlbench.paths import SCHEMA
 from dlbench.study.config import load_schema
 
 
-def test_config_readme_is_what_the_schema_writes():
-    assert config_keys.README.read_text() == config_keys.render(), "run `dlbench docs`"
+def test_the_config_page_is_what_the_schema_writes():
+    assert config_keys.PAGE.read_text() == config_keys.render(), "run `dlbench docs`"
     assert config_keys.main(["--check"]) == 0
 
 
 def test_every_key_of_the_schema_has_a_description_and_a_row():
     assert config_keys.undescribed() == []
-    rows = {line.split("|")[1].strip().strip("`") for line in config_keys.README.read_text().splitlines()
+    rows = {line.split("|")[1].strip().strip("`") for line in config_keys.PAGE.read_text().splitlines()
             if line.startswith("| `")}
     for path in ("datasets", "sweep.batch_size", "sweep.precision", "presets.<name>.lr_policy.name",
                  "presets.<name>.input.crop", "studies.<name>.sweep", "envs.site", "limits.hang_s",
@@ -23,7 +23,7 @@ def test_every_key_of_the_schema_has_a_description_and_a_row():
     # the rows are the schema's keys, one each
     assert len(rows) == len(list(config_keys.keys()))
     # a row says the allowed values, the default and the schema's words
-    line = next(ln for ln in config_keys.README.read_text().splitlines() if ln.startswith("| `measurement.gpu` |"))
+    line = next(ln for ln in config_keys.PAGE.read_text().splitlines() if ln.startswith("| `measurement.gpu` |"))
     assert "`per_device`, `exclusive`" in line and '`"per_device"`' in line and "free GPU" in line
 
 
@@ -34,7 +34,7 @@ def test_a_new_key_without_a_description_or_an_edited_one_is_caught(tmp_path):
     assert config_keys.undescribed(bare) == ["sweep.dropout"]
     edited = copy.deepcopy(schema)
     edited["properties"]["seed"]["description"] = "the base random seed, changed"
-    out = tmp_path / "README.md"
+    out = tmp_path / "config.md"
     out.write_text(config_keys.render())
     assert config_keys.main(["--check", "--out", str(out)]) == 0
     out.write_text(config_keys.render(edited))

@@ -1,5 +1,5 @@
 """The record: its fields defined once (dlbench.record.fields), built from events and samples made by hand
-(dlbench.run.build_record), every figure checked against a value worked out here, and the README's table, the
+(dlbench.run.build_record), every figure checked against a value worked out here, and docs/record.md, the
 Parquet columns and the tables' columns drawn from the one schema."""
 
 import json
@@ -9,6 +9,7 @@ import pytest
 
 from dlbench.aggregate import collect
 from dlbench.analysis import frames
+from dlbench.docgen import record_fields
 from dlbench.record import fields as record_schema
 from dlbench.run.build_record import Facts, build_record, cap_suspected
 from dlbench.study.sweep import one_point
@@ -173,25 +174,26 @@ def test_an_adapters_info_is_checked_against_the_record():
         record_schema.check_info({**INFO, "build": "mkldnn"})
 
 
-def test_the_readme_lists_the_schemas_fields():
-    assert record_schema.main(["--check"]) == 0, "run `dlbench docs`"
-    text = record_schema.README.read_text()
-    rows = [line for line in text.split(record_schema.BEGIN)[1].split(record_schema.END)[0].splitlines()
-            if line.startswith("| `")]
+def test_the_record_page_lists_the_schemas_fields():
+    assert record_fields.main(["--check"]) == 0, "run `dlbench docs`"
+    rows = [line for line in record_fields.PAGE.read_text().splitlines() if line.startswith("| `")]
     assert [row.split("`")[1] for row in rows] == list(record_schema.FIELDS)
     assert "| `rss_peak_mb` | number | MiB | the highest resident memory read |" in rows
     assert "| `throughput_img_s` | number | images/s |" in next(r for r in rows if "`throughput_img_s`" in r)
+    assert "| `reason` | text | - | why it failed, in one line (points that did not end ok only) |" in rows
+    headings = [line[3:] for line in record_fields.PAGE.read_text().splitlines() if line.startswith("## ")]
+    assert headings == [s.title for s in record_schema.SECTIONS]
 
 
-def test_an_edited_field_makes_the_readme_stale(tmp_path, monkeypatch):
-    out = tmp_path / "README.md"
-    out.write_text(f"# x\n\n{record_schema.BEGIN}\n{record_schema.END}\n")
-    assert record_schema.main(["--check", "--out", str(out)]) == 1
-    assert record_schema.main(["--out", str(out)]) == 0 and record_schema.main(["--check", "--out", str(out)]) == 0
-    # a field dropped from the schema: the README still lists it
+def test_an_edited_field_makes_the_record_page_stale(tmp_path, monkeypatch):
+    out = tmp_path / "record.md"
+    out.write_text("# x\n")
+    assert record_fields.main(["--check", "--out", str(out)]) == 1
+    assert record_fields.main(["--out", str(out)]) == 0 and record_fields.main(["--check", "--out", str(out)]) == 0
+    # a field dropped from the schema: the page still lists it
     sections = tuple(record_schema.Section(s.title, s.source, s.fields[:-1]) for s in record_schema.SECTIONS)
     monkeypatch.setattr(record_schema, "SECTIONS", sections)
-    assert record_schema.main(["--check", "--out", str(out)]) == 1
+    assert record_fields.main(["--check", "--out", str(out)]) == 1
 
 
 def test_the_tables_read_columns_of_the_schema():

@@ -1,11 +1,10 @@
-"""config/README.md, every key of the config explained, written from the schema's own descriptions.
+"""docs/config.md, every key of the config explained, written from the schema's own descriptions.
 
 The schema is the one home of what a key means: this module only lays it out, and a test compares the
-file with what it would write, so the two cannot drift apart.
+page with what it would write, so the two cannot drift apart.
 
-    python -m dlbench.docgen.config_keys            write config/README.md (`dlbench docs` runs it, and
-    dlbench.record.fields)
-    python -m dlbench.docgen.config_keys --check    exit 1 if config/README.md differs from the schema
+    python -m dlbench.docgen.config_keys            write docs/config.md (`dlbench docs` runs it)
+    python -m dlbench.docgen.config_keys --check    exit 1 if docs/config.md differs from the schema
 """
 
 from __future__ import annotations
@@ -17,23 +16,27 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from dlbench.paths import ROOT, SCHEMA
+from dlbench.docgen import DOCS, GENERATED, write_or_check
+from dlbench.paths import SCHEMA
 from dlbench.study.config import load_schema
 
-README = ROOT / "config" / "README.md"
-INTRO = """\
+PAGE = DOCS / "config.md"
+SOURCE = "workflow/schemas/config.schema.yaml"
+INTRO = f"""\
+{GENERATED.format(source=SOURCE)}
+
 # The config
 
-A study is one YAML file: `config/config.yaml` is the default one (the study in miniature, on
-mnist_5k, 5,000 real MNIST digits), `config/paper.yaml` the paper's study at full scale,
-`config/modern.yaml` the compilers and bfloat16, `config/evidence.yaml` the full-length evidence.
+A study is one YAML file ([Studies](studies.md) describes those that come with dlbench in `config/`).
 Run another with `snakemake --cores 8 --configfile config/paper.yaml`, or override one key with
 `--config repeats=3`. A wrong key, type or value stops the run before any job starts, with one line
-that names the key and what is allowed.
+that names the key and what is allowed. `dlbench validate FILE` checks a config without running it.
 
-Every key below, as `workflow/schemas/config.schema.yaml` describes it (this file is written from the
-schema by `dlbench docs`: edit the schema, not this file). `<name>` stands for a name
+Every key below, as `{SOURCE}` describes it (this page is written from the
+schema by `dlbench docs`: edit the schema, not this page). `<name>` stands for a name
 you choose; a key under `studies.<name>` means what the top-level key of the same name means.
+What the presets, cross-application, tuning, the compute libraries and the threads mean together is in
+[Studies](studies.md).
 """
 
 
@@ -131,17 +134,10 @@ def undescribed(schema: dict | None = None) -> list[str]:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m dlbench.docgen.config_keys", description=__doc__.splitlines()[0])
-    parser.add_argument("--check", action="store_true", help="only compare; exit 1 if config/README.md differs")
-    parser.add_argument("--out", type=Path, default=README)
+    parser.add_argument("--check", action="store_true", help="write nothing; exit 1 if the page differs")
+    parser.add_argument("--out", type=Path, default=PAGE)
     args = parser.parse_args(argv)
-    text = render()
-    if args.check:
-        same = args.out.exists() and args.out.read_text() == text
-        if not same:
-            print(f"{args.out} differs from the schema: run `dlbench docs`", file=sys.stderr)
-        return 0 if same else 1
-    args.out.write_text(text)
-    return 0
+    return write_or_check(args.out, render(), args.check, SOURCE)
 
 
 if __name__ == "__main__":

@@ -1,26 +1,18 @@
-"""The record of one point, field by field: metrics.json, one row of results/runs.parquet, and the README's list.
+"""The record of one point, field by field: metrics.json, and one row of results/runs.parquet.
 
 The one home of what a record holds: every field's name (its unit in the name: `_s` seconds, `_mb` MiB,
 `_pct` percent of one core or of the device, `_w` watts, `_j` joules, `_img_s` images per second), its type,
 who writes it and what it means. dlbench.run.build_record makes the record from it, dlbench.aggregate.collect orders the
-Parquet columns by it, an adapter's info() is checked against it (`check_info`), and the README's table of
-the record is written from it (a test compares the two, as tests/test_configdoc.py does for the config):
-
-    python -m dlbench.record.fields            write the table into README.md
-    python -m dlbench.record.fields --check    exit 1 if README.md's table differs from this schema
+Parquet columns by it, an adapter's info() is checked against it (`check_info`), and docs/record.md is written
+from it (dlbench.docgen.record_fields, run by `dlbench docs`; a test compares the two).
 
 Standard library only: the trainer imports it in every framework's environment.
 """
 
 from __future__ import annotations
 
-import argparse
-import sys
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any, TypedDict
-
-from dlbench.paths import ROOT
 
 # A name's ending and the unit it says (the longest ending first: `_img_s` before `_s`).
 UNITS = (("_img_s", "images/s"), ("_pct", "%"), ("_mb", "MiB"), ("_s", "s"), ("_w", "W"), ("_j", "J"))
@@ -305,52 +297,3 @@ def ordered_columns(present) -> list[str]:
     present = list(present)
     known = [c for c in COLUMNS if c in present]
     return known + [c for c in present if c not in set(known)]
-
-
-# ------------------------------------------------------------------------------------------ the README's table
-
-README = ROOT / "README.md"
-BEGIN = "<!-- the record's fields: written by `python -m dlbench.record.fields` from dlbench/record/fields.py -->"
-END = "<!-- end of the record's fields -->"
-
-
-def render() -> str:
-    """The README's table of the record, section by section."""
-    out = [BEGIN, ""]
-    for section in SECTIONS:
-        out += [f"**{section.title}**: {section.source}", "", "| field | type | unit | what it is |",
-                "| --- | --- | --- | --- |"]
-        for f in section.fields:
-            where = f" ({f.where} only)" if f.where else ""
-            out.append(f"| `{f.name}` | {TYPE_NAMES[f.type]} | {f.unit or '-'} | {f.description}{where} |")
-        out.append("")
-    return "\n".join(out + [END])
-
-
-def with_table(text: str) -> str:
-    """`text` (the README) with its table of the record replaced by what the schema writes."""
-    if BEGIN not in text or END not in text:
-        raise ValueError(f"README.md lacks the markers of the record's table ({BEGIN} ... {END})")
-    head, rest = text.split(BEGIN, 1)
-    return head + render() + rest.split(END, 1)[1]
-
-
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m dlbench.record.fields", description=__doc__.split("\n\n")[0])
-    parser.add_argument("--check", action="store_true", help="exit 1 if the README's table differs")
-    parser.add_argument("--out", type=Path, default=README)
-    args = parser.parse_args(argv)
-    text = args.out.read_text()
-    wanted = with_table(text)
-    if args.check:
-        if wanted != text:
-            print(f"{args.out}: the table of the record differs from dlbench/record/fields.py; run "
-                  "`python -m dlbench.record.fields`", file=sys.stderr)
-            return 1
-        return 0
-    args.out.write_text(wanted)
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())
