@@ -165,7 +165,7 @@ class Command:
 COMMANDS = {
     "validate": Command("check a config file: one line naming what is wrong, else how many points it has"),
     "plan": Command("estimate how long a study will take, from the points already measured (--probe: measure first)",
-                    "dlbench.plan.estimate"),
+                    "dlbench.plan.command"),
     "compare": Command("compare two result sets: per setting, B / A with its interval and a verdict",
                        "dlbench.present.comparison"),
     "calibrate": Command("measure how often each verdict errs, by simulation (docs/verdicts.md)",
