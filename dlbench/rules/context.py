@@ -34,7 +34,7 @@ from dlbench.frameworks import caffe_data, registry
 from dlbench.node import locks
 from dlbench.paths import as_workflow_input
 from dlbench.record import incomplete, store
-from dlbench.rules import cluster_request
+from dlbench.rules import cluster_request, stale_locks
 from dlbench.rules.code_digest import adapter_digest
 from dlbench.study import config as dlconfig
 from dlbench.study import selection, sweep, versions
@@ -139,7 +139,7 @@ class Study:
         self.metrics = [f"{run_dir(p)}/metrics.json" for p in self.points.values()]
         self.thread_counts = sorted({p["threads"] for p in self.points.values()})
         self.measure_slots = 1 if measurement["exclusive"] else 0
-        # How every training job measures (dlbench.cli.train's keyword arguments): the same for every point.
+        # How every training job measures (dlbench.run.options.RunOptions's fields): the same for every point.
         self.runner_options = {
             "interval_s": cfg["monitor"]["interval_s"], "monitor": cfg["monitor"]["enabled"],
             "time_limit_s": cfg["limits"]["time_s"], "memory_limit_mb": cfg["limits"]["memory_mb"],
@@ -156,9 +156,9 @@ class Study:
 
     def _clear_stale_locks(self) -> None:
         """A run killed outright leaves Snakemake's lock files; clear them where a kernel lock proves that no
-        other run is alive here (dlbench/node/locks.py). Once its jobs have ended, keep the points they finished
+        other run is alive here (dlbench/rules/stale_locks.py). Once its jobs have ended, keep the points they finished
         (dlbench.record.incomplete)."""
-        removed, alive = locks.hold_and_clear_stale()
+        removed, alive = stale_locks.hold_and_clear_stale()
         if removed:
             self._say("dlbench: removed stale Snakemake locks left by a killed run")
         if alive:

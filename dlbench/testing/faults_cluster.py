@@ -16,9 +16,10 @@ import sys
 import time
 from pathlib import Path
 
-from dlbench.node import locks, oomkill
+from dlbench.node import oomkill
 from dlbench.paths import ROOT as REPO
 from dlbench.record import store
+from dlbench.rules import stale_locks
 from dlbench.run import runner
 from dlbench.testing import small_trainer as small
 from dlbench.testing.faults import SMALL_TRAINER, Lab, _row, _wait_for_training, on_small_trainer, point
@@ -38,7 +39,8 @@ FAILING_SQUEUE = """#!/bin/sh
 echo "slurm_load_jobs error: Unable to contact slurm controller (connect failure)" >&2
 exit 1
 """
-CLEAR = "import json, sys\nfrom dlbench.node import locks\nprint(json.dumps(locks.hold_and_clear_stale(sys.argv[1])))"
+CLEAR = ("import json, sys\nfrom dlbench.rules import stale_locks\n"
+         "print(json.dumps(stale_locks.hold_and_clear_stale(sys.argv[1])))")
 
 
 def squeue_fails(root: Path) -> dict:
@@ -49,7 +51,7 @@ def squeue_fails(root: Path) -> dict:
     lock = work / ".snakemake" / "locks" / "0.input.lock"
     lock.parent.mkdir(parents=True)
     lock.write_text("")
-    mark = work / ".snakemake" / locks.LIVE_JOBS / "another-node-77"
+    mark = work / ".snakemake" / stale_locks.LIVE_JOBS / "another-node-77"
     mark.parent.mkdir(parents=True)
     mark.write_text(json.dumps({"host": "another-node", "pid": 77, "slurm_job_id": "4242"}))
     run = subprocess.run([sys.executable, "-c", CLEAR, str(work)], cwd=REPO, env=env, capture_output=True, text=True,
@@ -71,11 +73,12 @@ esac
 # The training job as the workflow's script runs it (workflow/scripts/train.py).
 JOB = """import json, sys
 from pathlib import Path
-from dlbench import cli
 from dlbench.node import preemption
+from dlbench.rules import jobs
+from dlbench.run.options import RunOptions
 point, data, env, out = json.loads(sys.argv[1]), sys.argv[2], sys.argv[3], Path(sys.argv[4])
 with preemption.settled(out):
-    sys.exit(cli.train(point, data, str(out), env))
+    sys.exit(jobs.train(point, data, str(out), RunOptions.of_job({}, env=jobs.environment(env))))
 """
 
 

@@ -26,7 +26,9 @@ from dlbench.paths import ROOT as REPO
 from dlbench.present import partial
 from dlbench.record import store
 from dlbench.record.statuses import EXIT_RETRY
+from dlbench.rules import stale_locks
 from dlbench.run import runner
+from dlbench.run.options import RunOptions
 from dlbench.testing import sandbox, study
 from dlbench.testing import small_trainer as small
 from dlbench.testing.faults import Lab, _row, _wait_for_training, on_small_trainer, point, small_trainer
@@ -67,7 +69,7 @@ def gate_held(lab: Lab) -> dict:
         try:
             t0 = time.monotonic()
             r = runner.run_point(point(iterations=20), lab.digits, lab.out(f"gateheld-{name}"),
-                                 python=lab.trainer_python(), measure_lock=str(lock), lock_timeout_s=2)
+                                 RunOptions(python=lab.trainer_python(), measure_lock=str(lock), lock_timeout_s=2))
             seen[name] = {"status": r["status"], "seconds": round(time.monotonic() - t0, 1),
                           "lock_wait_s": r["lock_wait_s"], "published": (lab.out(f"gateheld-{name}")
                                                                           / store.RESULT).exists()}
@@ -132,7 +134,8 @@ case "$*" in
   *) echo "4242|$FAKE_STATE|$FAKE_WORKDIR" ;;
 esac
 """
-CLEAR = "import sys\nfrom dlbench.node import locks\nprint(*locks.hold_and_clear_stale(sys.argv[1]), sep='\\n')"
+CLEAR = ("import sys\nfrom dlbench.rules import stale_locks\n"
+         "print(*stale_locks.hold_and_clear_stale(sys.argv[1]), sep='\\n')")
 
 
 def _fake_squeue(folder: Path) -> dict:
@@ -155,7 +158,7 @@ def pending_jobs(lab: Lab) -> dict:
         (work / ".snakemake" / "locks" / "0.input.lock").write_text("")
         env.update(FAKE_STATE=state, FAKE_WORKDIR=str(work) if name != "marked" else "/elsewhere")
         if name == "marked":
-            mark = work / ".snakemake" / locks.LIVE_JOBS / "another-node-77"
+            mark = work / ".snakemake" / stale_locks.LIVE_JOBS / "another-node-77"
             mark.parent.mkdir(parents=True)
             mark.write_text(json.dumps({"host": "another-node", "pid": 77, "slurm_job_id": "4242"}))
         run = subprocess.run([sys.executable, "-c", CLEAR, str(work)], cwd=REPO, env=env, capture_output=True,
@@ -172,10 +175,10 @@ def pending_jobs(lab: Lab) -> dict:
 # A job's mark written under a file-size limit of 16 bytes (EFBIG part-way: what a full disk does to a write).
 CUT_MARK = """
 import resource, sys
-from dlbench.node import locks
+from dlbench.rules import stale_locks
 resource.setrlimit(resource.RLIMIT_FSIZE, (16, 16))
 try:
-    with locks.live_job(sys.argv[1]):
+    with stale_locks.live_job(sys.argv[1]):
         print("marked")
 except OSError as exc:
     print("refused", exc.errno)
@@ -191,13 +194,14 @@ def marks_cut_short(lab: Lab) -> dict:
     (meta / "locks" / "0.input.lock").write_text("")
     cut = subprocess.run([sys.executable, "-c", CUT_MARK, str(meta)], cwd=REPO, capture_output=True, text=True,
                          timeout=120)
-    left = sorted(p.name for p in (meta / locks.LIVE_JOBS).glob("*")) if (meta / locks.LIVE_JOBS).is_dir() else []
-    (meta / locks.LIVE_JOBS).mkdir(exist_ok=True)
-    broken = meta / locks.LIVE_JOBS / "node-4242"
+    marks = meta / stale_locks.LIVE_JOBS
+    left = sorted(p.name for p in marks.glob("*")) if marks.is_dir() else []
+    (meta / stale_locks.LIVE_JOBS).mkdir(exist_ok=True)
+    broken = meta / stale_locks.LIVE_JOBS / "node-4242"
     broken.write_text('{"host": "node", "pi')
     said = io.StringIO()
     with redirect_stderr(said):
-        alive = locks.live_jobs(meta)
+        alive = stale_locks.live_jobs(meta)
     clear = subprocess.run([sys.executable, "-c", CLEAR, str(meta.parent)], cwd=REPO, capture_output=True,
                            text=True, timeout=120)
     return _row("a live-job mark cut short or unreadable", "the mark written under RLIMIT_FSIZE 16 bytes; a mark "
@@ -312,7 +316,7 @@ def child_left_behind(lab: Lab) -> dict:
     is, not loading the node's next measurement."""
     out = lab.out("childleft")
     with sandbox.environment({small.CHILD_S: "120"}):
-        r = runner.run_point(point(iterations=20), lab.digits, out, python=lab.trainer_python())
+        r = runner.run_point(point(iterations=20), lab.digits, out, RunOptions(python=lab.trainer_python()))
     pids = [int(ln.split(":")[1]) for ln in (out / "trainer.log").read_text().splitlines()
             if ln.startswith("left a child:")]
     deadline = time.monotonic() + 5  # its parent gone, init reaps it
@@ -370,7 +374,7 @@ def _small_records(lab: Lab) -> Path:
         p = point(iterations=20, learning_rate=lr)
         out = folder / "runs" / p["framework"] / "digits" / p["id"]
         if not (out / store.RESULT).exists():
-            runner.run_point(p, lab.digits, out, python=lab.trainer_python())
+            runner.run_point(p, lab.digits, out, RunOptions(python=lab.trainer_python()))
     return folder
 
 

@@ -3,8 +3,8 @@
 from pathlib import Path
 
 from dlbench import cli
-from dlbench.node import locks, preemption
-from dlbench.rules import joblog
+from dlbench.node import preemption
+from dlbench.rules import joblog, stale_locks
 
 sm = snakemake  # noqa: F821 - the object Snakemake gives a script
 
@@ -13,7 +13,7 @@ def main() -> int:
     out = Path(sm.output.metrics).parent
     # live_job: a killed Snakemake's next run sees this job is still measuring; settled: a preemption that SLURM
     # would not requeue ends the point as a failed record.
-    with locks.live_job(), preemption.settled(out):
+    with stale_locks.live_job(), preemption.settled(out):
         # attempt and retries are resources, not params: a changed --retries must not rerun finished points.
         return cli.train(sm.params.point, Path(sm.input.data).parent, out,
                          sm.input.env[0] if sm.input.env else None, env=sm.params.env, **sm.params.runner,
