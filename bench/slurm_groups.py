@@ -2,7 +2,7 @@
 
     .venv/bin/python bench/slurm_groups.py [--points 40] [--per-job 10]
 
-Needs a SLURM cluster that answers `sinfo` (the one-node test cluster: cluster/slurm-up.sh). A copy of the
+Needs a SLURM cluster that answers `sinfo` (the one-node test cluster: slurm-testbed/slurm-up.sh). A copy of the
 workflow (dlbench.testing.sandbox) runs the same study twice through profiles/slurm: PyTorch with Caffe's
 preset on digits, 20 iterations, --points points (learning rates x repeats); once one job per point, once
 with the job-group options that profiles/slurm/config.yaml documents. Reported for each: the SLURM jobs
@@ -62,7 +62,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--per-job", type=int, default=10)
     args = ap.parse_args(argv)
     if not shutil.which("sinfo") or subprocess.run(["sinfo"], capture_output=True).returncode:
-        raise SystemExit("no SLURM cluster answers `sinfo` (start the test cluster with cluster/slurm-up.sh)")
+        raise SystemExit("no SLURM cluster answers `sinfo` (start the test cluster with slurm-testbed/slurm-up.sh)")
     load = c.busy_cores(1.0)
     c.header(f"SLURM: {args.points} short points, one job per point vs {args.per_job} per job", load)
     rows = []

@@ -25,7 +25,7 @@ bash scripts/setup.sh "${setup[@]}"
 # The SLURM tests need the one-node cluster; without root they skip and say so (in CI they fail).
 cluster_started=0
 if [[ $(id -u) -eq 0 ]]; then
-  if bash cluster/slurm-up.sh; then
+  if bash slurm-testbed/slurm-up.sh; then
     cluster_started=1
   elif [[ "${CI:-}" == "true" ]]; then
     echo "dlbench tests: the test SLURM cluster did not start (see above)" >&2
@@ -38,5 +38,5 @@ status=0
 timeout -s INT -k 120 $((limit_s + 60)) \
   .venv/bin/python -m pytest "${tier[@]}" --session-timeout="$limit_s" "$@" || status=$?
 ((status == 124)) && echo "dlbench tests: stopped at the limit of $((limit_s + 60)) s (DLBENCH_TEST_LIMIT_S)" >&2
-((cluster_started)) && bash cluster/slurm-down.sh || true
+((cluster_started)) && bash slurm-testbed/slurm-down.sh || true
 exit $status

@@ -18,6 +18,7 @@ from dlbench import atomic
 from dlbench.environments import build as envs
 from dlbench.node.procs import alive
 from dlbench.paths import ENVS, ROOT
+from dlbench.run.options import RunOptions
 
 # ---------------------------------------------------------------------------------------------- environment builds
 
@@ -217,7 +218,7 @@ def test_a_monitor_that_dies_is_recorded_with_when_and_its_samples_stop_there(di
 
     monkeypatch.setattr(hostload, "reading", failing_reading)
     with small_trainer(step_s=0.02):
-        record = runner.run_point(point(iterations=100), digits, tmp_path / "out", interval_s=0.05)
+        record = runner.run_point(point(iterations=100), digits, tmp_path / "out", RunOptions(interval_s=0.05))
     died_at = calls[5]
     assert record["status"] == "ok", record
     assert record["monitor_died"].endswith("(RuntimeError: a reading failed); no samples after it, the memory "
@@ -316,7 +317,7 @@ def test_the_version_resolver_takes_wheels_only_and_never_runs_a_setup_py(tmp_pa
 
 def test_slurm_down_names_only_the_step_daemons_of_its_own_cluster(tmp_path):
     """Two processes called slurmstepd, each with a step socket: one in this cluster's spool folder, one in another
-    SLURM's. cluster/stepds.sh (what slurm-down.sh kills) names the first only; before, it killed every one."""
+    SLURM's. slurm-testbed/stepds.sh (what slurm-down.sh kills) names the first only; before, it killed every one."""
     fake = tmp_path / "bin" / "slurmstepd"  # a script's process is called by the script's name
     fake.parent.mkdir()
     fake.write_text(f"#!{sys.executable}\nimport socket, sys, time\ns = socket.socket(socket.AF_UNIX)\n"
@@ -330,7 +331,7 @@ def test_slurm_down_names_only_the_step_daemons_of_its_own_cluster(tmp_path):
     try:
         for proc in procs:
             assert proc.stdout.readline().strip() == "ready"
-        listed = subprocess.run(["bash", str(ROOT / "cluster" / "stepds.sh"), str(tmp_path / "state")],
+        listed = subprocess.run(["bash", str(ROOT / "slurm-testbed" / "stepds.sh"), str(tmp_path / "state")],
                                 capture_output=True, text=True, timeout=30)
     finally:
         for proc in procs:

@@ -1,4 +1,4 @@
-"""The SLURM profile on a real one-node SLURM (cluster/slurm-up.sh): jobs, resources, cancellation."""
+"""The SLURM profile on a real one-node SLURM (slurm-testbed/slurm-up.sh): jobs, resources, cancellation."""
 
 import json
 import os
@@ -21,7 +21,7 @@ STUDY = {**tiny_study(), "cluster": {"partition": "debug", "account": "dlbench",
 
 
 pytestmark = [pytest.mark.slurm, pytest.mark.slow,
-              pytest.mark.skipif(not cluster_up(), reason="no SLURM cluster is up (start it with cluster/slurm-up.sh)")]
+              pytest.mark.skipif(not cluster_up(), reason="no SLURM cluster is up (start it with slurm-testbed/slurm-up.sh)")]
 
 
 def sacct(since: str) -> pd.DataFrame:

@@ -1,4 +1,4 @@
-"""The fault matrix on the test SLURM cluster (cluster/slurm-up.sh): suspension, preemption, a requeued job
+"""The fault matrix on the test SLURM cluster (slurm-testbed/slurm-up.sh): suspension, preemption, a requeued job
 group, a job that dies with its node. Each runs the workflow through profiles/slurm and injects the fault
 with SLURM's own commands; rows as in dlbench.testing.faults.
 """

@@ -28,7 +28,7 @@ def pytest_configure(config):
     config.addinivalue_line("markers", "slow: trains real models or runs the whole workflow (minutes)")
     config.addinivalue_line("markers", "long: the long tier (scripts/test.sh --long), not run by CI")
     config.addinivalue_line("markers", "gpu: needs an NVIDIA GPU (the one kind of test that may skip in CI)")
-    config.addinivalue_line("markers", "slurm: needs the test SLURM cluster (cluster/slurm-up.sh)")
+    config.addinivalue_line("markers", "slurm: needs the test SLURM cluster (slurm-testbed/slurm-up.sh)")
 
 
 def pytest_collection_modifyitems(config, items):
@@ -53,5 +53,5 @@ def pytest_runtest_makereport(item, call):
         reason = reason.removeprefix("Skipped: ")
         report.outcome = "failed"
         report.longrepr = (f"{item.nodeid} would skip in CI ({reason}); CI must provide what it needs "
-                           "(scripts/setup.sh --tests, cluster/slurm-up.sh, root)")
+                           "(scripts/setup.sh --tests, slurm-testbed/slurm-up.sh, root)")
     return report

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Print the pids of the slurmstepd processes of the cluster whose state directory is STATE: those holding a
-# step socket in its spool folder (SlurmdSpoolDir=STATE/slurmd, cluster/templates/slurm.conf.in). Another
+# step socket in its spool folder (SlurmdSpoolDir=STATE/slurmd, slurm-testbed/templates/slurm.conf.in). Another
 # SLURM on the machine keeps its sockets elsewhere, so its step daemons are never listed.
-#   cluster/stepds.sh STATE
+#   slurm-testbed/stepds.sh STATE
 set -uo pipefail
 spool="${1:?usage: stepds.sh STATE}/slurmd/"
 # /proc/net/unix: Num RefCount Protocol Flags Type St Inode Path
