@@ -30,6 +30,7 @@ from pathlib import Path
 import _common as c
 
 from dlbench.run import runner
+from dlbench.run.options import RunOptions
 from dlbench.study.sweep import one_point
 
 HAND_VARIANTS = {"pytorch": ["loop", "channels_last"], "tensorflow": ["function", "fit"], "theano": ["givens"]}
@@ -40,7 +41,7 @@ def dlbench_throughput(point: dict, ds: Path, out_root: Path) -> tuple[float, fl
     """The record's throughput, and the steady state's: from the first `step` event to the end."""
     out = out_root / f"{point['framework']}-{point['id']}"
     shutil.rmtree(out, ignore_errors=True)
-    rec = runner.run_point(point, ds, out, python=c.env_python(point["framework"]))
+    rec = runner.run_point(point, ds, out, RunOptions(python=c.env_python(point["framework"])))
     if rec["status"] != "ok":
         raise SystemExit(f"dlbench run failed: {rec['status']}: {rec['reason']}\n{rec.get('log_tail', '')}")
     first = next(e for e in runner.read_events(out / "events.jsonl") if e["e"] == "step")

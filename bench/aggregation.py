@@ -23,6 +23,7 @@ import _common as c
 
 from dlbench.aggregate import collect
 from dlbench.run import runner
+from dlbench.run.options import RunOptions
 from dlbench.study.sweep import one_point
 
 TARGET_S = 5.0
@@ -33,7 +34,7 @@ def source_run() -> Path:
     point = one_point("pytorch", dataset=c.DATASET, iterations=1000, batch_size=64, threads=1)
     out = c.WORK / "aggregation" / "source" / point["id"]
     if not (out / "metrics.json").exists():
-        rec = runner.run_point(point, c.dataset("fashion_mnist"), out, python=c.env_python("pytorch"))
+        rec = runner.run_point(point, c.dataset("fashion_mnist"), out, RunOptions(python=c.env_python("pytorch")))
         if rec["status"] != "ok":
             raise SystemExit(f"{rec['status']}: {rec['reason']}")
     return out

@@ -21,6 +21,7 @@ import _common as c
 
 from dlbench.node import peak
 from dlbench.run import runner
+from dlbench.run.options import RunOptions
 from dlbench.study.sweep import one_point
 
 
@@ -45,7 +46,7 @@ def main(argv: list[str] | None = None) -> int:
                                   library=library)
                 out = c.WORK / "hardware" / point["id"]
                 shutil.rmtree(out, ignore_errors=True)
-                rec = c.clean(runner.run_point, point, ds, out, python=c.env_python(fw))
+                rec = c.clean(runner.run_point, point, ds, out, RunOptions(python=c.env_python(fw)))
                 if rec["status"] != "ok":
                     raise SystemExit(f"{fw} {library}: {rec['status']}: {rec['reason']}")
                 got.setdefault((fw, library, t), []).append(rec)

@@ -32,6 +32,7 @@ import numpy as np
 from dlbench.frameworks import registry
 from dlbench.node import peak
 from dlbench.run import runner
+from dlbench.run.options import RunOptions
 from dlbench.spec import networks
 from dlbench.study.sweep import one_point
 
@@ -97,7 +98,7 @@ def main(argv: list[str] | None = None) -> int:
                                       compile=compile_, precision=precision)
                     out = c.WORK / "modern" / fw / point["id"]
                     shutil.rmtree(out, ignore_errors=True)
-                    rec = c.clean(runner.run_point, point, ds, out, python=c.env_python(fw))
+                    rec = c.clean(runner.run_point, point, ds, out, RunOptions(python=c.env_python(fw)))
                     if rec["status"] != "ok":
                         raise SystemExit(f"{fw} {compile_} {precision}: {rec['status']}: {rec['reason']}\n"
                                          f"{rec.get('log_tail', '')}")

@@ -3,7 +3,7 @@
     .venv/bin/python bench/monitor_cost.py [--framework pytorch] [--iterations 300] [--repeats 5] [--threads 1 2]
 
 Runs runner.run_point on one point (Caffe's LeNet on prepared Fashion-MNIST, batch 64) in turn with
-monitor_enabled=False, interval_s=0.2 and interval_s=0.1 (off, 0.2, 0.1, off, ...) and prints:
+monitor=False, interval_s=0.2 and interval_s=0.1 (off, 0.2, 0.1, off, ...) and prints:
 - the training time with the monitor against without it: the median over rounds of each round's
   ratio (a round runs off, 0.2 s and 0.1 s one after the other) (target: within 1%);
 - the monitor's own CPU, the record's monitor_cpu_s / wall_time_s, in % of one core (target at
@@ -19,6 +19,7 @@ import sys
 import _common as c
 
 from dlbench.run import runner
+from dlbench.run.options import RunOptions
 from dlbench.study.sweep import one_point
 
 MODES = [("off", None), ("0.2 s", 0.2), ("0.1 s", 0.1)]
@@ -29,8 +30,8 @@ def one_round(point: dict, ds, python: str) -> dict[str, dict]:
     for name, interval in MODES:
         out = c.WORK / "monitor_cost" / point["id"]
         shutil.rmtree(out, ignore_errors=True)
-        rec = runner.run_point(point, ds, out, python=python, interval_s=interval or 0.2,
-                               monitor_enabled=interval is not None)
+        rec = runner.run_point(point, ds, out,
+                               RunOptions(python=python, interval_s=interval or 0.2, monitor=interval is not None))
         if rec["status"] != "ok":
             raise SystemExit(f"{rec['status']}: {rec['reason']}")
         recs[name] = rec

@@ -16,6 +16,7 @@ import sys
 import _common as c
 
 from dlbench.run import runner
+from dlbench.run.options import RunOptions
 from dlbench.study.sweep import one_point
 
 TARGET = 0.03
@@ -39,7 +40,7 @@ def main(argv: list[str] | None = None) -> int:
             out = c.WORK / "repeatability" / point["id"]
             shutil.rmtree(out, ignore_errors=True)
             with c.trainer_env(dict(kv.split("=", 1) for kv in args.env)):
-                rec = c.clean(runner.run_point, point, ds, out, python=python)
+                rec = c.clean(runner.run_point, point, ds, out, RunOptions(python=python))
             if rec["status"] != "ok":
                 raise SystemExit(f"{rec['status']}: {rec['reason']}")
             times[t].append(rec["train_time_s"])

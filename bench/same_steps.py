@@ -26,8 +26,8 @@ import numpy as np
 
 from dlbench.environments import build
 from dlbench.frameworks import registry
-from dlbench.frameworks.base import thread_env
 from dlbench.paths import ROOT
+from dlbench.run.threads import thread_env
 from dlbench.study.sweep import one_point
 
 

@@ -36,6 +36,7 @@ import _common as c
 from adapter_speed import caffe_hand_throughput, hand_throughput
 
 from dlbench.run import runner
+from dlbench.run.options import RunOptions
 from dlbench.study.sweep import one_point
 
 # Whose preset each framework's point takes: its own (the default), or Caffe's LeNet where only a
@@ -47,7 +48,7 @@ OWN_WAY = {"tensorflow": "compat.v1 mnist_deep.py", "pytorch": "bare loop", "caf
 
 def run_dlbench(point: dict, ds: Path, out: Path) -> dict:
     shutil.rmtree(out, ignore_errors=True)
-    rec = runner.run_point(point, ds, out, python=c.env_python(point["framework"]))
+    rec = runner.run_point(point, ds, out, RunOptions(python=c.env_python(point["framework"])))
     if rec["status"] != "ok":
         raise SystemExit(f"dlbench run failed: {rec['status']}: {rec['reason']}\n{rec.get('log_tail', '')}")
     return {"train_time_s": rec["train_time_s"], "accuracy": rec["accuracy"]}

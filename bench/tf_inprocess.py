@@ -50,14 +50,14 @@ def inner(point_json: str, dataset_dir: str, repeats: int) -> None:
 def main(argv: list[str] | None = None) -> int:
     import _common as c
 
-    from dlbench.frameworks import base
+    from dlbench.run.threads import thread_env
     from dlbench.study.sweep import one_point
 
     ap = c.parser(__doc__, iterations=200, repeats=5)
     ap.add_argument("--threads", type=int, default=2)
     args = ap.parse_args(argv)
     ds = c.dataset("fashion_mnist")
-    env = dict(os.environ, PYTHONPATH=str(c.REPO), **base.thread_env(args.threads, None),
+    env = dict(os.environ, PYTHONPATH=str(c.REPO), **thread_env(args.threads, None),
                TF_CPP_MIN_LOG_LEVEL="1", TF_ENABLE_ONEDNN_OPTS="1", CUDA_VISIBLE_DEVICES="")
     load = c.busy_cores(1.0)
     c.header(f"TensorFlow in one process, {args.threads} threads: dlbench's adapter vs the hand loop", load)

@@ -19,6 +19,7 @@ import _common as c
 
 from dlbench.environments import build
 from dlbench.run import runner
+from dlbench.run.options import RunOptions
 from dlbench.study.sweep import one_point
 
 
@@ -50,7 +51,7 @@ def main(argv: list[str] | None = None) -> int:
                 before = modules(cache)
                 try:
                     rec = runner.run_point(point, data, c.WORK / "theano_compile" / f"{point['id']}-{time.time()}",
-                                           python=python)
+                                           RunOptions(python=python))
                 finally:
                     record_env.clear()
                     record_env.update(saved)

@@ -20,6 +20,7 @@ import sys
 import _common as c
 
 from dlbench.run import runner
+from dlbench.run.options import RunOptions
 from dlbench.study.sweep import one_point
 
 VARIANTS = {
@@ -34,7 +35,7 @@ def run(point: dict, ds, extra_env: dict) -> dict:
     out = c.WORK / "thread_contention" / point["id"]
     shutil.rmtree(out, ignore_errors=True)
     with c.trainer_env(extra_env):
-        rec = runner.run_point(point, ds, out, python=c.env_python(point["framework"]))
+        rec = runner.run_point(point, ds, out, RunOptions(python=c.env_python(point["framework"])))
     if rec["status"] != "ok":
         raise SystemExit(f"{point['framework']}: {rec['status']}: {rec['reason']}")
     return rec

@@ -24,6 +24,7 @@ from pathlib import Path
 import _common as c
 
 from dlbench.run import runner
+from dlbench.run.options import RunOptions
 from dlbench.study.sweep import one_point
 
 TOL_S, TOL_REL = 0.020, 0.01
@@ -75,7 +76,7 @@ def measure(fw: str, point: dict, ds: Path) -> dict:
     tail = Tail(out.parent / f".{out.name}.partial-{os.getpid()}" / "events.jsonl")
     tail.start()
     t0 = time.monotonic()
-    rec = runner.run_point(point, ds, out, python=c.env_python(fw))
+    rec = runner.run_point(point, ds, out, RunOptions(python=c.env_python(fw)))
     wall = time.monotonic() - t0
     tail.done.set()
     tail.join()

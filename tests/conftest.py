@@ -10,6 +10,7 @@ import pytest
 from dlbench.datasets import prepare
 from dlbench.environments import build
 from dlbench.run import runner
+from dlbench.run.options import RunOptions
 from dlbench.study.sweep import one_point, point_id
 from dlbench.testing.sandbox import copy_run, copy_workflow, snakemake, tiny_study
 
@@ -52,8 +53,8 @@ def train(env_python, digits_dir, tmp_path):
             point.update(update)
             point["id"] = point_id({k: v for k, v in point.items() if k != "id"})
         out = tmp_path / framework / point["id"]
-        record = runner.run_point(point, dataset_dir or digits_dir, out, python=env_python(framework),
-                                  **(runner_kw or {}))
+        record = runner.run_point(point, dataset_dir or digits_dir, out,
+                                  RunOptions(python=env_python(framework), **(runner_kw or {})))
         record["_out"] = out
         return record
 

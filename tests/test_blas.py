@@ -9,6 +9,7 @@ import pytest
 
 from dlbench.frameworks import registry
 from dlbench.run import runner
+from dlbench.run.options import RunOptions
 from dlbench.study import config
 from dlbench.study.sweep import one_point
 
@@ -33,7 +34,7 @@ def test_the_same_point_on_openblas_and_on_mkl(framework, env_python, digits_dir
     for library in ("default", "mkl"):
         point = one_point(framework, "caffe", epochs=6, batch_size=64, threads=2, library=library)
         python = env_python(registry.get(framework).env_name(point))
-        records[library] = runner.run_point(point, digits_dir, tmp_path / library, python=python)
+        records[library] = runner.run_point(point, digits_dir, tmp_path / library, RunOptions(python=python))
     openblas, mkl = records["default"], records["mkl"]
     for r in records.values():
         assert r["status"] == "ok", r.get("log_tail")
@@ -48,5 +49,5 @@ def test_the_same_point_on_openblas_and_on_mkl(framework, env_python, digits_dir
 @pytest.mark.long
 def test_a_point_asking_for_mkl_where_there_is_none_is_refused(env_python, digits_dir, tmp_path):
     point = one_point("theano", "caffe", iterations=5, threads=1, library="mkl")
-    r = runner.run_point(point, digits_dir, tmp_path / "out", python=env_python("theano"))  # OpenBLAS only
+    r = runner.run_point(point, digits_dir, tmp_path / "out", RunOptions(python=env_python("theano")))  # OpenBLAS only
     assert r["status"] == "unavailable" and "asks for MKL" in r["reason"] and "openblas" in r["reason"]

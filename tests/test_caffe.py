@@ -18,9 +18,11 @@ import h5py
 import numpy as np
 import pytest
 
+from dlbench.datasets import loading
 from dlbench.frameworks import base, caffe_data, caffe_log, caffe_prototxt
 from dlbench.paths import ROOT as REPO
 from dlbench.run import build_record, runner
+from dlbench.run.options import RunOptions
 from dlbench.spec import networks
 from dlbench.study.sweep import one_point
 from dlbench.testing.sandbox import copy_workflow
@@ -227,7 +229,7 @@ def test_the_hdf5_files_hold_what_the_other_frameworks_get(digits_dir, tmp_path)
     point = one_point("caffe", "caffe", epochs=1)
     out = tmp_path / "caffe" / "digits" / caffe_data.input_key(point["input"])
     meta = caffe_data.prepare(digits_dir, point["input"], out)
-    inputs = base.load_inputs(digits_dir, point)
+    inputs = loading.load_inputs(digits_dir, point)
     with h5py.File(out / "train.h5") as f:
         assert f["data"].dtype == np.float32 and f["label"].dtype == np.float32
         np.testing.assert_array_equal(f["data"][:], inputs.train_x)
@@ -253,7 +255,7 @@ slow = pytest.mark.slow
 
 
 def run_caffe(point: dict, dataset_dir, out: Path, python: str, **kw) -> dict:
-    record = runner.run_point(point, dataset_dir, out, python=python, **kw)
+    record = runner.run_point(point, dataset_dir, out, RunOptions(python=python, **kw))
     record["_out"] = out
     return record
 
@@ -415,7 +417,7 @@ def test_caffe_pytorch_and_tensorflow_give_rows_with_the_same_columns(env_python
     records = {}
     for fw in ("caffe", "pytorch", "tensorflow"):
         point = one_point(fw, "caffe", iterations=20, batch_size=64, threads=1)
-        records[fw] = runner.run_point(point, digits_dir, tmp_path / fw, python=env_python(fw))
+        records[fw] = runner.run_point(point, digits_dir, tmp_path / fw, RunOptions(python=env_python(fw)))
         assert records[fw]["status"] == "ok", records[fw].get("log_tail")
     keys = {fw: set(r) for fw, r in records.items()}
     assert keys["caffe"] == keys["pytorch"] == keys["tensorflow"]

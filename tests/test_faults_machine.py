@@ -6,6 +6,7 @@ import os
 import pytest
 
 from dlbench.record.statuses import signal_name
+from dlbench.run.options import RunOptions
 from dlbench.testing import faults as faultmatrix
 from dlbench.testing import faults_machine as machine
 
@@ -162,10 +163,10 @@ def test_the_attempt_after_the_last_publishes_node_lost_only_where_the_last_died
 
     p, out = sweep.one_point("pytorch", iterations=10), tmp_path / "point"
     # the last allowed attempt ended otherwise (no mark left): nothing to publish, nothing trained
-    assert runner.run_point(p, tmp_path / "data", out, after_last=True, attempt=2) is None
+    assert runner.run_point(p, tmp_path / "data", out, RunOptions(attempt=2)) is None
     assert not (out / store.RESULT).exists()
     _mark_of_a_dead_run(out, socket.gethostname())
-    r = runner.run_point(p, tmp_path / "data", out, after_last=True, attempt=2)
+    r = runner.run_point(p, tmp_path / "data", out, RunOptions(attempt=2))
     assert r["status"] == "node_lost" and r["lost_attempts"] == 1 and r["machine_failure"], r
     assert store.read(out / store.RESULT)["status"] == "node_lost" and r["iterations_done"] == 0
     assert not list((out / store.ATTEMPTS).glob(f"{store.STARTED}*"))  # history once a record stands
@@ -185,6 +186,6 @@ def test_slurms_own_requeues_count_as_runs_and_their_dead_runs_as_lost(tmp_path,
     # two earlier runs of this same job died with their node, on another host: SLURM runs one at a time
     for _ in range(2):
         _mark_of_a_dead_run(out, "another-node", job="77")
-    r = runner.run_point(p, tmp_path / "data", out, attempt=1, final_attempt=True)
+    r = runner.run_point(p, tmp_path / "data", out, RunOptions(attempt=1))
     assert r["status"] == "node_lost" and r["lost_attempts"] == 2 and r["slurm_restart_count"] == 2, r
     assert store.read(out / store.RESULT)["slurm_job_id"] == "77"

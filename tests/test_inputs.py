@@ -171,9 +171,9 @@ def test_test_images_are_centre_cropped_where_training_crops():
 def test_the_data_load_turns_hugepage_advice_off_and_back_on():
     from numpy._core import multiarray
 
-    from dlbench.frameworks import base
+    from dlbench.node import hugepages
 
     before = multiarray._get_madvise_hugepage()
-    with base.no_hugepage_advice():
+    with hugepages.no_hugepage_advice():
         assert multiarray._get_madvise_hugepage() is False
     assert multiarray._get_madvise_hugepage() == before

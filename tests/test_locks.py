@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from dlbench.paths import ROOT
+from dlbench.run.options import RunOptions
 
 HOLD_S = 1.5
 # One point's process: wait for its start time, take the lock as the runner does, hold it, say when.
@@ -137,12 +138,12 @@ def test_a_point_that_waits_too_long_for_the_lock_is_retried_and_only_the_last_a
     try:
         assert holder.stdout.readline().strip() == "held"
         t0 = time.monotonic()
-        first = runner.run_point(one_point("pytorch", iterations=5), digits_dir, out, measure_lock=str(lock),
-                                 lock_timeout_s=2, final_attempt=False)
+        first = runner.run_point(one_point("pytorch", iterations=5), digits_dir, out,
+                                 RunOptions(measure_lock=str(lock), lock_timeout_s=2, retries=1))
         took = time.monotonic() - t0
         assert not (out / "metrics.json").exists() and len(store.attempts(out)) == 1
-        last = runner.run_point(one_point("pytorch", iterations=5), digits_dir, out, measure_lock=str(lock),
-                                lock_timeout_s=2, attempt=3)
+        last = runner.run_point(one_point("pytorch", iterations=5), digits_dir, out,
+                                RunOptions(measure_lock=str(lock), lock_timeout_s=2, attempt=3, retries=2))
     finally:
         holder.kill()
         holder.wait(timeout=600)
@@ -216,7 +217,7 @@ def test_a_point_started_with_two_builds_trains_after_both_and_the_builds_run_to
     builds = [start_heavy(tmp_path, f"build{i}", lock) for i in (1, 2)]
     time.sleep(0.8)  # both are inside (the compilers run) before the point asks
     record = runner.run_point(one_point("pytorch", iterations=150, threads=1), digits_dir, tmp_path / "point",
-                              python=python, measure_lock=str(lock))
+                              RunOptions(python=python, measure_lock=str(lock)))
     b1, b2 = (heavy_report(p) for p in builds)
     span = train_span(tmp_path / "point")
     assert record["status"] == "ok", record["reason"]
@@ -307,12 +308,12 @@ with measuring(sys.argv[1], None, per_device=False):
 def test_data_preparation_waits_for_a_measurement_on_its_node(tmp_path, digits_dir, job, monkeypatch):
     """The workflow's data jobs call these functions: each keeps out of a measurement that holds the node,
     and starts at once inside a measurement (a point's trainer preparing its own input)."""
-    from dlbench import cli
     from dlbench.frameworks import caffe_data
+    from dlbench.rules import jobs
 
     lock = tmp_path / "measure.lock"
     monkeypatch.setenv("DLBENCH_NODE_LOCK", str(lock))
-    prepare = {"dataset": lambda out: cli.prepare("digits", str(out)),
+    prepare = {"dataset": lambda out: jobs.prepare("digits", str(out)),
                "caffe_data": lambda out: caffe_data.prepare(digits_dir, {}, out)}[job]
     holder = subprocess.Popen([sys.executable, "-c", HOLDER, str(lock), "2.5"], cwd=ROOT, stdout=subprocess.PIPE,
                               text=True)

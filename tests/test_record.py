@@ -12,6 +12,7 @@ from dlbench.analysis import frames
 from dlbench.docgen import record_fields
 from dlbench.record import fields as record_schema
 from dlbench.run.build_record import Facts, build_record, cap_suspected
+from dlbench.study.point_facts import derive
 from dlbench.study.sweep import one_point
 
 T0 = 100.0  # the trainer's launch on the monotonic clock
@@ -63,13 +64,18 @@ def point():
     return one_point("pytorch", "caffe", iterations=10, batch_size=32, threads=2)
 
 
+def record_of(point: dict, events: list[dict], samples: list[dict], facts: Facts) -> dict:
+    """The record as the runner builds it: the point's derived facts computed once, beside it."""
+    return build_record(point, derive(point), events, samples, facts)
+
+
 def facts(**kw) -> Facts:
     return Facts(**{"t_launch": T0, "t_end": 108.0, "returncode": 0, "machine": {"host": "h", "cpu_model": "m"},
                     "attempt": {"attempt": 1, "env_name": "pytorch"}, **kw})
 
 
 def test_a_record_from_hand_made_events_has_the_figures_worked_out_by_hand(point):
-    r = build_record(point, events(), SAMPLES, facts())
+    r = record_of(point, events(), SAMPLES, facts())
     assert r["status"] == "ok" and r["reason"] is None and r["machine_failure"] is False
     assert (r["id"], r["framework"], r["batch_size"], r["threads_requested"]) == (point["id"], "pytorch", 32, 2)
     # phases: import 100.5-101.5, data_load 101.5-102.0, build 102.1-102.3, compile 102.3-102.4
@@ -99,7 +105,7 @@ def test_a_record_from_hand_made_events_has_the_figures_worked_out_by_hand(point
 
 
 def test_the_record_holds_the_schemas_fields_only_each_of_its_type(point):
-    r = build_record(point, events(), SAMPLES, facts())
+    r = record_of(point, events(), SAMPLES, facts())
     assert record_schema.problems(r) == []
     always = {f.name for s in record_schema.SECTIONS if s.title != "The study" for f in s.fields if not f.where}
     # the runner's attempt fields come from the runner, attempt_id and files from dlbench.record.store.publish
@@ -123,7 +129,7 @@ def test_the_record_holds_the_schemas_fields_only_each_of_its_type(point):
     ({"lock_intact": False}, "lock_lost", None),
 ])
 def test_how_the_runner_ended_a_point_decides_its_status(point, kw, status, oom_by):
-    r = build_record(point, events("error"), SAMPLES, facts(**kw))
+    r = record_of(point, events("error"), SAMPLES, facts(**kw))
     assert r["status"] == status and r["oom_by"] == oom_by
     assert r["machine_failure"] is (status in ("lock_lost", "suspended"))
     assert r["final_loss"] == 1.0 and r["iterations_done"] == 10  # the last step's, as far as it got
@@ -131,15 +137,15 @@ def test_how_the_runner_ended_a_point_decides_its_status(point, kw, status, oom_
 
 def test_a_trainer_that_died_without_a_word():
     point = one_point("pytorch", "caffe", iterations=10)
-    killed = build_record(point, [{"e": "process_start", "t": 100.2}], [], facts(returncode=-9, log_tail="Killed"))
+    killed = record_of(point, [{"e": "process_start", "t": 100.2}], [], facts(returncode=-9, log_tail="Killed"))
     assert killed["status"] == "killed" and killed["reason"] == "the trainer was killed by SIGKILL"
     assert killed["log_tail"].endswith("Killed") and killed["iterations_done"] == 0 and killed["samples"] == 0
     # the same SIGKILL, counted by the trainer's memory cgroup as an OOM kill (dlbench.node.oomkill): its reason stands
-    oom = build_record(point, [{"e": "process_start", "t": 100.2}], [], facts(returncode=-9, oom_killed="over 200 MB"))
+    oom = record_of(point, [{"e": "process_start", "t": 100.2}], [], facts(returncode=-9, oom_killed="over 200 MB"))
     assert (oom["status"], oom["reason"], oom["oom_by"]) == ("oom", "over 200 MB", "cgroup")
-    unstarted = build_record(point, [], [], facts(returncode=1))
+    unstarted = record_of(point, [], [], facts(returncode=1))
     assert unstarted["status"] == "env_damaged" and unstarted["startup_time_s"] == pytest.approx(8.0)
-    stuck = build_record(point, events("error"), [], facts(ended="hung", hang_s=60.0, unreaped=4242))
+    stuck = record_of(point, events("error"), [], facts(ended="hung", hang_s=60.0, unreaped=4242))
     assert stuck["status"] == "hung" and "no event from the trainer for 60 s" in stuck["reason"]
     assert "(pid 4242) did not exit within 30 s of SIGKILL" in stuck["reason"]
 
@@ -156,7 +162,7 @@ def test_gpu_energy_from_the_counter_interpolated_at_the_train_phase(point):
            for s, u, m, j in zip(SAMPLES[:4] + [sample(106.0, 90.0, 420.0, 6), sample(107.0, 90.0, 420.0, 6)],
                                  (0, 60, 80, 70, 90, 10), (500, 900, 1000, 950, 990, 600),
                                  (1000.0, 1050.0, 1100.0, 1200.0, 1300.0, 1350.0))]
-    r = build_record(point, events(), gpu, facts(gpu_idle={"gpu_mem_idle_mb": 500.0, "gpu_power_idle_w": 50.0}))
+    r = record_of(point, events(), gpu, facts(gpu_idle={"gpu_mem_idle_mb": 500.0, "gpu_power_idle_w": 50.0}))
     # the counter at 102.4 (between 101 and 103): 1000 + 50 x 1.4 / 2 = 1035; at 106.4: 1300 + 50 x 0.4 = 1320
     assert r["gpu_energy_train_j"] == pytest.approx(285.0) and r["gpu_energy_source"] == "counter"
     assert r["gpu_energy_train_above_idle_j"] == pytest.approx(285.0 - 50.0 * 4.0)
@@ -203,7 +209,7 @@ def test_the_tables_read_columns_of_the_schema():
 
 
 def test_the_runs_table_has_the_schemas_order_and_keeps_what_it_does_not_know(point, tmp_path):
-    record = build_record(point, events(), SAMPLES, facts())
+    record = record_of(point, events(), SAMPLES, facts())
     paths = []
     for i, extra in enumerate(({}, {"an_older_field": 1})):
         folder = tmp_path / f"p{i}"

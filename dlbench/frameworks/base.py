@@ -24,31 +24,10 @@ from pathlib import Path
 import numpy as np
 
 from dlbench.atomic import NOT_FINITE, dumps, not_finite
-from dlbench.datasets import store
 from dlbench.frameworks import registry
 from dlbench.record.fields import Info, check_info
 from dlbench.spec import initial_weights as initialisers
-from dlbench.spec import inputs as input_handling
 from dlbench.spec import lr_policies, networks
-
-# The BLAS libraries a process can have loaded, by their file name, and what each is called in the records.
-BLAS_FILES = (("libmkl_rt", "mkl"), ("libmkl_core", "mkl"), ("libopenblas", "openblas"), ("libblis", "blis"),
-              ("libcblas", "cblas"))
-
-
-def blas_in_effect(pid: int | str = "self") -> tuple[str | None, list[str]]:
-    """The BLAS a running process has loaded, read from its memory map (not assumed from how it was built):
-    its name in the records (mkl before openblas where both are mapped: MKL is only loaded when asked for)
-    and the paths of every BLAS library mapped."""
-    try:
-        with open(f"/proc/{pid}/maps") as fh:
-            paths = sorted({line.split()[-1] for line in fh if "/" in line and ".so" in line})
-    except OSError:
-        return None, []
-    found = [(name, path) for path in paths for prefix, name in BLAS_FILES if Path(path).name.startswith(prefix)]
-    names = {name for name, _ in found}
-    return (next((n for n in ("mkl", "openblas", "blis", "cblas") if n in names), None),
-            sorted({path for _, path in found}))
 
 
 def check_library(point: dict, in_effect: str | None, where: str) -> None:
@@ -113,66 +92,6 @@ def _plain(obj):
     if isinstance(obj, np.generic):
         return obj.item()
     return str(obj)
-
-
-@dataclass
-class Inputs:
-    """Float32 NCHW arrays ready for any framework, after the preset's input handling."""
-
-    train_x: np.ndarray
-    train_y: np.ndarray
-    test_x: np.ndarray
-    test_y: np.ndarray
-    classes: int
-    digest: str
-    augmenter: input_handling.Augmenter | None = None  # redraws train_x each epoch where the preset augments
-    val_x: np.ndarray | None = None  # the validation hold-out, where the point validates
-    val_y: np.ndarray | None = None
-
-    @property
-    def shape(self) -> tuple[int, int, int]:
-        return tuple(self.train_x.shape[1:])
-
-
-@contextlib.contextmanager
-def no_hugepage_advice():
-    """numpy's arrays made inside the block are not advised to the kernel as huge-page memory.
-
-    numpy advises every large array so (MADV_HUGEPAGE). With transparent huge pages set to
-    `madvise`, the first touch of Fashion-MNIST's 220 MB float copy took 0.8-1.1 s with the
-    advice and 0.3 s without it (fresh PyTorch processes on a 2-core KVM guest), the kernel
-    finding huge pages for it. Only the data load is affected; the framework's own arrays keep
-    numpy's default.
-    """
-    try:
-        from numpy._core import multiarray  # numpy 2
-    except ImportError:
-        from numpy.core import multiarray  # numpy 1 (Theano's environment)
-    setter = getattr(multiarray, "_set_madvise_hugepage", None)
-    if setter is None:
-        yield
-        return
-    previous = setter(False)
-    try:
-        yield
-    finally:
-        setter(previous)
-
-
-def load_inputs(dataset_dir: str | os.PathLike, point: dict) -> Inputs:
-    cfg = point.get("input", {})
-    holdout = (point.get("validation") or {}).get("fraction", 0.0)
-    with no_hugepage_advice():
-        arrays, meta = store.load(dataset_dir)
-        split = input_handling.splits(arrays["train_x"], arrays["train_y"], arrays["test_x"], arrays["test_y"], cfg,
-                                      holdout)
-    (train_x, train_y), (test_x, test_y) = split["train"], split["test"]
-    val_x, val_y = split.get("validation", (None, None))
-    augmenter = None
-    if input_handling.augments(cfg):
-        augmenter = input_handling.Augmenter(train_x, cfg, point["seed"])
-        train_x = augmenter()
-    return Inputs(train_x, train_y, test_x, test_y, int(meta["classes"]), meta["digest"], augmenter, val_x, val_y)
 
 
 def initial_weights(point: dict, input_shape: tuple[int, int, int]) -> list[tuple[np.ndarray, np.ndarray]]:
@@ -401,12 +320,3 @@ def refuse_layers(point: dict) -> None:
                           f"has no {', '.join(lacking)} layer (dlbench/frameworks/{framework.name}.py); no "
                           "substitute is run")
 
-
-def thread_env(threads: int, interop_threads: int | None = None) -> dict[str, str]:
-    """The variables every threaded library reads, set before the framework is imported.
-
-    interop_threads: TensorFlow's inter-op pool where the point sets it, else 1.
-    """
-    n = str(threads)
-    return {"OMP_NUM_THREADS": n, "MKL_NUM_THREADS": n, "OPENBLAS_NUM_THREADS": n,
-            "TF_NUM_INTRAOP_THREADS": n, "TF_NUM_INTEROP_THREADS": str(interop_threads or 1)}

@@ -76,7 +76,6 @@ from dlbench.frameworks.base import (
     Plan,
     Reporter,
     Unavailable,
-    blas_in_effect,
     check_library,
     initial_weights,
 )
@@ -88,6 +87,7 @@ from dlbench.frameworks.caffe_prototxt import (
     solver_prototxt,
     test_interval_of,
 )
+from dlbench.node.blas import blas_in_effect
 from dlbench.node.procs import die_with_parent
 from dlbench.spec import networks
 

@@ -6,7 +6,7 @@
 writes into --out: train.h5 and test.h5 (datasets `data`, float32 NCHW, and `label`, float32),
 train.txt and test.txt (the list files the HDF5Data layers read: one absolute path each) and
 meta.json (what was written, from what). The arrays are exactly what the other frameworks
-train on (dlbench.frameworks.base.load_inputs, hence dlbench.spec.inputs.static): Caffe's HDF5Data
+train on (dlbench.datasets.loading.load_inputs, hence dlbench.spec.inputs.static): Caffe's HDF5Data
 layer takes no transform_param, so the data are written already transformed.
 
 HDF5Data cannot augment. Where a preset augments (random crops, flips, brightness...), the
@@ -88,7 +88,7 @@ def _write_h5(path: Path, x, y) -> None:
 def prepare(dataset_dir: str | os.PathLike, input_cfg: dict | None, out: str | os.PathLike) -> dict:
     """Write the HDF5 files, their list files and meta.json into `out` (each file atomically); returns the meta."""
     from dlbench.atomic import write_json, write_text
-    from dlbench.frameworks.base import load_inputs
+    from dlbench.datasets.loading import load_inputs
 
     dataset_dir, out = Path(dataset_dir), Path(out)
     cfg = dict(input_cfg or {})

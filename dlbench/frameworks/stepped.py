@@ -16,14 +16,13 @@ from abc import abstractmethod
 
 import numpy as np
 
+from dlbench.datasets.loading import Inputs, load_inputs
 from dlbench.frameworks.base import (
     Adapter,
     Diverged,
-    Inputs,
     Loaded,
     Outcome,
     Plan,
-    load_inputs,
     optional_hook,
 )
 from dlbench.spec import inputs as input_handling
@@ -204,80 +203,140 @@ class SteppedAdapter(Adapter):
         return out
 
     def train(self, plan: Plan) -> Outcome:
-        point, reporter, inputs = self.point, self.reporter, self.inputs
-        with reporter.phase("build"):
+        with self.reporter.phase("build"):
             self.build()
-        with reporter.phase("compile"):
+        with self.reporter.phase("compile"):
             self.compile()
-        order = batch_order(len(inputs.train_y), point["batch_size"], point["seed"], point.get("shuffle", True))
-        stopper = EarlyStopping(point["validation"], plan.steps_per_epoch) if point.get("validation") else None
-        clock = Stopwatch(self.sync)
-        interval_test_s = augment_s = 0.0
-        last_loss = float("nan")
-        stopped_at = None
-        reporter.emit("phase_start", name="train")
-        clock.start()
-        last_report = time.perf_counter()
-        for it in range(plan.total_iterations):
-            if inputs.augmenter is not None and it and it % plan.steps_per_epoch == 0:
-                # A fresh augmented view per epoch; its cost is reported apart, as an input pipeline's would be.
-                with clock.paused() as span:
-                    self.set_train_data(inputs.augmenter())
-                augment_s += span.seconds
-            lr = lr_policies.rate(plan.lr_policy, point["learning_rate"], it)
-            self.train_step(next(order), lr)
-            done = it + 1
-            stopping = stopper is not None and stopper.should_stop(done) and done < plan.total_iterations
-            # Report every display interval, and at least every PROGRESS_EVERY_S on slow points,
-            # so a point cut short (timeout, kill) still shows how far it got.
-            if (done % plan.display_every == 0 or done == plan.total_iterations or stopping
-                    or time.perf_counter() - last_report >= PROGRESS_EVERY_S):
-                last_report = time.perf_counter()
-                last_loss = self.take_loss()
-                reporter.emit("step", iteration=done, epoch=done / plan.steps_per_epoch, loss=last_loss, lr=lr,
-                              train_time_s=clock.read())
-                if not math.isfinite(last_loss):
-                    raise Diverged(done, last_loss)
-            if plan.test_every and done % plan.test_every == 0 and done < plan.total_iterations:
-                with clock.paused() as span:
-                    acc, loss = self.evaluate()
-                interval_test_s += span.seconds
-                reporter.emit("test", iteration=done, epoch=done / plan.steps_per_epoch, accuracy=acc, loss=loss,
-                              test_time_s=span.seconds, train_time_s=clock.total)
-            if stopper is not None and stopper.due(done):
-                with clock.paused() as span:
-                    acc, loss = self.evaluate("validation")
-                    if stopper.record(done, acc):
-                        self.keep_best()
-                interval_test_s += span.seconds
-                reporter.emit("validation", iteration=done, epoch=done / plan.steps_per_epoch, accuracy=acc,
-                              loss=loss, best=stopper.best_iteration == done, patience=stopper.patience,
-                              test_time_s=span.seconds, train_time_s=clock.total)
-                stopping = stopper.should_stop(done) and done < plan.total_iterations
-            if stopping:
-                stopped_at = done
-                break
-        train_s = clock.stop()
-        reporter.emit("phase_end", name="train", duration_s=train_s)
-        iterations = stopped_at or plan.total_iterations
+        loop = Loop(self, plan)
+        with loop.training():  # the `train` phase, on its own clock
+            for epoch in loop.epochs():  # a fresh augmented view each epoch; early stopping may end them sooner
+                for done, batch, lr in loop.batches(epoch):
+                    self.train_step(batch, lr)
+                    loop.after_step(done, lr)  # report, test, validate
+        return loop.final_test()
+
+
+class Loop:
+    """What a stepped adapter's training does around its steps: the clock, the batch order and learning rate,
+    the reports and divergence check, the interval tests, the validation with early stopping, the final test."""
+
+    def __init__(self, adapter: SteppedAdapter, plan: Plan):
+        point = adapter.point
+        self.adapter, self.plan, self.point, self.reporter = adapter, plan, point, adapter.reporter
+        self.inputs = adapter.inputs
+        self.order = batch_order(len(self.inputs.train_y), point["batch_size"], point["seed"],
+                                 point.get("shuffle", True))
+        self.stopper = EarlyStopping(point["validation"], plan.steps_per_epoch) if point.get("validation") else None
+        self.clock = Stopwatch(adapter.sync)
+        self.interval_test_s = self.augment_s = 0.0
+        self.last_loss = float("nan")
+        self.stopped_at: int | None = None  # the last iteration trained, where early stopping ended the training
+        self._last_report = 0.0
+
+    @contextlib.contextmanager
+    def training(self):
+        self.reporter.emit("phase_start", name="train")
+        self.clock.start()
+        self._last_report = time.perf_counter()
+        yield
+        self.reporter.emit("phase_end", name="train", duration_s=self.clock.stop())
+
+    def epochs(self):
+        """The epochs to train, each after the first with a fresh augmented view where the point augments."""
+        spe, total = self.plan.steps_per_epoch, self.plan.total_iterations
+        for epoch in range(-(-total // spe)):
+            if self.stopped_at is not None:
+                return
+            if epoch and self.inputs.augmenter is not None:
+                self._new_view()
+            yield epoch
+
+    def batches(self, epoch: int):
+        """(iterations done after the step, the batch's indices, the learning rate) for each step of the epoch."""
+        spe = self.plan.steps_per_epoch
+        for it in range(epoch * spe, min((epoch + 1) * spe, self.plan.total_iterations)):
+            if self.stopped_at is not None:
+                return
+            yield it + 1, next(self.order), lr_policies.rate(self.plan.lr_policy, self.point["learning_rate"], it)
+
+    def after_step(self, done: int, lr: float) -> None:
+        """Report, test and validate as the plan says after `done` iterations; note where early stopping ends."""
+        stopping = self._patience_out(done)
+        if self._report_due(done) or stopping:
+            self._report(done, lr)
+        if self.plan.test_every and done % self.plan.test_every == 0 and done < self.plan.total_iterations:
+            self._interval_test(done)
+        if self.stopper is not None and self.stopper.due(done):
+            self._validate(done)
+            stopping = self._patience_out(done)
+        if stopping:
+            self.stopped_at = done
+
+    def _new_view(self) -> None:
+        # A fresh augmented view per epoch; its cost is reported apart, as an input pipeline's would be.
+        with self.clock.paused() as span:
+            self.adapter.set_train_data(self.inputs.augmenter())
+        self.augment_s += span.seconds
+
+    def _patience_out(self, done: int) -> bool:
+        return (self.stopper is not None and self.stopper.should_stop(done)
+                and done < self.plan.total_iterations)
+
+    def _report_due(self, done: int) -> bool:
+        # Every display interval, and at least every PROGRESS_EVERY_S on slow points, so that a point cut short
+        # (timeout, kill) still shows how far it got.
+        return (done % self.plan.display_every == 0 or done == self.plan.total_iterations
+                or time.perf_counter() - self._last_report >= PROGRESS_EVERY_S)
+
+    def _report(self, done: int, lr: float) -> None:
+        self._last_report = time.perf_counter()
+        self.last_loss = self.adapter.take_loss()
+        self.reporter.emit("step", iteration=done, epoch=done / self.plan.steps_per_epoch, loss=self.last_loss,
+                           lr=lr, train_time_s=self.clock.read())
+        if not math.isfinite(self.last_loss):
+            raise Diverged(done, self.last_loss)
+
+    def _interval_test(self, done: int) -> None:
+        with self.clock.paused() as span:
+            acc, loss = self.adapter.evaluate()
+        self.interval_test_s += span.seconds
+        self.reporter.emit("test", iteration=done, epoch=done / self.plan.steps_per_epoch, accuracy=acc, loss=loss,
+                           test_time_s=span.seconds, train_time_s=self.clock.total)
+
+    def _validate(self, done: int) -> None:
+        stopper = self.stopper
+        with self.clock.paused() as span:
+            acc, loss = self.adapter.evaluate("validation")
+            if stopper.record(done, acc):
+                self.adapter.keep_best()
+        self.interval_test_s += span.seconds
+        self.reporter.emit("validation", iteration=done, epoch=done / self.plan.steps_per_epoch, accuracy=acc,
+                           loss=loss, best=stopper.best_iteration == done, patience=stopper.patience,
+                           test_time_s=span.seconds, train_time_s=self.clock.total)
+
+    def final_test(self) -> Outcome:
+        """The test on the whole test split, with the best validation's weights where the point validates (as
+        the tutorial reports), and what the training measured."""
+        adapter, point, stopper = self.adapter, self.point, self.stopper
+        iterations = self.stopped_at or self.plan.total_iterations
         if stopper is not None and stopper.best_iteration is not None:
-            self.restore_best()  # the tested weights are those of the best validation, as the tutorial reports
-        with reporter.phase("test"):
+            adapter.restore_best()
+        with self.reporter.phase("test"):
             t0 = time.perf_counter()
-            acc, test_loss = self.evaluate()
-            self.sync()
+            acc, test_loss = adapter.evaluate()
+            adapter.sync()
             test_s = time.perf_counter() - t0
-        reporter.emit("test", iteration=iterations, epoch=iterations / plan.steps_per_epoch,
-                      accuracy=acc, loss=test_loss, test_time_s=test_s, train_time_s=train_s)
+        self.reporter.emit("test", iteration=iterations, epoch=iterations / self.plan.steps_per_epoch,
+                           accuracy=acc, loss=test_loss, test_time_s=test_s, train_time_s=self.clock.total)
         extra = {}
         if point.get("ema_decay"):
             extra["ema"] = f"applied (decay {point['ema_decay']:g}, min(decay, (1 + n) / (10 + n)) after n updates)"
         if stopper is not None:
-            extra.update(validation_samples=len(inputs.val_y), best_validation_iteration=stopper.best_iteration,
-                         best_validation_accuracy=stopper.best_accuracy, stopped_early_at=stopped_at,
+            extra.update(validation_samples=len(self.inputs.val_y), best_validation_iteration=stopper.best_iteration,
+                         best_validation_accuracy=stopper.best_accuracy, stopped_early_at=self.stopped_at,
                          accuracy_at_best=acc)
-        return Outcome(train_s, test_s, acc, test_loss, last_loss, interval_test_s, augment_s,
-                       iterations=stopped_at, extra=extra)
+        return Outcome(self.clock.total, test_s, acc, test_loss, self.last_loss, self.interval_test_s, self.augment_s,
+                       iterations=self.stopped_at, extra=extra)
 
 
 def warms_up(point: dict) -> bool:

@@ -38,8 +38,9 @@ from pathlib import Path
 
 import numpy as np
 
-from dlbench.frameworks.base import Unavailable, blas_in_effect, check_library, initial_weights, parameter_groups
+from dlbench.frameworks.base import Unavailable, check_library, initial_weights, parameter_groups
 from dlbench.frameworks.stepped import SteppedAdapter
+from dlbench.node.blas import blas_in_effect
 from dlbench.paths import cache_root
 from dlbench.record.fields import Info
 from dlbench.spec import initial_weights as initialisers

@@ -21,6 +21,7 @@ def probe(cfg: dict, points: list[dict], run_dir, iterations: int = PROBE_ITERAT
     from dlbench.datasets import prepare
     from dlbench.environments import build, choice
     from dlbench.run import runner
+    from dlbench.run.options import RunOptions
 
     done = finished(points, run_dir, Path(root) / PROBES)
     todo: dict[str, dict] = {}
@@ -37,7 +38,7 @@ def probe(cfg: dict, points: list[dict], run_dir, iterations: int = PROBE_ITERAT
         env = (build.site_env(p["framework"], env_name, site) if site
                else build.describe(env_name, build.build(env_name)))
         t0 = time.perf_counter()
-        record = runner.run_point(short, data, Path(root) / PROBES / name, python=env["python"], env=env)
+        record = runner.run_point(short, data, Path(root) / PROBES / name, RunOptions(python=env["python"], env=env))
         print(f"dlbench: probe {name}: {record['status']}, {record.get('throughput_img_s') or 0:.0f} img/s, "
               f"{time.perf_counter() - t0:.1f} s", file=sys.stderr)
     return len(todo)

@@ -1,8 +1,9 @@
 """A point's record, made from what happened: the trainer's events, the monitor's samples and the runner's facts.
 
-Pure: `build_record` reads no clock, file or process, so a test feeds it events and samples made by hand and
-checks every figure; the runner (dlbench.run.runner) gathers the facts and writes what it returns. The fields
-and their meaning are dlbench.record.fields's.
+Pure: `build_record` reads no clock, file or process and asks no other module for a fact of the point (its
+derived facts come with it: dlbench.study.point_facts), so a test feeds it events and samples made by hand and
+checks every figure; the runner (dlbench.run.runner) gathers the facts and writes what it returns. The fields and
+their meaning are dlbench.record.fields's.
 """
 
 from __future__ import annotations
@@ -10,14 +11,13 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 
-from dlbench.frameworks import base, registry
+from dlbench.frameworks import base
 from dlbench.frameworks.trainer import EXIT as TRAINER_EXIT
 from dlbench.node import hostload, slurm_job
 from dlbench.record import statuses
 from dlbench.record.fields import INFO
 from dlbench.run.monitor import GPU_SAMPLE_FIELDS
-from dlbench.spec import initial_weights, inputs, networks
-from dlbench.study import identity, presets
+from dlbench.study.point_facts import PointFacts
 
 CURVE_FIELDS = ("kind", "iteration", "epoch", "loss", "accuracy", "lr", "train_time_s", "test_time_s", "t")
 # Record fields taken from the point itself (the rest of the point, the layer list, is summarised).
@@ -61,8 +61,9 @@ class Facts:
     attempt: dict = field(default_factory=dict)  # the runner's fields of the attempt: lock, environment, dataset
 
 
-def build_record(point: dict, events: list[dict], samples: list[dict], facts: Facts) -> dict:
-    """The record of one attempt of `point` (its fields: dlbench.record.fields)."""
+def build_record(point: dict, derived: PointFacts, events: list[dict], samples: list[dict], facts: Facts) -> dict:
+    """The record of one attempt of `point` (its fields: dlbench.record.fields); `derived`: what the point implies
+    (dlbench.study.point_facts.derive), computed once before the attempt."""
     status, reason = status_of(events, facts)
     if facts.unreaped:
         reason = (f"{reason}; the trainer (pid {facts.unreaped}) did not exit within {facts.kill_wait_s:g} s of "
@@ -72,18 +73,9 @@ def build_record(point: dict, events: list[dict], samples: list[dict], facts: Fa
     plan = _first(events, "plan")
     data = _first(events, "data")
     spans = phases(events)
-    shape = tuple(point.get("input_shape") or inputs.model_input_shape(point))
     record = {k: point.get(k) for k in POINT_FIELDS}
-    record["cross_apply"] = presets.reading(point)  # None: the framework's own defaults
-    record["setting_id"] = identity.setting_id(point)  # shared by the point's repeats, on any machine (compare)
-    record["lr_policy"] = point.get("lr_policy", {}).get("name")
-    record["lr_policy_json"] = json.dumps(point.get("lr_policy", {}), sort_keys=True)
-    record["input_json"] = json.dumps(point.get("input", {}), sort_keys=True)
-    record["init"] = initial_weights.describe(point.get("init"))  # the scheme the initial weights were drawn from
-    record["validation_json"] = json.dumps(point.get("validation"), sort_keys=True) if point.get("validation") else None
+    record.update(derived.fields())  # what the point implies: its reading, setting id, network size, ...
     record.update(status=status, reason=reason, returncode=facts.returncode)
-    record["params"] = networks.param_count(point["layers"], shape)
-    record["flops_per_image_train"] = networks.flops_per_image(point["layers"], shape)["train"]
     record.update({key: result.get(key) for key in RESULT_FIELDS})
     if record["validation_samples"] is None and data.get("validation_samples") is not None:
         record["validation_samples"] = data["validation_samples"]  # held out, though the point did not finish
@@ -116,11 +108,6 @@ def build_record(point: dict, events: list[dict], samples: list[dict], facts: Fa
                                    facts.contended_pct))
     record.update({f.name: _info_value(info, f.info) for f in _INFO_FIELDS})
     record["threads_requested"] = point["threads"]
-    # The compile and precision axes: the point's value (its framework's natural one where it gives none; None
-    # where the framework has no such switch); what the framework says it ran is *_in_effect.
-    framework = registry.get(point["framework"])
-    record["compile"] = framework.in_effect("compile", point)
-    record["precision"] = framework.in_effect("precision", point)
     record["dataset_digest"] = data.get("digest")
     record["time_limit_s"] = facts.time_limit_s
     record["memory_limit_mb"] = facts.memory_limit_mb

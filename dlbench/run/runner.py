@@ -18,12 +18,13 @@ import shutil
 import signal
 import socket
 import subprocess
-import sys
 import time
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 from dlbench.atomic import NOT_FINITE
-from dlbench.frameworks import base, registry
+from dlbench.frameworks import registry
 from dlbench.node import hostload, machine, memcap, oomkill, procs, slurm_job
 from dlbench.node.locks import LockTimeout, LockUnusable, lock_timeout, measuring
 from dlbench.node.procs import die_with_parent, kill_tree, owner_tag, remove_dead_leftovers
@@ -32,13 +33,17 @@ from dlbench.record import provenance, statuses, store
 from dlbench.record.statuses import MachineFailure
 from dlbench.run import build_record
 from dlbench.run.monitor import NVML_TIMEOUT_S, SAMPLE_FIELDS, Monitor, bounded, idle_gpu, nvml_index, unanswered
+from dlbench.run.options import RunOptions, tries
+from dlbench.run.threads import thread_env
+from dlbench.study import point_facts
+from dlbench.study.point_facts import PointFacts
 
 REPO = ROOT  # the trainer is started from the checkout, with it on PYTHONPATH
-HANG_S = 1800.0  # a point silent this long is ended as hung (limits.hang_s)
 WATCH_S = 2.0  # how often the runner looks at a running trainer
 KILL_WAIT_S = 30.0  # longest wait for a killed trainer to be reaped (one stuck in the kernel never is)
 PAUSE_S = 30.0  # a watch that wakes this late was stopped (SIGSTOP: a suspended job), not merely slow
 TICK_S = 0.1  # how often the watch notes that it runs (Popen.wait itself polls every 50 ms)
+CANCELS = ("cancelled", "preempted")  # how the runner ends a trainer whose job was cancelled
 STOPPED_GAP_S = 0.5  # a SIGCONT that finds the watch's last note this old ends a stop, not a lone SIGCONT
 # The trainer module the runner starts. It exists for the tests of the runner itself (its time budget, hang watch,
 # memory guards: dlbench/testing/faults*.py), which set DLBENCH_TRAINER=dlbench.testing.small_trainer, a trainer
@@ -78,7 +83,7 @@ def read_events(path: Path) -> list[dict]:
 def trainer_env(point: dict, device: str | None = None) -> dict[str, str]:
     """The trainer's environment variables; `device`: the GPU a GPU point is pinned to."""
     env = dict(os.environ)
-    env.update(base.thread_env(point["threads"], point.get("interop_threads")))
+    env.update(thread_env(point["threads"], point.get("interop_threads")))
     env.update(registry.get(point["framework"]).environment(point))
     if device is not None and point["device"] == "gpu":
         env["CUDA_VISIBLE_DEVICES"] = device
@@ -88,22 +93,19 @@ def trainer_env(point: dict, device: str | None = None) -> dict[str, str]:
     return env
 
 
-def run_point(point: dict, dataset_dir: str | Path, out_dir: str | Path, *, measure_lock: str | None = None,
-              gpu_per_device: bool = True, lock_timeout_s: float | None = None, after_last: bool = False,
-              **kw) -> dict | None:
-    """Train one point (see _run_point), holding the node's measurement lock if one is given.
+def run_point(point: dict, dataset_dir: str | Path, out_dir: str | Path, options: RunOptions = RunOptions()
+              ) -> dict | None:
+    """Train one point (see _run_point) as `options` say, holding the node's measurement lock if they name one.
 
     The lock is node-local: jobs sharing a machine (cluster jobs, grouped points) do not disturb each
-    other's measurement. gpu_per_device: GPU points measure side by side, one per GPU (else one at a time).
-    lock_timeout_s: the longest wait for the node's locks (None: dlbench.node.locks.lock_timeout()).
-    A lock that stays taken, or cannot be used, is a failure of the machine (dlbench.record.statuses): the
-    attempt is kept and, unless it is the last one allowed, nothing is published.
+    other's measurement. A lock that stays taken, or cannot be used, is a failure of the machine
+    (dlbench.record.statuses): the attempt is kept and, unless it is the last one allowed, nothing is published.
 
     In a job SLURM requeued, a point this job already finished is published again, not measured twice. An
     attempt that died with its node leaves only a mark (records.mark_started); where every earlier run of
     the point did (Snakemake's attempts and SLURM's own requeues of the job alike, `tries`), the last
     allowed one publishes `node_lost` rather than try again, so that the study's tables are drawn from what
-    finished. after_last: this attempt follows the last allowed one, only to publish `node_lost` where that
+    finished. The attempt after the last allowed one (options.after_last) only publishes `node_lost` where that
     one died with its node too; None (nothing published) where it ended otherwise.
     """
     out = Path(out_dir)
@@ -112,25 +114,23 @@ def run_point(point: dict, dataset_dir: str | Path, out_dir: str | Path, *, meas
         if done is not None:
             return store.republish(done, out, republished_after_requeue=slurm_job.restart_count())
     lost = store.lost_attempts(out, _job_alive)
-    if after_last and not lost:
+    if options.after_last and not lost:
         return None
-    attempt = kw.get("attempt", 1)
-    runs = tries(attempt)
+    runs = tries(options.attempt)
     try:
-        mark = store.mark_started(out, attempt=attempt)
+        mark = store.mark_started(out, attempt=options.attempt)
     except OSError as exc:
         if statuses.disk_full(exc):
             raise MachineFailure("disk_full", f"no space left to start the point in {out}: {exc}") from exc
         raise
     try:
-        if after_last or (kw.get("final_attempt", True) and runs > 1 and len(lost) >= runs - 1):
+        if options.after_last or (options.final and runs > 1 and len(lost) >= runs - 1):
             reason = (f"{len(lost)} runs of this point before this one ended without a word (their job or node "
                       "died: no record, no status); the point is given up here, so that the study's tables are "
                       "drawn")
-            return _run_point(point, dataset_dir, out_dir, refused=("node_lost", reason), lost_attempts=len(lost),
-                              **kw)
-        return _measure(point, dataset_dir, out_dir, measure_lock=measure_lock, gpu_per_device=gpu_per_device,
-                        lock_timeout_s=lock_timeout_s, lost_attempts=len(lost), **kw)
+            return _run_point(point, dataset_dir, out_dir, options,
+                              Admission(refused=("node_lost", reason), lost_attempts=len(lost)))
+        return _measure(point, dataset_dir, out_dir, options, lost_attempts=len(lost))
     finally:
         mark.unlink(missing_ok=True)
         if (out / store.RESULT).exists():  # a record stands: the marks of lost attempts are history now
@@ -153,13 +153,6 @@ def cancel_stands(out_dir: str | Path) -> bool:
     return state is not None and state.startswith("CANCELLED")
 
 
-def tries(attempt: int) -> int:
-    """How many times this point's job has run, this run included: Snakemake's attempts, and the runs of this
-    SLURM job that SLURM itself requeued (a node failure, a preemption, `scontrol requeue`), which Snakemake
-    never sees as failed."""
-    return attempt + slurm_job.restart_count()
-
-
 def _job_alive(facts: dict) -> bool | None:
     """Whether the job of an attempt's mark still lives: its pid on this host, else SLURM's word. An earlier
     run of this very SLURM job (requeued since) is dead: SLURM runs one at a time."""
@@ -170,50 +163,94 @@ def _job_alive(facts: dict) -> bool | None:
     return slurm_job.running(str(facts["slurm_job_id"])) if facts.get("slurm_job_id") else None
 
 
-def _measure(point: dict, dataset_dir: str | Path, out_dir: str | Path, *, measure_lock: str | None,
-             gpu_per_device: bool, lock_timeout_s: float | None, **kw) -> dict:
+@dataclass(frozen=True)
+class Admission:
+    """How the point came to its start: the node's lock and the GPU it gave, or why the point ends unstarted."""
+
+    device: str | None = None  # the GPU a GPU point is pinned to (None: whatever the job sees)
+    lock_mode: str | None = None
+    lock_wait_s: float = 0.0
+    lock_intact: Callable[[], bool] | None = None  # whether the node's lock was held throughout (None: no lock)
+    refused: tuple[str, str] | None = None  # (status, reason) of a point that ends without starting its trainer
+    lost_attempts: int = 0  # earlier runs of the point that died with their job or node
+
+
+def _measure(point: dict, dataset_dir: str | Path, out_dir: str | Path, options: RunOptions,
+             lost_attempts: int) -> dict:
     """run_point's measurement: the node's lock, then the trainer (see run_point)."""
     gpu = point["device"] == "gpu"
     if gpu and not gpu_visible():  # nothing to wait for: the point is recorded as unavailable at once
-        return _run_point(point, dataset_dir, out_dir, **kw)
+        return _run_point(point, dataset_dir, out_dir, options, Admission(lost_attempts=lost_attempts))
     devices = machine.gpu_devices() if gpu else None
-    if not measure_lock:
-        return _run_point(point, dataset_dir, out_dir, device=devices[0] if devices else None, **kw)
-    lock_timeout_s = lock_timeout() if lock_timeout_s is None else lock_timeout_s
+    if not options.measure_lock:
+        return _run_point(point, dataset_dir, out_dir, options,
+                          Admission(device=devices[0] if devices else None, lost_attempts=lost_attempts))
+    timeout_s = lock_timeout() if options.lock_timeout_s is None else options.lock_timeout_s
     try:
-        with measuring(measure_lock, devices, per_device=gpu_per_device, timeout_s=lock_timeout_s) as slot:
-            return _run_point(point, dataset_dir, out_dir, device=slot.device, lock_mode=slot.mode,
-                              lock_wait_s=slot.wait_s, lock_intact=slot.intact, **kw)
+        with measuring(options.measure_lock, devices, per_device=options.gpu_per_device, timeout_s=timeout_s) as slot:
+            return _run_point(point, dataset_dir, out_dir, options, Admission(
+                device=slot.device, lock_mode=slot.mode, lock_wait_s=slot.wait_s, lock_intact=slot.intact,
+                lost_attempts=lost_attempts))
     except LockTimeout as exc:
-        reason = (f"waited {lock_timeout_s:g} s for the node's measurement lock (measurement.lock_timeout_s) "
+        reason = (f"waited {timeout_s:g} s for the node's measurement lock (measurement.lock_timeout_s) "
                   f"and another process held it the whole time ({exc})")
-        return _run_point(point, dataset_dir, out_dir, refused=("lock_timeout", reason), lock_wait_s=lock_timeout_s,
-                          **kw)
+        return _run_point(point, dataset_dir, out_dir, options, Admission(
+            refused=("lock_timeout", reason), lock_wait_s=timeout_s, lost_attempts=lost_attempts))
     except LockUnusable as exc:
-        return _run_point(point, dataset_dir, out_dir, refused=("lock_unusable", str(exc)), **kw)
+        return _run_point(point, dataset_dir, out_dir, options,
+                          Admission(refused=("lock_unusable", str(exc)), lost_attempts=lost_attempts))
 
 
-def _run_point(point: dict, dataset_dir: str | Path, out_dir: str | Path, *, python: str | None = None,
-               env: dict | None = None, interval_s: float = 0.2, monitor_enabled: bool = True,
-               time_limit_s: float | None = None, memory_limit_mb: float | None = None,
-               hang_s: float | None = HANG_S, device: str | None = None, lock_mode: str | None = None,
-               lock_wait_s: float = 0.0, refused: tuple[str, str] | None = None,
-               contended_pct: float = hostload.CONTENDED_PCT, quiet_wait_s: float = 0.0, attempt: int = 1,
-               final_attempt: bool = True, lock_intact=None, lost_attempts: int = 0) -> dict:
-    """Train one point and write metrics.json, curve.csv, samples.csv and trainer.log into out_dir.
+def _run_point(point: dict, dataset_dir: str | Path, out_dir: str | Path, options: RunOptions,
+               admission: Admission) -> dict:
+    """Train one point and write metrics.json, curve.csv, samples.csv and trainer.log into out_dir: prepare its
+    folder, launch its trainer, watch it to its end, publish its record.
 
-    python: the framework environment's interpreter (None: this one); env: its description for the record
-    (name, kind, key); device: the GPU a GPU point is pinned to (None: whatever the job sees); refused:
-    (status, reason) of a point that ends without starting its trainer. contended_pct: others' share of a
-    core over which a point counts as contended; quiet_wait_s: wait up to that long for others to use less
-    before the trainer starts (0: do not wait; dlbench.node.hostload).
-    lock_intact: whether the node's lock was held throughout (checked before the record is written); attempt:
-    Snakemake's count of this job's attempts; final_attempt: whether a failure of the machine is published as
-    the record (else only kept as an attempt, and the job is to fail so that it runs again).
-    Every finished attempt (any status) is also kept under out_dir/attempts/ (dlbench.record.store).
-    A full disk while the record is written raises MachineFailure("disk_full"), leaving what was there.
+    Every finished attempt (any status) is also kept under out_dir/attempts/ (dlbench.record.store); a failure
+    of the machine is published as the record only on the final attempt (options.final), else only kept, so
+    that the job fails and runs again. A full disk while the record is written raises
+    MachineFailure("disk_full"), leaving what was there.
     """
     trainer = trainer_module()  # refused before anything is made
+    work = prepare(point, dataset_dir, out_dir)
+    derived = point_facts.derive(point)  # the record's facts that follow from the point, once
+    started = launch(point, work, options, admission, trainer)
+    if started.proc is None:
+        return publish(point, derived, work, options, started, Ended(Monitor(os.getpid(), options.interval_s,
+                                                                             None, None)))
+    try:
+        ended = watch(started, work, options)
+    except BaseException:  # the job itself is cancelled: the trainer went with it (watch), the attempt is kept
+        record = _record(point, derived, read_events(work.events), work, options, started, started.ended)
+        store.keep_attempt(work.out_dir, record, work.folder, store.attempt_name(started.wall))
+        shutil.rmtree(work.folder, ignore_errors=True)
+        raise
+    return publish(point, derived, work, options, started, ended)
+
+
+@dataclass(frozen=True)
+class Work:
+    """A point's folders: the published one, and the hidden one its attempt fills first."""
+
+    out_dir: Path
+    dataset_dir: Path
+    folder: Path
+
+    @property
+    def events(self) -> Path:
+        return self.folder / "events.jsonl"
+
+    @property
+    def log(self) -> Path:
+        return self.folder / "trainer.log"
+
+    @property
+    def point_file(self) -> Path:
+        return self.folder / "point.json"
+
+
+def prepare(point: dict, dataset_dir: str | Path, out_dir: str | Path) -> Work:
+    """The attempt's hidden folder, with the point in it; what dead runners of this host left is cleared first."""
     # Absolute: the trainer runs in the repository, the workflow's working directory may be elsewhere.
     out_dir, dataset_dir = Path(out_dir).resolve(), Path(dataset_dir).resolve()
     try:
@@ -222,125 +259,166 @@ def _run_point(point: dict, dataset_dir: str | Path, out_dir: str | Path, *, pyt
         # and one whose trainer had finished is kept aside under attempts/ first (records.set_aside).
         remove_dead_leftovers(out_dir.parent, f".{out_dir.name}.partial-",
                               keep=lambda folder: store.set_aside(out_dir, folder))
-        work = out_dir.parent / f".{out_dir.name}.partial-{owner_tag()}"
-        work.mkdir(parents=True)
-        (work / "point.json").write_text(json.dumps(point, indent=2, sort_keys=True))
+        work = Work(out_dir, dataset_dir, out_dir.parent / f".{out_dir.name}.partial-{owner_tag()}")
+        work.folder.mkdir(parents=True)
+        work.point_file.write_text(json.dumps(point, indent=2, sort_keys=True))
     except OSError as exc:
         if statuses.disk_full(exc):
             raise MachineFailure("disk_full", f"no space left to start the point in {out_dir.parent}: {exc}") from exc
         raise
-    events_path = work / "events.jsonl"
-    log_path = work / "trainer.log"
-    environ = trainer_env(point, device)
+    return work
+
+
+@dataclass
+class Started:
+    """A launched attempt: its trainer (None where the point ends unstarted) and what the runner noted of its start."""
+
+    proc: subprocess.Popen | None
+    t_launch: float  # the monotonic clock at the start ...
+    wall: float  # ... and the wall clock
+    gpu_index: int | str | None  # the GPU the monitor reads (the trainer's device 0)
+    gpu_idle: dict  # its idle memory and power, read before the start
+    fields: dict  # the runner's own fields of the attempt (dlbench.record.fields)
+    lock_intact: Callable[[], bool] | None
+    watch: Watch
+    ended: Ended | None = None  # how it ended, where the job was cancelled while it ran
+
+
+def launch(point: dict, work: Work, options: RunOptions, admission: Admission, trainer: str) -> Started:
+    """Start the trainer, pinned to the admitted GPU; where the point cannot start (refused, no GPU, no
+    interpreter), write the status that says why instead, and return no process."""
+    environ = trainer_env(point, admission.device)
     # The monitor reads the GPU the trainer sees as its device 0.
     gpu_index = nvml_index(environ.get("CUDA_VISIBLE_DEVICES")) if point["device"] == "gpu" else None
+    refused = admission.refused
     # Opt-in: wait (bounded) for others to quieten, before the clocks of the point start.
-    quiet_waited = hostload.wait_quiet(contended_pct, quiet_wait_s) if quiet_wait_s and refused is None else 0.0
-    started_wall = time.time()
-    t_launch = time.monotonic()
-    mon = Monitor(os.getpid(), interval_s, None, None)  # replaced by the trainer's monitor once it runs
-    returncode, ended, watch, idle, cgroup = None, None, Watch(t_launch), {}, None
+    quiet_waited = (hostload.wait_quiet(options.contended_pct, options.quiet_wait_s)
+                    if options.quiet_wait_s and refused is None else 0.0)
+    wall, t_launch = time.time(), time.monotonic()
     if refused is None and gpu_index is not None and not gpu_visible():
         # No GPU on this machine at all: say so without starting a framework to find out.
         refused = ("unavailable", "no NVIDIA GPU is visible on this machine (no /dev/nvidia*, NVML "
                    + ("did not answer: GPU state unknown)" if machine.gpu_state() else "finds none)"))
-    if refused is None and gpu_index is not None:  # NVML's figures are the whole GPU's: its idle ones first
-        idle = _idle_gpu(gpu_index)
-    env = env or {}
-    # The runner's own fields of the attempt (dlbench.record.fields: the attempt, the environment, the limits).
-    attempt_fields = {
-        "started_at": time.strftime("%Y-%m-%dT%H:%M:%S%z", time.localtime(started_wall)),
-        "monitor_interval_s": interval_s if monitor_enabled else None, "lock_mode": lock_mode,
-        "lock_wait_s": lock_wait_s, "quiet_wait_s": quiet_waited,
-        "gpu_device": device if point["device"] == "gpu" else None,
-        "env_name": env.get("env", point["framework"]), "env_kind": env.get("kind", "current"),
-        "env_key": env.get("key"), "env_python": python or sys.executable, "dataset_dir": str(dataset_dir),
-        **dataset_provenance(dataset_dir),
-        # How many times SLURM requeued this job (a preemption, `scontrol requeue`, a node failure): 0 where none.
-        "attempt": attempt, "lost_attempts": lost_attempts, "slurm_restart_count": slurm_job.restart_count()}
-    context = {"t_launch": t_launch, "log_path": log_path, "time_limit_s": time_limit_s,
-               "memory_limit_mb": memory_limit_mb, "hang_s": hang_s, "contended_pct": contended_pct,
-               "gpu_idle": idle, "attempt": attempt_fields}
+    # NVML's figures are the whole GPU's: its idle ones first.
+    idle = _idle_gpu(gpu_index) if refused is None and gpu_index is not None else {}
+    started = Started(None, t_launch, wall, gpu_index, idle, _attempt_fields(point, work, options, admission, wall,
+                                                                             quiet_waited),
+                      admission.lock_intact, Watch(t_launch))
     if refused is None:
         try:
-            with open(log_path, "wb") as log:
-                proc = subprocess.Popen([python or sys.executable, "-m", trainer, str(work / "point.json"),
-                                         str(dataset_dir), str(events_path)], stdout=log, stderr=subprocess.STDOUT,
-                                        env=environ, cwd=REPO, start_new_session=True,
-                                        preexec_fn=_child_setup(memory_limit_mb))
+            with open(work.log, "wb") as log:
+                started.proc = subprocess.Popen(
+                    [options.interpreter, "-m", trainer, str(work.point_file), str(work.dataset_dir), str(work.events)],
+                    stdout=log, stderr=subprocess.STDOUT, env=environ, cwd=REPO, start_new_session=True,
+                    preexec_fn=_child_setup(options.memory_limit_mb))
+            return started
         except OSError as exc:  # the environment's interpreter is gone or cannot run
-            refused = ("env_damaged", f"the framework's interpreter {python or sys.executable} cannot be started: "
+            refused = ("env_damaged", f"the framework's interpreter {options.interpreter} cannot be started: "
                                       f"{type(exc).__name__}: {exc}")
-    if refused is not None:
-        status_line = {"e": "status", "t": t_launch, "status": refused[0], "reason": refused[1]}
-        events_path.write_text(json.dumps(status_line) + "\n")
-        log_path.write_text("")
-    else:
-        cgroup = oomkill.baseline(proc.pid)  # its memory cgroup's OOM kills so far: a cluster job's limit
-        mon = Monitor(proc.pid, interval_s, gpu_index, memory_limit_mb)
-        if monitor_enabled or memory_limit_mb:
-            mon.start()
-        try:
-            ended = watch.run(proc, events_path, time_limit_s, hang_s)
-            if ended:  # over its time, or silent for too long: end the whole tree
-                kill_tree(proc.pid, signal.SIGTERM)
-                try:
-                    proc.wait(timeout=5)
-                except subprocess.TimeoutExpired:
-                    pass
-                _kill_and_reap(proc, watch)  # whatever of its group is left, also if the leader exited
-            else:  # it exited: what it started and left behind must not load the node's next measurement
-                kill_tree(proc.pid, signal.SIGKILL)
-        except BaseException:  # the job itself is cancelled: take the trainer with it, keep the attempt
-            ended = "preempted" if slurm_job.requeue_if_preempted() else "cancelled"  # first: KillWait is short
-            _kill_and_reap(proc, watch)
-            mon.stop()
-            record = _record(point, read_events(events_path), mon, proc.returncode, ended, watch, lock_intact=None,
-                             **context)
-            store.keep_attempt(out_dir, record, work, store.attempt_name(started_wall))
-            shutil.rmtree(work, ignore_errors=True)
-            raise
-        returncode = proc.returncode
-        mon.stop()
-    events = read_events(events_path)
-    record = _record(point, events, mon, returncode, ended, watch, lock_intact=lock_intact, cgroup=cgroup,
-                     **context)
-    publish = final_attempt or not record["machine_failure"]
+    work.events.write_text(json.dumps({"e": "status", "t": t_launch, "status": refused[0], "reason": refused[1]})
+                           + "\n")
+    work.log.write_text("")
+    return started
+
+
+def _attempt_fields(point: dict, work: Work, options: RunOptions, admission: Admission, wall: float,
+                    quiet_waited: float) -> dict:
+    """The runner's own fields of the attempt (dlbench.record.fields: the attempt, the environment, the limits)."""
+    env = options.env
+    return {
+        "started_at": time.strftime("%Y-%m-%dT%H:%M:%S%z", time.localtime(wall)),
+        "monitor_interval_s": options.interval_s if options.monitor else None, "lock_mode": admission.lock_mode,
+        "lock_wait_s": admission.lock_wait_s, "quiet_wait_s": quiet_waited,
+        "gpu_device": admission.device if point["device"] == "gpu" else None,
+        "env_name": env.get("env", point["framework"]), "env_kind": env.get("kind", "current"),
+        "env_key": env.get("key"), "env_python": options.interpreter, "dataset_dir": str(work.dataset_dir),
+        **dataset_provenance(work.dataset_dir),
+        # How many times SLURM requeued this job (a preemption, `scontrol requeue`, a node failure): 0 where none.
+        "attempt": options.attempt, "lost_attempts": admission.lost_attempts,
+        "slurm_restart_count": slurm_job.restart_count()}
+
+
+@dataclass
+class Ended:
+    """How a trainer's run ended, as the runner saw it."""
+
+    monitor: Monitor
+    returncode: int | None = None
+    how: str | None = None  # how the runner ended it: timeout, hung, cancelled, preempted (None: it exited)
+    cgroup: oomkill.Baseline | None = None  # its memory cgroup as it started (dlbench.node.oomkill)
+
+
+def watch(started: Started, work: Work, options: RunOptions) -> Ended:
+    """Monitor the trainer until it exits, or end it (its whole process tree) past its time budget or silent
+    for too long. Where the job itself is cancelled meanwhile, the trainer goes with it, `started.ended` says
+    how, and the exception goes on."""
+    proc = started.proc
+    cgroup = oomkill.baseline(proc.pid)  # its memory cgroup's OOM kills so far: a cluster job's limit
+    mon = Monitor(proc.pid, options.interval_s, started.gpu_index, options.memory_limit_mb)
+    if options.monitor or options.memory_limit_mb:
+        mon.start()
     try:
-        store.publish(out_dir, work, record,
-                        [("curve.csv", build_record.CURVE_FIELDS, build_record.curve_rows(events, t_launch)),
-                         ("samples.csv", ("phase",) + SAMPLE_FIELDS, build_record.sample_rows(mon.samples, events,
-                                                                                               t_launch))],
-                        store.attempt_name(started_wall), result=publish)
+        how = started.watch.run(proc, work.events, options.time_limit_s, options.hang_s)
+        if how:  # over its time, or silent for too long: end the whole tree
+            kill_tree(proc.pid, signal.SIGTERM)
+            try:
+                proc.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                pass
+            _kill_and_reap(proc, started.watch)  # whatever of its group is left, also if the leader exited
+        else:  # it exited: what it started and left behind must not load the node's next measurement
+            kill_tree(proc.pid, signal.SIGKILL)
+    except BaseException:
+        how = "preempted" if slurm_job.requeue_if_preempted() else "cancelled"  # first: KillWait is short
+        _kill_and_reap(proc, started.watch)
+        mon.stop()
+        started.ended = Ended(mon, proc.returncode, how)
+        raise
+    mon.stop()
+    return Ended(mon, proc.returncode, how, cgroup)
+
+
+def publish(point: dict, derived: PointFacts, work: Work, options: RunOptions, started: Started,
+            ended: Ended) -> dict:
+    """The attempt's record and tables, kept under attempts/ and (unless a failure of the machine before the
+    final attempt) published as the point's result; the hidden folder goes."""
+    events = read_events(work.events)
+    record = _record(point, derived, events, work, options, started, ended)
+    try:
+        store.publish(work.out_dir, work.folder, record,
+                      [("curve.csv", build_record.CURVE_FIELDS, build_record.curve_rows(events, started.t_launch)),
+                       ("samples.csv", ("phase",) + SAMPLE_FIELDS,
+                        build_record.sample_rows(ended.monitor.samples, events, started.t_launch))],
+                      store.attempt_name(started.wall), result=options.final or not record["machine_failure"])
     except OSError as exc:
         if not statuses.disk_full(exc):
             raise
-        shutil.rmtree(work, ignore_errors=True)
-        raise MachineFailure("disk_full", f"no space left while writing the record into {out_dir}: {exc}") from exc
-    shutil.rmtree(work, ignore_errors=True)
+        shutil.rmtree(work.folder, ignore_errors=True)
+        raise MachineFailure("disk_full", f"no space left while writing the record into {work.out_dir}: {exc}") from exc
+    shutil.rmtree(work.folder, ignore_errors=True)
     return record
 
 
-def _record(point: dict, events: list[dict], mon: Monitor, returncode: int | None, ended: str | None, watch: Watch,
-            *, lock_intact, t_launch: float, log_path: Path, memory_limit_mb: float | None,
-            cgroup: oomkill.Baseline | None = None, **facts) -> dict:
-    """The attempt's record (dlbench.run.build_record), from the facts the runner gathered; lock_intact: a callable
-    that says whether the node's lock was held throughout (None: no lock); cgroup: the trainer's memory cgroup
-    as it started (dlbench.node.oomkill)."""
-    log_tail = _tail(log_path)
+def _record(point: dict, derived: PointFacts, events: list[dict], work: Work, options: RunOptions, started: Started,
+            ended: Ended) -> dict:
+    """The attempt's record (dlbench.run.build_record), from the facts the runner gathered."""
+    mon = ended.monitor
+    # Whether the node's lock was held throughout (None: no lock); a cancelled attempt's record does not ask.
+    intact = None if started.lock_intact is None or ended.how in CANCELS else bool(started.lock_intact())
+    log_tail = _tail(work.log)
     # Read before ended_by_cap removes the runner's own cgroup child, where the trainer had one.
-    oom_killed = oomkill.killed_since(cgroup) if returncode == -signal.SIGKILL else None
-    capped = (build_record.cap_suspected(events, memory_limit_mb, mon.over_memory)
-              and memcap.ended_by_cap(mon.pid, log_tail))
-    return build_record.build_record(point, events, mon.samples, build_record.Facts(
-        t_launch=t_launch, t_end=time.monotonic(), returncode=returncode, ended=ended, log_tail=log_tail,
-        over_memory=mon.over_memory, capped=capped, oom_killed=oom_killed, pauses=tuple(watch.pauses),
-        unreaped=watch.unreaped,
-        kill_wait_s=KILL_WAIT_S, lock_intact=None if lock_intact is None else bool(lock_intact()),
-        memory_limit_mb=memory_limit_mb, memory_cap=memcap.kind() if memory_limit_mb else None,
-        monitor_cpu_s=mon.own_cpu_s, gpu_nvml_failures=mon.gpu_failures(), gpu_readings_stopped=mon.gpu_gave_up,
-        monitor_died=mon.died,
-        machine=_machine(point, facts.get("gpu_idle")), **facts))
+    oom_killed = oomkill.killed_since(ended.cgroup) if ended.returncode == -signal.SIGKILL else None
+    limit = options.memory_limit_mb
+    capped = build_record.cap_suspected(events, limit, mon.over_memory) and memcap.ended_by_cap(mon.pid, log_tail)
+    return build_record.build_record(point, derived, events, mon.samples, build_record.Facts(
+        t_launch=started.t_launch, t_end=time.monotonic(), returncode=ended.returncode, ended=ended.how,
+        log_tail=log_tail, over_memory=mon.over_memory, capped=capped, oom_killed=oom_killed,
+        pauses=tuple(started.watch.pauses), unreaped=started.watch.unreaped, kill_wait_s=KILL_WAIT_S,
+        lock_intact=intact,
+        time_limit_s=options.time_limit_s, memory_limit_mb=limit, memory_cap=memcap.kind() if limit else None,
+        hang_s=options.hang_s, contended_pct=options.contended_pct, monitor_cpu_s=mon.own_cpu_s,
+        gpu_nvml_failures=mon.gpu_failures(), gpu_readings_stopped=mon.gpu_gave_up, monitor_died=mon.died,
+        gpu_idle=started.gpu_idle, machine=_machine(point, started.gpu_idle), attempt=started.fields))
 
 
 def _machine(point: dict, idle: dict | None) -> dict:

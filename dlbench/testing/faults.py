@@ -34,6 +34,7 @@ from dlbench.environments import build
 from dlbench.paths import ROOT as REPO
 from dlbench.record import store
 from dlbench.run import runner
+from dlbench.run.options import RunOptions
 from dlbench.study import sweep
 from dlbench.testing import sandbox
 from dlbench.testing import small_trainer as small
@@ -99,7 +100,8 @@ class Lab:
         trainer = runner.trainer_module()
         if trainer not in self._startup_s:
             name = "startup-small" if trainer == SMALL_TRAINER else "startup"
-            r = runner.run_point(point(iterations=1), self.digits, self.out(name), python=self.trainer_python())
+            r = runner.run_point(point(iterations=1), self.digits, self.out(name),
+                                 RunOptions(python=self.trainer_python()))
             self._startup_s[trainer] = r["startup_time_s"] + sum(r.get(f"{phase}_time_s") or 0.0
                                                                  for phase in ("import", "data_load", "build",
                                                                                "compile"))
@@ -127,7 +129,7 @@ def _record_is_whole(out: Path) -> bool:
 def diverged(lab: Lab) -> dict:
     """The runner's record of a trainer that diverges (each framework's own divergence: tests/test_adapters.py)."""
     p = point(iterations=300, learning_rate=1000.0)
-    r = runner.run_point(p, lab.digits, lab.out("diverged"), python=lab.trainer_python())
+    r = runner.run_point(p, lab.digits, lab.out("diverged"), RunOptions(python=lab.trainer_python()))
     curve = (lab.out("diverged") / "curve.csv").read_text().splitlines()
     return _row("loss becomes NaN/inf", "learning rate 1000", r["status"] == "diverged",
                 not _record_is_whole(lab.out("diverged")), status=r["status"],
@@ -137,7 +139,7 @@ def diverged(lab: Lab) -> dict:
 @on_small_trainer()
 def trainer_raises(lab: Lab) -> dict:
     p = point(iterations=50)
-    r = runner.run_point(p, lab.root / "no-such-dataset", lab.out("raises"), python=lab.trainer_python())
+    r = runner.run_point(p, lab.root / "no-such-dataset", lab.out("raises"), RunOptions(python=lab.trainer_python()))
     return _row("trainer raises", "dataset folder missing", r["status"] == "error",
                 not _record_is_whole(lab.out("raises")), status=r["status"], reason=r["reason"], record=r)
 
@@ -148,7 +150,7 @@ def trainer_killed(lab: Lab) -> dict:
     out = lab.out("killed")
     result: dict = {}
     worker = threading.Thread(target=lambda: result.update(runner.run_point(p, lab.digits, out,
-                                                                            python=lab.trainer_python())))
+                                                                            RunOptions(python=lab.trainer_python()))))
     worker.start()
     trainer = _wait_for_training(out, reported_a_step=True)  # mid-training, with progress to keep
     os.kill(trainer, signal.SIGKILL)
@@ -189,7 +191,7 @@ def time_budget(lab: Lab) -> dict:
     """A long point over its time budget, which leaves it time to train (its startup here, twice over)."""
     p = point(iterations=100000)
     limit = max(6.0, lab.hang_s(0) + 4)
-    r = runner.run_point(p, lab.digits, lab.out("timeout"), python=lab.trainer_python(), time_limit_s=limit)
+    r = runner.run_point(p, lab.digits, lab.out("timeout"), RunOptions(python=lab.trainer_python(), time_limit_s=limit))
     return _row("time budget exceeded", f"limits.time_s = {limit:g} on a long point", r["status"] == "timeout",
                 not _record_is_whole(lab.out("timeout")), status=r["status"], progress=r["iterations_done"],
                 wall_time_s=r["wall_time_s"], time_limit_s=limit, record=r)
@@ -198,8 +200,8 @@ def time_budget(lab: Lab) -> dict:
 @on_small_trainer(allocate_mb_per_s=200)
 def memory_budget(lab: Lab) -> dict:
     p = point(iterations=100000)
-    r = runner.run_point(p, lab.digits, lab.out("oom"), python=lab.trainer_python(), memory_limit_mb=150,
-                         interval_s=0.05)
+    r = runner.run_point(p, lab.digits, lab.out("oom"),
+                         RunOptions(python=lab.trainer_python(), memory_limit_mb=150, interval_s=0.05))
     return _row("memory budget exceeded", "limits.memory_mb = 150, the trainer growing by 200 MB/s",
                 r["status"] == "oom",
                 not _record_is_whole(lab.out("oom")), status=r["status"], rss_peak_mb=r["rss_peak_mb"], record=r)
@@ -208,7 +210,7 @@ def memory_budget(lab: Lab) -> dict:
 def gpu_missing(lab: Lab) -> dict:
     """On PyTorch: where a GPU is, the framework's own word that it sees none (here none starts)."""
     p = point(iterations=10, device="gpu")
-    r = runner.run_point(p, lab.digits, lab.out("gpu"), python=lab.python)
+    r = runner.run_point(p, lab.digits, lab.out("gpu"), RunOptions(python=lab.python))
     return _row("GPU point where no GPU is", "device: gpu on this machine", r["status"] == "unavailable",
                 not _record_is_whole(lab.out("gpu")), status=r["status"], reason=r["reason"], record=r)
 
@@ -378,9 +380,8 @@ def trainer_hangs(lab: Lab) -> dict:
     out = lab.out("hung")
     hang = lab.hang_s(4)
     result: dict = {}
-    worker = threading.Thread(target=lambda: result.update(runner.run_point(p, lab.digits, out,
-                                                                            python=lab.trainer_python(),
-                                                                            hang_s=hang)))
+    options = RunOptions(python=lab.trainer_python(), hang_s=hang)
+    worker = threading.Thread(target=lambda: result.update(runner.run_point(p, lab.digits, out, options)))
     worker.start()
     trainer = _wait_for_training(out)
     deadline = time.monotonic() + 60
@@ -401,7 +402,8 @@ def memory_overshoot(lab: Lab) -> dict:
     """A point allocates far past its budget faster than the monitor looks: the hard cap stops it."""
     p = point(iterations=100000)
     out = lab.out("overshoot")
-    r = runner.run_point(p, lab.digits, out, python=lab.trainer_python(), memory_limit_mb=200, interval_s=30.0)
+    r = runner.run_point(p, lab.digits, out,
+                         RunOptions(python=lab.trainer_python(), memory_limit_mb=200, interval_s=30.0))
     return _row("memory overshoots between two readings", "a trainer growing by 20 GB/s, memory_mb 200, monitor at "
                 "30 s",
                 r["status"] == "oom" and r["oom_by"] == "cap", not _record_is_whole(out), status=r["status"],

@@ -32,6 +32,7 @@ from dlbench.record import statuses as outcomes
 from dlbench.record import store
 from dlbench.record.statuses import EXIT_RETRY
 from dlbench.run import runner
+from dlbench.run.options import RunOptions
 from dlbench.study import config, sweep
 from dlbench.testing.faults import Lab, _row, _wait_for_training, _workflow, on_small_trainer, point
 
@@ -151,8 +152,8 @@ def mtime_stepped(lab: Lab) -> dict:
     p = point(iterations=100000)
     out = lab.out("mtime")
     hang = lab.hang_s(5)
-    worker, result = _in_thread(lambda: runner.run_point(p, lab.digits, out, python=lab.trainer_python(),
-                                                         hang_s=hang, time_limit_s=hang + 20))
+    options = RunOptions(python=lab.trainer_python(), hang_s=hang, time_limit_s=hang + 20)
+    worker, result = _in_thread(lambda: runner.run_point(p, lab.digits, out, options))
     _wait_for_training(out)
     end = time.monotonic() + 12
     while time.monotonic() < end:
@@ -174,7 +175,7 @@ def realtime_signal(lab: Lab) -> dict:
     """A trainer killed by a real-time signal (no name in Python's enum): `killed`, naming it."""
     p = point(iterations=100000)
     out = lab.out("rtsig")
-    worker, result = _in_thread(lambda: runner.run_point(p, lab.digits, out, python=lab.trainer_python()))
+    worker, result = _in_thread(lambda: runner.run_point(p, lab.digits, out, RunOptions(python=lab.trainer_python())))
     trainer = _wait_for_training(out)
     os.kill(trainer, signal.SIGRTMIN + 5)
     worker.join(120)
@@ -232,8 +233,8 @@ def trainer_unkillable(lab: Lab) -> dict:
     try:
         with _frozen_cgroup(f"dlbench-fault-{os.getpid()}") as group:
             hang = lab.hang_s(4)
-            worker, result = _in_thread(lambda: runner.run_point(p, lab.digits, out, python=lab.trainer_python(),
-                                                                 hang_s=hang, measure_lock=str(lock)))
+            options = RunOptions(python=lab.trainer_python(), hang_s=hang, measure_lock=str(lock))
+            worker, result = _in_thread(lambda: runner.run_point(p, lab.digits, out, options))
             trainer = _wait_for_training(out)
             (group / "cgroup.procs").write_text(str(trainer))
             (group / "freezer.state").write_text("FROZEN")
@@ -348,13 +349,12 @@ def lock_deleted(lab: Lab) -> dict:
     record says its lock was lost (a failure of the machine, run again), not a result."""
     lock = lab.root / "deleted.lock"
     out = lab.out("lockdeleted")
-    worker, result = _in_thread(lambda: runner.run_point(point(iterations=100000), lab.digits, out,
-                                                         python=lab.trainer_python(), measure_lock=str(lock),
-                                                         time_limit_s=10, final_attempt=False))
+    options = RunOptions(python=lab.trainer_python(), measure_lock=str(lock), time_limit_s=10, retries=1)
+    worker, result = _in_thread(lambda: runner.run_point(point(iterations=100000), lab.digits, out, options))
     _wait_for_training(out)
     lock.unlink()
-    beside = runner.run_point(point(iterations=20), lab.digits, lab.out("lockbeside"), python=lab.trainer_python(),
-                              measure_lock=str(lock), lock_timeout_s=5)
+    beside = runner.run_point(point(iterations=20), lab.digits, lab.out("lockbeside"),
+                              RunOptions(python=lab.trainer_python(), measure_lock=str(lock), lock_timeout_s=5))
     worker.join(120)
     return _row("lock file deleted while held", "unlink of the held lock file, a second point started",
                 result.get("status") == "lock_lost" and not (out / store.RESULT).exists(), False,
@@ -372,7 +372,7 @@ def dataset_changed(lab: Lab) -> dict:
     arrays["train_x"][0, 0, 0, 0] ^= 1
     with open(folder / "data.npz", "wb") as fh:
         np.savez(fh, **arrays)
-    r = runner.run_point(point(iterations=10), folder, lab.out("changed"), python=lab.trainer_python())
+    r = runner.run_point(point(iterations=10), folder, lab.out("changed"), RunOptions(python=lab.trainer_python()))
     return _row("dataset changed after preparation", "one pixel of data.npz flipped, meta.json kept",
                 r["status"] == "data_changed" and "changed since" in (r["reason"] or ""), False, status=r["status"],
                 reason=r["reason"])
@@ -383,8 +383,8 @@ def files_disagree(lab: Lab) -> dict:
     """Another run's curve.csv in a record's folder (two runners publishing into one): the aggregation names the
     record and the fix, and keeps the point as a failed row (`damaged`); nothing is moved or lost."""
     a, b = lab.out("agree-a"), lab.out("agree-b")
-    runner.run_point(point(iterations=30, learning_rate=0.01), lab.digits, a, python=lab.trainer_python())
-    runner.run_point(point(iterations=60, learning_rate=0.02), lab.digits, b, python=lab.trainer_python())
+    runner.run_point(point(iterations=30, learning_rate=0.01), lab.digits, a, RunOptions(python=lab.trainer_python()))
+    runner.run_point(point(iterations=60, learning_rate=0.02), lab.digits, b, RunOptions(python=lab.trainer_python()))
     shutil.copy(b / "curve.csv", a / "curve.csv")
     before = sorted(str(p.relative_to(a)) for p in a.rglob("*"))
     said = io.StringIO()
@@ -416,7 +416,7 @@ def unpublished_kept(lab: Lab) -> dict:
         time.sleep(0.2)
     os.kill(job.pid, signal.SIGKILL)
     job.communicate(timeout=60)
-    runner.run_point(point(iterations=10), lab.digits, out, python=lab.trainer_python())
+    runner.run_point(point(iterations=10), lab.digits, out, RunOptions(python=lab.trainer_python()))
     kept = [f for f in (out / store.ATTEMPTS).glob("*-unpublished")]
     finished = bool(kept) and any(e["e"] == "status" and e["status"] == "ok"
                                   for e in runner.read_events(kept[0] / "events.jsonl"))
@@ -430,9 +430,9 @@ def env_damaged(lab: Lab) -> dict:
     kept as an attempt, nothing published before the last attempt. On PyTorch: what is damaged is its
     environment (this Python lacks torch)."""
     gone = runner.run_point(point(iterations=10), lab.digits, lab.out("envgone"),
-                            python=str(lab.root / "no-such-env" / "bin" / "python"), final_attempt=False)
-    bare = runner.run_point(point(iterations=10), lab.digits, lab.out("envbare"), python=sys.executable,
-                            final_attempt=False)
+                            RunOptions(python=str(lab.root / "no-such-env" / "bin" / "python"), retries=1))
+    bare = runner.run_point(point(iterations=10), lab.digits, lab.out("envbare"),
+                            RunOptions(python=sys.executable, retries=1))
     published = [(lab.out(n) / store.RESULT).exists() for n in ("envgone", "envbare")]
     return _row("framework environment damaged", "interpreter removed; an interpreter without the framework",
                 gone["status"] == bare["status"] == "env_damaged" and not any(published), False,

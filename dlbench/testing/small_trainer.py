@@ -10,7 +10,7 @@ takes to import numpy). Its arguments, events, statuses and exit codes are dlben
 runs `dlbench.frameworks.trainer.main` with the adapter of the point's framework replaced by `SmallAdapter`.
 
 `SmallAdapter` trains for real, in numpy: softmax regression on the flattened images of the point's dataset
-(read by dlbench.frameworks.base.load_inputs, as every adapter reads it: a missing dataset raises
+(read by dlbench.datasets.loading.load_inputs, as every adapter reads it: a missing dataset raises
 FileNotFoundError, a changed one ChangedSincePrepared), one SGD step (with the point's momentum and weight decay)
 per iteration on a batch of the point's batch_size, at the point's learning rate and policy, through the loop the
 Python-driven adapters share (dlbench.frameworks.stepped: the same phases, step, test and result events). The
@@ -42,8 +42,9 @@ import types
 import numpy as np
 
 from dlbench.frameworks import trainer
-from dlbench.frameworks.base import Unavailable, blas_in_effect
+from dlbench.frameworks.base import Unavailable
 from dlbench.frameworks.stepped import SteppedAdapter
+from dlbench.node.blas import blas_in_effect
 
 STEP_S = "DLBENCH_SMALL_TRAINER_STEP_S"
 ALLOCATE_MB_PER_S = "DLBENCH_SMALL_TRAINER_ALLOCATE_MB_PER_S"
