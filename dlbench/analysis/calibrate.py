@@ -32,8 +32,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from dlbench.analysis import frames, stats, summary
-from dlbench.present import comparison
+from dlbench.analysis import comparison, frames, stats, summary
 
 FRAMEWORKS = ("tensorflow", "caffe", "pytorch")
 PLANTED = "pytorch"  # the framework a planted difference makes faster and more accurate
