@@ -21,7 +21,8 @@ STUDY = {**tiny_study(), "cluster": {"partition": "debug", "account": "dlbench",
 
 
 pytestmark = [pytest.mark.slurm, pytest.mark.slow,
-              pytest.mark.skipif(not cluster_up(), reason="no SLURM cluster is up (start it with slurm-testbed/slurm-up.sh)")]
+              pytest.mark.skipif(not cluster_up(),
+                                 reason="no SLURM cluster is up (start it with slurm-testbed/slurm-up.sh)")]
 
 
 def sacct(since: str) -> pd.DataFrame:
