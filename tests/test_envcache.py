@@ -15,7 +15,7 @@ import pytest
 
 from dlbench import atomic
 from dlbench.environments import build as envs
-from dlbench.frameworks import registry
+from dlbench.frameworks import pins, registry
 from dlbench.paths import ENVS
 
 CAFFE_ENVS = ["caffe", "caffe-cuda", "caffe-mkl"]
@@ -114,6 +114,7 @@ def cache(tmp_path, monkeypatch):
     monkeypatch.setenv("DLBENCH_NODE_LOCK", str(tmp_path / "node.lock"))
     shutil.copytree(ENVS, tmp_path / "repo" / "envs")
     monkeypatch.setattr(envs, "ENVS", tmp_path / "repo" / "envs")
+    monkeypatch.setattr(pins, "ENVS", tmp_path / "repo" / "envs")  # where the pins and locks are read
     monkeypatch.setattr(envs, "ROOT", tmp_path / "repo")
     return tmp_path / "cache" / "envs"
 

@@ -13,7 +13,7 @@ import yaml
 
 from dlbench.environments import build as envs
 from dlbench.environments import choice
-from dlbench.frameworks import registry
+from dlbench.frameworks import pins, registry
 from dlbench.paths import CONDA_ENVS, ENVS, ROOT
 from dlbench.study import config
 from dlbench.study.sweep import one_point
@@ -73,6 +73,7 @@ def envs_copy(tmp_path, monkeypatch):
     shutil.copytree(ENVS, tmp_path / "envs")
     shutil.copytree(CONDA_ENVS, tmp_path / "workflow" / "envs")
     monkeypatch.setattr(envs, "ENVS", tmp_path / "envs")
+    monkeypatch.setattr(pins, "ENVS", tmp_path / "envs")  # where the pins and locks are read
     monkeypatch.setattr(envs, "CONDA_ENVS", tmp_path / "workflow" / "envs")
     monkeypatch.setattr(envs, "ROOT", tmp_path)
     return tmp_path / "envs"
@@ -261,16 +262,16 @@ def test_the_caffe_cuda_build_needs_nvcc_and_says_so(tmp_path):
 
 @pytest.mark.parametrize("env", [*registry.env_names(), "base"])
 def test_every_environment_is_locked_with_hashes_and_holds_its_pins(env):
-    assert envs.lock_problems(env) == []
+    assert pins.lock_problems(env) == []
 
 
 def test_a_lock_that_disagrees_with_its_pins_is_caught(tmp_path, monkeypatch):
-    monkeypatch.setattr(envs, "ENVS", tmp_path)
+    monkeypatch.setattr(pins, "ENVS", tmp_path)
     (tmp_path / "pytorch.txt").write_text("torch==2.13.0\nnumpy==2.4.6\n")
     (tmp_path / "pytorch.lock").write_text("numpy==2.4.5 \\\n    --hash=sha256:00\ntorch==2.13.0+cpu\n"
                                            "--find-links /opt/wheels\n")
-    problems = " | ".join(envs.lock_problems("pytorch"))
+    problems = " | ".join(pins.lock_problems("pytorch"))
     assert "numpy is 2.4.5, the pins say ==2.4.6" in problems
     assert "torch has no hash" in problems and "names a package source" in problems
     (tmp_path / "pytorch.txt").write_text("torch===2.13.0\n")  # exactly that release: +cpu does not do
-    assert any("torch is 2.13.0+cpu, the pins say ===2.13.0" in p for p in envs.lock_problems("pytorch"))
+    assert any("torch is 2.13.0+cpu, the pins say ===2.13.0" in p for p in pins.lock_problems("pytorch"))

@@ -67,7 +67,7 @@ def gpu_state() -> str | None:
 def _inventory() -> tuple[tuple[dict, ...], str | None]:
     """NVML's GPUs, read once and at most NVML_TIMEOUT_S: a hung driver must not hold a job, which may hold the
     node's measurement lock. A call that timed out is not made again (it would hang beside the first)."""
-    from dlbench.run.monitor import NVML_TIMEOUT_S, bounded, unanswered
+    from dlbench.node.deadline import NVML_TIMEOUT_S, bounded, unanswered
 
     try:
         return tuple(bounded(_nvml_gpus, NVML_TIMEOUT_S)), None

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 import psutil
 
 from dlbench.node import hostload
+from dlbench.node.deadline import NVML_TIMEOUT_S, bounded
 from dlbench.node.procs import kill_tree
 
 # gpu_energy_j: the device's energy since the monitor opened it (NVML's counter)
@@ -107,35 +108,7 @@ def idle_gpu(device: int | str) -> dict:
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
 PAGE_BYTES = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
 RESCAN_S = 1.0  # how often the whole machine's process list is read for new descendants
-NVML_TIMEOUT_S = 5.0  # longest an NVML call may take before the GPU readings are given up (a hung driver)
 JOIN_S = 10.0  # longest stop() waits for the sampling thread
-
-
-def unanswered() -> str:
-    """A record's gpu_state where NVML did not answer within NVML_TIMEOUT_S."""
-    return f"unknown: NVML did not answer within {NVML_TIMEOUT_S:g} s (a hung driver?)"
-
-
-def bounded(fn, timeout_s: float):
-    """fn() in a thread of its own, waited for at most timeout_s: its result, or TimeoutError (the thread is
-    left to finish or hang on its own; it is a daemon, so it never keeps the process alive)."""
-    box: list = []
-    thread = threading.Thread(target=lambda: box.append(_outcome(fn)), name="dlbench-bounded", daemon=True)
-    thread.start()
-    thread.join(timeout_s)
-    if not box:
-        raise TimeoutError(f"no answer within {timeout_s:g} s")
-    ok, value = box[0]
-    if not ok:
-        raise value
-    return value
-
-
-def _outcome(fn) -> tuple[bool, object]:
-    try:
-        return True, fn()
-    except BaseException as exc:  # noqa: BLE001 - handed to the caller's thread as it was
-        return False, exc
 
 
 @dataclass(frozen=True)

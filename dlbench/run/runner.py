@@ -26,13 +26,14 @@ from pathlib import Path
 from dlbench.atomic import NOT_FINITE
 from dlbench.frameworks import registry
 from dlbench.node import hostload, machine, memcap, oomkill, procs, slurm_job
+from dlbench.node.deadline import NVML_TIMEOUT_S, bounded, unanswered
 from dlbench.node.locks import LockTimeout, LockUnusable, lock_timeout, measuring
 from dlbench.node.procs import die_with_parent, kill_tree, owner_tag, remove_dead_leftovers
 from dlbench.paths import ROOT
 from dlbench.record import provenance, statuses, store
 from dlbench.record.statuses import MachineFailure
 from dlbench.run import build_record
-from dlbench.run.monitor import NVML_TIMEOUT_S, SAMPLE_FIELDS, Monitor, bounded, idle_gpu, nvml_index, unanswered
+from dlbench.run.monitor import SAMPLE_FIELDS, Monitor, idle_gpu, nvml_index
 from dlbench.run.options import RunOptions, tries
 from dlbench.run.threads import thread_env
 from dlbench.study import point_facts

@@ -24,8 +24,8 @@ from contextlib import AbstractContextManager as ContextManager
 from contextlib import nullcontext
 from pathlib import Path
 
-from dlbench.environments.build import PIN_LINE, EnvError, lock_file, lock_problems, pins_file, split_version
 from dlbench.frameworks import registry
+from dlbench.frameworks.pins import PIN_LINE, EnvError, lock_file, lock_problems, pins_file, split_version
 
 
 def listed(cfg: dict, framework: str) -> list[str]:

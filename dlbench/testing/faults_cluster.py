@@ -73,7 +73,7 @@ esac
 # The training job as the workflow's script runs it (workflow/scripts/train.py).
 JOB = """import json, sys
 from pathlib import Path
-from dlbench.node import preemption
+from dlbench.run import preemption
 from dlbench.rules import jobs
 from dlbench.run.options import RunOptions
 point, data, env, out = json.loads(sys.argv[1]), sys.argv[2], sys.argv[3], Path(sys.argv[4])

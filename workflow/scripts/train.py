@@ -2,8 +2,8 @@
 
 from pathlib import Path
 
-from dlbench.node import preemption
 from dlbench.rules import joblog, jobs, stale_locks
+from dlbench.run import preemption
 from dlbench.run.options import RunOptions
 
 sm = snakemake  # noqa: F821 - the object Snakemake gives a script
