@@ -2,7 +2,7 @@
 
     dlbench                       the commands, one line each (also `dlbench --help`)
     dlbench COMMAND --help        one command's arguments
-    python -m dlbench.cli ...     the same command
+    python -m dlbench ...         the same command (also python -m dlbench.cli)
 
 Most commands are another module's main(argv) (COMMANDS says whose), and that module is also a command of its
 own: `dlbench compare A B` is `python -m dlbench.present.comparison A B`. `prepare` and `train`, the workflow's
