@@ -59,7 +59,8 @@ def _users():
     """The modules that took `points` from tables by name (their own reference is the one they call)."""
     import importlib
 
-    for name in ("findings", "summary", "published", "observations", "tuning", "compare"):
+    for name in ("present.findings", "analysis.summary", "analysis.published", "analysis.observations",
+                 "analysis.joint_grids", "analysis.comparison"):
         module = importlib.import_module(f"dlbench.{name}")
         if hasattr(module, "points"):
             yield module
