@@ -26,6 +26,12 @@ fall outside the training time.
 `precision: bf16`: the layers compute in bfloat16 (Flax's dtype) on float32 parameters; the logits
 are cast to float32 for the loss, and the gradients, the optimizer and the weights stay float32.
 
+A transformer's layers (networks.py): Tokens (the maps reshaped to tokens plus the position embedding), Flax's
+LayerNorm with the spec's epsilon (and the two-pass variance), Attention (four Dense projections around
+jax.nn.dot_product_attention with the spec's scale), the exact GELU. `optimizer: adamw`: Optax's Adam scaling, and
+each parameter moves by -lr x its multiplier x (Adam's step + its weight decay x the parameter): decoupled decay,
+as torch.optim.AdamW.
+
 Batch normalisation is this module's BatchNorm, the spec's definition (models.py): Flax's nn.BatchNorm
 (momentum = the spec's decay) updates its running variance with the biased batch variance, where the spec
 (and PyTorch) use the unbiased one. Its running statistics are the `batch_stats` collection, in the state
@@ -124,6 +130,34 @@ class BatchNorm(nn.Module):
         return ((h - mean) * lax.rsqrt(var + self.eps) * gamma + beta).astype(self.dtype)
 
 
+class Attention(nn.Module):
+    """Multi-head self-attention (networks.py): four Dense projections (q, k, v, o) around JAX's
+    dot_product_attention with the spec's scale."""
+
+    heads: int
+    dtype: Any = jnp.float32
+
+    @nn.compact
+    def __call__(self, x: jax.Array) -> jax.Array:
+        n, t, d = x.shape
+        q, k, v = (nn.Dense(d, dtype=self.dtype, name=name)(x).reshape(n, t, self.heads, d // self.heads)
+                   for name in "qkv")
+        out = jax.nn.dot_product_attention(q, k, v, scale=networks.attention_scale(d, self.heads))
+        return nn.Dense(d, dtype=self.dtype, name="o")(out.reshape(n, t, d))
+
+
+class Tokens(nn.Module):
+    """A conv's maps (N, H, W, C) as H * W tokens of C features, row by row, plus the learned position embedding."""
+
+    dtype: Any = jnp.float32
+
+    @nn.compact
+    def __call__(self, x: jax.Array) -> jax.Array:
+        n, h, w, c = x.shape
+        pos = self.param("pos", nn.initializers.zeros, (h * w, c), jnp.float32)
+        return x.reshape(n, h * w, c) + pos.astype(self.dtype)
+
+
 class Network(nn.Module):
     """The spec's layers as one Linen module; each conv, dense and batchnorm layer is named `layer<path>`
     (models.walk: the spec index, `layer3_body0` inside a residual block)."""
@@ -147,7 +181,15 @@ class Network(nn.Module):
             elif kind == "batchnorm":
                 x = BatchNorm(layer["decay"], layer["eps"], self.dtype, name=name)(x, train)
             elif kind == "gap":
-                x = x.mean(axis=(1, 2))
+                x = x.mean(axis=(1, 2)) if x.ndim == 4 else x.mean(axis=1)
+            elif kind == "tokens":
+                x = Tokens(self.dtype, name=name)(x)
+            elif kind == "layernorm":
+                x = nn.LayerNorm(epsilon=layer["eps"], use_fast_variance=False, dtype=self.dtype, name=name)(x)
+            elif kind == "attention":
+                x = Attention(layer["heads"], self.dtype, name=name)(x)
+            elif kind == "gelu":
+                x = nn.gelu(x, approximate=False)  # the exact form (Flax's default is the tanh approximation)
             elif kind == "conv":
                 k, pad, stride = layer["kernel"], layer.get("pad", 0), layer.get("stride", 1)
                 mask = None
@@ -185,11 +227,28 @@ def layer_names(layers: list[dict], input_shape: tuple) -> list[str]:
             if layer["type"] in networks.PARAMETRISED]
 
 
-def param_names(layer: dict) -> list[str]:
-    """A layer's Flax parameters in the canonical order (models.arrays' trained ones)."""
-    if layer["type"] == "batchnorm":
-        return ["scale", "bias"]
-    return ["kernel", "bias"][:networks.trained_arrays(layer)]
+def param_names(layer: dict) -> list[tuple[str, ...]]:
+    """A layer's Flax parameters (their paths inside the layer's module) in the canonical order (models.arrays'
+    trained ones)."""
+    if layer["type"] in ("batchnorm", "layernorm"):
+        return [("scale",), ("bias",)]
+    if layer["type"] == "tokens":
+        return [("pos",)]
+    if layer["type"] == "attention":
+        return [(proj, key) for proj in "qkvo" for key in ("kernel", "bias")]
+    return [("kernel",), ("bias",)][:networks.trained_arrays(layer)]
+
+
+def _put(tree: dict, path: tuple[str, ...], value) -> None:
+    for key in path[:-1]:
+        tree = tree.setdefault(key, {})
+    tree[path[-1]] = value
+
+
+def _get(tree: dict, path: tuple[str, ...]):
+    for key in path:
+        tree = tree[key]
+    return tree
 
 
 def to_variables(layers: list[dict], input_shape: tuple, weights: list[tuple[np.ndarray, ...]]) -> dict:
@@ -203,6 +262,11 @@ def to_variables(layers: list[dict], input_shape: tuple, weights: list[tuple[np.
             params[name] = {"scale": f32(w), "bias": f32(rest[0])}
             stats[name] = {"mean": f32(rest[1]), "var": f32(rest[2])}
             continue
+        if layer["type"] in ("layernorm", "tokens", "attention"):  # W (out, in) -> kernel (in, out)
+            params[name] = {}
+            for path, a in zip(param_names(layer), (w, *rest)):
+                _put(params[name], path, f32(a.T if path[-1] == "kernel" else a))
+            continue
         kernel = w.transpose(2, 3, 1, 0) if layer["type"] == "conv" else w.T
         params[name] = {"kernel": f32(kernel), **({"bias": f32(rest[0])} if rest else {})}
     return {"params": params, "batch_stats": stats}
@@ -213,6 +277,11 @@ def from_variables(layers: list[dict], input_shape: tuple, params: dict, stats: 
     out = []
     specs = networks.trainable(layers, tuple(input_shape))
     for name, (_, layer, _) in zip(layer_names(layers, input_shape), specs):
+        if layer["type"] in ("layernorm", "tokens", "attention"):
+            arrays = [np.asarray(_get(params[name], path)) for path in param_names(layer)]
+            out.append(tuple(np.ascontiguousarray(a.T) if path[-1] == "kernel" else a
+                             for path, a in zip(param_names(layer), arrays)))
+            continue
         got = {k: np.asarray(v) for k, v in params[name].items()}
         if layer["type"] == "batchnorm":
             out.append((got["scale"], got["bias"], np.asarray(stats[name]["mean"]), np.asarray(stats[name]["var"])))
@@ -306,12 +375,14 @@ class JaxAdapter(SteppedAdapter):
         variables = to_variables(layers, inputs.shape, initial_weights(p, inputs.shape))
         params = variables["params"]
         groups = iter(parameter_groups(layers))  # (lr multiplier, decay multiplier) per trained array, spec order
-        self.lr_mults, decays = {}, {}
+        self.lr_mults, decays, weight_decays = {}, {}, {}
+        decoupled = p["optimizer"] == "adamw"  # AdamW: the decay in the update, not the gradient
         for name, (_, layer, _) in zip(layer_names(layers, inputs.shape), networks.trainable(layers, inputs.shape)):
-            for key, (lr_mult, decay_mult) in zip(param_names(layer), groups):
-                self.lr_mults.setdefault(name, {})[key] = lr_mult
-                decays.setdefault(name, {})[key] = p["weight_decay"] * decay_mult
-        if p["optimizer"] == "adam":
+            for path, (lr_mult, decay_mult) in zip(param_names(layer), groups):
+                _put(self.lr_mults.setdefault(name, {}), path, lr_mult)
+                _put(decays.setdefault(name, {}), path, 0.0 if decoupled else p["weight_decay"] * decay_mult)
+                _put(weight_decays.setdefault(name, {}), path, p["weight_decay"] * decay_mult if decoupled else 0.0)
+        if p["optimizer"] in ("adam", "adamw"):
             self.tx = optax.scale_by_adam(b1=0.9, b2=0.999, eps=1e-8)
         else:
             self.tx = optax.trace(decay=p["momentum"], nesterov=False)
@@ -346,7 +417,8 @@ class JaxAdapter(SteppedAdapter):
                                                                               train_y[idx], dropout_key)
             grads = jax.tree.map(lambda g, w, wd: g + wd * w if wd else g, grads, params, decays)
             updates, opt = tx.update(grads, state["opt"], params)
-            params = jax.tree.map(lambda w, u, m: w - (lr * m) * u, params, updates, lr_mults)
+            params = jax.tree.map(lambda w, u, m, wd: w - (lr * m) * (u + wd * w) if wd else w - (lr * m) * u,
+                                  params, updates, lr_mults, weight_decays)
             new = {**state, "params": params, "stats": stats, "opt": opt, "key": key}
             if ema_decay:
                 n = state["ema_n"] + 1.0
@@ -447,6 +519,19 @@ class JaxAdapter(SteppedAdapter):
         else:
             logits = module.apply(variables, jnp.asarray(nhwc(x)), train=False)
         return np.asarray(logits), float(xent(logits, jnp.asarray(y.astype(np.int32))).mean())
+
+    @staticmethod
+    def train_then_infer(layers, weights, x, y):
+        """A training-mode pass (batch statistics, the running ones updated in `batch_stats`), then an
+        inference-mode pass with what it left: (train logits, inference logits, the canonical arrays after them)."""
+        module = Network(layers, tuple(x.shape[1:]))
+        variables = to_variables(layers, x.shape[1:], weights)
+        trained, updated = module.apply(variables, jnp.asarray(nhwc(x)), train=True, mutable=["batch_stats"])
+        variables = {"params": variables["params"], "batch_stats": updated["batch_stats"]}
+        inferred = module.apply(variables, jnp.asarray(nhwc(x)), train=False)
+        after = from_variables(layers, x.shape[1:], jax.device_get(variables["params"]),
+                               jax.device_get(variables["batch_stats"]))
+        return np.asarray(trained), np.asarray(inferred), after
 
     @staticmethod
     def params(layers, input_shape):

@@ -24,6 +24,12 @@ parameters, gradients and optimizer stay float32, and the loss is taken on float
 `precision: fp64`: the module, its data, gradients, optimizer and moving average in float64 (Torch7's
 default tensor type, in which the study's Torch scripts trained).
 
+A transformer's layers (networks.py): the position embedding a module adding its parameter to the conv's maps
+flattened to tokens; layer normalisation PyTorch's LayerNorm with the spec's epsilon; attention four Linear
+projections around F.scaled_dot_product_attention with the spec's scale; GELU PyTorch's exact one.
+`optimizer: adamw` is torch.optim.AdamW (Loshchilov and Hutter's decoupled weight decay, each parameter's decay
+multiplied by its group's rate).
+
 Batch normalisation is PyTorch's BatchNorm2d with momentum = 1 - the spec's decay (models.py: PyTorch's
 running variance follows the unbiased batch variance, the spec's definition as it stands); a residual block
 is a module adding its body's and its shortcut's outputs (an empty shortcut: the identity); global average
@@ -72,8 +78,43 @@ class Residual(nn.Module):
 
 
 class GlobalAvgPool(nn.Module):
+    """The mean over H and W of maps (N, C, H, W), or over the tokens of a sequence (N, T, D)."""
+
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return x.mean(dim=(2, 3))
+        return x.mean(dim=(2, 3)) if x.dim() == 4 else x.mean(dim=1)
+
+
+class Tokens(nn.Module):
+    """A conv's maps (N, C, H, W) as H * W tokens of C features, row by row, plus the learned position embedding."""
+
+    def __init__(self, count: int, dim: int):
+        super().__init__()
+        self.pos = nn.Parameter(torch.zeros(count, dim))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x.flatten(2).transpose(1, 2) + self.pos
+
+
+class Attention(nn.Module):
+    """Multi-head self-attention (networks.py): q, k and v projections, PyTorch's fused scaled_dot_product_attention
+    with the spec's scale, the output projection (as timm's ViT Attention, with q, k, v apart)."""
+
+    def __init__(self, dim: int, heads: int):
+        super().__init__()
+        self.heads, self.scale = heads, networks.attention_scale(dim, heads)
+        self.q, self.k, self.v, self.o = (nn.Linear(dim, dim) for _ in range(4))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        n, t, d = x.shape
+        q, k, v = (proj(x).view(n, t, self.heads, d // self.heads).transpose(1, 2) for proj in (self.q, self.k, self.v))
+        out = F.scaled_dot_product_attention(q, k, v, scale=self.scale)
+        return self.o(out.transpose(1, 2).reshape(n, t, d))
+
+    def arrays(self) -> list[torch.Tensor]:
+        return [t for proj in (self.q, self.k, self.v, self.o) for t in (proj.weight, proj.bias)]
+
+
+UNITS = (nn.Conv2d, nn.Linear, nn.BatchNorm2d, nn.LayerNorm, Tokens, Attention)  # a parametrised layer of the spec
 
 
 def build_module(layers: list[dict], input_shape: tuple[int, int, int]) -> nn.Sequential:
@@ -99,7 +140,15 @@ def build_module(layers: list[dict], input_shape: tuple[int, int, int]) -> nn.Se
         elif kind == "dense":
             if len(prev) == 3:
                 mods.append(nn.Flatten())
-            mods.append(nn.Linear(int(np.prod(prev)), layer["units"]))
+            mods.append(nn.Linear(networks.fan_in(layer, prev), layer["units"]))  # on tokens: on each token
+        elif kind == "tokens":
+            mods.append(Tokens(shape[0], shape[1]))
+        elif kind == "layernorm":
+            mods.append(nn.LayerNorm(prev[-1], eps=layer["eps"]))
+        elif kind == "attention":
+            mods.append(Attention(prev[-1], layer["heads"]))
+        elif kind == "gelu":
+            mods.append(nn.GELU())  # the exact form (erf), PyTorch's default
         elif kind == "relu":
             mods.append(nn.ReLU())
         elif kind == "tanh":
@@ -117,12 +166,21 @@ def build_module(layers: list[dict], input_shape: tuple[int, int, int]) -> nn.Se
 
 
 def trainable_modules(model: nn.Module) -> list[nn.Module]:
-    """The conv, dense and batchnorm modules in the spec's order (models.trainable: residual blocks depth first)."""
-    return [m for m in model.modules() if isinstance(m, (nn.Conv2d, nn.Linear, nn.BatchNorm2d))]
+    """The modules of the spec's parametrised layers in the spec's order (networks.trainable: residual blocks depth
+    first); an attention layer is one (its four projections are its arrays)."""
+    out = []
+    for m in model.children():
+        out += [m] if isinstance(m, UNITS) else trainable_modules(m)
+    return out
 
 
 def trained_tensors(mod: nn.Module) -> list[torch.Tensor]:
-    """The module's parameters in the canonical order: weight (or gamma), then bias (or beta) where it has one."""
+    """The module's parameters in the canonical order: weight (or gamma), then bias (or beta) where it has one; a
+    position embedding's pos; an attention's Wq bq Wk bk Wv bv Wo bo."""
+    if isinstance(mod, Tokens):
+        return [mod.pos]
+    if isinstance(mod, Attention):
+        return mod.arrays()
     return [mod.weight] + ([mod.bias] if mod.bias is not None else [])
 
 
@@ -149,8 +207,9 @@ def count_params(model: nn.Module) -> int:
     """Trainable parameters; a masked convolution counts its connected weights only."""
     n = 0
     for mod in trainable_modules(model):
-        n += mod.connected_weights() if isinstance(mod, MaskedConv2d) else mod.weight.numel()
-        n += mod.bias.numel() if mod.bias is not None else 0
+        tensors = trained_tensors(mod)
+        n += mod.connected_weights() if isinstance(mod, MaskedConv2d) else tensors[0].numel()
+        n += sum(t.numel() for t in tensors[1:])
     return n
 
 
@@ -243,6 +302,8 @@ class TorchAdapter(SteppedAdapter):
                   for t, (lr_mult, decay_mult) in zip(params, parameter_groups(p["layers"]))]
         if p["optimizer"] == "adam":
             self.opt = torch.optim.Adam(groups, lr=p["learning_rate"], eps=1e-8)
+        elif p["optimizer"] == "adamw":  # decoupled decay: w -= lr x weight_decay x w, beside Adam's step
+            self.opt = torch.optim.AdamW(groups, lr=p["learning_rate"], eps=1e-8)
         else:
             self.opt = torch.optim.SGD(groups, lr=p["learning_rate"], momentum=p["momentum"])
         self.names = [name for name, _ in self.model.named_parameters()]
@@ -370,6 +431,22 @@ class TorchAdapter(SteppedAdapter):
             logits = model(torch.from_numpy(x))
             loss = F.cross_entropy(logits, torch.from_numpy(y))
         return logits.numpy(), float(loss)
+
+    @staticmethod
+    def train_then_infer(layers, weights, x, y):
+        """A training-mode pass (batch normalisation by the batch's statistics, updating the running ones as
+        BatchNorm2d does), then an inference-mode pass with what it left: (train logits, inference logits, the
+        canonical arrays after them)."""
+        torch.set_num_threads(1)
+        model = build_module(layers, x.shape[1:])
+        load_weights(model, weights)
+        with torch.no_grad():
+            model.train()
+            trained = model(torch.from_numpy(x)).numpy()
+            model.eval()
+            inferred = model(torch.from_numpy(x)).numpy()
+        after = [tuple(t.detach().numpy().copy() for t in canonical_tensors(m)) for m in trainable_modules(model)]
+        return trained, inferred, after
 
     @staticmethod
     def params(layers, input_shape):

@@ -19,6 +19,13 @@ runs the graph function without XLA either way. `precision: bf16`: Keras' mixed_
 (layers compute in bfloat16 on float32 variables); the loss is taken on float32 logits. `precision: fp64`:
 Keras' float64 policy (variables, data, loss and moving average in float64).
 
+A transformer's layers (networks.py): Tokens (the maps reshaped to tokens plus the position embedding), Keras'
+LayerNormalization with the spec's epsilon, Attention (four Dense projections and the spec's scale, written out),
+Keras' exact GELU. `optimizer: adamw`: each variable first decays by rate x its weight decay (decoupled, as
+torch.optim.AdamW), then takes the fused Adam update with epsilon x sqrt(1 - b2^t) in the kernel's place of epsilon:
+m_hat / (sqrt(v_hat) + epsilon), PyTorch's and Optax's form (the kernel's own adds epsilon to sqrt(v), before the
+bias correction: TensorFlow 1's AdamOptimizer, which `adam` keeps for the study's mnist_deep).
+
 Batch normalisation is this module's BatchNorm layer, the spec's definition (models.py): Keras'
 BatchNormalization (momentum = the spec's decay) updates its moving variance with the biased batch
 variance, where the spec (and PyTorch) use the unbiased one. Its statistics are computed in the variables'
@@ -67,14 +74,16 @@ class FusedUpdate:
     (bench/script_parity.py, docs/performance.md).
     """
 
-    def __init__(self, variables: list, optimizer: str, momentum: float, lr_mults: list[float]):
+    def __init__(self, variables: list, optimizer: str, momentum: float, lr_mults: list[float],
+                 decays: list[float] | None = None):
         self.variables, self.optimizer, self.momentum = variables, optimizer, float(momentum)
         self.lr_mults = lr_mults
+        self.decays = decays if optimizer == "adamw" else None  # adamw's decoupled decay, per variable
         dtype = variables[0].dtype
         self.steps = tf.Variable(tf.zeros((), dtype), trainable=False, name="update_steps")
         self.slots: list[list[tf.Variable]] = []  # per variable: Adam's m and v, or the velocity
         for i, v in enumerate(variables):
-            if optimizer == "adam":
+            if optimizer in ("adam", "adamw"):
                 self.slots.append([tf.Variable(tf.zeros_like(v), trainable=False, name=f"adam_m_{i}"),
                                    tf.Variable(tf.zeros_like(v), trainable=False, name=f"adam_v_{i}")])
             elif self.momentum:
@@ -91,13 +100,18 @@ class FusedUpdate:
         dtype = self.variables[0].dtype
         lr = tf.cast(lr, dtype)
         t = self.steps.assign_add(tf.ones((), dtype))
-        if self.optimizer == "adam":
+        adam = self.optimizer in ("adam", "adamw")
+        if adam:
             b1, b2 = tf.constant(0.9, dtype), tf.constant(0.999, dtype)
             b1_power, b2_power = tf.pow(b1, t), tf.pow(b2, t)
             eps = tf.constant(1e-8, dtype)
-        for v, g, slots, mult in zip(self.variables, grads, self.slots, self.lr_mults):
+            if self.optimizer == "adamw":  # eps added to sqrt of the bias-corrected v, as torch.optim.AdamW and Optax
+                eps = eps * tf.sqrt(1 - b2_power)
+        for i, (v, g, slots, mult) in enumerate(zip(self.variables, grads, self.slots, self.lr_mults)):
             rate = lr * tf.constant(mult, dtype)
-            if self.optimizer == "adam":
+            if self.decays is not None and self.decays[i]:  # AdamW: w -= rate x decay x w, as torch.optim.AdamW
+                v.assign_sub(rate * tf.constant(self.decays[i], dtype) * v)
+            if adam:
                 tf.raw_ops.ResourceApplyAdam(var=v.handle, m=slots[0].handle, v=slots[1].handle,
                                              beta1_power=b1_power, beta2_power=b2_power, lr=rate, beta1=b1,
                                              beta2=b2, epsilon=eps, grad=g)
@@ -139,6 +153,48 @@ class BatchNorm(keras.layers.Layer):
             mean, var = self.moving_mean, self.moving_variance
         out = (h - mean) * tf.math.rsqrt(var + tf.constant(self.eps, dtype)) * self.gamma + self.beta
         return tf.cast(out, x.dtype)
+
+
+class Tokens(keras.layers.Layer):
+    """A conv's maps (N, H, W, C) as H * W tokens of C features, row by row, plus the learned position embedding."""
+
+    def build(self, input_shape):
+        _, h, w, c = (int(v) if v is not None else None for v in input_shape)
+        self.pos = self.add_weight(shape=(h * w, c), initializer="zeros", name="pos")
+
+    def call(self, x):
+        shape = tf.shape(x)
+        return tf.reshape(x, (shape[0], shape[1] * shape[2], shape[3])) + tf.cast(self.pos, x.dtype)
+
+
+class Attention(keras.layers.Layer):
+    """Multi-head self-attention (networks.py), written out: four Dense projections, softmax(q k^T x the spec's scale)
+    per head (Keras' MultiHeadAttention fixes its scale at 1 / sqrt(key_dim): the same number, but not the spec's
+    to set), the softmax in float32 under mixed precision, as Keras' own attention does."""
+
+    def __init__(self, heads: int, **kw):
+        super().__init__(**kw)
+        self.heads = heads
+
+    def build(self, input_shape):
+        d = int(input_shape[-1])
+        self.scale = networks.attention_scale(d, self.heads)
+        self.q, self.k, self.v, self.o = (keras.layers.Dense(d) for _ in range(4))
+        for proj in (self.q, self.k, self.v, self.o):
+            proj.build(input_shape)
+
+    def call(self, x):
+        shape = tf.shape(x)
+        n, t, d = shape[0], shape[1], x.shape[-1]
+        split = lambda h: tf.transpose(tf.reshape(h, (n, t, self.heads, d // self.heads)), (0, 2, 1, 3))  # noqa: E731
+        q, k, v = split(self.q(x)), split(self.k(x)), split(self.v(x))
+        scores = tf.matmul(q, k, transpose_b=True) * tf.cast(self.scale, q.dtype)
+        weights = tf.cast(tf.nn.softmax(tf.cast(scores, tf.float32), axis=-1), v.dtype)
+        out = tf.reshape(tf.transpose(tf.matmul(weights, v), (0, 2, 1, 3)), (n, t, d))
+        return self.o(out)
+
+    def projections(self) -> list:
+        return [self.q, self.k, self.v, self.o]
 
 
 class Residual(keras.layers.Layer):
@@ -217,7 +273,16 @@ def spec_layers(layers: list[dict], input_shape: tuple[int, int, int], seed: int
         elif kind == "residual":
             out.append(Residual(spec_layers(layer["body"], prev, seed), spec_layers(layer["shortcut"], prev, seed)))
         elif kind == "gap":
-            out.append(keras.layers.GlobalAveragePooling2D())
+            out.append(keras.layers.GlobalAveragePooling2D() if len(prev) == 3 else
+                       keras.layers.GlobalAveragePooling1D())
+        elif kind == "tokens":
+            out.append(Tokens())
+        elif kind == "layernorm":
+            out.append(keras.layers.LayerNormalization(epsilon=layer["eps"]))
+        elif kind == "attention":
+            out.append(Attention(layer["heads"]))
+        elif kind == "gelu":
+            out.append(keras.layers.Activation(lambda x: keras.activations.gelu(x, approximate=False)))
         elif kind == "pool":
             for pooling in _pool_layers(layer, prev[1], shape[1]):
                 out.append(pooling)
@@ -247,16 +312,47 @@ def trainable_layers(model) -> list:
     for m in (model.layers if isinstance(model, keras.Sequential) else model):
         if isinstance(m, Residual):
             out += trainable_layers(m.body) + trainable_layers(m.shortcut)
-        elif isinstance(m, (keras.layers.Conv2D, keras.layers.Dense, BatchNorm)):
+        elif isinstance(m, (keras.layers.Conv2D, keras.layers.Dense, BatchNorm, Tokens, keras.layers.LayerNormalization,
+                            Attention)):
             out.append(m)
     return out
 
 
 def trained_variables(mod) -> list:
-    """The layer's trained variables in the canonical order: kernel (gamma), then bias (beta) where it has one."""
-    if isinstance(mod, BatchNorm):
+    """The layer's trained variables in the canonical order: kernel (gamma), then bias (beta) where it has one; a
+    position embedding's pos; an attention's q, k, v and o kernels and biases."""
+    if isinstance(mod, BatchNorm | keras.layers.LayerNormalization):
         return [mod.gamma, mod.beta]
+    if isinstance(mod, Tokens):
+        return [mod.pos]
+    if isinstance(mod, Attention):
+        return [v for proj in mod.projections() for v in (proj.kernel, proj.bias)]
     return [mod.kernel] + ([mod.bias] if mod.bias is not None else [])
+
+
+def to_keras(layer: dict, prev: tuple, arrays: tuple) -> list[np.ndarray]:
+    """A layer's canonical arrays in its Keras variables' layout (trained_variables' order, then a batchnorm's
+    running pair)."""
+    w, *rest = arrays
+    if layer["type"] in ("batchnorm", "layernorm", "tokens"):
+        return [w, *rest]
+    if layer["type"] == "attention":  # W (out, in) -> kernel (in, out)
+        return [a.T if a.ndim == 2 else a for a in arrays]
+    if layer["type"] == "conv":
+        return [w.transpose(2, 3, 1, 0), *rest]  # (out, in, kh, kw) -> (kh, kw, in, out)
+    return [(chw_rows_to_hwc(w, prev) if len(prev) == 3 else w).T, *rest]
+
+
+def from_keras(layer: dict, prev: tuple, values: list[np.ndarray]) -> tuple[np.ndarray, ...]:
+    """The inverse of to_keras."""
+    kernel, *rest = values
+    if layer["type"] in ("batchnorm", "layernorm", "tokens"):
+        return (kernel, *rest)
+    if layer["type"] == "attention":
+        return tuple(np.ascontiguousarray(a.T) if a.ndim == 2 else a for a in values)
+    if layer["type"] == "conv":
+        return (np.ascontiguousarray(kernel.transpose(3, 2, 0, 1)), *rest)
+    return (np.ascontiguousarray(hwc_rows_to_chw(kernel.T, prev) if len(prev) == 3 else kernel.T), *rest)
 
 
 def load_weights(model: keras.Sequential, layers: list[dict], input_shape: tuple[int, int, int],
@@ -266,14 +362,13 @@ def load_weights(model: keras.Sequential, layers: list[dict], input_shape: tuple
     mods = trainable_layers(model)
     specs = networks.trainable(layers, input_shape)
     assert len(mods) == len(weights) == len(specs), (len(mods), len(weights), len(specs))
-    for mod, (w, *rest), (_, layer, prev) in zip(mods, weights, specs):
-        if layer["type"] == "batchnorm":
-            kernel = w
-        elif layer["type"] == "conv":
-            kernel = w.transpose(2, 3, 1, 0)  # (out, in, kh, kw) -> (kh, kw, in, out)
+    for mod, arrays, (_, layer, prev) in zip(mods, weights, specs):
+        values = [np.ascontiguousarray(a) for a in to_keras(layer, prev, arrays)]
+        if isinstance(mod, Attention):
+            for proj, (kernel, bias) in zip(mod.projections(), zip(values[::2], values[1::2])):
+                proj.set_weights([kernel, bias])
         else:
-            kernel = (chw_rows_to_hwc(w, prev) if len(prev) == 3 else w).T
-        mod.set_weights([np.ascontiguousarray(kernel), *rest])
+            mod.set_weights(values)
 
 
 def count_params(model: keras.Sequential) -> int:
@@ -345,7 +440,9 @@ class TFAdapter(SteppedAdapter):
             load_weights(self.model, p["layers"], self.inputs.shape, initial_weights(p, self.inputs.shape))
             variables = [v for m in trainable_layers(self.model) for v in trained_variables(m)]
             mults = parameter_groups(p["layers"])
-            self.update = FusedUpdate(variables, p["optimizer"], p["momentum"], [lr_mult for lr_mult, _ in mults])
+            decays = [float(p["weight_decay"]) * decay_mult for _, decay_mult in mults]
+            self.update = FusedUpdate(variables, p["optimizer"], p["momentum"], [lr_mult for lr_mult, _ in mults],
+                                      decays)
             self.ema = None
             if p.get("ema_decay"):
                 self.ema = [tf.Variable(v, trainable=False, name=f"ema_{i}") for i, v in enumerate(variables)]
@@ -360,7 +457,8 @@ class TFAdapter(SteppedAdapter):
                 self.eval_data["validation"] = (tf.constant(nhwc(self.inputs.val_x), self.dtype),
                                                 tf.constant(self.inputs.val_y))
         self.losses: list[tf.Tensor] = []  # each step's loss since the last take_loss
-        decays = [float(p["weight_decay"]) * decay_mult for _, decay_mult in mults]
+        if p["optimizer"] == "adamw":  # decoupled: in the update, not the gradient
+            decays = [0.0] * len(decays)
         loss_fn = keras.losses.SparseCategoricalCrossentropy(from_logits=True)
         ema_decay = float(p.get("ema_decay") or 0.0)
         dtype = self.dtype
@@ -447,14 +545,11 @@ class TFAdapter(SteppedAdapter):
         out = []
         for mod, (_, layer, prev) in zip(trainable_layers(self.model), networks.trainable(self.point["layers"],
                                                                                         self.inputs.shape)):
-            kernel, *rest = (np.asarray(v) for v in mod.get_weights())  # a batchnorm's: gamma, beta, mean, var
-            if layer["type"] == "batchnorm":
-                w = kernel
-            elif layer["type"] == "conv":
-                w = kernel.transpose(3, 2, 0, 1)  # (kh, kw, in, out) -> (out, in, kh, kw)
+            if isinstance(mod, Attention):
+                values = [np.asarray(v) for v in trained_variables(mod)]
             else:
-                w = hwc_rows_to_chw(kernel.T, prev) if len(prev) == 3 else kernel.T
-            out.append((np.ascontiguousarray(w), *rest))
+                values = [np.asarray(v) for v in mod.get_weights()]  # a batchnorm's: gamma, beta, mean, var
+            out.append(from_keras(layer, prev, values))
         return out
 
     def _swap_ema(self) -> None:
@@ -493,6 +588,21 @@ class TFAdapter(SteppedAdapter):
         logits = model(tf.constant(nhwc(x)), training=train)
         loss = keras.losses.SparseCategoricalCrossentropy(from_logits=True)(tf.constant(y), logits)
         return logits.numpy(), float(loss)
+
+    @staticmethod
+    def train_then_infer(layers, weights, x, y):
+        """A training-mode pass (BatchNorm's batch statistics, updating its moving ones), then an inference-mode
+        pass with what it left: (train logits, inference logits, the canonical arrays after them)."""
+        keras.mixed_precision.set_global_policy("float32")
+        shape = x.shape[1:]
+        model = build_model(layers, shape, 1)
+        load_weights(model, layers, shape, weights)
+        trained = model(tf.constant(nhwc(x)), training=True).numpy()
+        inferred = model(tf.constant(nhwc(x)), training=False).numpy()
+        after = [from_keras(layer, prev, [np.asarray(v) for v in (trained_variables(mod) if isinstance(mod, Attention)
+                                                                    else mod.get_weights())])
+                 for mod, (_, layer, prev) in zip(trainable_layers(model), networks.trainable(layers, shape))]
+        return trained, inferred, after
 
     @staticmethod
     def params(layers, input_shape):

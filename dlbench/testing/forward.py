@@ -12,9 +12,14 @@ its shortcut):
              none for a conv without bias
   dense      W (out, in), the input flattened in C, H, W order (as PyTorch and Caffe flatten); b (out,)
   batchnorm  gamma<i>, beta<i>, mean<i>, var<i> (C,): scale, shift, running mean and running variance
+  tokens     pos<i> (T, D): the position embedding
+  layernorm  gamma<i>, beta<i> (D,)
+  attention  Wq<i> bq<i> Wk<i> bk<i> Wv<i> bv<i> Wo<i> bo<i>: the projections, W (D, D) (out, in), b (D,)
 INPUT.npz holds x (float32, N C H W) and y (int64, N). With --train (anywhere after FRAMEWORK) every
 network runs in training mode: batch normalisation normalises by the batch's statistics (dropout stays
-off); without it, inference mode (the running statistics).
+off); without it, inference mode (the running statistics). With --train-then-infer, a training-mode pass updates
+the running statistics in the framework's own layers, then an inference-mode pass uses them: OUT.json gets both
+logits and the running statistics after the first pass (check_train_then_infer).
 
 The network is models.resolve(NETWORK, 10), run by the adapter's own `forward` (the Adapter
 contract, dlbench/frameworks/base.py), which builds it as the adapter trains it and converts the
@@ -29,6 +34,7 @@ from __future__ import annotations
 
 import importlib
 import json
+import math
 import os
 import sys
 import traceback
@@ -104,12 +110,24 @@ def _forward(layers: list[dict], params, a: np.ndarray, train: bool, statistics:
             body = _forward(layer["body"], params, a, train, statistics)
             a = body + _forward(layer["shortcut"], params, a, train, statistics)
         elif kind == "gap":
-            a = a.mean(axis=(2, 3))
+            a = a.mean(axis=(2, 3)) if a.ndim == 4 else a.mean(axis=1)
+        elif kind == "tokens":
+            (pos,) = next(params)
+            a = a.reshape(a.shape[0], a.shape[1], -1).transpose(0, 2, 1) + np.asarray(pos, np.float64)
+        elif kind == "layernorm":
+            gamma, beta = (np.asarray(v, np.float64) for v in next(params))
+            centred = a - a.mean(axis=-1, keepdims=True)
+            a = centred / np.sqrt(a.var(axis=-1, keepdims=True) + layer["eps"]) * gamma + beta
+        elif kind == "attention":
+            a = _attention(a, [np.asarray(v, np.float64) for v in next(params)], layer["heads"])
+        elif kind == "gelu":
+            a = 0.5 * a * (1.0 + _erf(a / math.sqrt(2.0)))
         elif kind == "pool":
             a = _pool(a, layer["mode"], layer["kernel"], layer["stride"], layer["pad"])
         elif kind == "dense":
             w, b = next(params)
-            a = a.reshape(len(a), -1) @ np.asarray(w, np.float64).T + np.asarray(b, np.float64)
+            a = a if a.ndim == 3 else a.reshape(len(a), -1)  # tokens: every token alike; maps: flattened
+            a = a @ np.asarray(w, np.float64).T + np.asarray(b, np.float64)
         elif kind == "relu":
             a = np.maximum(a, 0.0)
         elif kind == "tanh":
@@ -121,6 +139,23 @@ def _forward(layers: list[dict], params, a: np.ndarray, train: bool, statistics:
         elif kind != "dropout":
             raise ValueError(f"numpy_forward knows no layer {kind!r}")
     return a
+
+
+def _attention(a: np.ndarray, arrays: list[np.ndarray], heads: int) -> np.ndarray:
+    """Multi-head self-attention on tokens (N, T, D), as networks.py defines it."""
+    wq, bq, wk, bk, wv, bv, wo, bo = arrays
+    n, t, d = a.shape
+    split = lambda h: h.reshape(n, t, heads, d // heads).transpose(0, 2, 1, 3)  # noqa: E731  (N, heads, T, D/heads)
+    q, k, v = split(a @ wq.T + bq), split(a @ wk.T + bk), split(a @ wv.T + bv)
+    scores = q @ k.transpose(0, 1, 3, 2) * networks.attention_scale(d, heads)
+    scores = np.exp(scores - scores.max(axis=-1, keepdims=True))
+    out = (scores / scores.sum(axis=-1, keepdims=True)) @ v
+    return out.transpose(0, 2, 1, 3).reshape(n, t, d) @ wo.T + bo
+
+
+def _erf(x: np.ndarray) -> np.ndarray:
+    """erf, element-wise, to float64 precision (numpy has none; math.erf is the C library's)."""
+    return np.vectorize(math.erf, otypes=[np.float64])(x)
 
 
 def _connected(w: np.ndarray, layer: dict) -> np.ndarray:
@@ -171,6 +206,26 @@ def _lrn(a: np.ndarray, size: int, alpha: float, beta: float, k: float) -> np.nd
     return a / (k + alpha / size * window) ** beta
 
 
+def check_train_then_infer(framework: str, network: str, weights_path: str, input_path: str) -> dict:
+    """A training-mode pass, then an inference-mode pass with the running statistics it left, in the framework's
+    own layers (its adapter's train_then_infer): both logits, and every batchnorm's running mean and variance after
+    the first pass (mean<j>, var<j>, the spec's j-th parametrised layer)."""
+    with np.load(input_path) as f:
+        x = np.ascontiguousarray(f["x"], dtype=np.float32)
+        y = np.asarray(f["y"], dtype=np.int64)
+    shape = tuple(int(v) for v in x.shape[1:])
+    layers = networks.resolve(network, NUM_CLASSES)
+    adapter = importlib.import_module(f"dlbench.frameworks.{framework}").ADAPTER
+    trained, inferred, after = adapter.train_then_infer(layers, load_weights(weights_path, layers, shape), x, y)
+    statistics = {f"{name}{j}": np.asarray(a).tolist()
+                  for j, ((_, layer, prev), arrays) in enumerate(zip(networks.trainable(layers, shape), after))
+                  if layer["type"] == "batchnorm"
+                  for (name, _), a in zip(networks.arrays(layer, prev), arrays) if name in ("mean", "var")}
+    return {"framework": framework, "network": network, "input_shape": list(shape), "train_then_infer": True,
+            "train_logits": np.asarray(trained).tolist(), "logits": np.asarray(inferred).tolist(),
+            "statistics": statistics}
+
+
 def check(framework: str, network: str, weights_path: str, input_path: str, train: bool = False) -> dict:
     with np.load(input_path) as f:
         x = np.ascontiguousarray(f["x"], dtype=np.float32)
@@ -190,7 +245,8 @@ def check(framework: str, network: str, weights_path: str, input_path: str, trai
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     train = "--train" in argv
-    argv = [a for a in argv if a != "--train"]
+    then_infer = "--train-then-infer" in argv
+    argv = [a for a in argv if a not in ("--train", "--train-then-infer")]
     if len(argv) < 5 or (len(argv) - 1) % 4 or argv[0] not in registry.names():
         print(__doc__.split("\n\n")[1], file=sys.stderr)
         print(f"FRAMEWORK: one of {', '.join(registry.names())}", file=sys.stderr)
@@ -202,7 +258,10 @@ def main(argv: list[str] | None = None) -> int:
     for k in range(1, len(argv), 4):
         network, weights_path, input_path, out = argv[k:k + 4]
         try:
-            result = check(framework, network, weights_path, input_path, train)
+            if then_infer:
+                result = check_train_then_infer(framework, network, weights_path, input_path)
+            else:
+                result = check(framework, network, weights_path, input_path, train)
         except Exception as e:  # one network's failure is reported in its OUT.json; the others still run
             traceback.print_exc()
             result = {"framework": framework, "network": network, "error": f"{type(e).__name__}: {e}"}
