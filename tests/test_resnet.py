@@ -273,3 +273,63 @@ def test_resnet20_takes_the_same_sgd_step_in_every_framework(env_python, digits_
             update = float(np.abs(exact[key] - exact[f"init_{key}"]).max())
             assert noise <= 0.1 * update + 1e-7, f"PyTorch's float32 {key} is {noise:.3g} from float64"
             assert diff <= 2 * noise + 1e-6, f"{fw} {key}: {diff:.3g} from float64 (PyTorch float32: {noise:.3g})"
+
+
+@pytest.fixture(scope="module")
+def after_training_pass(env_python, tmp_path_factory) -> dict:
+    """{framework: its train-then-infer result}, and under '_numpy' the spec's: the training-mode logits, the running
+    statistics the spec's rule gives after that pass (decay 0.9 of the old, the batch's mean and unbiased variance),
+    and the inference-mode logits with those."""
+    work = tmp_path_factory.mktemp("resnet_train_then_infer")
+    rng = np.random.default_rng(20151210)
+    layers = networks.resolve("resnet20", 10)
+    x = rng.standard_normal((BATCH, *CIFAR)).astype(np.float32)
+    y = rng.integers(0, 10, BATCH).astype(np.int64)
+    weights = non_trivial(layers, CIFAR, x, rng)
+    specs = networks.trainable(layers, CIFAR)
+    np.savez(work / "w.npz", **{f"{name}{j}": a for j, (arrays, (_, layer, prev)) in enumerate(zip(weights, specs))
+                                for (name, _), a in zip(networks.arrays(layer, prev), arrays)})
+    np.savez(work / "x.npz", x=x, y=y)
+    stats: list = []
+    trained = numpy_forward(layers, weights, x, train=True, statistics=stats)
+    it, updated, statistics = iter(stats), [], {}
+    for j, (arrays, (_, layer, _)) in enumerate(zip(weights, specs)):
+        if layer["type"] == "batchnorm":
+            mean, var, m = next(it)
+            decay = layer["decay"]
+            arrays = (*arrays[:2], decay * arrays[2] + (1 - decay) * mean,
+                      decay * arrays[3] + (1 - decay) * var * m / (m - 1))
+            statistics[f"mean{j}"], statistics[f"var{j}"] = arrays[2], arrays[3]
+        updated.append(arrays)
+    out: dict = {"_numpy": {"train_logits": trained, "logits": numpy_forward(layers, updated, x),
+                            "statistics": statistics, "before": numpy_forward(layers, weights, x)}}
+    procs = {fw: subprocess.Popen([env_python(fw), "-m", "dlbench.testing.forward", fw, "resnet20", str(work / "w.npz"),
+                                   str(work / "x.npz"), str(work / f"{fw}.json"), "--train-then-infer"], cwd=REPO,
+                                  env=_env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+             for fw in FRAMEWORKS}
+    for fw, proc in procs.items():
+        log, _ = proc.communicate(timeout=900)
+        path = work / f"{fw}.json"
+        out[fw] = json.loads(path.read_text()) if path.exists() else {"error": log[-3000:]}
+    return out
+
+
+@pytest.mark.long
+@pytest.mark.parametrize("framework", FRAMEWORKS)
+def test_resnet20_inference_after_a_training_pass(after_training_pass, framework):
+    """One training-mode pass in the framework's own layers updates every running mean and variance by the spec's one
+    rule (decay 0.9: PyTorch's momentum 0.1, Keras' and Flax's momentum 0.9, the unbiased batch variance), and the
+    inference-mode pass that follows, on those statistics, gives numpy's logits: within 1e-5 relative on the
+    statistics (a biased variance update would be 1.3e-4 off in the last stage) and the forward tolerance on logits."""
+    ref, got = after_training_pass["_numpy"], after_training_pass[framework]
+    assert "error" not in got, got.get("error")
+    assert len(got["statistics"]) == 2 * 21 == len(ref["statistics"])
+    for key, want in ref["statistics"].items():
+        diff = float(np.abs(np.asarray(got["statistics"][key]) - want).max())
+        assert diff <= 1e-5 * (1 + float(np.abs(want).max())), f"{framework} {key}: {diff:.3g} from the spec's update"
+    assert np.abs(ref["logits"] - ref["before"]).max() > 1e-3  # the update changes the inference pass
+    for key in ("train_logits", "logits"):
+        want = np.asarray(ref[key])
+        diff = float(np.abs(np.asarray(got[key]) - want).max())
+        bound = LOGIT_TOL * (1 + float(np.abs(want).max()))
+        assert diff <= bound, f"{framework} {key}: logits differ by up to {diff:.3g} (allowed {bound:.3g})"
