@@ -151,6 +151,18 @@ def test_caffe_and_theano_refuse_the_vit_in_one_line(framework):
     assert "attention, gap, gelu, layernorm, residual, tokens" in message and "vit_mini" in message
 
 
+def test_caffe_refuses_adamw_and_cosine_in_one_line():
+    """Settings of the vit preset cross-applied to Caffe's own LeNet: refused before training, never run as SGD."""
+    from dlbench.frameworks import caffe
+
+    point = one_point("caffe", "caffe", iterations=10)
+    assert caffe.check_procedure(point) is None
+    for change in ({"optimizer": "adamw"}, {"lr_policy": {"name": "cosine", "warmup_epochs": 5}}):
+        with pytest.raises(base.Unavailable, match="no substitute is run") as refused:
+            caffe.check_procedure({**point, **change})
+        assert "\n" not in str(refused.value)
+
+
 def test_the_modern_study_runs_both_networks_on_every_axis():
     """config/modern.yaml: resnet and vit each on PyTorch, TensorFlow and JAX, eager and compiled, fp32 and bf16,
     1 and 2 threads, three seeds, on Fashion-MNIST: 3 x 2 x 2 x 2 x 3 = 72 points each."""

@@ -258,7 +258,12 @@ EMA_NOT_APPLIED = "not applied: Caffe's solver keeps no moving average of the we
 
 
 def check_procedure(point: dict) -> None:
-    """Refuse, in one line, what `caffe train` cannot run: validation with early stopping."""
+    """Refuse, in one line, what `caffe train` cannot run: validation with early stopping, AdamW (Caffe's solvers
+    couple weight decay into the gradient), warm-up + cosine (no such lr_policy in Caffe 1.0)."""
+    if point.get("optimizer") == "adamw":
+        raise Unavailable("Caffe has no AdamW (decoupled weight decay) solver; no substitute is run")
+    if (point.get("lr_policy") or {}).get("name") == "cosine":
+        raise Unavailable("Caffe has no warm-up + cosine lr_policy; no substitute is run")
     if point.get("validation"):
         raise Unavailable(f"Caffe cannot run preset {point.get('preset')!r}'s validation with early stopping "
                           "(caffe train neither keeps the best validation's weights nor stops on a patience rule); "

@@ -353,6 +353,9 @@ class TheanoAdapter(SteppedAdapter):
         return {"framework_version": theano.__version__, "cuda_version": None, "cudnn_version": None}  # CPU only
 
     def prepare(self) -> None:
+        if self.point["optimizer"] not in ("sgd", "adam"):  # before the data are read, never a substitute
+            raise Unavailable(f"Theano's adapter has no {self.point['optimizer']} optimizer "
+                              "(dlbench/frameworks/theano.py); no substitute is run")
         check_device(self.point)
         check_toolchain()
 
