@@ -88,6 +88,19 @@ def test_custom_preset_is_accepted_and_checked():
     assert "either epochs or iterations" in msg
 
 
+def test_a_custom_transformer_preset_takes_adamw_and_the_cosine_schedule():
+    preset = {"network": "vit_mini", "optimizer": "adamw", "weight_decay": 0.05, "learning_rate": 5e-4,
+              "batch_size": 64, "epochs": 1, "init": "vit",
+              "lr_policy": {"name": "cosine", "warmup_epochs": 0.5, "warmup_lr": 1e-6, "min_lr": 1e-5}}
+    cfg = validate({**BASE, "datasets": ["fashion_mnist"], "preset": ["mine"], "presets": {"mine": preset}})
+    assert cfg["presets"]["mine"]["lr_policy"]["name"] == "cosine"
+    assert cfg["presets"]["mine"]["optimizer"] == "adamw"
+    msg = error_of({**BASE, "preset": ["mine"], "presets": {"mine": {**preset, "optimizer": "adamax"}}})
+    assert "adamax" in msg and "adamw" in msg
+    bad = {**preset, "lr_policy": {"name": "cosine", "warmup_steps": 5}}
+    assert "warmup_steps" in error_of({**BASE, "preset": ["mine"], "presets": {"mine": bad}})
+
+
 def test_missing_local_dataset_path():
     msg = error_of({**BASE, "data": {"mnist": "/nowhere/mnist"}})
     assert "data.mnist" in msg and "/nowhere/mnist" in msg
@@ -177,8 +190,8 @@ def test_a_custom_initialiser_must_fit_its_network():
     ok = dict(preset, init="torch", shuffle=False, ema_decay=0.99,
               validation={"fraction": 0.1, "patience": 100}, input={"standardize": "per_split", "skip_first": 0.1})
     validate({**BASE, "preset": ["mine"], "presets": {"mine": ok}})
-    msg = error_of({**BASE, "preset": ["mine"], "presets": {"mine": dict(preset, init="he")}})
-    assert msg.startswith("presets.mine.init: 'he' is not allowed") and "torch" in msg
+    msg = error_of({**BASE, "preset": ["mine"], "presets": {"mine": dict(preset, init="kaiming")}})
+    assert msg.startswith("presets.mine.init: 'kaiming' is not allowed") and "torch" in msg and "he" in msg
     msg = error_of({**BASE, "preset": ["mine"], "presets": {"mine": dict(preset, init={"name": "gaussian", "sd": 1})}})
     assert msg == "unknown key 'sd' in presets.mine.init; allowed keys: bias, bias_std, name, std"
 
