@@ -219,11 +219,12 @@ def framework_effect(runs: pd.DataFrame, min_seeds: int = stats.MIN_RUNS,
     df = ok_points(points(runs))
     if df.empty:
         return pd.DataFrame(columns=cols)
-    # A framework that runs as it always does (its natural compile mode; fp32, or no precision switch at all)
-    # runs the same settings as another that does: Caffe has no compile switch, TensorFlow's natural one is eager.
-    as_always = df["natural_compile"] | df["compile"].isna()
+    # The same settings include the same compile mode and precision. A framework with no compile switch (Caffe,
+    # Theano) runs as an eager one does; JAX's natural mode is compiled, so its points are compared with the
+    # others' compiled ones (a sub-study that runs every framework eager and compiled gets both comparisons).
+    compiled = df["compile"].fillna("eager")
+    df = df.assign(compile=compiled, natural_compile=compiled == "eager", precision=df["precision"].fillna("fp32"))
     df = df.assign(settings=settings_label(df, {"reading"}))
-    df = df.assign(compile=df["compile"].where(~as_always, "natural"), precision=df["precision"].fillna("fp32"))
     df = df.assign(key=group_key(df, {"framework", "reading"}))
     df = df[["key", "framework", "seed", "accuracy_pct", "train_time_s", "dataset", "device", "settings", "network"]]
     rows = []
