@@ -9,7 +9,9 @@ what it would write; `dlbench docs` runs them all, and `dlbench docs --site` als
 
 from __future__ import annotations
 
+import argparse
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 from dlbench.paths import ROOT
@@ -28,3 +30,13 @@ def write_or_check(path: Path, text: str, check: bool, source: str) -> int:
         return 0
     print(f"{path}: differs from {source}; run `dlbench docs`", file=sys.stderr)
     return 1
+
+
+def page_command(argv: list[str] | None, module: str, doc: str, page: Path, render: Callable[[], str],
+                 source: str) -> int:
+    """A generator module's main: write its page (--out elsewhere), or --check it."""
+    parser = argparse.ArgumentParser(prog=f"python -m {module}", description=doc.splitlines()[0])
+    parser.add_argument("--check", action="store_true", help="write nothing; exit 1 if the page differs")
+    parser.add_argument("--out", type=Path, default=page)
+    args = parser.parse_args(argv)
+    return write_or_check(args.out, render(), args.check, source)

@@ -9,14 +9,12 @@ page with what it would write, so the two cannot drift apart.
 
 from __future__ import annotations
 
-import argparse
 import json
 import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
-from pathlib import Path
 
-from dlbench.docgen import DOCS, GENERATED, write_or_check
+from dlbench.docgen import DOCS, GENERATED, page_command
 from dlbench.paths import SCHEMA
 from dlbench.study.config import load_schema
 
@@ -133,11 +131,7 @@ def undescribed(schema: dict | None = None) -> list[str]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m dlbench.docgen.config_keys", description=__doc__.splitlines()[0])
-    parser.add_argument("--check", action="store_true", help="write nothing; exit 1 if the page differs")
-    parser.add_argument("--out", type=Path, default=PAGE)
-    args = parser.parse_args(argv)
-    return write_or_check(args.out, render(), args.check, SOURCE)
+    return page_command(argv, "dlbench.docgen.config_keys", __doc__, PAGE, render, SOURCE)
 
 
 if __name__ == "__main__":

@@ -9,11 +9,9 @@ page with what it would write, so the two cannot drift apart.
 
 from __future__ import annotations
 
-import argparse
 import sys
-from pathlib import Path
 
-from dlbench.docgen import DOCS, GENERATED, write_or_check
+from dlbench.docgen import DOCS, GENERATED, page_command
 from dlbench.record import fields
 
 PAGE = DOCS / "record.md"
@@ -50,12 +48,7 @@ def render(sections=None) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m dlbench.docgen.record_fields",
-                                     description=__doc__.splitlines()[0])
-    parser.add_argument("--check", action="store_true", help="write nothing; exit 1 if the page differs")
-    parser.add_argument("--out", type=Path, default=PAGE)
-    args = parser.parse_args(argv)
-    return write_or_check(args.out, render(), args.check, SOURCE)
+    return page_command(argv, "dlbench.docgen.record_fields", __doc__, PAGE, render, SOURCE)
 
 
 if __name__ == "__main__":
