@@ -28,7 +28,14 @@ Same point, same run as the other adapters:
   - a sparse convolution (a connection table) is a Slice of the input planes, a Concat that
     gathers each output map's planes in table order, and a Convolution with one group per
     output map: Caffe has no connection tables, and this is the same network (the grouped
-    weights are exactly the connected ones), its outputs in the spec's order.
+    weights are exactly the connected ones), its outputs in the spec's order;
+  - batch normalisation is a BatchNorm layer (the statistics; use_global_stats false in TRAIN,
+    true in TEST, Caffe's own defaults by phase; eps the spec's) and a Scale layer with bias_term
+    (gamma, beta); the spec's decay is BatchNorm's moving_average_fraction with its scale-factor
+    blob kept at 1 / (1 - decay), which makes Caffe's update the spec's running average exactly
+    (caffe_blobs). A residual block is an Eltwise SUM of its body and its shortcut (the 1x1
+    projection of the spec, or the block's input), global average pooling a Pooling AVE with
+    global_pooling.
 Timings come from the log's own time stamps (Caffe prints no throughput): see caffe_log.Tracker.
 
 What Caffe's solver cannot do, said in the record or refused:
@@ -80,12 +87,15 @@ from dlbench.frameworks.base import (
     initial_weights,
 )
 from dlbench.frameworks.caffe_prototxt import (
-    LAYER_NAMES,
+    LAYER_NAMES,  # noqa: F401  (dlbench.testing.trained names a snapshot's layers by it)
     LOGITS_BLOB,
+    names,
     net_prototxt,
     net_with_logits,
+    scale_name,
     solver_prototxt,
     test_interval_of,
+    unit_names,
 )
 from dlbench.node.blas import blas_in_effect
 from dlbench.node.procs import die_with_parent
@@ -422,33 +432,48 @@ class CaffeAdapter(Adapter):
                                    test_time_s=summary["test_time_s"])
 
     @staticmethod
-    def forward(layers, weights, x, y):
+    def forward(layers, weights, x, y, train=False):
+        """(`train`: batch normalisation by the batch's statistics, use_global_stats false; dropout stays off.)"""
+        with tempfile.TemporaryDirectory(prefix="dlbench-forward-") as tmp:
+            work = Path(tmp)
+            shape = _write_batch(work, x, y)
+            _weights_file(work / "weights.caffemodel.h5", caffe_blobs(layers, weights, shape))
+            return _caffe_test(work, layers, work / "weights.caffemodel.h5", shape, len(y), train)
+
+    @staticmethod
+    def train_then_infer(layers, weights, x, y):
+        """A training-mode pass in Caffe's own layers, then an inference-mode pass with the running statistics it
+        left: (train logits, inference logits, the canonical arrays after them). The training-mode pass is one
+        iteration of `caffe train` on the batch at base_lr 0 (its BatchNorm layers update their statistics, no
+        weight moves), its snapshot read back; its logits are `caffe test`'s with use_global_stats false."""
         import h5py
-        import numpy as np
 
         binary = str(find_binary())
         with tempfile.TemporaryDirectory(prefix="dlbench-forward-") as tmp:
             work = Path(tmp)
-            with h5py.File(work / "data.h5", "w") as f:
-                f.create_dataset("data", data=np.ascontiguousarray(x, np.float32))
-                f.create_dataset("label", data=y.astype(np.float32))
-            (work / "data.txt").write_text(f"{work / 'data.h5'}\n")
-            shape = tuple(int(v) for v in x.shape[1:])
-            (work / "net.prototxt").write_text(net_with_logits(layers, str(work / "data.txt"), len(y), shape))
-            _weights_file(work / "weights.caffemodel.h5", caffe_blobs(layers, weights, shape))
-            proc = subprocess.run([binary, "test", f"--model={work / 'net.prototxt'}",
-                                   f"--weights={work / 'weights.caffemodel.h5'}", "--iterations=1"],
-                                  cwd=work, capture_output=True, text=True, env=caffe_env(1), timeout=600)
-        lines = caffe_log.parse((proc.stdout + proc.stderr).splitlines())
-        batch = [ln.fields for ln in lines if ln.kind == "test_batch" and ln.fields["batch"] == 0]
-        logits = [f["value"] for f in batch if f["name"] == LOGITS_BLOB]
-        loss = [f["value"] for f in batch if f["name"] == "loss"]
-        classes = layers[-1]["units"]
-        if proc.returncode != 0 or len(loss) != 1 or len(logits) != len(y) * classes:
-            fatal = caffe_log.fatal_message(lines) or (proc.stdout + proc.stderr)[-1500:]
-            raise RuntimeError(f"caffe test failed (exit {proc.returncode}, {len(logits)} logits, {len(loss)} "
-                               f"losses): {fatal}")
-        return np.asarray(logits).reshape(len(y), classes), loss[0]
+            shape = _write_batch(work, x, y)
+            blobs = caffe_blobs(layers, weights, shape)
+            _weights_file(work / "init.caffemodel.h5", blobs)
+            trained, _ = _caffe_test(work, layers, work / "init.caffemodel.h5", shape, len(y), True)
+            _initial_state(work / "init.solverstate.h5", work / "init.caffemodel.h5", blobs, "sgd")
+            (work / "pass.prototxt").write_text(net_prototxt(layers, str(work / "data.txt"), None, len(y), len(y),
+                                                             shuffle=False, input_shape=shape))
+            (work / "solver.prototxt").write_text("\n".join([
+                f'net: "{work / "pass.prototxt"}"', "base_lr: 0", 'lr_policy: "fixed"', 'type: "SGD"', "momentum: 0",
+                "weight_decay: 0", "max_iter: 1", "display: 1", "snapshot_after_train: true",
+                f'snapshot_prefix: "{work / "pass"}"', "snapshot_format: HDF5", "solver_mode: CPU",
+                "random_seed: 1"]) + "\n")
+            proc = subprocess.run([binary, "train", f"--solver={work / 'solver.prototxt'}",
+                                   f"--snapshot={work / 'init.solverstate.h5'}"], cwd=work, capture_output=True,
+                                  text=True, env=caffe_env(1), timeout=600)
+            snapshot = work / "pass_iter_1.caffemodel.h5"
+            if proc.returncode != 0 or not snapshot.exists():
+                lines = caffe_log.parse((proc.stdout + proc.stderr).splitlines())
+                raise RuntimeError(f"caffe train (one pass) failed: {caffe_log.fatal_message(lines)}")
+            inferred, _ = _caffe_test(work, layers, snapshot, shape, len(y), False)
+            with h5py.File(snapshot, "r") as f:
+                after = canonical_from_blobs(layers, f["data"], shape)
+        return trained, inferred, after
 
     @staticmethod
     def params(layers, input_shape):
@@ -459,24 +484,91 @@ ADAPTER = CaffeAdapter
 
 
 def caffe_blobs(layers: list[dict], weights, input_shape: tuple[int, int, int]) -> list[tuple[str, list]]:
-    """Canonical weights as Caffe's layers hold them: (layer name, [W, b]) per conv and dense layer, in net order.
+    """Canonical weights as Caffe's layers hold them: (layer name, blobs) per Caffe layer with blobs, in net order:
+    conv [W, b] ([W] without bias), dense [W, b], a batchnorm two layers, BatchNorm bn<k> and Scale scale<k>.
 
     A sparse conv's grouped weights (out, fan-in, kh, kw) are the canonical (out, in, kh, kw) at
     the table's planes, in table order (the order its Concat gathers them in).
+
+    BatchNorm keeps sums, not averages: blobs mean_sum, var_sum and a scale factor s, its running statistics
+    mean_sum / s and var_sum / s, and a training pass does s = f s + 1, mean_sum = batch mean + f mean_sum,
+    var_sum = m / (m - 1) batch var + f var_sum (f its moving_average_fraction). With f the spec's decay and s
+    1 / (1 - decay) (where it stays: f / (1 - f) + 1 = 1 / (1 - f)), that is the spec's running average exactly:
+    mean_sum / s becomes decay * mean + (1 - decay) * batch mean. So the canonical running statistics are written as
+    mean / (1 - decay), var / (1 - decay) and s = 1 / (1 - decay) (Caffe's own start, s = 0, would instead take the
+    first batch's statistics whole).
     """
     import numpy as np
 
-    names, counts = [], {}
-    for layer in layers:
-        counts[layer["type"]] = counts.get(layer["type"], 0) + 1
-        if layer["type"] in ("conv", "dense"):
-            names.append(f"{LAYER_NAMES[layer['type']]}{counts[layer['type']]}")
     out = []
-    for name, (w, b), (_, layer, _) in zip(names, weights, networks.trainable(layers, input_shape)):
+    for name, arrays, (_, layer, _) in zip(unit_names(layers), weights, networks.trainable(layers, input_shape)):
+        if layer["type"] == "batchnorm":
+            gamma, beta, mean, var = (np.asarray(a, np.float64) for a in arrays)
+            factor = 1.0 / (1.0 - layer["decay"])
+            out.append((name, [np.asarray(mean * factor, np.float32), np.asarray(var * factor, np.float32),
+                               np.array([factor], np.float32)]))
+            out.append((scale_name(name), [np.asarray(gamma, np.float32), np.asarray(beta, np.float32)]))
+            continue
+        w, *b = arrays
         if "table" in layer:
             w = np.stack([w[o, row] for o, row in enumerate(layer["table"])])
-        out.append((name, [np.ascontiguousarray(w, np.float32), np.ascontiguousarray(b, np.float32)]))
+        out.append((name, [np.ascontiguousarray(a, np.float32) for a in (w, *b)]))
     return out
+
+
+def canonical_from_blobs(layers: list[dict], data, input_shape: tuple[int, int, int]) -> list[tuple]:
+    """The canonical arrays of every conv, dense and batchnorm layer from a snapshot's `data` group (h5py): a
+    batchnorm's running statistics are its sums over its scale factor (caffe_blobs). A sparse conv keeps Caffe's
+    grouped layout."""
+    import numpy as np
+
+    out = []
+    for name, (_, layer, _) in zip(unit_names(layers), networks.trainable(layers, input_shape)):
+        blobs = [np.asarray(data[name][str(i)]) for i in range(len(data[name]))]
+        if layer["type"] == "batchnorm":
+            scale = data[scale_name(name)]
+            factor = float(blobs[2][0])
+            inverse = 0.0 if factor == 0 else 1.0 / factor  # Caffe's own rule for s = 0
+            out.append((np.asarray(scale["0"]), np.asarray(scale["1"]), blobs[0] * inverse, blobs[1] * inverse))
+        else:
+            out.append(tuple(blobs))
+    return out
+
+
+def _write_batch(work: Path, x, y) -> tuple[int, int, int]:
+    """The batch as an HDF5 file and its list (data.h5, data.txt); its input shape."""
+    import h5py
+    import numpy as np
+
+    with h5py.File(work / "data.h5", "w") as f:
+        f.create_dataset("data", data=np.ascontiguousarray(x, np.float32))
+        f.create_dataset("label", data=np.asarray(y).astype(np.float32))
+    (work / "data.txt").write_text(f"{work / 'data.h5'}\n")
+    return tuple(int(v) for v in x.shape[1:])
+
+
+def _caffe_test(work: Path, layers: list[dict], weights: Path, shape: tuple[int, int, int], n: int,
+                batch_statistics: bool) -> tuple:
+    """`caffe test` of one batch (data.txt in `work`) with the given weights: (logits (n, classes), loss), read from
+    its log; batch normalisation by the batch's statistics where `batch_statistics`."""
+    import numpy as np
+
+    binary = str(find_binary())
+    model = work / ("net_train_mode.prototxt" if batch_statistics else "net.prototxt")
+    model.write_text(net_with_logits(layers, str(work / "data.txt"), n, shape,
+                                     batch_statistics=True if batch_statistics else None))
+    proc = subprocess.run([binary, "test", f"--model={model}", f"--weights={weights}", "--iterations=1"],
+                          cwd=work, capture_output=True, text=True, env=caffe_env(1), timeout=600)
+    lines = caffe_log.parse((proc.stdout + proc.stderr).splitlines())
+    batch = [ln.fields for ln in lines if ln.kind == "test_batch" and ln.fields["batch"] == 0]
+    logits = [f["value"] for f in batch if f["name"] == LOGITS_BLOB]
+    loss = [f["value"] for f in batch if f["name"] == "loss"]
+    classes = layers[-1]["units"]
+    if proc.returncode != 0 or len(loss) != 1 or len(logits) != n * classes:
+        fatal = caffe_log.fatal_message(lines) or (proc.stdout + proc.stderr)[-1500:]
+        raise RuntimeError(f"caffe test failed (exit {proc.returncode}, {len(logits)} logits, {len(loss)} "
+                           f"losses): {fatal}")
+    return np.asarray(logits).reshape(n, classes), loss[0]
 
 
 def _weights_file(path: Path, blobs: list[tuple[str, list]]) -> None:
@@ -522,7 +614,8 @@ def _emit_test(reporter: Reporter, f: dict, final_phase: bool) -> None:
 
 
 def trainable_params(layers: list[dict], input_shape: tuple[int, int, int], binary: str | None = None) -> int:
-    """Trainable parameters of the net Caffe builds for a spec: the elements of a snapshot of its weights.
+    """Trainable parameters of the net Caffe builds for a spec: the elements of a snapshot of its weights, but for
+    its BatchNorm layers' statistics (never trained).
 
     Two zero images of the input shape in an HDF5 file, `caffe train` with max_iter 0 and an
     HDF5 snapshot after training, and the weights counted with h5py (the .caffemodel.h5 holds
@@ -550,8 +643,9 @@ def trainable_params(layers: list[dict], input_shape: tuple[int, int, int], bina
         if proc.returncode != 0 or not snapshot.exists():
             lines = caffe_log.parse(proc.stdout.splitlines() + proc.stderr.splitlines())
             raise RuntimeError(f"caffe could not build the net: {caffe_log.fatal_message(lines) or proc.stderr[-500:]}")
+        statistics = {name for layer, name in names(layers) if layer["type"] == "batchnorm"}  # BatchNorm's blobs
         with h5py.File(snapshot, "r") as f:
-            return _count(f["data"])
+            return sum(_count(group) for name, group in f["data"].items() if name not in statistics)
 
 
 def _count(group) -> int:

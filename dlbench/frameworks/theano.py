@@ -13,6 +13,11 @@ is exactly 0, so they stay 0. Where the point keeps a moving average of the weig
 shadows are updated inside the training function and the test function reads them instead
 of the weights.
 
+Batch normalisation is written out (Network._batchnorm): the batch's mean and biased variance in
+training, the running mean and variance updated inside the training function by the spec's rule
+(decay of the old, the batch's unbiased variance), the running ones in testing. A residual block
+adds its body's output to its shortcut's; global average pooling is the mean over H and W.
+
 Theano is configured here, not by the user's ~/.theanorc or THEANO_FLAGS: the flags
 below are set before `import theano`. Its compile cache lives inside the environment
 (sys.prefix), so that two environments never share one; Theano locks the cache while
@@ -173,60 +178,97 @@ def _lrn(h, layer: dict, channels: int):
 
 
 class Network:
-    """The spec's layers: shared weights (the given canonical ones, else zeros) and the graph from a batch to logits.
+    """The spec's layers: shared weights (the given canonical ones, else zeros; a batchnorm's (1, 0, 0, 1)) and the
+    graph from a batch to logits.
 
-    Dense weights are kept (in, out), as the tutorials keep them: x . W.
+    Dense weights are kept (in, out), as the tutorials keep them: x . W. Every parametrised layer, inside a residual
+    block too, is keyed by its path in the spec (networks.walk: `3_body1`, the second layer of block 3's body) and
+    listed in `units` in the spec's order (networks.trainable), its shared variables in canonical order.
+
+    Batch normalisation is written out (networks.py's one definition): in training mode the batch's mean and biased
+    variance over (N, H, W), gradients flowing through both, and the running mean and variance moved to
+    decay * old + (1 - decay) * the batch's mean and unbiased variance (x m / (m - 1), m = N H W) by updates the
+    training function applies (`statistic_updates`, filled by a training-mode graph); in inference mode the running
+    ones. A residual block adds its body's output to its shortcut's (none: the input itself); gap is the mean over
+    H and W.
     """
 
     def __init__(self, layers: list[dict], input_shape: tuple[int, int, int],
-                 weights: list[tuple[np.ndarray, np.ndarray]] | None = None, seed: int = 1):
+                 weights: list[tuple[np.ndarray, ...]] | None = None, seed: int = 1):
         self.layers = layers
         self.input_shape = tuple(input_shape)
         self.shapes = networks.shapes(layers, self.input_shape)
         self.srng = MRG_RandomStream(1 + seed % 2_147_000_000)  # dropout's stream; MRG refuses a seed of 0
-        self.weights: dict[int, tuple] = {}
-        self.masks: dict[int, np.ndarray] = {}
-        self.params: list = []
+        self.at: dict[str, tuple] = {}  # path -> (input shape, output shape)
+        self.arrays: dict[str, tuple] = {}  # path -> its shared variables, canonical order (dense W as (in, out))
+        self.masks: dict[str, np.ndarray] = {}
+        self.units: list[tuple[str, dict]] = []
+        self.params: list = []  # the trained ones, in parameter_groups' order
+        self.statistic_updates: list = []
         given = iter(weights) if weights is not None else None
-        prev = self.input_shape
-        for i, (layer, shape) in enumerate(zip(layers, self.shapes)):
+        for path, layer, prev, shape in networks.walk(layers, self.input_shape):
+            self.at[path] = (prev, shape)
             kind = layer["type"]
-            if kind in ("conv", "dense"):
-                if kind == "conv":
-                    w_shape = (layer["filters"], prev[0], layer["kernel"], layer["kernel"])
-                    if "table" in layer:
-                        self.masks[i] = initialisers.connection_mask(layer, prev[0]).astype(FLOATX)
-                else:
-                    w_shape = (int(np.prod(prev)), layer["units"])
-                w_value, b_value = np.zeros(w_shape, FLOATX), np.zeros(w_shape[0 if kind == "conv" else 1], FLOATX)
-                if given is not None:
-                    w_canonical, b_value = next(given)
-                    w_value = w_canonical if kind == "conv" else w_canonical.T
-                w = theano.shared(np.ascontiguousarray(w_value, dtype=FLOATX), name=f"W{i}", borrow=True)
-                b = theano.shared(np.asarray(b_value, dtype=FLOATX), name=f"b{i}", borrow=True)
-                self.weights[i] = (w, b)
-                self.params += [w, b]
-            elif kind not in ("pool", "dropout", "lrn") + networks.ACTIVATIONS:
-                raise networks.SpecError(f"Theano adapter: unknown layer type {kind!r}")
-            prev = shape
+            if kind not in networks.PARAMETRISED:
+                if kind not in ("pool", "dropout", "lrn", "gap") + networks.ACTIVATIONS:
+                    raise networks.SpecError(f"Theano adapter: unknown layer type {kind!r}")
+                continue
+            if kind not in ("conv", "dense", "batchnorm"):
+                raise networks.SpecError(f"Theano adapter: no {kind} layer")
+            if kind == "conv" and "table" in layer:
+                self.masks[path] = initialisers.connection_mask(layer, prev[0]).astype(FLOATX)
+            if given is not None:
+                values = list(next(given))
+            elif kind == "batchnorm":
+                values = [np.ones(prev[0]), np.zeros(prev[0]), np.zeros(prev[0]), np.ones(prev[0])]
+            else:
+                values = [np.zeros(s) for _, s in networks.arrays(layer, prev)]
+            if kind == "dense":
+                values[0] = np.asarray(values[0]).T
+            names = [name for name, _ in networks.arrays(layer, prev)]
+            shared = tuple(theano.shared(np.ascontiguousarray(v, dtype=FLOATX), name=f"{name}{path}", borrow=True)
+                           for name, v in zip(names, values))
+            self.arrays[path] = shared
+            self.units.append((path, layer))
+            self.params += list(shared[:networks.trained_arrays(layer)])
 
-    def outputs(self, x, train: bool) -> list:
-        """The symbolic output of every layer; dropout is active only when `train`."""
-        h, prev, outs = x, self.input_shape, []
-        for i, (layer, shape) in enumerate(zip(self.layers, self.shapes)):
-            kind = layer["type"]
+    def outputs(self, x, train: bool, batch_statistics: bool | None = None) -> list:
+        """The symbolic output of every top-level layer; dropout is active only when `train`, batch normalisation
+        normalises by the batch's statistics when `batch_statistics` (by default: when `train`). A graph built with
+        batch statistics leaves the running statistics' updates in `statistic_updates`."""
+        batch = train if batch_statistics is None else batch_statistics
+        self.statistic_updates = []
+        return self._run(self.layers, x, "", train, batch)
+
+    def _run(self, layers: list[dict], h, prefix: str, train: bool, batch: bool) -> list:
+        outs = []
+        for i, layer in enumerate(layers):
+            kind, path = layer["type"], f"{prefix}{i}"
+            if kind == "residual":
+                body = self._run(layer["body"], h, f"{path}_body", train, batch)
+                short = self._run(layer["shortcut"], h, f"{path}_shortcut", train, batch)
+                h = (body[-1] if body else h) + (short[-1] if short else h)
+                outs.append(h)
+                continue
+            prev, shape = self.at[path]
             if kind == "conv":
-                w, b = self.weights[i]
-                filters = w * T.constant(self.masks[i]) if i in self.masks else w
+                w, *b = self.arrays[path]
+                filters = w * T.constant(self.masks[path]) if path in self.masks else w
                 pad, stride = layer.get("pad", 0), layer.get("stride", 1)
                 # filter_flip=False: cross-correlation, the weights laid out as in Caffe and PyTorch
                 h = conv2d(h, filters, input_shape=(None, *prev), filter_shape=w.get_value(borrow=True).shape,
                            border_mode=(pad, pad) if pad else "valid", subsample=(stride, stride),
-                           filter_flip=False) + b.dimshuffle("x", 0, "x", "x")
+                           filter_flip=False)
+                if b:
+                    h = h + b[0].dimshuffle("x", 0, "x", "x")
+            elif kind == "batchnorm":
+                h = self._batchnorm(h, path, layer, batch)
+            elif kind == "gap":
+                h = T.mean(h, axis=(2, 3))
             elif kind == "pool":
                 h = _pool(h, layer, prev[1], shape[1])
             elif kind == "dense":
-                w, b = self.weights[i]
+                w, b = self.arrays[path]
                 if h.ndim > 2:
                     h = h.flatten(2)
                 h = T.dot(h, w) + b
@@ -243,19 +285,51 @@ class Network:
             elif kind == "lrn":
                 h = _lrn(h, layer, prev[0])
             outs.append(h)
-            prev = shape
         return outs
 
-    def logits(self, x, train: bool):
-        return self.outputs(x, train)[-1]
+    def _batchnorm(self, h, path: str, layer: dict, batch: bool):
+        gamma, beta, running_mean, running_var = self.arrays[path]
+        axes = (0, 2, 3)
+
+        def per_channel(v):
+            return v.dimshuffle("x", 0, "x", "x")
+
+        if batch:
+            mean = T.mean(h, axis=axes)
+            centred = h - per_channel(mean)
+            var = T.mean(T.sqr(centred), axis=axes)  # biased: over m = N H W
+            m = T.cast(h.shape[0] * h.shape[2] * h.shape[3], FLOATX)
+            decay, rest = _c(layer["decay"]), _c(1.0 - layer["decay"])
+            self.statistic_updates += [(running_mean, decay * running_mean + rest * mean),
+                                       (running_var, decay * running_var + rest * var * m / (m - _c(1.0)))]
+        else:
+            centred, var = h - per_channel(running_mean), running_var
+        return centred * per_channel(gamma / T.sqrt(var + _c(layer["eps"]))) + per_channel(beta)
+
+    def logits(self, x, train: bool, batch_statistics: bool | None = None):
+        return self.outputs(x, train, batch_statistics)[-1]
+
+    def canonical(self) -> list[tuple[np.ndarray, ...]]:
+        """Every parametrised layer's canonical arrays (networks.arrays), in the spec's order: copies."""
+        out = []
+        for path, layer in self.units:
+            values = [v.get_value(borrow=False) for v in self.arrays[path]]
+            if layer["type"] == "dense":
+                values[0] = values[0].T.copy()
+            out.append(tuple(values))
+        return out
 
     def param_count(self) -> int:
-        """Trainable parameters; a masked convolution counts its connected weights only."""
+        """Trainable parameters; a masked convolution counts its connected weights only, a batchnorm gamma and
+        beta (its running statistics are not trained)."""
         n = 0
-        for i, (w, b) in self.weights.items():
-            shape = w.get_value(borrow=True).shape
-            n += int(self.masks[i].sum()) * shape[2] * shape[3] if i in self.masks else int(np.prod(shape))
-            n += b.get_value(borrow=True).size
+        for path, layer in self.units:
+            for k, v in enumerate(self.arrays[path][:networks.trained_arrays(layer)]):
+                shape = v.get_value(borrow=True).shape
+                if k == 0 and path in self.masks:
+                    n += int(self.masks[path].sum()) * shape[2] * shape[3]
+                else:
+                    n += int(np.prod(shape))
         return n
 
 
@@ -406,6 +480,7 @@ class TheanoAdapter(SteppedAdapter):
 
         x, y = T.tensor4("x"), T.ivector("y")
         loss = T.mean(T.nnet.categorical_crossentropy(T.nnet.softmax(self.net.logits(x, train=True)), y))
+        statistics = list(self.net.statistic_updates)  # batch normalisation's running mean and variance
         params = self.net.params
         mults = parameter_groups(p["layers"])
         grads = theano.grad(loss, params)
@@ -421,7 +496,7 @@ class TheanoAdapter(SteppedAdapter):
         if p.get("ema_decay"):
             self.judged, averaging = ema_updates(params, updates, p["ema_decay"])
             updates += averaging
-        updates += [(self.loss_sum, self.loss_sum + loss), (self.loss_n, self.loss_n + 1)]
+        updates += statistics + [(self.loss_sum, self.loss_sum + loss), (self.loss_n, self.loss_n + 1)]
         self.idx = T.lvector("idx")
         self.train_givens = {x: self.train_x[self.idx], y: self.train_y[self.idx]}
         self.train_updates = updates
@@ -470,11 +545,7 @@ class TheanoAdapter(SteppedAdapter):
         return correct / (end - first), loss / (end - first)
 
     def weights(self):
-        out = []
-        for i, (w, b) in sorted(self.net.weights.items()):
-            value = w.get_value(borrow=False)
-            out.append((value if self.point["layers"][i]["type"] == "conv" else value.T.copy(), b.get_value()))
-        return out
+        return self.net.canonical()
 
     def keep_best(self) -> None:
         self.best = [v.get_value(borrow=False) for v in self.judged]
@@ -484,14 +555,29 @@ class TheanoAdapter(SteppedAdapter):
             v.set_value(kept)
 
     @staticmethod
-    def forward(layers, weights, x, y):
+    def forward(layers, weights, x, y, train=False):
+        """(`train`: batch normalisation by the batch's statistics; dropout stays off.)"""
         net = Network(layers, x.shape[1:], weights)
         xs, ys = T.tensor4("x"), T.ivector("y")
-        logits = net.logits(xs, train=False)
+        logits = net.logits(xs, train=False, batch_statistics=train)
         loss = T.mean(T.nnet.categorical_crossentropy(T.nnet.softmax(logits), ys))
         f = theano.function([xs, ys], [logits, loss], name="forward")
         got_logits, got_loss = f(x.astype(FLOATX), y.astype(np.int32))
         return np.asarray(got_logits), float(got_loss)
+
+    @staticmethod
+    def train_then_infer(layers, weights, x, y):
+        """A training-mode pass (batch normalisation by the batch's statistics, its function updating the running
+        ones), then an inference-mode pass with what it left: (train logits, inference logits, the canonical arrays
+        after them)."""
+        net = Network(layers, x.shape[1:], weights)
+        xs = T.tensor4("x")
+        trained = theano.function([xs], net.logits(xs, train=False, batch_statistics=True),
+                                  updates=net.statistic_updates, name="train_pass")
+        inferred = theano.function([xs], net.logits(xs, train=False), name="inference_pass")
+        batch = x.astype(FLOATX)
+        first = np.asarray(trained(batch))
+        return first, np.asarray(inferred(batch)), net.canonical()
 
     def set_train_data(self, x: np.ndarray) -> None:
         # The compiled function reads the shared variable, so a new view needs no recompilation.
