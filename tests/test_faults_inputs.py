@@ -41,10 +41,20 @@ def _wait_for(path: Path, timeout_s: float = 20) -> str:
     raise AssertionError(f"{path} never appeared")
 
 
-def _gone(pid: int, timeout_s: float = 5) -> bool:
+def _started(pid: int) -> int | None:
+    """The process's start time in clock ticks since boot (/proc/PID/stat's 22nd field); None once it is gone."""
+    try:
+        return int(Path(f"/proc/{pid}/stat").read_bytes().rsplit(b")", 1)[1].split()[19])
+    except (OSError, IndexError, ValueError):
+        return None
+
+
+def _gone(pid: int, timeout_s: float = 5, started: int | None = None) -> bool:
+    """Whether the process ended within timeout_s. `started` (its start time, read while it ran): a process that
+    took its pid since is not it (CI starts many processes: the pids of a 32768-pid machine come round again)."""
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
-        if not alive(pid):
+        if not alive(pid) or (started is not None and _started(pid) not in (None, started)):
             return True
         time.sleep(0.02)
     return False
@@ -73,13 +83,15 @@ def test_an_interrupted_build_ends_its_step_and_leaves_no_folder(cache, tmp_path
                                stderr=subprocess.PIPE, text=True)
     try:
         step, grandchild = int(_wait_for(started)), int(_wait_for(child))
+        births = {pid: _started(pid) for pid in (step, grandchild)}
         builder.send_signal(signal.SIGTERM)  # what Snakemake or scancel sends a cancelled job
         _, err = builder.communicate(timeout=30)
     finally:
         builder.kill()
         builder.wait(timeout=10)
     assert builder.returncode == 128 + signal.SIGTERM, err
-    assert _gone(step) and _gone(grandchild), "the interrupted build's step or its child is still running"
+    assert _gone(step, started=births[step]) and _gone(grandchild, started=births[grandchild]), \
+        "the interrupted build's step or its child is still running"
     assert not list(cache.glob("*.building-*"))
 
 
