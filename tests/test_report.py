@@ -16,7 +16,7 @@ import pandas as pd
 import pytest
 from test_charts import DRAWS, SVG_MARKS, assert_draws_its_data, html_rows, svg_marks  # tests/ is on sys.path
 
-from dlbench.analysis import frames, guidance, observations, summary, verdicts
+from dlbench.analysis import frames, groups, guidance, observations, summary, verdicts
 from dlbench.present import findings
 from dlbench.present.charts import catalog, draw
 from dlbench.present.charts.pieces import MAX_MARKS
@@ -361,7 +361,7 @@ def test_findings_of_the_tiny_study(study):
         assert "None: every point finished ok." in text
     # one run per point: the leaders say so rather than name a winner, unless outside load left them out
     assert "## Does the framework matter?" in text
-    busy = frames.contended_count(frames.points(runs))
+    busy = groups.contended_count(frames.points(runs))
     assert ("(a single run: no interval)" in text) if not busy else (f"{busy} ok point(s) trained while others" in text)
 
 
@@ -374,7 +374,7 @@ def test_the_summary_of_the_tiny_study_has_a_row_per_setting_and_metric(study):
     times = table[table["metric"] == "train_time_s"]
     assert len(times) == len(runs)  # the tiny study runs each setting once
     assert times["n_failed"].sum() == (runs["status"] != "ok").sum()
-    assert times["n_contended"].sum() == frames.contended_count(runs)  # timed under outside load: apart
+    assert times["n_contended"].sum() == groups.contended_count(runs)  # timed under outside load: apart
     ok = runs.loc[(runs["status"] == "ok") & ~runs["contended"], "train_time_s"]
     assert sorted(times.loc[times["n"] == 1, "mean"]) == pytest.approx(sorted(ok))
     assert times["ci_low"].isna().all()  # one run each: no interval

@@ -8,7 +8,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from dlbench.analysis import frames, guidance, joint_grids, summary
+from dlbench.analysis import frames, groups, guidance, joint_grids, summary
 from dlbench.analysis import published as pub
 from dlbench.testing.study import make_runs, preset_matrix, small_runs
 
@@ -467,7 +467,7 @@ def test_the_summary_has_each_settings_interval_with_failed_and_contended_runs_a
     # records made before outside load was measured (no column) count as quiet: the fifth run is averaged in
     old = summary.summary_table(summary_runs().drop(columns=["contended"])).set_index(["batch_size", "metric"])
     assert old.loc[(32, "train_time_s"), "n"] == 4 and old.loc[(32, "train_time_s"), "n_contended"] == 0
-    assert frames.contended_count(frames.points(summary_runs())) == 1
+    assert groups.contended_count(frames.points(summary_runs())) == 1
     # every ok run (4 + 1) under outside load: the settings are still listed, with nothing averaged in
     busy = summary.summary_table(summary_runs().assign(contended=True))
     assert set(busy["n"]) == {0} and busy["n_contended"].sum() == 5 and busy["mean"].isna().all()

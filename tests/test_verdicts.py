@@ -11,7 +11,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from dlbench.analysis import frames, observations, published, stats, summary, verdicts
+from dlbench.analysis import frames, groups, observations, published, stats, summary, verdicts
 from dlbench.present import findings
 
 
@@ -46,17 +46,17 @@ def test_own_defaults_are_each_frameworks_default_point_not_its_sweeps():
     assert own["leader"] == "caffe" and own["state"] == "distinct"
     assert own["settings"] == {"caffe": 1, "tensorflow": 1}  # one setting each: the default point
     assert observations.observe_caffe_fastest_on_cpu(runs).verdict == verdicts.AGREES
-    defaults = frames.default_points(frames.points(runs))
+    defaults = groups.default_points(frames.points(runs))
     assert set(defaults.loc[defaults["framework"] == "tensorflow", "batch_size"]) == {50}  # the preset's
     # a sweep that leaves out the preset's value has no default point: no swept value stands in for it
-    assert frames.default_points(frames.points(runs[runs["batch_size"] > 50])).query("framework == 'tensorflow'").empty
+    assert groups.default_points(frames.points(runs[runs["batch_size"] > 50])).query("framework == 'tensorflow'").empty
 
 
 def test_a_full_factorial_without_a_default_has_no_default_point():
     rows = []
     for bs in (32, 128):  # neither is Caffe's own 64
         rows += seeds("caffe", 10.0 * bs / 32, 0.99, batch_size=bs)
-    assert frames.default_points(frames.points(pd.DataFrame(rows))).empty
+    assert groups.default_points(frames.points(pd.DataFrame(rows))).empty
 
 
 def test_frameworks_are_matched_on_threads_in_their_own_defaults():

@@ -133,7 +133,10 @@ def differences(a: pd.DataFrame, b: pd.DataFrame) -> list[tuple[str, str, str]]:
 def _summary(df: pd.DataFrame, metric: str) -> pd.DataFrame:
     """Per setting: finished runs of the metric (n, mean, variance), failed runs, contended runs."""
     ok = df["status"].eq("ok") & df[metric].notna()
-    finished = df[ok].groupby("setting")[metric].agg(n="count", mean="mean", var="var")
+    values = df[ok][metric].astype(float)
+    logs = np.log(values.where(values > 0))  # a time's interval is taken on its logarithm
+    finished = values.groupby(df[ok]["setting"]).agg(n="count", mean="mean", var="var").join(
+        logs.groupby(df[ok]["setting"]).agg(log_mean="mean", log_var="var"))
     every = df.assign(failed=df["status"].ne("ok")).groupby("setting").agg(failed=("failed", "sum"),
                                                                           contended=("contended", "sum"))
     return every.join(finished, how="left").fillna({"n": 0}).astype({"n": int, "contended": int})
@@ -159,7 +162,10 @@ def _tested(out: pd.DataFrame, margins: stats.Margins, alpha: float) -> pd.DataF
     on_log, on_diff = comparison_stats.log_ratio(*sides), comparison_stats.difference(*sides)
     estimate, se, df = (np.where(log, x, y) for x, y in zip(on_log, on_diff))
     why = comparison_stats.untestable(out["a_n"], out["b_n"], estimate, se)
-    test = comparison_stats.welch_test(estimate, se, df, margin, why, alpha)
+    # the change a test could have detected, at the level its adjusted p is read at for the smallest p among the
+    # family's tests (alpha / m): sized at alpha itself it would promise changes the adjusted verdict cannot find
+    family = max(int((why == "").sum()), 1)
+    test = comparison_stats.welch_test(estimate, se, df, margin, why, alpha / family)
     ratio_low, ratio_high = comparison_stats.interval(*on_log)  # every metric's ratio, for the chart
     testable = why == ""
     with np.errstate(invalid="ignore", divide="ignore"):
@@ -197,7 +203,13 @@ def compare(a: pd.DataFrame, b: pd.DataFrame, alpha: float = ALPHA,
         out[f"{side}_n"] = out[f"{side}_n"].fillna(0).astype(int)
         out[f"{side}_present"] = out[f"{side}_failed"].notna()
         low, high = comparison_stats.mean_interval(out[f"{side}_mean"], out[f"{side}_var"], out[f"{side}_n"])
-        out[f"{side}_ci_low"], out[f"{side}_ci_high"] = low, high
+        # times, rates, memory: on the log scale (means of 1, 1 and 5 s have no interval below zero)
+        log_low, log_high = comparison_stats.mean_interval(out[f"{side}_log_mean"], out[f"{side}_log_var"],
+                                                           out[f"{side}_n"])
+        on_log = out["metric"].map(lambda m: stats.scale_of(m) == "log").to_numpy(dtype=bool)
+        mean = out[f"{side}_mean"].to_numpy(dtype=float)
+        out[f"{side}_ci_low"] = np.where(on_log, np.fmin(np.exp(log_low), mean), low)
+        out[f"{side}_ci_high"] = np.where(on_log, np.fmax(np.exp(log_high), mean), high)
     out = out.join(_tested(out, margins or stats.Margins(), alpha))
     out["p_adjusted"] = stats.benjamini_hochberg(out["p_value"])
     out["contended"] = (out["a_contended"].fillna(0) + out["b_contended"].fillna(0)) > 0

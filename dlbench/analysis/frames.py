@@ -18,9 +18,8 @@ import numpy as np
 import pandas as pd
 
 from dlbench.analysis import stats
-from dlbench.datasets import catalog
+from dlbench.analysis.groups import in_studies_varying, ok_points, preset_points
 from dlbench.frameworks import registry
-from dlbench.study import presets
 
 FRAMEWORKS = registry.names()  # the order every chart and table lists frameworks in
 OWN_PRESET = {f.name: f.own_preset for f in registry.FRAMEWORKS.values()}
@@ -125,53 +124,6 @@ def points(runs: pd.DataFrame) -> pd.DataFrame:
     # The seed a point ran (the config's seed + its repeat), what pairs two settings' runs; else its repeat.
     df["seed"] = pd.to_numeric(df["seed"], errors="coerce").fillna(pd.to_numeric(df["repeat"], errors="coerce"))
     return df
-
-
-def ok_points(df: pd.DataFrame, *metrics: str, positive: bool = False) -> pd.DataFrame:
-    """The points a summary or a verdict counts: ok, timed without outside load (`contended` left out; see
-    contended_count), and with every one of `metrics` (positive ones, if asked)."""
-    keep = (df["status"] == "ok") & ~df["contended"]
-    for m in metrics:
-        keep &= df[m].notna()
-        if positive:
-            keep &= df[m] > 0
-    return df[keep]
-
-
-def contended_count(df: pd.DataFrame) -> int:
-    """How many ok points a summary left out because others loaded the machine while they trained."""
-    return int(((df["status"] == "ok") & df["contended"]).sum())
-
-
-def study_names(df: pd.DataFrame) -> pd.Series:
-    """Each point's sub-studies as a set (empty sets when the `studies` column is absent)."""
-    if "studies" not in df.columns:
-        return pd.Series([frozenset()] * len(df), index=df.index)
-    return df["studies"].apply(lambda s: frozenset(x.strip() for x in str(s).split(",") if x.strip())
-                               if isinstance(s, str) else frozenset())
-
-
-def in_studies_varying(df: pd.DataFrame, column: str) -> pd.DataFrame:
-    """The points of the sub-studies in which `column` varies, when the config has sub-studies.
-
-    A config of several sub-studies (the `studies` column) sweeps each axis in its own
-    sub-study around the others' defaults; mixing them would compare unlike points. A
-    sub-study varies `column` when it takes two or more values for one framework on one
-    dataset and device (the frameworks' own defaults differ from each other, which is no sweep).
-    Without sub-studies, or when no sub-study varies `column`, every point is kept.
-    """
-    names = study_names(df)
-    if names.map(len).sum() == 0:
-        return df
-    varying = set()
-    for study in set().union(*names):
-        members = df[names.map(lambda s, study=study: study in s)]
-        per_run = members.groupby(["framework", "dataset", "device"], dropna=False)[column].nunique(dropna=True)
-        if (per_run > 1).any():
-            varying.add(study)
-    if not varying:
-        return df
-    return df[names.map(lambda s: bool(s & varying))]
 
 
 def group_key(df: pd.DataFrame, exclude: set[str]) -> pd.Series:
@@ -341,23 +293,27 @@ def phase_spans(samples: pd.DataFrame) -> pd.DataFrame:
 
 
 def defaults_table(runs: pd.DataFrame) -> pd.DataFrame:
-    """Per framework x whose defaults x reading (x dataset x device): mean accuracy and train time of ok points,
-    failures. `reading` says how another framework's defaults were applied (own, settings, preset)."""
-    df = in_studies_varying(points(runs), "whose")
-    cols = ["framework", "dataset", "device", "whose", "reading", "is_own", "accuracy_pct", "train_time_s", "n_ok",
-            "n_failed"]
+    """Per framework x whose defaults x reading (x dataset x device), at each preset's own point
+    (groups.preset_points: a sweep run beside it is not pooled in): mean accuracy and train time of its counted
+    runs (ok, timed without outside load), `n_ok` of them, `n_contended` ok runs left out for outside load,
+    failures, and `settings` (the batch size and learning rate it ran). `reading` says how another framework's
+    defaults were applied (own, settings, preset)."""
+    df = preset_points(in_studies_varying(points(runs), "whose"))
+    cols = ["framework", "dataset", "device", "whose", "reading", "is_own", "settings", "accuracy_pct",
+            "train_time_s", "n_ok", "n_contended", "n_failed"]
     if df.empty:
         return pd.DataFrame(columns=cols)
-    df = df.assign(ok=df["status"] == "ok")
-    okd = df[df["ok"]]
+    df = df.assign(counted=(df["status"] == "ok") & ~df["contended"], busy=(df["status"] == "ok") & df["contended"],
+                   failed=df["status"] != "ok",
+                   settings=settings_label(df, {"whose", "reading", "length", "threads", "interop_threads",
+                                                "library"}))
     keys = ["framework", "dataset", "device", "whose", "reading"]
-    counts = df.groupby(keys, as_index=False).agg(n_ok=("ok", "sum"), n_all=("ok", "size"),
-                                                  is_own=("is_own", "max"))
-    means = okd.groupby(keys, as_index=False).agg(accuracy_pct=("accuracy_pct", "mean"),
-                                                  train_time_s=("train_time_s", "mean"))
-    table = counts.merge(means, on=keys, how="left")
-    table["n_failed"] = table["n_all"] - table["n_ok"]
-    return table[cols]
+    counts = df.groupby(keys, as_index=False).agg(n_ok=("counted", "sum"), n_contended=("busy", "sum"),
+                                                  n_failed=("failed", "sum"), is_own=("is_own", "max"),
+                                                  settings=("settings", "first"))
+    means = ok_points(df).groupby(keys, as_index=False).agg(accuracy_pct=("accuracy_pct", "mean"),
+                                                            train_time_s=("train_time_s", "mean"))
+    return counts.merge(means, on=keys, how="left")[cols]
 
 
 def sweep_table(runs: pd.DataFrame, param: str, metric: str) -> pd.DataFrame:
@@ -384,8 +340,11 @@ def sweep_table(runs: pd.DataFrame, param: str, metric: str) -> pd.DataFrame:
                                             "n": ("ok", "size"), "contended": ("busy", "sum"),
                                             "statuses": ("status", lambda s: ",".join(sorted(set(s) - {"ok"})))})
     agg["failed"] = agg["n"] - agg["n_ok"] - agg["contended"]
-    half = stats.half_width(agg["sd"].to_numpy(), agg["n_ok"].to_numpy())
-    agg["ci_low"], agg["ci_high"] = agg[metric] - half, agg[metric] + half
+    # each mean's interval on its metric's scale (a time's on the log scale, an accuracy's within 0-100 %)
+    counted = df[df["ok"]]
+    keys = ["framework", "dataset", "device", "group", "settings", param, "length_unit"]
+    ci = stats.scaled_intervals(counted["val"], [counted[k] for k in keys], stats.scale_of(metric))
+    agg = agg.merge(ci[["ci_low", "ci_high"]].rename_axis(keys).reset_index(), on=keys, how="left")
     sizes = agg.groupby("group")[param].transform("nunique")
     return agg[sizes > 1][cols].reset_index(drop=True)
 
@@ -470,78 +429,6 @@ def told(result: stats.Contrast | stats.Judgement, larger: str, smaller: str) ->
     if not result.told:
         return stats.INCONCLUSIVE
     return larger if result.estimate > 0 else smaller
-
-
-# What a framework's own defaults hold fixed: its hyper-parameters (one value each: the default point; the swept
-# ones first) and the machine's knobs (matched across frameworks: one comparison per combination the study ran).
-DEFAULT_HYPER = ["batch_size", "learning_rate", "length", "length_unit", "network", "optimizer", "momentum",
-                 "weight_decay"]
-DEFAULT_KNOBS = ["threads", "interop_threads", "library"]
-
-
-def default_points(df: pd.DataFrame, precision: str = "usual") -> pd.DataFrame:
-    """Each framework's own defaults: the points of its default setting, per dataset and device. df: points().
-
-    Own-preset points only (not another framework's preset, not a tuning grid's other cells); of those, the ones
-    at the default value of every hyper-parameter (DEFAULT_HYPER; _default_rows): a study sweeps one axis at a
-    time around the defaults, so that no swept value enters "own defaults". The machine's knobs
-    (DEFAULT_KNOBS) are kept as they ran: a comparison matches them across frameworks. Compile mode: the
-    framework's natural one. `precision`: "usual" (float32: like with like), or "study": the precision the study's
-    scripts ran the framework in (registry `study_precision`: Theano and Torch's CIFAR-10 in float64) where this
-    run has points at it, else float32; the `precision` column says which."""
-    own = df[df["is_own"] & (df["natural_compile"] | df["compile"].isna())]  # Caffe, Theano: no compile switch
-    if "tuning_grid" in own.columns and "tuning_is_default" in own.columns:
-        in_grid = own["tuning_grid"].notna() & ~own["tuning_is_default"].map(lambda v: v is True or v == 1)
-        own = own[~in_grid]
-    if own.empty:
-        return own
-    wanted = pd.Series("fp32", index=own.index, dtype=object)
-    if precision == "study":
-        family = own["dataset"].map(lambda d: _family(d))
-        wanted = pd.Series([registry.FRAMEWORKS[f].study_precision.get(fam, "fp32")
-                            if f in registry.FRAMEWORKS else "fp32" for f, fam in zip(own["framework"], family)],
-                           index=own.index, dtype=object)
-        has = own[own["precision"].fillna("fp32") == wanted]
-        ran = set(zip(has["framework"], has["dataset"], has["device"]))
-        at_study = [(f, d, v) in ran for f, d, v in zip(own["framework"], own["dataset"], own["device"])]
-        wanted = wanted.where(at_study, "fp32")
-    own = own[own["precision"].fillna("fp32") == wanted]
-    # by position: a frame put together from others may repeat index labels
-    kept = [rows[_default_rows(own.iloc[rows], _preset_values(framework, dataset))]
-            for (framework, dataset, _), rows in own.groupby(["framework", "dataset", "device"]).indices.items()]
-    return own.iloc[np.sort(np.concatenate(kept))] if kept else own.iloc[:0]
-
-
-def _preset_values(framework: str, dataset: str) -> dict:
-    """The framework's own preset's batch size and learning rate (what a sweep around its defaults holds)."""
-    try:
-        preset = presets.resolve("own", framework, dataset)
-    except (KeyError, ValueError):  # a framework or dataset without an own preset: the points alone decide
-        return {}
-    return {k: preset.get(k) for k in ("batch_size", "learning_rate") if preset.get(k) is not None}
-
-
-def _default_rows(g: pd.DataFrame, preferred: dict) -> np.ndarray:
-    """Which rows of one framework, dataset and device are at its default value of each hyper-parameter: the own
-    preset's where the points have it (a sweep around it), else the value most of them share (every sweep but the
-    axis' own runs at it; a config may set every point's length); none where two values tie: a study swept
-    without a default there."""
-    keep = np.ones(len(g), dtype=bool)
-    for axis in DEFAULT_HYPER:
-        values = g[axis].astype(object).where(g[axis].notna(), "-")[keep]
-        counts = values.value_counts()
-        if axis in preferred and preferred[axis] in set(values):
-            value = preferred[axis]
-        elif len(counts) == 1 or counts.iloc[0] > counts.iloc[1]:
-            value = counts.index[0]
-        else:
-            return np.zeros(len(g), dtype=bool)
-        keep[np.flatnonzero(keep)[(values != value).to_numpy()]] = False
-    return keep
-
-
-def _family(dataset: str) -> str:
-    return catalog.family(dataset) if dataset in catalog.INFO else dataset
 
 
 def _by_seed(df: pd.DataFrame, keys: list[str], metrics: tuple[str, ...]) -> dict:

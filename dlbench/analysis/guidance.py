@@ -12,15 +12,8 @@ import math
 import pandas as pd
 
 from dlbench.analysis import stats
-from dlbench.analysis.frames import (
-    AXIS_PAIRS,
-    by_seed,
-    group_key,
-    ok_points,
-    points,
-    settings_label,
-    time_to_accuracy_table,
-)
+from dlbench.analysis.frames import AXIS_PAIRS, by_seed, group_key, points, settings_label, time_to_accuracy_table
+from dlbench.analysis.groups import ok_points
 from dlbench.frameworks import registry
 
 

@@ -12,15 +12,8 @@ from dataclasses import dataclass
 import pandas as pd
 
 from dlbench.analysis import stats
-from dlbench.analysis.frames import (
-    NEAR_BEST_PP,
-    READINGS,
-    group_key,
-    in_studies_varying,
-    ok_points,
-    points,
-    settings_label,
-)
+from dlbench.analysis.frames import NEAR_BEST_PP, READINGS, group_key, points, settings_label
+from dlbench.analysis.groups import in_studies_varying, ok_points
 from dlbench.analysis.published import (
     CPU_FASTER,
     GPU_FASTER,
@@ -328,7 +321,7 @@ def _ends(g: pd.DataFrame, param: str, metric: str, margins: stats.Margins | Non
 def _holm(judgements: list[stats.Judgement]) -> list[stats.Judgement]:
     """The judgements of the sweeps an observation pools, each read at its Holm-corrected p: one of many sweeps
     told apart by chance is not evidence."""
-    return [j.reread(p) for j, p in zip(judgements, stats.holm([j.p for j in judgements]))]
+    return [j.reread(p, len(judgements)) for j, p in zip(judgements, stats.holm([j.p for j in judgements]))]
 
 
 def observe_batch_size(runs: pd.DataFrame, margins: stats.Margins | None = None) -> Verdict:

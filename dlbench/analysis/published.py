@@ -15,8 +15,9 @@ import numpy as np
 import pandas as pd
 
 from dlbench.analysis import stats
-from dlbench.analysis.frames import TIE, default_points, group_key, ok_points, points
+from dlbench.analysis.frames import TIE, group_key, points
 from dlbench.analysis.frames import told as tables_told
+from dlbench.analysis.groups import default_points, ok_points
 from dlbench.datasets import catalog
 from dlbench.frameworks import registry
 from dlbench.paths import PUBLISHED_CSV

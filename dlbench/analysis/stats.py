@@ -100,9 +100,25 @@ def _to_scale(a: np.ndarray, scale: str) -> np.ndarray | None:
         return np.log(a) if (a > 0).all() else None
     if scale in ("logit", "logit%"):
         top = 100.0 if scale == "logit%" else 1.0
-        p = np.clip(a / top, 1e-6, 1 - 1e-6)  # an accuracy of exactly 0 or 100 % has no logit
+        p = a / top
+        step = _boundary_step(p[np.isfinite(p)])
+        p = np.clip(p, step, 1 - step)  # an accuracy of exactly 0 or 100 % has no logit
         return np.log(p / (1 - p))
     return a
+
+
+def _boundary_step(p: np.ndarray) -> float:
+    """How far inside (0, 1) a fraction of exactly 0 or 1 is put before its logit is taken: half the finest step
+    the values themselves show (between two of them, or from a boundary), as a continuity correction does for a
+    count. A fixed tiny clip (1e-6) made one 100 % among 99.7 % runs stretch the interval down to 45 %."""
+    steps = []
+    inside = p[(p > 0) & (p < 1)]
+    if inside.size:
+        steps.append(float(np.minimum(inside, 1 - inside).min()))
+    gaps = np.diff(np.unique(p))
+    if gaps.size:
+        steps.append(float(gaps.min()))
+    return 0.5 * min(steps) if steps else 5e-4
 
 
 def _from_scale(x, scale: str):
@@ -363,6 +379,8 @@ class Judgement:
     log: bool
     larger_is_better: bool = True
     why: str = ""
+    se: float = math.nan  # the difference's standard error and degrees of freedom: what `detectable` is sized from
+    dof: float = math.nan
 
     @property
     def word(self) -> str:
@@ -382,9 +400,11 @@ class Judgement:
             return "larger" if self.estimate > 0 else "smaller"
         return word
 
-    def reread(self, p: float) -> Judgement:
-        """The same comparison read at a corrected p (Holm's, Benjamini-Hochberg's)."""
-        return replace(self, p=p)
+    def reread(self, p: float, family: int = 1) -> Judgement:
+        """The same comparison read at a corrected p (Holm's, Benjamini-Hochberg's) among `family` tests: the
+        detectable size is then the one at ALPHA / family (the strictest level a correction reads a test at), not
+        at the uncorrected ALPHA, which would promise more than the corrected verdict can find."""
+        return replace(self, p=p, detectable=detectable_size(self.se, self.dof, ALPHA / max(family, 1)))
 
     def size(self, unit: str = "", digits: int = 2) -> str:
         """A difference of this judgement's scale in words: "1.4x" (a ratio) or "0.8 points"."""
@@ -441,9 +461,16 @@ def judge(a: Mapping, b: Mapping, margin: float = math.nan, log: bool = False, l
     half = float(t_quantile(0.5 + confidence / 2, df)) * se
     tost = (max(float(t_sf((estimate + margin) / se, df)), float(t_sf((margin - estimate) / se, df)))
             if np.isfinite(margin) else math.nan)
-    detectable = float(t_quantile(1 - ALPHA / 2, df) + t_quantile(POWER, df)) * se
-    return Judgement(estimate, estimate - half, estimate + half, test, test.p, tost, detectable,
-                     margin, log, larger_is_better)
+    return Judgement(estimate, estimate - half, estimate + half, test, test.p, tost, detectable_size(se, df),
+                     margin, log, larger_is_better, se=se, dof=df)
+
+
+def detectable_size(se: float, df: float, alpha: float = ALPHA) -> float:
+    """The smallest true difference a two-sided t test at `alpha` finds with POWER, given the difference's
+    standard error and degrees of freedom (NaN where either is unknown)."""
+    if not (np.isfinite(se) and np.isfinite(df)):
+        return math.nan
+    return float(t_quantile(1 - alpha / 2, df) + t_quantile(POWER, df)) * se
 
 
 def judge_metric(a: Mapping, b: Mapping, metric: str, margins: Margins | None = None,
@@ -522,7 +549,7 @@ def leader(groups: Mapping[str, Mapping], larger_is_better: bool, metric: str | 
         return Leader(top, "alone", intervals, margin_text=margin_text)
     judged = [judge(clean[top], clean[g], margin, log, larger_is_better) for g in order[1:]]
     adjusted = holm([j.p for j in judged])
-    rivals = tuple(Rival(g, intervals[g]["mean"], intervals[g]["n"], j.reread(p), p)
+    rivals = tuple(Rival(g, intervals[g]["mean"], intervals[g]["n"], j.reread(p, len(judged)), p)
                    for g, j, p in zip(order[1:], judged, adjusted))
     words = {r.judgement.word for r in rivals}
     if UNTESTABLE in words:

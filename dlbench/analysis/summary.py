@@ -13,20 +13,26 @@ import pandas as pd
 
 from dlbench.analysis import stats
 from dlbench.analysis.frames import (
-    DEFAULT_KNOBS,
     FRAMEWORKS,
     NEAR_BEST_PP,
     PRESET_ORDER,
     READINGS,
     SETTINGS,
     TIE,
-    default_points,
     defaults_table,
     group_key,
-    in_studies_varying,
-    ok_points,
     points,
     settings_label,
+)
+from dlbench.analysis.groups import (
+    DEFAULT_KNOBS,
+    default_points,
+    images_trained,
+    in_studies_varying,
+    ok_points,
+    preset_points,
+    shared_seeds,
+    unequal_work,
 )
 from dlbench.frameworks import registry
 
@@ -114,14 +120,14 @@ def comparisons(runs: pd.DataFrame) -> list[tuple[str, str, str, pd.DataFrame]]:
     """The sets of points on which frameworks are compared, per dataset and device: each framework's own
     defaults (its default point, tables.default_points: no swept value; frameworks matched on the machine's
     knobs, "own defaults" for the combination most of them ran, "own defaults (1 threads)" for any other), and
-    each preset applied to several frameworks, per reading (that preset's owner on its own defaults beside the
-    others under it). Points: ok and uncontended."""
+    each preset applied to several frameworks at its own point (groups.preset_points), per reading (that preset's
+    owner on its own defaults beside the others under it). Points: ok and uncontended."""
     df = ok_points(points(runs))
     df = df.assign(pair_label=settings_label(df, {"whose", "reading"}))
     out = []
     for (dataset, device), g in df.groupby(["dataset", "device"]):
         out += [(dataset, device, what, own) for what, own in _own_defaults(default_points(g))]
-        for whose, w in g.groupby("whose"):
+        for whose, w in preset_points(g).groupby("whose"):  # each preset at its own point, not a sweep beside it
             for reading in ("settings", "preset"):
                 under = _shared(w[w["reading"].isin(["own", reading])])
                 if (under["reading"] == reading).any() and under["framework"].nunique() >= 2:
@@ -165,19 +171,37 @@ def framework_leaders(runs: pd.DataFrame, metric: str, margins: stats.Margins | 
     other one (stats.leader: paired by setting and seed where both ran the same ones, else Welch's t; Holm over
     the rivals; equivalent within `margins`). `result`: the stats.Leader; `settings`: how many settings each
     framework's runs span."""
-    cols = ["dataset", "device", "comparison", "metric", "frameworks", "leader", "state", "settings", "result"]
+    cols = ["dataset", "device", "comparison", "metric", "frameworks", "leader", "state", "settings", "result",
+            "work", "per_image"]
     rows = []
     for dataset, device, what, g in comparisons(runs):
         g = g[g[metric].notna()]
         if g["framework"].nunique() < 2:
             continue
-        groups = {fw: _values(f, metric) for fw, f in g.groupby("framework")}
-        result = stats.leader(groups, LARGER_IS_BETTER[metric], metric, margins)
+        values = {fw: _values(f, metric) for fw, f in g.groupby("framework")}
+        result = stats.leader(values, LARGER_IS_BETTER[metric], metric, margins)
         spans = {fw: int(f["pair_label"].nunique()) for fw, f in g.groupby("framework")}
+        work = unequal_work(g)
         rows.append({"dataset": dataset, "device": device, "comparison": what, "metric": metric,
-                     "frameworks": ", ".join(sorted(groups, key=_framework_order)), "leader": result.name,
-                     "state": result.state, "settings": spans, "result": result})
+                     "frameworks": ", ".join(sorted(values, key=_framework_order)), "leader": result.name,
+                     "state": result.state, "settings": spans, "result": result, "work": work,
+                     "per_image": _per_image_leader(g, metric, margins) if "images" in work else None})
     return pd.DataFrame(rows, columns=cols)
+
+
+PER_IMAGES = 1000  # a time per image is stated per 1,000 images trained (or tested)
+
+
+def _per_image_leader(g: pd.DataFrame, metric: str, margins: stats.Margins | None) -> stats.Leader | None:
+    """The leader on `metric` per 1,000 images trained, where the frameworks compared trained different numbers of
+    images (a training time only: an accuracy has no per-image reading)."""
+    if metric != "train_time_s":
+        return None
+    g = g.assign(per_image=g["train_time_s"] / images_trained(g) * PER_IMAGES).dropna(subset=["per_image"])
+    if g["framework"].nunique() < 2:
+        return None
+    values = {fw: _values(f, "per_image") for fw, f in g.groupby("framework")}
+    return stats.leader(values, False, "train_time_s", margins)
 
 
 def _framework_order(name: str) -> int:
@@ -208,14 +232,15 @@ def framework_effect(runs: pd.DataFrame, min_seeds: int = stats.MIN_RUNS,
     """Per setting that several frameworks ran with the same network, data and settings (a whole preset), each
     with `min_seeds` or more seeds: does the framework matter?
 
-    The test the design calls for (`test`): where every framework ran the same seeds, the seed is a block
-    (the two-way ANOVA with the seed as block for three or more frameworks, on log times; the paired t for two);
-    else the one-way ANOVA (Welch's t for two). `verdict`: "differ" (its p below ALPHA), "equivalent" (every
-    two frameworks equivalent within the margin: two one-sided tests each, all of which must pass),
-    "inconclusive", or "untestable". The one-way
-    ANOVA and Friedman's rank test are kept beside it (`anova`, `friedman`) for the reader."""
+    The test the design calls for (`test`): the seed is a block, over the seeds every framework ran (the two-way
+    ANOVA with the seed as block for three or more frameworks, on log times; the paired t for two); a seed some
+    framework lacks is left out of it (`seeds_left_out`: {framework: seeds}); only where fewer than `min_seeds`
+    seeds are shared, the one-way ANOVA (on log times; Welch's t for two). `verdict`: "differ" (its p below
+    ALPHA), "equivalent" (every two frameworks equivalent within the margin: two one-sided tests each, all of
+    which must pass), "inconclusive", or "untestable". The one-way ANOVA and Friedman's rank test are kept beside
+    it (`anova`, `friedman`) for the reader."""
     cols = ["dataset", "device", "settings", "network", "metric", "frameworks", "n_per_framework", "means",
-            "anova", "anova_p", "friedman", "friedman_p", "test", "test_p", "verdict", "closest"]
+            "anova", "anova_p", "friedman", "friedman_p", "test", "test_p", "verdict", "closest", "seeds_left_out"]
     df = ok_points(points(runs))
     if df.empty:
         return pd.DataFrame(columns=cols)
@@ -237,25 +262,28 @@ def framework_effect(runs: pd.DataFrame, min_seeds: int = stats.MIN_RUNS,
             values = {fw: f.dropna(subset=[metric]).drop_duplicates("seed").set_index("seed")[metric]
                       for fw, f in per.items()}
             order = sorted(values, key=_framework_order)
-            anova = stats.anova([values[fw].to_numpy() for fw in order])
-            seeds = set.intersection(*(set(v.index) for v in values.values()))
-            same = all(set(v.index) == seeds for v in values.values())
-            matrix = [[values[fw][s] for fw in order] for s in sorted(seeds)]
-            fried = (stats.friedman(matrix) if same
-                     else stats.Test("Friedman (seed as block)", why="the frameworks did not run the same seeds"))
-            # the blocked ANOVA of times on their logarithms: a framework's effect on time is a factor
-            blocked = (stats.blocked_anova(np.log(matrix) if metric == "train_time_s" else matrix) if same
-                       else stats.Test("two-way ANOVA (seed as block)", why="the frameworks did not run the same "
-                                                                          "seeds"))
-            test, verdict, closest = _effect_verdict({fw: values[fw].to_dict() for fw in order}, metric, same, anova,
-                                                     blocked, margins)
+            to_scale = np.log if metric == "train_time_s" else np.asarray  # a framework's effect on time: a factor
+            anova = stats.anova([to_scale(values[fw].to_numpy()) for fw in order])
+            # the blocked tests on the seeds every framework ran; one framework's missing seed leaves that seed
+            # out (and says so), not the blocking
+            seeds, left_out = shared_seeds(values)
+            blocks = len(seeds) >= min_seeds
+            matrix = [[values[fw][s] for fw in order] for s in seeds]
+            no_blocks = f"fewer than {min_seeds} seeds every framework ran"
+            fried = stats.friedman(matrix) if blocks else stats.Test("Friedman (seed as block)", why=no_blocks)
+            blocked = (stats.blocked_anova(to_scale(np.array(matrix))) if blocks
+                       else stats.Test("two-way ANOVA (seed as block)", why=no_blocks))
+            judged = ({fw: values[fw][seeds].to_dict() for fw in order} if blocks
+                      else {fw: values[fw].to_dict() for fw in order})
+            test, verdict, closest = _effect_verdict(judged, metric, blocks, anova, blocked, margins)
             first = g.iloc[0]
             rows.append({"dataset": first["dataset"], "device": first["device"], "settings": first["settings"],
                          "network": first["network"], "metric": metric, "frameworks": ", ".join(order),
                          "n_per_framework": ", ".join(f"{fw} {len(values[fw])}" for fw in order),
                          "means": {fw: stats.describe(values[fw], scale=stats.scale_of(metric)) for fw in order},
                          "anova": anova, "anova_p": anova.p, "friedman": fried, "friedman_p": fried.p, "test": test,
-                         "test_p": test.p, "verdict": verdict, "closest": closest})
+                         "test_p": test.p, "verdict": verdict, "closest": closest,
+                         "seeds_left_out": left_out if blocks else {}})
     return pd.DataFrame(rows, columns=cols)
 
 

@@ -12,7 +12,8 @@ import math
 
 import pandas as pd
 
-from dlbench.analysis.frames import FRAMEWORKS, points, study_names
+from dlbench.analysis.frames import FRAMEWORKS, points
+from dlbench.analysis.groups import study_names
 from dlbench.analysis.published import published_ratios
 from dlbench.analysis.summary import framework_effect, summary_table
 from dlbench.evidence.stamp import stamp

@@ -19,15 +19,8 @@ import pandas as pd
 
 from dlbench import atomic
 from dlbench.analysis import stats
-from dlbench.analysis.frames import (
-    AXIS_PAIRS,
-    NEAR_BEST_PP,
-    READING_TEXT,
-    READINGS,
-    axis_speedups,
-    contended_count,
-    points,
-)
+from dlbench.analysis.frames import AXIS_PAIRS, NEAR_BEST_PP, READING_TEXT, READINGS, axis_speedups, points
+from dlbench.analysis.groups import contended_count
 from dlbench.analysis.guidance import efficiency, fastest_configurations, knob_wins, time_to_target
 from dlbench.analysis.joint_grids import tuning_table
 from dlbench.analysis.observations import OBSERVATIONS, Verdict, observations  # noqa: F401 - Verdict: the findings' type

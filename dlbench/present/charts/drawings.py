@@ -23,7 +23,6 @@ from dlbench.analysis.frames import (
     STATUSES,
     axis_speedups,
     defaults_table,
-    ok_points,
     pareto_front,
     phase_spans,
     points,
@@ -36,6 +35,7 @@ from dlbench.analysis.frames import (
     thin,
     time_to_accuracy_table,
 )
+from dlbench.analysis.groups import ok_points
 from dlbench.analysis.joint_grids import TUNED, tuning_cells, tuning_table
 from dlbench.analysis.published import PUBLISHED_CSV, published_ratios, read_published
 from dlbench.analysis.summary import framework_means
