@@ -281,7 +281,7 @@ def test_provider_guidance_carries_its_numbers_or_says_what_is_missing():
     runs = runs.assign(throughput_img_s=[1000.0, 600.0], rss_peak_mb=[512.0, 2048.0], threads=[2, 1])
     lines = findings.provider_guidance(runs)
     assert lines[0].startswith("On mnist/cpu, the most training throughput per core (CPU thread allotted): "
-                               "tensorflow with tensorflow defaults")
+                               "tensorflow with own defaults")
     assert "600 img/s (600 img/s on 1 threads)" in lines[0]
     assert "the best of the others: caffe 500 img/s" in lines[0]
     assert "per GB of peak resident memory: caffe" in lines[1] and "2000 img/s (1000 img/s at 0.5 GB)" in lines[1]
@@ -313,10 +313,10 @@ def test_consumer_guidance_names_the_soonest_to_a_target():
     assert "cannot be said" in findings.consumer_guidance(runs, pd.DataFrame())[0]
     assert "caffe 2 s (a single run: no interval); tensorflow 8 s (a single run: no interval): not testable (fewer " \
         "than 3 runs on a side)" in lines[0]
-    # three seeds of each: caffe reaches 93 % in 1.95, 2.0, 2.05 s, tensorflow in 7.8, 8.0, 8.2 s: told apart
+    # three seeds of each: caffe reaches 93 % in 1.95, 2.0, 2.05 s, tensorflow in 7.7, 8.0, 8.3 s (times compared on their logarithms: a ratio that varies): told apart
     seeded = repeated(runs)
     curves3 = pd.concat([curves.assign(run_id=curves["run_id"] + f"-s{seed}", train_time_s=curves["train_time_s"] +
-                                       (seed - 2) * np.array([0.05, 0.1, 0.1, 0.2])) for seed in (1, 2, 3)])
+                                       (seed - 2) * np.array([0.05, 0.1, 0.1, 0.3])) for seed in (1, 2, 3)])
     line = findings.consumer_guidance(seeded, curves3)[0]
     assert "caffe 2 s [" in line and "caffe told apart from tensorflow (paired t by seed" in line
 

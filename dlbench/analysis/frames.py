@@ -161,8 +161,13 @@ def settings_label(df: pd.DataFrame, exclude: set[str]) -> pd.Series:
     def one(r) -> str:
         parts = []
         if "whose" not in exclude:
-            settings_only = r.get("reading") == "settings" and "reading" not in exclude
-            parts.append(f"{r['whose']} settings on own network" if settings_only else f"{r['whose']} defaults")
+            # "own defaults" for a framework's own preset: "pytorch with torch defaults" reads as another's
+            if r.get("reading") == "own":
+                parts.append("own defaults")
+            elif r.get("reading") == "settings" and "reading" not in exclude:
+                parts.append(f"{r['whose']}'s settings on own network")
+            else:
+                parts.append(f"{r['whose']}'s preset")
         if "batch_size" not in exclude and pd.notna(r["batch_size"]):
             parts.append(f"bs {r['batch_size']:g}")
         if "learning_rate" not in exclude and pd.notna(r["learning_rate"]):

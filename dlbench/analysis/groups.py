@@ -213,3 +213,14 @@ def shortened(df: pd.DataFrame) -> pd.Series:
     return pd.Series([bool(own) and one(f, d, length, unit, it) for f, d, length, unit, it, own in
                       zip(df["framework"], df["dataset"], df["length"], df["length_unit"], df["iterations_configured"],
                           df["is_own"])], index=df.index, dtype=bool)
+
+
+def shortened_lengths(g: pd.DataFrame) -> dict[str, str]:
+    """{framework: its preset's own length in words} for the frameworks whose own-defaults points in `g` ran
+    shortened (see shortened)."""
+    short = g[shortened(g)]
+    out = {}
+    for framework, dataset in short[["framework", "dataset"]].drop_duplicates().itertuples(index=False):
+        value, unit = preset_length(framework, dataset)
+        out[framework] = f"{value:,.0f} {unit}"
+    return out

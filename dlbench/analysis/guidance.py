@@ -63,13 +63,15 @@ def time_to_target(runs: pd.DataFrame, curves: pd.DataFrame | None, by: tuple[st
     its first test at or above the target (time_to_accuracy_table). One row per framework (per `by`
     configuration, e.g. framework, compile, precision): its soonest run, with the compile time it includes;
     `setting_by_seed`: {seed: time to the target} of every run of the soonest run's setting that reached it (the
-    repeats the tests compare: stats.leader).
+    repeats the tests compare: stats.leader); `runs_reaching` of its `runs`: that setting's runs. Only counted
+    runs (ok, timed without outside load) set the target or are timed to it.
     """
     by = list(by)
     cols = ["dataset", "device", "target_pct", *by, "run_id", "settings", "time_to_target_s", "compile_time_s",
             "threads", "whose", "iteration", "runs_reaching", "runs", "setting_by_seed"]
     table = time_to_accuracy_table(runs, curves)
-    table = table[table["status"] == "ok"]
+    counted = set(ok_points(points(runs))["run_id"])  # ok and timed without outside load: the target too
+    table = table[table["run_id"].isin(counted)]
     if table.empty:
         return pd.DataFrame(columns=cols)
     table = table.assign(**{c: table[c].astype(object).fillna("-") for c in by})
@@ -81,14 +83,15 @@ def time_to_target(runs: pd.DataFrame, curves: pd.DataFrame | None, by: tuple[st
             reached = f[f["accuracy_pct"] >= target - 1e-9].sort_values("train_time_s")
             first = reached.groupby("run_id", as_index=False).first().sort_values("train_time_s")
             soonest = first.iloc[0]
+            mine = first[first["settings"] == soonest["settings"]]  # the soonest setting's runs, not all of them
             rows.append({"dataset": dataset, "device": device, "target_pct": target,
                          **dict(zip(by, key if isinstance(key, tuple) else (key,))),
                          "run_id": soonest["run_id"], "settings": soonest["settings"],
                          "time_to_target_s": soonest["train_time_s"], "compile_time_s": soonest["compile_time_s"],
                          "threads": soonest["threads"], "whose": soonest["whose"], "iteration": soonest["iteration"],
-                         "runs_reaching": len(first), "runs": f["run_id"].nunique(),
-                         "setting_by_seed": by_seed(first.loc[first["settings"] == soonest["settings"],
-                                                              ["seed", "train_time_s"]].itertuples(index=False))})
+                         "runs_reaching": len(mine),
+                         "runs": f.loc[f["settings"] == soonest["settings"], "run_id"].nunique(),
+                         "setting_by_seed": by_seed(mine[["seed", "train_time_s"]].itertuples(index=False))})
     return pd.DataFrame(rows, columns=cols).sort_values(["dataset", "device", "time_to_target_s"], ignore_index=True)
 
 

@@ -36,8 +36,10 @@ from dlbench.analysis.verdicts import (
     judgement_text,
     leader_text,
     not_tested,
+    shortened_text,
     untestable,
     value,
+    work_text,
 )
 from dlbench.datasets import catalog
 
@@ -71,8 +73,10 @@ def _own_claim(runs: pd.DataFrame, metric: str, claimed: str, cpu_only: bool,
     order = {d: i for i, d in enumerate(MNIST_LIKE)}
     row = table.sort_values("dataset", key=lambda c: c.map(order)).iloc[0]
     what = "training time" if metric == "train_time_s" else "test accuracy"
+    notes = "".join(f". {text[0].upper()}{text[1:]}" for text in
+                    (work_text(row["work"], row["per_image"]), shortened_text(row["shortened"])) if text)
     return Verdict(claim(row["result"], claimed), f"{stand_in(row['dataset'])}, {row['device']}, own defaults, "
-                   f"{what} (mean [95 % interval]): {leader_text(row['result'], metric)}")
+                   f"{what} (mean [95 % interval]): {leader_text(row['result'], metric)}{notes}")
 
 
 def observe_caffe_fastest_on_cpu(runs: pd.DataFrame, margins: stats.Margins | None = None) -> Verdict:
@@ -349,7 +353,7 @@ def observe_batch_size(runs: pd.DataFrame, margins: stats.Margins | None = None)
                      f"({_change(tj, 'shorter', 'longer')}; {judgement_text(tj, ' s', 'Holm')}), accuracy "
                      f"{value(stats.describe(a0.values(), scale='logit%'), '%')} -> "
                      f"{value(stats.describe(a1.values(), scale='logit%'), '%')} "
-                     f"({_change(aj, 'higher', 'lower')}; {judgement_text(aj, ' points', 'Holm')})")
+                     f"({_change(aj, 'lower', 'higher')}; {judgement_text(aj, ' points', 'Holm')})")
     n = len(groups)
     time_change, acc_change = [j.direction for j in times], [j.direction for j in accs]
     faster, slower = time_change.count("smaller"), time_change.count("larger")

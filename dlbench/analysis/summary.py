@@ -32,6 +32,7 @@ from dlbench.analysis.groups import (
     ok_points,
     preset_points,
     shared_seeds,
+    shortened_lengths,
     unequal_work,
 )
 from dlbench.frameworks import registry
@@ -170,9 +171,11 @@ def framework_leaders(runs: pd.DataFrame, metric: str, margins: stats.Margins | 
     """Per comparison (see comparisons) and `metric`: the leading framework, and whether it is told from each
     other one (stats.leader: paired by setting and seed where both ran the same ones, else Welch's t; Holm over
     the rivals; equivalent within `margins`). `result`: the stats.Leader; `settings`: how many settings each
-    framework's runs span."""
+    framework's runs span; `work`: what the frameworks did not do alike (groups.unequal_work), `per_image`: the
+    leader per 1,000 images trained where they trained different numbers (training time only); `shortened`:
+    {framework: its preset's length} for own defaults run at another length."""
     cols = ["dataset", "device", "comparison", "metric", "frameworks", "leader", "state", "settings", "result",
-            "work", "per_image"]
+            "work", "per_image", "shortened"]
     rows = []
     for dataset, device, what, g in comparisons(runs):
         g = g[g[metric].notna()]
@@ -185,7 +188,8 @@ def framework_leaders(runs: pd.DataFrame, metric: str, margins: stats.Margins | 
         rows.append({"dataset": dataset, "device": device, "comparison": what, "metric": metric,
                      "frameworks": ", ".join(sorted(values, key=_framework_order)), "leader": result.name,
                      "state": result.state, "settings": spans, "result": result, "work": work,
-                     "per_image": _per_image_leader(g, metric, margins) if "images" in work else None})
+                     "per_image": _per_image_leader(g, metric, margins) if "images" in work else None,
+                     "shortened": shortened_lengths(g)})
     return pd.DataFrame(rows, columns=cols)
 
 
@@ -359,7 +363,7 @@ def carry_over(runs: pd.DataFrame, margins: stats.Margins | None = None) -> pd.D
             "accuracy_with_pct", "to_best_preset", "to_best_pct", "shortfall_pp", "carries_over", "told", "test"]
     table = defaults_table(runs)
     table = table[table["accuracy_pct"].notna() & table["whose"].isin(PRESET_ORDER)]
-    df = ok_points(in_studies_varying(points(runs), "whose"), "accuracy_pct")
+    df = ok_points(preset_points(in_studies_varying(points(runs), "whose")), "accuracy_pct")
     rows = []
     for (dataset, device), g in table.groupby(["dataset", "device"]):
         here = df[(df["dataset"] == dataset) & (df["device"] == device)]
@@ -434,7 +438,7 @@ def own_vs_cross(runs: pd.DataFrame, margins: stats.Margins | None = None) -> pd
             "own_is_best", "told", "test"]
     table = defaults_table(runs)
     table = table[table["accuracy_pct"].notna()]
-    df = ok_points(in_studies_varying(points(runs), "whose"), "accuracy_pct")
+    df = ok_points(preset_points(in_studies_varying(points(runs), "whose")), "accuracy_pct")
     rows = []
     for (framework, dataset, device), g in table.groupby(["framework", "dataset", "device"]):
         own = g[g["is_own"]]

@@ -143,3 +143,26 @@ def answered(verdict: str) -> bool:
 
 def half_width_text(half: float, unit: str) -> str:
     return "-" if half is None or (isinstance(half, float) and math.isnan(half)) else f"{half:.3g}{unit}"
+
+
+def work_text(work: dict, per_image: stats.Leader | None = None) -> str:
+    """What the frameworks compared did not do alike (groups.unequal_work), and the times per 1,000 images where
+    they trained different numbers of images: "" where their work was the same."""
+    parts = []
+    if "images" in work:
+        parts.append("unequal work: images trained " + ", ".join(f"{fw} {n:,.0f}" for fw, n in work["images"].items()))
+    if "length" in work:
+        parts.append("lengths " + ", ".join(f"{fw} {length}" for fw, length in work["length"].items()))
+    if per_image is not None:
+        parts.append("per 1,000 images trained: " + headline(per_image, "train_time_s", "the same work")
+                     .replace("**", ""))
+    return "; ".join(parts)
+
+
+def shortened_text(lengths: dict[str, str]) -> str:
+    """Own defaults judged at a length other than the presets' own ({framework: "its preset's 20,000
+    iterations"}): "" where none was."""
+    if not lengths:
+        return ""
+    return ("own defaults judged at a shortened length, not their presets' own: "
+            + ", ".join(f"{fw} (its preset: {length})" for fw, length in lengths.items()))

@@ -39,7 +39,17 @@ from dlbench.analysis.summary import (
     repeats_needed,
     top_throughput,
 )
-from dlbench.analysis.verdicts import UNITS, answered, headline, judgement_text, leader_text, state, value
+from dlbench.analysis.verdicts import (
+    UNITS,
+    answered,
+    headline,
+    judgement_text,
+    leader_text,
+    shortened_text,
+    state,
+    value,
+    work_text,
+)
 from dlbench.present import comparison, markdown
 from dlbench.present.charts import catalog
 
@@ -81,7 +91,8 @@ def provider_guidance(runs: pd.DataFrame) -> list[str]:
                     f"{top.settings}, {top[column]:.4g} img/s ({whole})")
             if len(best) > 1:
                 seeds = "per_core_by_seed" if column == "img_s_per_core" else "per_gb_by_seed"
-                result = stats.leader({r.framework: getattr(r, seeds) for r in best.itertuples()}, True)
+                result = stats.leader({r.framework: getattr(r, seeds) for r in best.itertuples()}, True,
+                                      "throughput_img_s")
                 line += (f"; each framework's best setting, mean [95 % interval]: "
                          f"{leader_text(result, 'throughput_img_s')}; the best of the others: " + "; ".join(
                              f"{r.framework} {getattr(r, column):.4g} img/s ({r.settings})"
@@ -116,11 +127,11 @@ def consumer_guidance(runs: pd.DataFrame, curves: pd.DataFrame | None) -> list[s
         line = (f"To reach {first.target_pct:.1f}% test accuracy on {dataset}/{device} (the best accuracy every "
                 f"framework here reached), the soonest was {first.framework} with {first.settings}: "
                 f"{first.time_to_target_s:.4g} s of training (test at iteration {first.iteration:g}; "
-                f"{first.runs_reaching} of its {first.runs} ok runs reached it)")
+                f"{first.runs_reaching} of that setting's {first.runs} counted runs reached it)")
         if len(g) > 1:
             line += "; then " + "; ".join(f"{r.framework} {r.time_to_target_s:.4g} s with {r.settings}"
                                            for r in g.iloc[1:].itertuples())
-            result = stats.leader({r.framework: r.setting_by_seed for r in g.itertuples()}, False)
+            result = stats.leader({r.framework: r.setting_by_seed for r in g.itertuples()}, False, "train_time_s")
             line += (". Each framework's soonest setting, mean time to the target over its runs that reached it "
                      f"[95 % interval]: {leader_text(result, 'train_time_s')}")
         else:
@@ -273,18 +284,25 @@ def _contended_line(df: pd.DataFrame, contended: int) -> str:
 def _leaders_section(runs: pd.DataFrame, published: pd.DataFrame | None, margins: stats.Margins) -> list[str]:
     out = ["## Fastest and most accurate framework", "",
            "Per dataset and device, among each framework's own defaults (its default point: no swept value; the "
-           "frameworks matched on threads and library) and among the frameworks that ran one preset: the leader, "
+           "frameworks matched on threads and library) and among the frameworks that ran one preset (at that "
+           "preset's own batch size and learning rate; a sweep beside it is not pooled in), over the runs timed "
+           "without outside load: the leader, "
            "its mean [95 % interval], and what a named test tells of it against each rival (paired by setting "
            "and seed where both ran the same ones, else Welch's t; Holm over the rivals): better, equivalent "
            f"within the margin ({margins.time_pct:g} % of time, {margins.accuracy_pp:g} "
            "points of accuracy; two one-sided tests), inconclusive (with the smallest difference the data could "
-           "have detected), or not testable (fewer than three runs a side, or no spread).", ""]
+           "have detected, at the level the corrected p is read at), or not testable (fewer than three runs a "
+           "side, or no spread). Where the frameworks trained different numbers of images, their times are also "
+           "compared per 1,000 images; where own defaults ran at a length other than their presets' own, it says "
+           "so.", ""]
     for metric in ("train_time_s", "accuracy_pct"):
         table = framework_leaders(runs, metric, margins)
         for r in table.itertuples():
             where = f"{r.dataset}/{r.device}" + ("" if r.comparison == "own defaults" else f", {r.comparison}")
             where += ", own defaults" if r.comparison == "own defaults" else ""
-            out.append(f"- {headline(r.result, metric, where)}. {leader_text(r.result, metric)}")
+            notes = "".join(f" {text[0].upper()}{text[1:]}." for text in
+                            (work_text(r.work, r.per_image), shortened_text(r.shortened)) if text)
+            out.append(f"- {headline(r.result, metric, where)}. {leader_text(r.result, metric)}.{notes}")
     if len(out) == 4:
         out.append("No dataset and device where two frameworks ran ok with the same defaults.")
     vs = leaders_vs_published(runs, published)
@@ -306,10 +324,11 @@ def _framework_effect_section(runs: pd.DataFrame, margins: stats.Margins) -> lis
         return out + ["Not tested in this run: no whole preset ran on two or more frameworks with three or more "
                       "seeds each (cross_apply: preset, repeats: 3).", ""]
     out += ["Where several frameworks trained the same network on the same data with the same settings, three "
-            "or more seeds each: the test the design calls for (the seed as block where every framework ran the "
-            "same seeds: the two-way ANOVA with the seed as block, times on their logarithms, or the paired t for "
-            "two; else the one-way ANOVA, or Welch's t), and equivalence where every two frameworks lie within the "
-            "margin (two one-sided tests each). Friedman's rank test is shown beside it.", ""]
+            "or more seeds each: the test the design calls for (the seed as block, over the seeds every framework "
+            "ran: the two-way ANOVA with the seed as block, times on their logarithms, or the paired t for two; a "
+            "seed one framework lacks is left out of it, and said; the one-way ANOVA, or Welch's t, only where "
+            "fewer than three seeds are shared), and equivalence where every two frameworks lie within the margin "
+            "(two one-sided tests each). Friedman's rank test is shown beside it.", ""]
     words = {"differ": "the frameworks differ", "equivalent": "the frameworks are equivalent within the margin",
              "inconclusive": "inconclusive", "untestable": "not testable"}
     for r in effect.itertuples():
@@ -323,8 +342,11 @@ def _framework_effect_section(runs: pd.DataFrame, margins: stats.Margins) -> lis
             detail = f" (the closest two: {judgement_text(r.closest, unit.strip() and unit)})"
         elif r.verdict == "equivalent":
             detail = f" ({r.closest.tost_text(unit)}, the widest pair)"
-        out.append(f"- {r.dataset}/{r.device}, {r.settings}, {what}: {means}. {tests}: **{words[r.verdict]}**"
-                   f"{detail}.")
+        left = "; ".join(f"{fw}'s seed(s) {', '.join(f'{s:g}' if isinstance(s, float) else str(s) for s in seeds)}"
+                         for fw, seeds in r.seeds_left_out.items())
+        blocked = f" (left out of the blocked test, which the other frameworks did not run: {left})" if left else ""
+        out.append(f"- {r.dataset}/{r.device}, {r.settings}, {what}: {means}. {tests}{blocked}: "
+                   f"**{words[r.verdict]}**{detail}.")
     return out + [""]
 
 
@@ -429,7 +451,8 @@ def render(runs: pd.DataFrame, curves: pd.DataFrame | None = None, published: pd
         out += ["Other frameworks' presets were applied as " + "; and as ".join(READING_TEXT[r] for r in readings)
                 + ".", ""]
     out += [md_table(cross, {"framework": "framework", "dataset": "dataset", "device": "device",
-                             "whose": "whose defaults", "reading": "applied as", "n_ok": "ok", "n_failed": "failed",
+                             "whose": "whose defaults", "reading": "applied as", "settings": "at",
+                             "n_ok": "counted", "n_contended": "under load (left out)", "n_failed": "failed",
                              "accuracy_pct": "accuracy (%)", "accuracy_change_pp": "vs own (points)",
                              "train_time_s": "train time (s)", "time_ratio_to_own": "time / own"})
             if not cross.empty else "Not tested: every framework ran with one preset only.", ""]
