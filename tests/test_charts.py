@@ -13,18 +13,26 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from dlbench.analysis import frames, joint_grids
+from dlbench.analysis import frames, groups, joint_grids
 from dlbench.analysis.published import published_ratios
 from dlbench.paths import ROOT
 from dlbench.present import findings
 from dlbench.present.charts import catalog, draw, drawings
-from dlbench.testing.study import make_curves, make_modern_runs, make_runs, make_samples, one_default, small_runs
+from dlbench.testing.study import (
+    make_curves,
+    make_modern_runs,
+    make_runs,
+    make_samples,
+    one_default,
+    small_runs,
+    with_preset_points,
+)
 
 
 @pytest.fixture(scope="module")
 def study():
     """The study's four frameworks, and the compile and precision axes of the three that have them."""
-    runs = pd.concat([make_runs(), make_modern_runs()], ignore_index=True)
+    runs = pd.concat([with_preset_points(make_runs()), make_modern_runs()], ignore_index=True)
     return runs, make_curves(runs), make_samples(runs)
 
 
@@ -83,6 +91,10 @@ def _with_pct(runs: pd.DataFrame) -> pd.DataFrame:
     return runs.assign(accuracy_pct=pd.to_numeric(runs["accuracy"], errors="coerce") * 100)
 
 
+def _at_presets(runs: pd.DataFrame) -> pd.DataFrame:
+    return groups.preset_points(frames.points(runs))
+
+
 def _ok(runs: pd.DataFrame, *metrics: str, positive: bool = False) -> pd.DataFrame:
     """The ok points with every one of `metrics` (positive ones, if asked): what a chart of points draws a dot for."""
     df = _with_pct(runs)
@@ -114,9 +126,11 @@ _A = ("accuracy_pct",)
 # samples) as they are is checked against the runs, curves and samples tables themselves; a chart of what
 # dlbench.analysis.frames computes from them (means, speed-ups, correlations), against that computation.
 DRAWS = {
-    "train_time_by_framework": (_T, lambda r, c, s, p: _ok(r, *_T, positive=True), ["run_id"]),
-    "test_time_by_framework": (("test_time_s",), lambda r, c, s, p: _ok(r, "test_time_s", positive=True), ["run_id"]),
-    "accuracy_by_framework": (_A, lambda r, c, s, p: _ok(r, *_A), ["run_id"]),
+    # per framework: the points of each preset at its own values (groups.preset_points), never a sweep beside it
+    "train_time_by_framework": (_T, lambda r, c, s, p: _ok(_at_presets(r), *_T, positive=True), ["run_id"]),
+    "test_time_by_framework": (("test_time_s",), lambda r, c, s, p: _ok(_at_presets(r), "test_time_s", positive=True),
+                               ["run_id"]),
+    "accuracy_by_framework": (_A, lambda r, c, s, p: _ok(_at_presets(r), *_A), ["run_id"]),
     "status_by_framework": (("n",), lambda r, c, s, p: r.groupby(["framework", "dataset", "device", "status"])
                             .size().rename("n").reset_index(), ["framework", "dataset", "device", "status"]),
     **{f"{what}_vs_{param}": (cols, lambda r, c, s, p, a=param, m=cols[0]: frames.sweep_table(r, a, m), None)
@@ -209,12 +223,14 @@ def test_every_chart_draws_and_saves_html_and_svg(study, name, tmp_path):
 
 
 def _per_point(metric: str, positive: bool):
-    """A chart per framework: a dot per ok point (layer 2) and a red mark per failed one (layer 4)."""
+    """A chart per framework: a dot per ok point of a preset at its own values (layer 2) and a red mark per failed
+    one (layer 4)."""
     def count(runs):
-        ok = _ok(runs, metric, positive=positive)
+        at = _at_presets(runs)
+        ok = _ok(at, metric, positive=positive)
         quiet = ~ok["contended"].astype(bool) if "contended" in ok else pd.Series(True, index=ok.index)
         return {"mark-symbol role-mark child_layer_2_marks": int(quiet.sum()),
-                "mark-symbol role-mark child_layer_4_marks": int((runs["status"] != "ok").sum())}
+                "mark-symbol role-mark child_layer_4_marks": int((at["status"] != "ok").sum())}
     return count
 
 
@@ -246,7 +262,7 @@ def test_a_chart_is_registered_once_and_everything_it_needs_is_there():
         assert catalog.subcategory(f"results/charts/{name}.svg") == catalog.subcategory(name) == c.subcategory
     # a drawing given another chart's arguments draws that other chart: the arguments are the registration's
     wrong = drawings.DRAWINGS["per_framework"](*registered["test_time_by_framework"].args)
-    assert "Testing time" in spec_title(wrong(make_runs()))
+    assert "Testing time" in spec_title(wrong(with_preset_points(make_runs())))
 
 
 def test_the_report_caption_of_each_chart_is_its_own():
@@ -291,7 +307,7 @@ def test_a_study_with_data_for_every_chart_draws_every_one(tmp_path):
 
 
 def test_a_study_without_gpu_points_or_a_threads_sweep_draws_neither_and_says_why(tmp_path):
-    runs = make_runs()
+    runs = with_preset_points(make_runs())
     runs = runs[(runs["device"] == "cpu") & (runs["threads"] == 1)].reset_index(drop=True)
     curves, samples = make_curves(runs), make_samples(runs)
     out = tmp_path / "charts"
@@ -357,7 +373,7 @@ def test_every_chart_survives_empty_tables(tmp_path):
 
 
 def test_the_defaults_matrices_say_which_reading_ran():
-    runs = make_runs()
+    runs = with_preset_points(make_runs())
     settings = runs.assign(cross_apply=["settings" if p == "caffe" and fw != "caffe" else None
                                         for p, fw in zip(runs.preset, runs.framework)])
     for name in ("defaults_matrix_accuracy", "defaults_matrix_train_time"):
@@ -422,7 +438,7 @@ def test_the_per_framework_bars_carry_their_interval_and_mark_contended_points()
     assert single["n_ok"] == 1 and single.get("ci_low") is None  # one run: no interval drawn
     busy = [r for r in data if r.get("layer") == "point" and r.get("contended")]
     assert [r["train_time_s"] for r in busy] == [40.0]
-    assert "1 point(s) timed under outside load" in json.dumps(chart.to_dict()["title"])
+    assert "1 run(s) timed under outside load" in json.dumps(chart.to_dict()["title"])
 
 
 def test_a_timeline_thinned_keeps_each_buckets_peak():
@@ -450,7 +466,9 @@ def test_the_speed_up_and_sweep_charts_draw_intervals_where_repeats_ran():
     assert table.loc[2, "speedup"] == pytest.approx(2.0) and table.loc[2, "speedup_low"] == pytest.approx(2 * (1 - rel))
     assert pd.isna(table.loc[1, "speedup_low"])
     sweep = frames.sweep_table(pd.DataFrame(rows), "threads", "train_time_s").set_index("threads")
-    assert sweep.loc[1, "ci_high"] == pytest.approx(10 + 4.302652729749462 * 1.0 / 3 ** 0.5)
+    logs = np.log([9.0, 10.0, 11.0])  # a time's interval: on its logarithm
+    high = np.exp(logs.mean() + 4.302652729749462 * logs.std(ddof=1) / 3 ** 0.5)
+    assert sweep.loc[1, "ci_high"] == pytest.approx(high)
 
 
 def test_a_charts_folder_without_an_index_says_how_to_draw_it_again(tmp_path):

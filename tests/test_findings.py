@@ -313,7 +313,8 @@ def test_consumer_guidance_names_the_soonest_to_a_target():
     assert "cannot be said" in findings.consumer_guidance(runs, pd.DataFrame())[0]
     assert "caffe 2 s (a single run: no interval); tensorflow 8 s (a single run: no interval): not testable (fewer " \
         "than 3 runs on a side)" in lines[0]
-    # three seeds of each: caffe reaches 93 % in 1.95, 2.0, 2.05 s, tensorflow in 7.7, 8.0, 8.3 s (times compared on their logarithms: a ratio that varies): told apart
+    # three seeds of each: caffe reaches 93 % in 1.95, 2.0, 2.05 s, tensorflow in 7.7, 8.0, 8.3 s (a ratio
+    # that varies: times are compared on their logarithms): told apart
     seeded = repeated(runs)
     curves3 = pd.concat([curves.assign(run_id=curves["run_id"] + f"-s{seed}", train_time_s=curves["train_time_s"] +
                                        (seed - 2) * np.array([0.05, 0.1, 0.1, 0.3])) for seed in (1, 2, 3)])

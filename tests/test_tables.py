@@ -79,18 +79,29 @@ def test_ratio_to_published():
     assert ("mnist", "tensorflow", "cpu") not in r.index
 
 
-def test_resource_correlations():
-    runs = pd.DataFrame({"run_id": list("abcd"), "framework": ["pytorch"] * 4, "dataset": ["digits"] * 4,
-                         "batch_size": [16, 32, 64, 128], "learning_rate": [0.1] * 4, "iterations": [40, 30, 20, 10],
-                         "status": ["ok"] * 4, "train_time_s": [1.0] * 4, "accuracy": [0.9] * 4,
-                         "cpu_util_mean_pct": [100.0, 150, 170, 190], "rss_peak_mb": [500.0, 400, 300, 200],
-                         "rss_mean_mb": [1.0, 3, 2, 4]})
-    c = frames.resource_correlations(runs).set_index(["resource", "hyper_parameter"])["r"]
+def test_resource_correlations_are_taken_where_one_hyper_parameter_varied_alone():
+    # a batch-size sweep at 20 iterations (a-d) and a length sweep at batch 16 (e, f, with a): each correlation
+    # reads its own sweep only
+    runs = pd.DataFrame({"run_id": list("abcdef"), "framework": ["pytorch"] * 6, "dataset": ["digits"] * 6,
+                         "batch_size": [16, 32, 64, 128, 16, 16], "learning_rate": [0.1] * 6,
+                         "iterations": [20, 20, 20, 20, 40, 80],
+                         "status": ["ok"] * 6, "train_time_s": [1.0] * 6, "accuracy": [0.9] * 6,
+                         "cpu_util_mean_pct": [100.0, 150, 170, 190, 90, 80], "rss_peak_mb": [500.0, 400, 300, 200,
+                                                                                             510, 520],
+                         "rss_mean_mb": [1.0, 3, 2, 4, 1, 1]})
+    table = frames.resource_correlations(runs).set_index(["resource", "hyper_parameter"])
+    c = table["r"]
     assert c[("cpu_util_mean_pct", "batch_size")] == pytest.approx(1.0)
     assert c[("rss_peak_mb", "batch_size")] == pytest.approx(-1.0)
     assert c[("rss_peak_mb", "iterations")] == pytest.approx(1.0)
+    assert c[("cpu_util_mean_pct", "iterations")] == pytest.approx(-1.0)  # not the batch sweep's +0.x across both
     assert c[("rss_mean_mb", "batch_size")] == pytest.approx(0.8)
+    assert table.loc[("rss_peak_mb", "batch_size"), "n"] == 4 and table.loc[("rss_peak_mb", "iterations"), "n"] == 3
     assert math.isnan(c[("cpu_util_mean_pct", "learning_rate")])  # constant: no correlation to speak of
+    # batch size and length changed together: confounded, so no correlation is claimed for either
+    both = runs.iloc[:4].assign(iterations=[40, 30, 20, 10])
+    confounded = frames.resource_correlations(both).set_index(["resource", "hyper_parameter"])["r"]
+    assert math.isnan(confounded[("cpu_util_mean_pct", "batch_size")])
 
 
 def test_phase_spans_are_contiguous():

@@ -248,35 +248,42 @@ def speedups(runs: pd.DataFrame) -> pd.DataFrame:
     return agg.reset_index(drop=True)[cols]
 
 
-def _rank(s: pd.Series) -> pd.Series:
-    return s.rank(method="average")
-
-
-def correlation(a: pd.Series, b: pd.Series, method: str = "spearman") -> float:
-    """Correlation of two columns over rows where both are present; NaN if fewer than 3 or one is constant."""
-    both = pd.concat([a, b], axis=1).dropna()
-    if len(both) < 3 or both.iloc[:, 0].nunique() < 2 or both.iloc[:, 1].nunique() < 2:
-        return float("nan")
-    x, y = both.iloc[:, 0].astype(float), both.iloc[:, 1].astype(float)
-    if method == "spearman":
-        x, y = _rank(x), _rank(y)
-    return float(np.corrcoef(x, y)[0, 1])
-
-
 def resource_correlations(runs: pd.DataFrame, method: str = "spearman") -> pd.DataFrame:
-    """Correlation of each resource column with each hyper-parameter, per framework and dataset (ok points)."""
+    """Correlation of each resource column with each hyper-parameter, per framework and dataset, over counted
+    points (ok, uncontended) of the settings groups in which that hyper-parameter varied alone (group_key: every
+    other setting fixed): across points that differ in several settings at once, a correlation would credit one
+    hyper-parameter with another's effect. Within-group: each group's values (ranks, for Spearman's) less the
+    group's mean, pooled over the groups; `n` the points, `groups` the groups; NaN where no group varied it."""
     df = ok_points(points(runs))
     df = df.assign(iterations=df["iterations_configured"])
     resources = [c for c in RESOURCES if c in runs.columns and df[c].notna().any()]
+    cols = ["framework", "dataset", "resource", "hyper_parameter", "r", "n", "groups"]
     rows = []
-    for (framework, dataset), g in df.groupby(["framework", "dataset"]):
-        for res in resources:
-            for hp in HYPER_PARAMETERS:
-                r = correlation(pd.to_numeric(g[res], errors="coerce"), pd.to_numeric(g[hp], errors="coerce"),
-                                method)
+    for hp in HYPER_PARAMETERS:
+        axis = "length" if hp == "iterations" else hp
+        varied = in_studies_varying(df, axis)
+        varied = varied.assign(group=group_key(varied, {axis, "length_unit"} if axis == "length" else {axis}))
+        for (framework, dataset), g in varied.groupby(["framework", "dataset"]):
+            alone = g[g.groupby("group")[hp].transform("nunique") >= 2]
+            for res in resources:
+                r, n, k = _within_groups(alone, res, hp, method)
                 rows.append({"framework": framework, "dataset": dataset, "resource": res, "hyper_parameter": hp,
-                             "r": r, "n": len(g)})
-    return pd.DataFrame(rows, columns=["framework", "dataset", "resource", "hyper_parameter", "r", "n"])
+                             "r": r, "n": n, "groups": k})
+    return pd.DataFrame(rows, columns=cols)
+
+
+def _within_groups(df: pd.DataFrame, a: str, b: str, method: str) -> tuple[float, int, int]:
+    """The pooled within-group correlation of columns a and b (each group's values, or ranks, centred on the
+    group's mean), the points and the groups it pooled."""
+    both = df[["group"]].assign(x=pd.to_numeric(df[a], errors="coerce"), y=pd.to_numeric(df[b], errors="coerce"))
+    both = both.dropna()
+    if method == "spearman":
+        both = both.assign(x=both.groupby("group")["x"].rank(), y=both.groupby("group")["y"].rank())
+    centred = both[["x", "y"]] - both.groupby("group")[["x", "y"]].transform("mean")
+    n, k = len(both), int(both["group"].nunique())
+    if n < 3 or (centred["x"] == 0).all() or (centred["y"] == 0).all():
+        return float("nan"), n, k
+    return float(np.corrcoef(centred["x"], centred["y"])[0, 1]), n, k
 
 
 def phase_spans(samples: pd.DataFrame) -> pd.DataFrame:

@@ -88,6 +88,42 @@ def one_default(runs: pd.DataFrame) -> pd.DataFrame:
     return runs[~own | default].reset_index(drop=True)
 
 
+def with_preset_points(runs: pd.DataFrame, seeds: tuple[int, ...] = (1, 2, 3)) -> pd.DataFrame:
+    """make_runs' points and, beside them, each preset's own point on each framework, dataset and device: the
+    preset's batch size and learning rate (dlbench/study/presets.yaml), 8 epochs, 1 thread, one run per seed, ok
+    but for one diverged, one oom and one timeout on digits' own defaults.
+    make_runs sweeps batch sizes and learning rates no preset has, so that none of its points is a preset's point
+    (groups.preset_points); the charts and tables drawn at presets' points need these."""
+    base = runs[(runs["epochs"] == 8) & (runs["threads"] == 1) & (runs["batch_size"] == 32)
+                & (runs["learning_rate"] == 0.01)].drop_duplicates(["framework", "dataset", "preset", "device"])
+    rows = []
+    for r in base.to_dict("records"):
+        family = "cifar10" if r["dataset"] == "cifar10" else "mnist"
+        whose = OWN[r["framework"]] if r["preset"] == "own" else r["preset"]
+        preset = presets.study_presets()[family][whose]
+        t = BASE_TIME[r["framework"]] * 8 * (1 + 32 / preset["batch_size"]) * (0.1 if r["device"] == "gpu" else 1)
+        t *= 3 if r["dataset"] == "cifar10" else 1
+        for seed in seeds:
+            run_id = f"{r['framework']}-{r['dataset']}-{r['preset']}-{r['device']}-at-preset-s{seed}"
+            rows.append({**r, "run_id": run_id,
+                         "batch_size": preset["batch_size"], "learning_rate": preset["learning_rate"],
+                         "iterations": 8 * 1000 // preset["batch_size"],
+                         "iterations_planned": 8 * 1000 // preset["batch_size"], "seed": seed, "repeat": seed - 1,
+                         "status": "ok", "reason": None, "train_time_s": t * (1 + 0.02 * (seed - 2)),
+                         "test_time_s": t / 20, "accuracy": 0.93 - 0.1 * (r["dataset"] == "cifar10") + 0.002 * seed,
+                         "throughput_img_s": 8000 / t, "tuning_grid": None, "tuning_is_default": None})
+    # and a failure of three kinds at a preset's point (a fourth seed), where the charts drawn there show them
+    failing = {("theano", "diverged"): "loss became nan at iteration 7", ("caffe", "oom"): "resident memory over the "
+               "1000 MB limit", ("tensorflow", "timeout"): "over the 60 s limit"}
+    for (framework, status), reason in failing.items():
+        first = next(r for r in rows if r["framework"] == framework and r["dataset"] == "digits"
+                     and r["preset"] == "own" and r["device"] == "cpu")
+        rows.append({**first, "run_id": first["run_id"].replace("-s1", f"-s{len(seeds) + 1}"), "seed": len(seeds) + 1,
+                     "status": status, "reason": reason, "train_time_s": np.nan, "test_time_s": np.nan,
+                     "accuracy": np.nan, "iterations": np.nan})
+    return pd.concat([runs, pd.DataFrame(rows)], ignore_index=True)
+
+
 # The compile and precision axes on the frameworks that have them: (speed-up of compiling, of bf16, compile time s).
 MODERN = {"pytorch": (1.3, 1.6, 25.0), "tensorflow": (0.7, 1.4, 3.0), "jax": (6.0, 0.8, 3.5)}
 

@@ -35,7 +35,7 @@ from dlbench.analysis.frames import (
     thin,
     time_to_accuracy_table,
 )
-from dlbench.analysis.groups import ok_points
+from dlbench.analysis.groups import ok_points, preset_points
 from dlbench.analysis.joint_grids import TUNED, tuning_cells, tuning_table
 from dlbench.analysis.published import PUBLISHED_CSV, published_ratios, read_published
 from dlbench.analysis.summary import framework_means
@@ -60,54 +60,71 @@ from dlbench.present.charts.pieces import (
 
 def per_framework(metric: str, label: str, log: bool):
     what = {"train_time_s": "Training time", "test_time_s": "Testing time", "accuracy_pct": "Test accuracy"}[metric]
-    title = f"{what} per framework, by dataset and device"
+    title = f"{what} per framework, at each framework's default point and each preset applied to it"
 
     def make(runs, curves=None, samples=None, published=None):
-        df = points(runs)
+        # The points of one setting each (groups.preset_points: a preset at its own values, never a sweep beside
+        # it), in a panel per setting: a mean that pooled settings would stand for none of them.
+        df = preset_points(points(runs))
         if df.empty:
-            raise NoData("no points")
+            raise NoData("no framework's default point")
         shown = (df["status"] == "ok") & df[metric].notna() & ((df[metric] > 0) if log else True)
         good = shown & ~df["contended"]  # what the means count; contended points are drawn, marked, apart
         failed = df["status"] != "ok"
         if not shown.any() and not failed.any():
             raise NoData(f"no point has a {what.lower()}")
-        bottom = (df.loc[shown, metric].min() / 2 if shown.any() else 1.0) if log else 0.0
-        # The bars: means over every ok, uncontended point with their 95 % interval (n >= 2); the dots and failed
-        # marks: every point, or a sample of them.
-        means = framework_means(df[good], metric).assign(layer="mean")
+        df = df.assign(defaults=settings_label(df, {"batch_size", "learning_rate", "length", "threads",
+                                                    "interop_threads", "library", "compile", "precision"}),
+                       where=df["dataset"] + "/" + df["device"])
+        lo, hi = (df.loc[shown, metric].min(), df.loc[shown, metric].max()) if shown.any() else (1.0, 1.0)
+        # failed points sit just below the lowest ok one: the scale shows the points, not the way down to zero
+        bottom = lo / 1.5 if log else max(0.0, lo - max(0.5, 0.1 * (hi - lo)))
+        means = _setting_means(df[good], metric).assign(layer="mean")
         dots = df[shown & drawn(df[shown], MAX_MARKS)]
         bad_rows = df[failed & drawn(df[failed], MAX_MARKS // 4)]
-        data = pd.concat([slim(dots, [metric, "peak_fraction", "contended"]).assign(layer="point"),
-                          slim(bad_rows, [metric, "peak_fraction"]).assign(layer="failed"), means],
+        extra = ["defaults", "where", "peak_fraction"]
+        data = pd.concat([slim(dots, [metric, "contended", *extra]).assign(layer="point"),
+                          slim(bad_rows, [metric, *extra]).assign(layer="failed"), means],
                          ignore_index=True).assign(failed_at=bottom)
-        scale = alt.Scale(type="log") if log else alt.Scale(zero=True, domain=[0, 100])
+        scale = alt.Scale(type="log", nice=False) if log else alt.Scale(zero=False, nice=False)
+        colour = framework_color(data)
         base = alt.Chart().encode(x=alt.X("framework:N", title=None, sort=FRAMEWORKS, axis=alt.Axis(labelAngle=0)))
-        bars = base.transform_filter("datum.layer == 'mean'").mark_bar(opacity=0.4, width={"band": 0.7}).encode(
-            y=alt.Y(f"{metric}:Q", title=label, scale=scale), color=framework_color(),
-            tooltip=[alt.Tooltip("framework:N"), alt.Tooltip(f"{metric}:Q", format=".4g", title="mean"),
+        ticks = base.transform_filter("datum.layer == 'mean'").mark_tick(thickness=3, size=34).encode(
+            y=alt.Y(f"{metric}:Q", title=label, scale=scale), color=colour,
+            tooltip=[alt.Tooltip("framework:N"), alt.Tooltip("defaults:N"),
+                     alt.Tooltip(f"{metric}:Q", format=".4g", title="mean"),
                      alt.Tooltip("ci_low:Q", format=".4g", title="95 % interval from"),
-                     alt.Tooltip("ci_high:Q", format=".4g", title="to"), alt.Tooltip("n_ok:Q", title="ok points")])
+                     alt.Tooltip("ci_high:Q", format=".4g", title="to"), alt.Tooltip("n_ok:Q", title="counted runs")])
         whiskers = base.transform_filter("datum.layer == 'mean' && datum.n_ok >= 2").mark_rule(
             color="black", strokeWidth=1.5).encode(y=alt.Y("ci_low:Q", scale=scale), y2="ci_high:Q")
         points_ = base.transform_filter("datum.layer == 'point' && !datum.contended").mark_circle(
-            size=45, opacity=0.9).encode(y=alt.Y(f"{metric}:Q", scale=scale), color=framework_color(),
-                                         tooltip=tooltip_columns(dots, metric, "peak_fraction"))
+            size=45, opacity=1).encode(y=alt.Y(f"{metric}:Q", scale=scale), color=colour,
+                                       xOffset=alt.XOffset("run_id:N"),
+                                       tooltip=tooltip_columns(dots, metric, "peak_fraction"))
         busy = base.transform_filter("datum.layer == 'point' && datum.contended").mark_point(
             size=70, shape="diamond", filled=False, strokeWidth=2, color=CONTENDED_COLOR).encode(
             y=alt.Y(f"{metric}:Q", scale=scale), tooltip=tooltip_columns(dots, metric, "contended"))
         bad = base.transform_filter("datum.layer == 'failed'").mark_point(
             color="red", size=110, filled=False, strokeWidth=2).encode(
             y=alt.Y("failed_at:Q", scale=scale), shape=failed_shape(bad_rows), tooltip=tooltip_columns(bad_rows))
-        chart = alt.layer(bars, whiskers, points_, busy, bad, data=data).properties(width=200, height=200)
+        chart = alt.layer(ticks, whiskers, points_, busy, bad, data=data).properties(width=400, height=240)
         n_busy = int((shown & df["contended"]).sum())
-        return faceted(chart, data).properties(title=titled(
-            title, "bar: mean of ok points, black line: its 95 % Student-t interval (two or more points); dots: each "
-                   f"ok point; {'log scale; ' if log else ''}red hollow marks at the bottom: failed points (shape = "
-                   "status)", *([f"orange diamonds: {n_busy} point(s) timed under outside load, left out of the "
-                                 "means"] if n_busy else []),
-            *sample_note(len(dots), int(good.sum()), "ok points (dots)", "the bars are means of all"),
+        return faceted(chart, data, row="where", column="defaults").properties(title=titled(
+            title, "tick: mean of the counted runs (ok, timed without outside load), black line: its 95 % Student-t "
+                   f"interval (two or more runs); dots: each ok run; {'log scale; ' if log else ''}red hollow "
+                   "marks at the bottom: failed runs (shape = status); one panel per setting",
+            *([f"orange diamonds: {n_busy} run(s) timed under outside load, left out of the means"]
+              if n_busy else []),
+            *sample_note(len(dots), int(good.sum()), "ok points (dots)", "the ticks are means of all"),
             *sample_note(len(bad_rows), int(failed.sum()), "failed points (red marks)")))
     return make
+
+
+def _setting_means(counted: pd.DataFrame, metric: str) -> pd.DataFrame:
+    """framework_means per setting panel: the mean of each framework under each setting, with its interval."""
+    parts = [framework_means(g, metric).assign(defaults=defaults, where=where)
+             for (defaults, where), g in counted.groupby(["defaults", "where"])]
+    return pd.concat(parts, ignore_index=True) if parts else pd.DataFrame()
 
 
 _AXIS_TITLES = {"batch_size": "batch size", "learning_rate": "learning rate", "length": "training length",
@@ -141,18 +158,18 @@ def against(param: str, metric: str, label: str, log_x: bool, log_y: bool):
         tip = ["framework", "settings", param, alt.Tooltip(f"{metric}:Q", format=".4g"), "n_ok", "failed",
                "statuses"]
         line = alt.Chart().transform_filter("datum.good").mark_line(point=True).encode(
-            x=x, y=alt.Y(f"{metric}:Q", title=label, scale=y_scale), color=framework_color(), detail="group:N",
+            x=x, y=alt.Y(f"{metric}:Q", title=label, scale=y_scale), color=framework_color(data), detail="group:N",
             tooltip=tip + [alt.Tooltip("ci_low:Q", format=".4g"), alt.Tooltip("ci_high:Q", format=".4g"),
                            "contended"])
         bars = alt.Chart().transform_filter("datum.good && datum.n_ok >= 2").mark_rule(strokeWidth=1.5).encode(
-            x=x, y=alt.Y("ci_low:Q", scale=y_scale), y2="ci_high:Q", color=framework_color(), detail="group:N")
+            x=x, y=alt.Y("ci_low:Q", scale=y_scale), y2="ci_high:Q", color=framework_color(data), detail="group:N")
         busy = alt.Chart().transform_filter("datum.contended > 0").mark_point(
             shape="diamond", size=90, filled=False, strokeWidth=2, color=CONTENDED_COLOR).encode(
             x=x, y=alt.Y(f"{metric}:Q", scale=y_scale), tooltip=tip + ["contended"])
         bad = alt.Chart().transform_filter("datum.failed > 0").mark_point(
             color="red", size=110, filled=False, strokeWidth=2, shape="cross").encode(
             x=x, y=alt.Y("failed_at:Q", scale=y_scale), tooltip=tip)
-        chart = alt.layer(line, bars, busy, bad, data=data).properties(width=260, height=200)
+        chart = alt.layer(line, bars, busy, bad, data=data).properties(width=400, height=200)
         return faceted(chart, data).properties(title=titled(
             title, "one line per framework and fixed other settings (hover: which); mean over repeats of ok points, "
                    "with its 95 % interval where two or more ran",
@@ -275,12 +292,12 @@ def speedup_chart(runs, curves=None, samples=None, published=None):
     tip = ["framework", "settings", "threads", alt.Tooltip("train_time_s:Q", format=".4g"),
            alt.Tooltip("speedup:Q", format=".3g"), "base_threads"]
     lines = alt.Chart().mark_line(point=True).encode(
-        x=x, y=alt.Y("speedup:Q", title="speed-up over the fewest threads"), color=framework_color(), detail="group:N",
-        tooltip=tip)
+        x=x, y=alt.Y("speedup:Q", title="speed-up over the fewest threads"), color=framework_color(table),
+        detail="group:N", tooltip=tip)
     ideal = alt.Chart().mark_line(strokeDash=[4, 4], color="gray").encode(x=x, y="ideal:Q", detail="group:N")
     bars = alt.Chart().transform_filter("isValid(datum.speedup_low)").mark_rule(strokeWidth=1.5).encode(
-        x=x, y="speedup_low:Q", y2="speedup_high:Q", color=framework_color(), detail="group:N")
-    chart = alt.layer(ideal, lines, bars, data=table).properties(width=260, height=220)
+        x=x, y="speedup_low:Q", y2="speedup_high:Q", color=framework_color(table), detail="group:N")
+    chart = alt.layer(ideal, lines, bars, data=table).properties(width=400, height=220)
     return faceted(chart, table).properties(title=titled(
         title, "speed-up = training time at the group's fewest threads / time at this many (same other settings)",
         "dashed grey: linear (ideal) speed-up; vertical lines: approximate 95 % interval of the ratio where both "
@@ -334,21 +351,23 @@ def correlation_chart(runs, curves=None, samples=None, published=None):
     title = "Correlation of resource use with hyper-parameters (Spearman), per framework"
     table = resource_correlations(runs)
     if table.empty or table["r"].notna().sum() == 0:
-        raise NoData("fewer than 3 ok points of a framework with a varying hyper-parameter")
+        raise NoData("no hyper-parameter varied alone over 3 or more ok points of a framework")
     table["label"] = table["r"].map(lambda r: f"{r:+.2f}" if pd.notna(r) else "n/a")
     x = alt.X("hyper_parameter:N", title="hyper-parameter", sort=HYPER_PARAMETERS)
     y = alt.Y("resource:N", title="resource", sort=RESOURCES)
     cells = alt.Chart().mark_rect().encode(
         x=x, y=y, color=alt.Color("r:Q", scale=alt.Scale(scheme="redblue", domain=[-1, 1], reverse=True),
                                   title="Spearman r"),
-        tooltip=["framework", "dataset", "resource", "hyper_parameter", alt.Tooltip("r:Q", format=".3f"), "n"])
+        tooltip=["framework", "dataset", "resource", "hyper_parameter", alt.Tooltip("r:Q", format=".3f"), "n",
+                 alt.Tooltip("groups:Q", title="settings groups")])
     blank = alt.Chart().transform_filter("!isValid(datum.r)").mark_rect(color="#eeeeee").encode(x=x, y=y)
     text = alt.Chart().mark_text(fontSize=11).encode(x=x, y=y, text="label:N")
-    chart = alt.layer(cells, blank, text, data=table).properties(width=210, height=24 * table["resource"].nunique())
+    chart = alt.layer(cells, blank, text, data=table).properties(width=400, height=24 * table["resource"].nunique())
     return chart.facet(column=alt.Column("framework:N", title="framework"),
                        row=alt.Row("dataset:N", title="dataset")).properties(title=titled(
-        title, "rank correlation over a framework's ok points on one dataset; +1: more of the hyper-parameter, "
-               "more of the resource; n/a: the hyper-parameter (or resource) did not vary"))
+        title, "rank correlation within the settings groups in which the hyper-parameter varied alone (every other "
+               "setting fixed), over a framework's counted points on one dataset; +1: more of the hyper-parameter, "
+               "more of the resource; n/a: the hyper-parameter (or resource) did not vary alone"))
 
 
 def time_to_accuracy(runs, curves=None, samples=None, published=None):
@@ -361,11 +380,12 @@ def time_to_accuracy(runs, curves=None, samples=None, published=None):
     note = [n.replace(" lines", " runs with test evaluations") for n in note]
     x = alt.X("train_time_s:Q", title="compile + cumulative training time (s, log)", scale=alt.Scale(type="log"))
     line = alt.Chart().mark_line(point=True, opacity=0.8).encode(
-        x=x, y=alt.Y("accuracy_pct:Q", title="test accuracy (%)", scale=alt.Scale(zero=False)), color=framework_color(),
+        x=x, y=alt.Y("accuracy_pct:Q", title="test accuracy (%)", scale=alt.Scale(zero=False)),
+        color=framework_color(table),
         detail="run_id:N", strokeDash=alt.StrokeDash("status:N", title="status"),
         tooltip=["framework", "settings", "status", "iteration", alt.Tooltip("train_time_s:Q", format=".3g"),
                  alt.Tooltip("compile_time_s:Q", format=".3g"), alt.Tooltip("accuracy_pct:Q", format=".2f")])
-    chart = alt.layer(line, data=table).properties(width=300, height=220)
+    chart = alt.layer(line, data=table).properties(width=400, height=220)
     return faceted(chart, table).properties(title=titled(
         title, "one line per run, one dot per test evaluation; the run reached the accuracy after that much "
                "training time, its compile phase (where it has one) included", *note))
@@ -390,13 +410,13 @@ def pareto_chart(runs, curves=None, samples=None, published=None):
     y = alt.Y("accuracy_pct:Q", title="test accuracy (%)", scale=alt.Scale(zero=False))
     tip = ["framework", "settings", alt.Tooltip("train_time_s:Q", format=".4g"),
            alt.Tooltip("accuracy_pct:Q", format=".2f"), "front"]
-    pts = alt.Chart().mark_circle(size=50, opacity=0.45).encode(x=x, y=y, color=framework_color(), tooltip=tip)
+    pts = alt.Chart().mark_circle(size=50, opacity=0.45).encode(x=x, y=y, color=framework_color(data), tooltip=tip)
     line = alt.Chart().transform_filter("datum.front").mark_line(
         interpolate="step-after", color="black", strokeWidth=1.5).encode(x=x, y=y, order="train_time_s:Q")
     front = alt.Chart().transform_filter("datum.front").mark_point(
-        size=130, filled=True, stroke="black", strokeWidth=1.5, opacity=1).encode(x=x, y=y, color=framework_color(),
+        size=130, filled=True, stroke="black", strokeWidth=1.5, opacity=1).encode(x=x, y=y, color=framework_color(data),
                                                                                    tooltip=tip)
-    chart = alt.layer(pts, line, front, data=data).properties(width=300, height=240)
+    chart = alt.layer(pts, line, front, data=data).properties(width=420, height=240)
     return faceted(chart, data).properties(title=titled(
         title, "every ok point; outlined and joined: the front (no other point is both faster and more accurate)",
         *note))
@@ -421,25 +441,25 @@ def published_chart(runs, curves=None, samples=None, published=None):
     ratio_scale = alt.Scale(type="log")
     stick = alt.Chart().mark_rule(strokeWidth=3).encode(
         x=x, y=alt.Y("one:Q", scale=ratio_scale, title="train time: this run / published (log)"),
-        y2="train_time_ratio:Q", color=framework_color())
+        y2="train_time_ratio:Q", color=framework_color(table))
     head = alt.Chart().mark_circle(size=90, opacity=1).encode(
-        x=x, y=alt.Y("train_time_ratio:Q", scale=ratio_scale), color=framework_color(), tooltip=tip)
+        x=x, y=alt.Y("train_time_ratio:Q", scale=ratio_scale), color=framework_color(table), tooltip=tip)
     ratio_text = alt.Chart().mark_text(dx=18, fontSize=10, align="left").encode(
         x=x, y=alt.Y("train_time_ratio:Q", scale=ratio_scale), text="ratio_label:N")
     one = alt.Chart().mark_rule(color="gray", strokeDash=[4, 4]).encode(y=alt.datum(1))
     data = table.assign(one=1.0)
-    ratio = faceted(alt.layer(one, stick, head, ratio_text, data=data).properties(width=200, height=180), data,
+    ratio = faceted(alt.layer(one, stick, head, ratio_text, data=data).properties(width=400, height=180), data,
                    column="dataset_label")
     bars = alt.Chart().mark_bar(width={"band": 0.6}).encode(
-        x=x, y=alt.Y("accuracy_diff_pp:Q", title="accuracy: this run - published (points)"), color=framework_color(),
-        tooltip=tip)
+        x=x, y=alt.Y("accuracy_diff_pp:Q", title="accuracy: this run - published (points)"),
+        color=framework_color(data), tooltip=tip)
     diff_text = alt.layer(
         alt.Chart().transform_filter("datum.accuracy_diff_pp >= 0").mark_text(dy=-7, fontSize=10).encode(
             x=x, y="accuracy_diff_pp:Q", text="diff_label:N"),
         alt.Chart().transform_filter("datum.accuracy_diff_pp < 0").mark_text(dy=8, fontSize=10).encode(
             x=x, y="accuracy_diff_pp:Q", text="diff_label:N"))
     zero = alt.Chart().mark_rule(color="gray").encode(y=alt.datum(0))
-    diff = faceted(alt.layer(bars, zero, diff_text, data=data).properties(width=200, height=180), data,
+    diff = faceted(alt.layer(bars, zero, diff_text, data=data).properties(width=400, height=180), data,
                   column="dataset_label")
     mapped = sorted({d for d, p in zip(table["dataset"], table["published_dataset"]) if d != p})
     note = (f"{', '.join(mapped)} compared with the published MNIST row (a different dataset). " if mapped else "")
@@ -476,9 +496,9 @@ def axis_speedup(axis: str):
         scale = alt.Scale(type="log")
         stick = alt.Chart().mark_rule(strokeWidth=3, opacity=0.6).encode(
             x=x, xOffset=offset, y=alt.Y("one:Q", scale=scale, title=f"speed-up: {other} / {base} (log)"),
-            y2="speedup:Q", color=framework_color())
+            y2="speedup:Q", color=framework_color(table))
         head = alt.Chart().mark_point(size=80, filled=True, opacity=1).encode(
-            x=x, xOffset=offset, y=alt.Y("speedup:Q", scale=scale), color=framework_color(),
+            x=x, xOffset=offset, y=alt.Y("speedup:Q", scale=scale), color=framework_color(table),
             shape=alt.Shape("with:N", title=rest), tooltip=tip)
         # the 95 % interval of the speed-up where both sides ran twice or more (a thin black whisker)
         whisker = alt.Chart().transform_filter("isValid(datum.speedup_low)").mark_rule(
@@ -487,14 +507,15 @@ def axis_speedup(axis: str):
         text = alt.Chart().mark_text(dy=-9, fontSize=8).encode(
             x=x, xOffset=offset, y=alt.Y("speedup:Q", scale=scale), text="speedup_label:N")
         one = alt.Chart().mark_rule(color="gray", strokeDash=[4, 4]).encode(y=alt.datum(1))
-        top = faceted(alt.layer(one, stick, whisker, head, text, data=table).properties(width=260, height=200), table)
+        top = faceted(alt.layer(one, stick, whisker, head, text, data=table).properties(width=400, height=200), table)
         bars = alt.Chart().mark_bar().encode(
-            x=x, xOffset=offset, y=alt.Y("accuracy_change_pp:Q", title=f"accuracy: {other} - {base} (points)"),
-            color=framework_color(), tooltip=tip)
+            x=x, xOffset=offset,
+            y=alt.Y("accuracy_change_pp:Q", title=f"accuracy: {other} - {base} (points)", stack=None),
+            color=framework_color(table), tooltip=tip)
         change_bars = alt.Chart().transform_filter("isValid(datum.change_low)").mark_rule(
             strokeWidth=1.2, color="black").encode(x=x, xOffset=offset, y="change_low:Q", y2="change_high:Q")
         zero = alt.Chart().mark_rule(color="gray").encode(y=alt.datum(0))
-        bottom = faceted(alt.layer(bars, change_bars, zero, data=table).properties(width=260, height=140), table)
+        bottom = faceted(alt.layer(bars, change_bars, zero, data=table).properties(width=400, height=140), table)
         note = ("the compile phase is apart (hover: compile_time_s); time to accuracy counts it"
                 if axis == "compile" else "bf16: bfloat16 compute on float32 master weights")
         return alt.vconcat(top, bottom).properties(title=titled(

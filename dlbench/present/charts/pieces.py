@@ -32,8 +32,16 @@ PHASE_COLORS = alt.Scale(domain=PHASES, range=["#d9d9d9", "#c6dbef", "#fdd0a2", 
 
 
 
-def framework_color():
-    return alt.Color("framework:N", scale=FRAMEWORK_COLORS, title="framework")
+def framework_color(data: pd.DataFrame | None = None):
+    """Colour by framework, the same colour for a framework in every chart; given the chart's data, the legend
+    lists only the frameworks in it (a study without JAX shows no JAX)."""
+    if data is None or "framework" not in data.columns:
+        return alt.Color("framework:N", scale=FRAMEWORK_COLORS, title="framework")
+    present = set(data["framework"].dropna())
+    order = [f for f in FRAMEWORKS if f in present] + sorted(present - set(FRAMEWORKS))
+    colours = dict(zip(FRAMEWORK_COLORS.domain, FRAMEWORK_COLORS.range))
+    return alt.Color("framework:N", title="framework",
+                     scale=alt.Scale(domain=order, range=[colours.get(f, "#7f7f7f") for f in order]))
 
 
 def failed_shape(df: pd.DataFrame):
@@ -70,10 +78,12 @@ def no_data(title: str, why: str = "") -> alt.Chart:
 
 
 def faceted(chart, df: pd.DataFrame, row: str | None = "device", column: str | None = "dataset"):
+    """`chart` in a panel per value of `row` and `column`; a facet with one value is left out (its header would
+    only repeat the subtitle), and a chart with none is drawn as it is."""
     kw = {}
-    if row and row in df.columns:
-        kw["row"] = alt.Row(f"{row}:N", title=row)
-    if column and column in df.columns:
+    if row and row in df.columns and df[row].nunique() > 1:
+        kw["row"] = alt.Row(f"{row}:N", title=row.replace("_label", ""))
+    if column and column in df.columns and df[column].nunique() > 1:
         kw["column"] = alt.Column(f"{column}:N", title=column.replace("_label", ""))
     return chart.facet(**kw) if kw else chart
 
