@@ -60,8 +60,9 @@ def main(argv: list[str] | None = None) -> int:
             g = c.median([r["achieved_gflops"] for r in recs])
             build = json.loads(recs[0]["build_json"] or "{}")
             path = recs[0]["library_in_effect"] or "-"
-            if build.get("memory_format"):
-                path += f", {build['memory_format']}"
+            layout = recs[0].get("memory_format_in_effect") or build.get("memory_format")  # older records: build
+            if layout:
+                path += f", {layout}"
             rows.append({"threads": t, "framework": fw, "library": library, "path in effect": path,
                          "img/s": c.median([r["throughput_img_s"] for r in recs]), "GFLOP/s": g,
                          "GEMM peak GFLOP/s": p, "of peak": f"{100 * g / p:.1f}%",

@@ -272,3 +272,20 @@ def test_fp64_trains_in_float64_and_says_so(train, framework):
     assert fp32["precision_in_effect"].startswith("float32")
     assert fp64["test_loss"] != fp32["test_loss"]
     assert abs(fp64["test_loss"] - fp32["test_loss"]) < 1e-2 * fp32["test_loss"]
+
+
+@pytest.mark.slow
+def test_pytorch_trains_in_its_own_layout_by_default_and_channels_last_only_when_asked(train):
+    """A PyTorch user's weights are contiguous (NCHW), so dlbench's default point's are too; `memory_format:
+    channels_last` reaches the model (read from its weights), and a default point's id names no layout."""
+    sweep = dict(iterations=20, batch_size=32, threads=1)
+    default, opted = train("pytorch", "caffe", **sweep), train("pytorch", "caffe", memory_format="channels_last",
+                                                               **sweep)
+    for r in (default, opted):
+        assert r["status"] == "ok", r.get("log_tail")
+    assert (default["memory_format"], default["memory_format_in_effect"]) == ("contiguous", "contiguous")
+    assert (opted["memory_format"], opted["memory_format_in_effect"]) == ("channels_last", "channels_last")
+    assert "channels_last" not in default["id"] and "contiguous" not in default["id"]
+    assert "channels_last" in opted["id"]
+    # the same arithmetic in another layout: the losses agree to float32 rounding, and differ (it did run)
+    assert abs(opted["test_loss"] - default["test_loss"]) < 1e-3 * default["test_loss"]

@@ -210,6 +210,16 @@ def test_compile_and_precision_are_refused_in_one_line_where_a_framework_has_no_
     assert "\n" not in msg
 
 
+def test_memory_format_is_pytorchs_alone_and_refused_in_one_line_elsewhere():
+    cfg = validate({**BASE, "sweep": {"memory_format": ["contiguous", "channels_last"]}})
+    assert cfg["sweep"]["memory_format"] == ["contiguous", "channels_last"]
+    msg = error_of({**BASE, "frameworks": ["pytorch", "tensorflow"], "sweep": {"memory_format": ["contiguous"]}})
+    assert msg == ("sweep.memory_format: tensorflow cannot honour 'contiguous' (it accepts: none; leave the key out "
+                   "for it); sweep it in a sub-study (`studies:`) of the frameworks that accept it")
+    assert error_of({**BASE, "sweep": {"memory_format": ["nhwc"]}}).startswith(
+        "sweep.memory_format.0: 'nhwc' is not allowed")
+
+
 def test_fp64_is_an_axis_value_of_theano_pytorch_and_tensorflow_and_refused_in_one_line_elsewhere():
     cfg = validate({**BASE, "frameworks": ["theano", "pytorch", "tensorflow"], "sweep": {"precision": ["fp64"]}})
     assert cfg["sweep"]["precision"] == ["fp64"]

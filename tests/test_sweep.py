@@ -219,6 +219,20 @@ def test_compile_and_precision_enter_the_point_only_where_they_change_what_runs(
     assert len(points) == len({p["id"] for p in points}) == 12
 
 
+def test_pytorchs_own_layout_is_the_point_as_it_was_and_channels_last_another_point():
+    """`memory_format: contiguous` (what a PyTorch user gets) leaves the point as it was; channels_last is a point of
+    its own whose id says so, and the record's facts say the layout either way (None for a framework without it)."""
+    from dlbench.study import point_facts
+
+    plain = one("pytorch", "caffe", sweep={"iterations": [10]})
+    assert one("pytorch", "caffe", sweep={"iterations": [10], "memory_format": ["contiguous"]}) == plain
+    assert "memory_format" not in plain and point_facts.derive(plain).memory_format == "contiguous"
+    opted = one("pytorch", "caffe", sweep={"iterations": [10], "memory_format": ["channels_last"]})
+    assert opted["memory_format"] == "channels_last" and "-t1-channels_last-r0-" in opted["id"]
+    assert point_facts.derive(opted).memory_format == "channels_last"
+    assert point_facts.derive(one("tensorflow", "caffe", sweep={"iterations": [10]})).memory_format is None
+
+
 def test_a_frameworks_thread_knob_is_set_from_the_point():
     """XLA's CPU pool (JAX) and inductor's compile workers (PyTorch) take the point's threads; no GPU for CPU points."""
     jax = runner.trainer_env(one("jax", "caffe", sweep={"iterations": [10], "threads": [2]}))

@@ -410,6 +410,31 @@ def test_the_speed_up_of_each_switch_is_taken_with_everything_else_the_same():
     assert frames.axis_speedups(make_runs(), "compile").empty  # the study's frameworks never switch
 
 
+def test_pytorchs_memory_layout_is_a_switch_whose_speed_up_is_taken_and_whose_old_records_say_channels_last():
+    """PyTorch's points in both layouts: channels_last's speed-up over contiguous, everything else the same; a record
+    made before the axis (no `memory_format`, its build saying channels_last) reads as what it ran."""
+    runs = modern_runs()
+    torch = runs[runs["framework"] == "pytorch"]
+    opted = torch.assign(memory_format="channels_last", run_id=torch["run_id"] + "-cl",
+                         throughput_img_s=torch["throughput_img_s"] * 1.4)
+    both = pd.concat([runs, opted], ignore_index=True)
+    layout = frames.axis_speedups(both, "memory_format").set_index(["framework", "threads", "with"])
+    assert set(layout.index.get_level_values("framework")) == {"pytorch"}
+    assert layout.loc[("pytorch", 1, "eager, fp32"), "speedup"] == pytest.approx(1.4)
+    assert len(layout) == len(torch)  # every PyTorch point has its channels-last twin
+    # compiling's speed-up is taken in each layout apart: the two layouts' points are never averaged together
+    compiled = frames.axis_speedups(both, "compile")
+    alone = frames.axis_speedups(runs, "compile")
+    assert (compiled["framework"] == "pytorch").sum() == 2 * (alone["framework"] == "pytorch").sum()
+    old = torch.assign(memory_format=None, build_json='{"memory_format": "channels_last", "mkldnn": true}')
+    pts = frames.points(pd.concat([old, runs[runs["framework"] != "pytorch"]], ignore_index=True))
+    assert set(pts.loc[pts["framework"] == "pytorch", "memory_format"]) == {"channels_last"}
+    assert pts.loc[pts["framework"] != "pytorch", "memory_format"].isna().all()
+    labels = frames.settings_label(pts, set())
+    assert labels[pts["framework"] == "pytorch"].str.endswith("channels last").all()
+    assert not labels[pts["framework"] != "pytorch"].str.contains("channels").any()
+
+
 def test_the_fastest_configuration_to_a_target_includes_its_compile_time():
     runs = modern_runs()
     curves = pd.DataFrame([{"run_id": r.run_id, "kind": "test", "iteration": 469, "train_time_s": r.train_time_s,

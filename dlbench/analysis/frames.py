@@ -12,6 +12,7 @@ puts them into words.
 
 from __future__ import annotations
 
+import json
 import math
 
 import numpy as np
@@ -52,13 +53,14 @@ RUN_COLUMNS = ["run_id", "framework", "dataset", "preset", "network", "optimizer
                "cpu_util_mean_pct", "rss_peak_mb", "rss_mean_mb", "gpu_util_mean_pct", "gpu_mem_peak_mb",
                "gpu_power_mean_w", "threads_in_effect", "interop_threads_in_effect", "library_in_effect", "studies",
                "tuning_grid", "tuning_is_default", "compile", "precision", "compile_time_s", "peak_fraction_fp32",
-               "seed", "contended", "host_cpu_other_pct_mean", "host_load_start"]
+               "seed", "contended", "host_cpu_other_pct_mean", "host_load_start", "memory_format", "build_json"]
 # What makes two points the same settings, apart from the axis being compared (repeats are averaged).
 SETTINGS = ["framework", "dataset", "whose", "reading", "network", "optimizer", "momentum", "weight_decay",
             "learning_rate", "batch_size", "length", "length_unit", "device", "threads", "interop_threads", "library",
-            "compile", "precision"]
-# The compile and precision axes: the value each is compared against (its baseline) and the other one.
-AXIS_PAIRS = {"compile": ("eager", "compiled"), "precision": ("fp32", "bf16")}
+            "compile", "precision", "memory_format"]
+# The switch axes: the value each is compared against (its baseline) and the other one.
+AXIS_PAIRS = {"compile": ("eager", "compiled"), "precision": ("fp32", "bf16"),
+              "memory_format": ("contiguous", "channels_last")}
 
 
 def by_seed(pairs) -> dict:
@@ -111,7 +113,10 @@ def points(runs: pd.DataFrame) -> pd.DataFrame:
         df[col] = pd.to_numeric(df[col], errors="coerce")
     for col in ("network", "optimizer", "library", "device"):
         df[col] = df[col].astype(object).fillna("-" if col != "device" else "cpu")
-    # Records made before the compile and precision axes ran as their framework always runs (its natural value).
+    # PyTorch's records made before the memory_format axis say the layout they ran in their build (channels last).
+    df["memory_format"] = df["memory_format"].astype(object).where(df["memory_format"].notna(),
+                                                                   df["build_json"].map(_built_layout))
+    # Records made before the other axes ran as their framework always runs (its natural value).
     for axis in AXIS_PAIRS:
         natural = df["framework"].map(lambda f, a=axis: registry.FRAMEWORKS[f].natural.get(a)
                                       if f in registry.FRAMEWORKS else None)
@@ -130,7 +135,20 @@ def group_key(df: pd.DataFrame, exclude: set[str]) -> pd.Series:
     cols = [c for c in SETTINGS if c not in exclude]
     if not len(df):
         return pd.Series([], dtype=str)
-    return _per_distinct(df, cols, lambda u: _joined(u.astype(object).where(u.notna(), "-").astype(str)))
+    return _per_distinct(df, cols, lambda u: _joined(_dashed(_opt_ins_only(u))))
+
+
+def _dashed(u: pd.DataFrame) -> pd.DataFrame:
+    return u.astype(object).where(u.notna(), "-").astype(str)
+
+
+def _opt_ins_only(u: pd.DataFrame) -> pd.DataFrame:
+    """The settings with PyTorch's default layout read as no switch: a contiguous PyTorch point and a framework
+    without the switch, each in its users' own layout, are alike (the framework effect compares them)."""
+    if "memory_format" not in u.columns:
+        return u
+    layout = u["memory_format"]
+    return u.assign(memory_format=layout.where(layout != AXIS_PAIRS["memory_format"][0]))
 
 
 def _joined(text: pd.DataFrame) -> pd.Series:
@@ -184,13 +202,25 @@ def settings_label(df: pd.DataFrame, exclude: set[str]) -> pd.Series:
             parts.append(str(r["compile"]))
         if "precision" not in exclude and isinstance(r.get("precision"), str) and r["precision"] != "fp32":
             parts.append(r["precision"])  # bf16 or fp64: never the label of its float32 twin
+        if "memory_format" not in exclude and r.get("memory_format") == "channels_last":
+            parts.append("channels last")  # an opt-in layout: never the label of its default twin
         return ", ".join(parts)
     if not len(df):
         return pd.Series([], dtype=str)
     used = ["whose", "reading", "batch_size", "learning_rate", "length", "length_unit", "threads", "interop_threads",
-            "library", "compile", "natural_compile", "precision"]
+            "library", "compile", "natural_compile", "precision", "memory_format"]
     return _per_distinct(df, used, lambda rows: pd.Series([one(r) for r in rows.to_dict("records")], index=rows.index,
                                                           dtype=object))
+
+
+def _built_layout(build_json) -> str | None:
+    """The memory layout an old record's build says it ran in (`memory_format`), or None."""
+    if not isinstance(build_json, str):
+        return None
+    try:
+        return json.loads(build_json).get("memory_format")
+    except (ValueError, AttributeError):
+        return None
 
 
 def pareto_front(df: pd.DataFrame, x: str = "train_time_s", y: str = "accuracy") -> pd.Series:
@@ -476,9 +506,10 @@ def axis_speedups(runs: pd.DataFrame, axis: str, margins: stats.Margins | None =
     df = df[df[axis].isin([base, other])]
     if df.empty:
         return pd.DataFrame(columns=cols)
-    rest = "precision" if axis == "compile" else "compile"
+    # `with`: the other switches' values (the memory layout only where it is itself compared)
+    rest = {"compile": ["precision"], "precision": ["compile"], "memory_format": ["compile", "precision"]}[axis]
     df = df.assign(group=group_key(df, {axis}), settings=settings_label(df, {axis, "compile", "precision"}),
-                   **{"with": df[rest].astype(object).fillna("-")})
+                   **{"with": df[rest].astype(object).fillna("-").astype(str).agg(", ".join, axis=1)})
     agg = df.groupby(["group", axis], as_index=False).agg(
         framework=("framework", "first"), dataset=("dataset", "first"), device=("device", "first"),
         whose=("whose", "first"), threads=("threads", "first"), settings=("settings", "first"),

@@ -1,10 +1,11 @@
 """PyTorch: an nn.Module built from the spec and a tight training loop.
 
-On the CPU with oneDNN (mkldnn) on, a convolutional network's weights are laid out channels last
-(torch.channels_last): oneDNN's convolutions and pooling then run without reordering between
-layers, about 1.5x faster for LeNet on one core than the default layout (bench/adapter_speed.py,
-docs/performance.md). The data stay NCHW: the first convolution takes them as they are, and
-Flatten gives the dense layers the same order as in NCHW, so the arithmetic is the network's.
+The weights keep PyTorch's default layout (contiguous, NCHW), as a PyTorch user gets them.
+`memory_format: channels_last` lays the network's 4-d weights out channels last (torch.channels_last), an
+opt-in under which oneDNN's convolutions and pooling run without reordering between layers (about 1.45x the
+throughput for LeNet on the CPU: bench/adapter_speed.py, docs/performance.md). The data stay NCHW: the first
+convolution takes them as they are, and Flatten gives the dense layers the same order as in NCHW, so the
+arithmetic is the network's. A network without 4-d weights has nothing to lay out: it runs contiguous.
 
 A sparse convolution (a conv with a connection table) is a Conv2d whose weight is multiplied by the
 table's 0/1 mask in every forward pass. The unconnected weights start at 0 and, the product
@@ -220,6 +221,16 @@ def blas_info() -> str:
     return "unknown"
 
 
+def memory_format_of(model: nn.Module) -> str:
+    """The layout of a module's 4-d weights, read from them: channels_last or contiguous (also where it has none)."""
+    weights = [t for t in model.parameters() if t.dim() == 4]
+    # a 1x1 kernel's weight is both at once: it is channels last only beside one that tells the layouts apart
+    if (weights and all(t.is_contiguous(memory_format=torch.channels_last) for t in weights)
+            and not all(t.is_contiguous() for t in weights)):
+        return "channels_last"
+    return "contiguous"
+
+
 class TorchAdapter(SteppedAdapter):
     @staticmethod
     def versions() -> dict:
@@ -232,6 +243,7 @@ class TorchAdapter(SteppedAdapter):
         self.compiled = point.get("compile") == "compiled"
         self.bf16 = point.get("precision") == "bf16"
         self.dtype = torch.float64 if point.get("precision") == "fp64" else torch.float32
+        self.channels_last = point.get("memory_format") == "channels_last"  # an opt-in: never by default
         torch.manual_seed(point["seed"])
         torch.set_num_threads(point["threads"])
         if point.get("library") == "no_onednn":
@@ -244,14 +256,6 @@ class TorchAdapter(SteppedAdapter):
         else:
             self.device = torch.device("cpu")
 
-    def load(self):
-        loaded = super().load()
-        # Channels last pays off only where oneDNN runs the convolutions (with mkldnn off, PyTorch's own
-        # kernels are a little slower in it), and only for image inputs.
-        self.channels_last = (self.device.type == "cpu" and len(self.inputs.shape) == 3
-                              and torch.backends.mkldnn.enabled and torch.backends.mkldnn.is_available())
-        return loaded
-
     def info(self) -> Info:
         gpu = torch.cuda.get_device_name(0) if self.device.type == "cuda" else None
         return {
@@ -261,8 +265,7 @@ class TorchAdapter(SteppedAdapter):
             "blas": blas_info(),
             "build": {"mkldnn": torch.backends.mkldnn.is_available(), "mkl": torch.backends.mkl.is_available(),
                       "openmp": torch.backends.openmp.is_available(), "cuda": torch.version.cuda,
-                      "cudnn": torch.backends.cudnn.version() if torch.backends.cudnn.is_available() else None,
-                      "memory_format": "channels_last" if self.channels_last else "contiguous"},
+                      "cudnn": torch.backends.cudnn.version() if torch.backends.cudnn.is_available() else None},
             "threads_in_effect": torch.get_num_threads(),
             "interop_threads_in_effect": torch.get_num_interop_threads(),
             "library_in_effect": "mkldnn" if torch.backends.mkldnn.enabled and torch.backends.mkldnn.is_available()
@@ -296,6 +299,7 @@ class TorchAdapter(SteppedAdapter):
         self.model = model.to(self.device, self.dtype)
         if self.channels_last:
             self.model = self.model.to(memory_format=torch.channels_last)
+        self.reporter.emit("info", memory_format_in_effect=memory_format_of(self.model))  # as built, before training
         # One parameter group per parameter: the spec's lr and decay multipliers (W0, b0, W1, b1, ...).
         params = [t for m in trainable_modules(self.model) for t in trained_tensors(m)]
         groups = [{"params": [t], "lr_mult": lr_mult, "weight_decay": p["weight_decay"] * decay_mult}

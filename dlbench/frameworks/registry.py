@@ -18,8 +18,9 @@ from dataclasses import dataclass, field
 
 # The run axes a framework may accept other values of, and each axis's value when a point does not set it
 # (None: the axis is left out of the point, and the framework runs as it always does: its `natural` value).
-AXIS_DEFAULTS = {"device": "cpu", "library": "default", "interop_threads": None, "compile": None, "precision": None}
-# What the values of the compile and precision axes mean, per framework:
+AXIS_DEFAULTS = {"device": "cpu", "library": "default", "interop_threads": None, "compile": None, "precision": None,
+                 "memory_format": None}
+# What the values of the compile, precision and memory_format axes mean, per framework:
 #   compile    eager: PyTorch's eager mode; TensorFlow's tf.function graph without XLA (its usual mode); JAX op
 #              by op under jax.disable_jit. compiled: torch.compile (inductor); tf.function(jit_compile=True)
 #              (XLA); jax.jit (XLA, JAX's usual mode). Caffe and Theano have no such switch: they refuse both.
@@ -28,6 +29,9 @@ AXIS_DEFAULTS = {"device": "cpu", "library": "default", "interop_threads": None,
 #              (Theano's floatX=float64, its own default; PyTorch's float64 module; Keras' float64 policy).
 #              Caffe: fp32 only (its `caffe` tool trains in float). JAX: fp32 and bf16 (float64 needs
 #              jax_enable_x64 and a float64 path through its adapter, which it does not have).
+#   memory_format  PyTorch's layout of a network's 4-d weights: contiguous (NCHW, what a PyTorch user gets) or
+#              channels_last (torch.channels_last, an opt-in that oneDNN's convolutions run faster in). The other
+#              frameworks have no such switch in their users' hands: they refuse both.
 
 
 @dataclass(frozen=True)
@@ -176,8 +180,10 @@ FRAMEWORKS: dict[str, Framework] = {f.name: f for f in (
     # The study ran Torch7; dlbench runs its successor with Torch's defaults.
     Framework("pytorch", "PyTorch", own_preset="torch", published_as="torch", color="#ee4c2c",
               accepts={"device": ("cpu", "gpu"), "library": ("default", "no_onednn"),
-                       "compile": ("eager", "compiled"), "precision": ("fp32", "bf16", "fp64")},
-              natural={"compile": "eager", "precision": "fp32"}, threads_env=("TORCHINDUCTOR_COMPILE_THREADS",),
+                       "compile": ("eager", "compiled"), "precision": ("fp32", "bf16", "fp64"),
+                       "memory_format": ("contiguous", "channels_last")},
+              natural={"compile": "eager", "precision": "fp32", "memory_format": "contiguous"},
+              threads_env=("TORCHINDUCTOR_COMPILE_THREADS",),
               # Torch7's default tensor type is double, which train-on-cifar.lua keeps (its MNIST script sets float)
               study_precision={"cifar10": "fp64"},
               # torch.compile starts cold every time, as XLA does (no on-disk cache), so its compile time repeats.

@@ -201,20 +201,26 @@ def _tuning_section(runs: pd.DataFrame) -> list[str]:
     return out
 
 
+# What each switch axis's other value is called in the findings (frames.AXIS_PAIRS).
+SWITCH_NAMES = {"compile": "Compiling", "precision": "bfloat16 (mixed precision)",
+                "memory_format": "PyTorch's channels-last layout (torch.channels_last)"}
+
+
 def _config_name(r) -> str:
     return f"{r.framework} {r.compile}, {r.precision}"
 
 
 def modern_section(runs: pd.DataFrame, curves: pd.DataFrame | None, margins: stats.Margins | None = None) -> list[str]:
     """Which framework, compiled or not, in which precision, is fastest to a target accuracy on this machine; what
-    compiling and bfloat16 each bought per framework, and what they cost in accuracy. runs: tables.points."""
+    compiling, bfloat16 and PyTorch's channels-last layout each bought per framework, and what they cost in
+    accuracy. runs: tables.points."""
     out = ["## Compiled or not, and in which precision", ""]
     fast = fastest_configurations(runs, curves)
     speed = {axis: axis_speedups(runs, axis, margins) for axis in AXIS_PAIRS}
     if fast.empty and all(t.empty for t in speed.values()):
         return out + ["Not tested in this run: no framework ran both eager and compiled, or both fp32 and bf16, "
-                      "with its other settings the same (sweep `compile` and `precision`, as config/modern.yaml "
-                      "does).", ""]
+                      "or both memory layouts, with its other settings the same (sweep `compile`, `precision` and "
+                      "`memory_format`, as config/modern.yaml does).", ""]
     if "cpu_bf16" in runs.columns:
         flags = sorted({str(v) for v in runs["cpu_bf16"].dropna()})
         out += [f"This CPU's native bfloat16 instructions: {', '.join(flags) if flags else 'none'} (/proc/cpuinfo).",
@@ -236,7 +242,7 @@ def modern_section(runs: pd.DataFrame, curves: pd.DataFrame | None, margins: sta
                                           "runs_reaching": "runs reaching it", "runs": "runs"}), ""]
     for axis, (base, other) in AXIS_PAIRS.items():
         table = speed[axis]
-        what = "Compiling" if axis == "compile" else "bfloat16 (mixed precision)"
+        what = SWITCH_NAMES[axis]
         if table.empty:
             out += [f"{what}: not tested ({base} and {other} never both ran ok with the other settings the same).",
                     ""]

@@ -82,6 +82,8 @@ SECTIONS = (
         _f("compile", str, "eager or compiled (the framework's natural one where the point gives none; none: "
            "the framework has no such switch)"),
         _f("precision", str, "fp32 or bf16 (as `compile`)"),
+        _f("memory_format", str, "contiguous or channels_last: the layout asked of the network's weights (as "
+           "`compile`; PyTorch alone has the switch)"),
         _f("threads_requested", int, "the point's threads, as the trainer was given them"),
     )),
     Section("The outcome", "the trainer's events, read by the runner", (
@@ -170,6 +172,8 @@ SECTIONS = (
            info="library_in_effect"),
         _f("compile_in_effect", str, "what the framework compiled, as it reports it", info="compile_in_effect"),
         _f("precision_in_effect", str, "the dtypes it computed and kept weights in", info="precision_in_effect"),
+        _f("memory_format_in_effect", str, "the layout its 4-d weights were in when training began, read from them "
+           "(contiguous where it has none)", "PyTorch points", info="memory_format_in_effect"),
         _f("device_name", str, "the device it trained on, as it names it", info="device_name"),
         _f("env_name", str, "the environment it ran in"),
         _f("env_kind", str, "cpu, cuda, site or current"),

@@ -31,6 +31,7 @@ class PointFacts:
     flops_per_image_train: int
     compile: str | None  # the point's value, its framework's natural one where it gives none (None: no switch)
     precision: str | None
+    memory_format: str | None
 
     def fields(self) -> dict:
         """The facts as the record's fields."""
@@ -54,4 +55,5 @@ def derive(point: dict) -> PointFacts:
         flops_per_image_train=networks.flops_per_image(point["layers"], shape)["train"],
         compile=framework.in_effect("compile", point),
         precision=framework.in_effect("precision", point),
+        memory_format=framework.in_effect("memory_format", point),
     )

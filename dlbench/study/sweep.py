@@ -45,7 +45,7 @@ def point_id(p: dict) -> str:
         parts.append(f"io{p['interop_threads']}")
     if p["library"] != "default":
         parts.append(p["library"])
-    parts += [p[axis] for axis in ("compile", "precision") if p.get(axis)]
+    parts += [p[axis] for axis in ("compile", "precision", "memory_format") if p.get(axis)]
     if p.get("version"):  # only where the study lists several versions of the framework (dlbench.study.versions)
         parts.append(f"v{p['version']}")
     parts.append(f"r{p['repeat']}")
