@@ -51,11 +51,17 @@ class Noise:
     contended_at: str = "caffe"  # the framework whose own-defaults point has one contended run per replication
     contended_factor: float = 1.5
 
+    @property
+    def run_accuracy_sd(self) -> float:
+        """The sd of one setting's runs' accuracy (the run's noise and its seed's): the sigma of a planted
+        difference, what a reader sees as the spread of a setting's runs."""
+        return math.hypot(self.accuracy_sd, self.seed_sd)
+
 
 @dataclass(frozen=True)
 class Shift:
-    """A point's truth, in sd of the noise, from the baseline: `time` on log time (negative: faster),
-    `accuracy` on accuracy (positive: more accurate)."""
+    """A point's truth from the baseline, in sd of one setting's runs: `time` in Noise.time_log_sd on log time
+    (negative: faster), `accuracy` in Noise.run_accuracy_sd (positive: more accurate)."""
     time: float = 0.0
     accuracy: float = 0.0
 
@@ -148,7 +154,7 @@ def simulate(template: pd.DataFrame, scenario: Scenario, noise: Noise, rng: np.r
         template["batch_size"].astype(str) + "|" + template["seed"].astype(str)
     codes, uniques = pd.factorize(block)
     seed_effect = rng.standard_normal(len(uniques))[codes] * noise.seed_sd
-    accuracy = noise.accuracy + noise.accuracy_sd * (da + rng.standard_normal(n)) + seed_effect
+    accuracy = noise.accuracy + noise.run_accuracy_sd * da + noise.accuracy_sd * rng.standard_normal(n) + seed_effect
     count = template["test_count"].to_numpy()
     accuracy = np.clip(np.round(accuracy * count), 0, count) / count  # k / n of the test set
     runs = template.drop(columns=["test_count", "whose"]).assign(
