@@ -102,7 +102,8 @@ def test_the_unblocked_test_where_one_seed_is_missing_fails(monkeypatch):
         return ([], left_out) if left_out else (seeds, left_out)
 
     _replace(monkeypatch, original, unblocked_when_one_is_missing)
-    unblocked = _planted(chosen, 16)  # the one-way ANOVA, as summary.framework_effect once fell back to
+    unblocked = _planted(chosen, 16)  # the one-way ANOVA, as summary.framework_effect once fell back to: its
+    # "differ" is not the blocked test's finding
     assert any("power" in line for line in calibrate.failures(unblocked)), calibrate.text(unblocked)
 
 
