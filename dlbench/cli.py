@@ -39,7 +39,7 @@ COMMANDS = {
                     "dlbench.plan.command"),
     "compare": Command("compare two result sets: per setting, B / A with its interval and a verdict",
                        "dlbench.present.comparison"),
-    "calibrate": Command("measure how often each verdict errs, by simulation (docs/verdicts.md)",
+    "calibrate": Command("measure how often each sentence of the findings errs, by simulation (docs/verdicts.md)",
                          "dlbench.analysis.calibrate"),
     "evidence": Command("run config/evidence.yaml and write docs/reproduction.md's evidence tables",
                         "dlbench.evidence.command", alias="dlbench.evidence"),

@@ -71,8 +71,13 @@ def test_a_known_slowdown_a_tie_and_points_in_one_set_only(tmp_path):
     assert slow.ratio == pytest.approx(1.5)
     assert slow.ratio_ci_low == pytest.approx(1.5 * math.exp(-T_975_DF8 * 0.01), rel=1e-5)
     assert slow.ratio_ci_high == pytest.approx(1.5 * math.exp(T_975_DF8 * 0.01), rel=1e-5)
-    # A's mean interval: 10 +- t(4) x sqrt(0.025 / 5), t(4) = 2.776445
-    assert slow.a_ci_low == pytest.approx(10 - 2.776445 * math.sqrt(0.005), rel=1e-5)
+    # A's mean interval on the log scale (a time's interval stays positive): exp(mean(log t) -+ t(4) x
+    # sd(log t) / sqrt(5)), t(4) = 2.776445, not the linear 10 -+ t(4) x sqrt(0.025 / 5)
+    logs = np.log([10.0, 10.2, 9.8, 10.1, 9.9])
+    half = 2.776445 * logs.std(ddof=1) / math.sqrt(5)
+    assert slow.a_ci_low == pytest.approx(math.exp(logs.mean() - half), rel=1e-5)
+    assert slow.a_ci_high == pytest.approx(math.exp(logs.mean() + half), rel=1e-5)
+    assert slow.a_ci_low != pytest.approx(10 - 2.776445 * math.sqrt(0.005), rel=1e-5)
     assert slow.verdict == "slower" and slow.p_adjusted < 0.05 and "p_holm" not in table
     same_acc = row_of(table, "pytorch", 0.01, "accuracy")  # 0.9 in every run of both: no spread, no p
     assert same_acc.verdict == comparison.UNTESTABLE and np.isnan(same_acc.p_value)
@@ -87,7 +92,12 @@ def test_a_known_slowdown_a_tie_and_points_in_one_set_only(tmp_path):
     vb = np.var([20.5, 19.5, 21.0], ddof=1) / (3 * (61 / 3) ** 2)
     df = (va + vb) ** 2 / (va ** 2 / 2 + vb ** 2 / 2)
     se = math.sqrt(va + vb)
-    assert tie.detectable == pytest.approx(math.exp((stats.t.ppf(0.975, df) + stats.t.ppf(0.8, df)) * se))
+    # sized at the level the smallest adjusted p is read at: alpha / m over the m testable comparisons (BH, Holm)
+    m = int(table.p_value.notna().sum())
+    assert m == 5  # the slowdown's and the tie's times and the tie's accuracy (the slowdown's accuracy has no spread)
+    quantile = stats.t.ppf(1 - 0.05 / (2 * m), df)
+    assert tie.detectable == pytest.approx(math.exp((quantile + stats.t.ppf(0.8, df)) * se))
+    assert tie.detectable > math.exp((stats.t.ppf(0.975, df) + stats.t.ppf(0.8, df)) * se)  # not the uncorrected
 
     only = row_of(table, "pytorch", 0.1, "train_time_s")
     assert only.verdict == "only in A" and only.a_n == 2 and only.b_n == 0
@@ -126,7 +136,8 @@ def test_text_from_the_records_is_shown_in_comparison_md_never_as_markup(tmp_pat
     args = [str(tmp_path / "a.parquet"), str(tmp_path / "b.parquet"), "--out", str(tmp_path / "o")]
     assert comparison.main(args) == 0
     text = (tmp_path / "o" / "comparison.md").read_text()
-    assert "<script>" not in text and "&lt;script&gt;" in text
+    # every opening of a tag is an entity: the text reads as it came and no browser starts a script from it
+    assert "<script>" not in text and "&lt;script>alert(1)&lt;/script>" in text
     assert "](javascript" not in text and "[node]\\(javascript" in text
 
 
@@ -213,7 +224,16 @@ def test_the_issue_four_words_each_earned(tmp_path):
     text = (tmp_path / "o" / "comparison.md").read_text()
     assert "## Changed beyond the noise: 4\n" in text  # train and test time of PyTorch and TensorFlow
     inconclusive = text.split("## Inconclusive: ")[1].split("## Per framework")[0]
-    assert inconclusive.startswith("2\n") and inconclusive.count("| inconclusive | 2.53x |") == 2  # train, test
+    # Theano's train time by hand: Welch on log(B / A), each side's variance var / (n mean^2) (the delta method),
+    # sized at alpha / m over the m = 12 tests of the comparison
+    ta, tb = np.array([10.0, 14.0, 7.0]), np.array([12.0, 8.0, 13.0])
+    va, vb = ta.var(ddof=1) / (3 * ta.mean() ** 2), tb.var(ddof=1) / (3 * tb.mean() ** 2)
+    df = (va + vb) ** 2 / (va ** 2 / 2 + vb ** 2 / 2)
+    m = int(table.p_value.notna().sum())
+    assert m == 12
+    hand = math.exp((stats.t.ppf(1 - 0.05 / (2 * m), df) + stats.t.ppf(0.8, df)) * math.sqrt(va + vb))
+    assert noisy.detectable == pytest.approx(hand)
+    assert inconclusive.startswith("2\n") and f"| inconclusive | {hand:.3g}x |" in inconclusive  # train, test
 
 
 def test_the_margins_are_flags_and_the_report_states_them(tmp_path):

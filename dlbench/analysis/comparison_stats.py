@@ -64,7 +64,8 @@ def untestable(n_a, n_b, estimate, se) -> np.ndarray:
     """Why each test cannot be run ("" where it can): too few runs, no spread on either side, no ratio. A test
     of no spread would give p = 0 for any difference at all, and a p from one degree of freedom says little."""
     n_a, n_b, estimate, se = _arrays(n_a, n_b, estimate, se)
-    return np.select([(n_a < MIN_RUNS) | (n_b < MIN_RUNS), ~np.isfinite(estimate), ~(se > 0)],
+    # "not at least MIN_RUNS" rather than "< MIN_RUNS": a side with no run at all has n NaN, not 0
+    return np.select([~(n_a >= MIN_RUNS) | ~(n_b >= MIN_RUNS), ~np.isfinite(estimate), ~(se > 0)],
                      [TOO_FEW, NOT_POSITIVE, NO_SPREAD], default="")
 
 
