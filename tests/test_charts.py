@@ -476,3 +476,16 @@ def test_a_charts_folder_without_an_index_says_how_to_draw_it_again(tmp_path):
     (tmp_path / "gpu_timeline.svg").write_text("<svg></svg>")
     with pytest.raises(FileNotFoundError, match=r"no index\.json.*snakemake --forcerun charts"):
         catalog.read_index(tmp_path)
+
+
+def test_the_per_framework_charts_draw_a_study_whose_every_run_failed(tmp_path):
+    # a point rerun that timed out: no counted run, no mean, and still a chart of its red mark (it saved nothing)
+    runs = with_preset_points(make_runs())
+    gone = runs.assign(status="timeout", train_time_s=None, test_time_s=None, accuracy_pct=None, accuracy=None)
+    gone = gone[gone["run_id"] == groups.preset_points(frames.points(gone))["run_id"].iloc[0]]  # a single run
+    for name in ("train_time_by_framework", "accuracy_by_framework"):
+        draw.save(draw.CHARTS[name].make(gone), tmp_path / name)
+        rows = chart_rows(draw.CHARTS[name].make(gone))
+        at_presets = groups.preset_points(frames.points(gone))
+        assert {r["layer"] for r in rows} == {"failed"} and len(rows) == len(at_presets) == 1, name
+        assert (tmp_path / f"{name}.svg").read_text().lstrip().startswith("<svg")

@@ -136,7 +136,7 @@ def test_config_hazards_are_refused_in_one_line_within_seconds(lab):
 def test_markup_in_a_failure_reason_stays_data_in_the_pages(lab):
     row = machine.markup_in_reason(lab)
     assert row["raw_in_pages"] == [] and row["escaped_copies"] > 0, row
-    assert "&lt;/script&gt;&lt;script&gt;document.title=" in row["failure_table"], row["failure_table"]
+    assert "&lt;/script>&lt;script>document.title=" in row["failure_table"], row["failure_table"]
     assert row["survived"]
 
 

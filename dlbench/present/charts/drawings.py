@@ -124,7 +124,9 @@ def _setting_means(counted: pd.DataFrame, metric: str) -> pd.DataFrame:
     """framework_means per setting panel: the mean of each framework under each setting, with its interval."""
     parts = [framework_means(g, metric).assign(defaults=defaults, where=where)
              for (defaults, where), g in counted.groupby(["defaults", "where"])]
-    return pd.concat(parts, ignore_index=True) if parts else pd.DataFrame()
+    # no counted run (every one failed or contended): the columns the layers read still exist
+    return (pd.concat(parts, ignore_index=True) if parts
+            else framework_means(counted, metric).assign(defaults=pd.Series(dtype=str), where=pd.Series(dtype=str)))
 
 
 _AXIS_TITLES = {"batch_size": "batch size", "learning_rate": "learning rate", "length": "training length",
