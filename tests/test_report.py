@@ -17,9 +17,11 @@ import pytest
 from test_charts import DRAWS, SVG_MARKS, assert_draws_its_data, html_rows, svg_marks  # tests/ is on sys.path
 
 from dlbench.analysis import frames, groups, guidance, observations, summary, verdicts
+from dlbench.datasets import catalog as datasets_catalog
 from dlbench.present import findings
 from dlbench.present.charts import catalog, draw
 from dlbench.present.charts.pieces import MAX_MARKS
+from dlbench.study import presets
 from dlbench.testing import study as hand_made
 from dlbench.testing.browser import CHROMIUM, MISSING, chromium
 from dlbench.testing.sandbox import copy_workflow, tiny_study
@@ -313,12 +315,14 @@ def assert_findings_say_what_the_runs_do(text: str, runs: pd.DataFrame) -> None:
     assert (f"{len(runs)} points ({len(ok)} ok, {len(runs) - len(ok)} failed); frameworks: "
             f"{', '.join(sorted(set(runs.framework)))}; datasets: {', '.join(sorted(set(runs.dataset)))}; "
             f"devices: {', '.join(sorted(set(runs.device)))};") in text
-    # The leaders: the frameworks' ok points timed without outside load, on the settings (learning rates: nothing
-    # else varies) every framework ran, if any (paired), else all of them; each framework's mean (4 digits)
+    # The leaders: the frameworks' ok points timed without outside load, at the preset's own learning rate (nothing
+    # else varies; the sweep's other rates are not pooled in); each framework's mean (4 digits)
     assert (runs[["dataset", "device", "preset", "batch_size", "iterations", "threads"]].nunique() == 1).all()
     quiet = ok[~ok["contended"].map(lambda v: v is True or v == 1)] if "contended" in ok else ok
-    shared = set.intersection(*(set(g.learning_rate) for _, g in quiet.groupby("framework"))) if len(quiet) else {}
-    compared = quiet[quiet.learning_rate.isin(shared)] if shared else quiet
+    (preset,), (dataset,) = set(runs.preset), set(runs.dataset)
+    own_rate = presets.study_presets()[datasets_catalog.family(dataset)][preset]["learning_rate"]
+    assert own_rate in set(runs.learning_rate) and runs.learning_rate.nunique() >= 2  # a sweep beside the preset
+    compared = quiet[quiet.learning_rate == own_rate]
     leaders = section(text, "Fastest and most accurate framework")
     (place,) = {f"{d}/{dev}" for d, dev in zip(runs.dataset, runs.device)}
     if compared["framework"].nunique() >= 2:

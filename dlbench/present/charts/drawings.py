@@ -86,10 +86,12 @@ def per_framework(metric: str, label: str, log: bool):
         data = pd.concat([slim(dots, [metric, "contended", *extra]).assign(layer="point"),
                           slim(bad_rows, [metric, *extra]).assign(layer="failed"), means],
                          ignore_index=True).assign(failed_at=bottom)
-        scale = alt.Scale(type="log", nice=False) if log else alt.Scale(zero=False, nice=False)
+        # padding: a mark at the lowest or highest value is drawn whole, not cut in half by the axis
+        scale = (alt.Scale(type="log", nice=False, padding=12) if log
+                 else alt.Scale(zero=False, nice=False, padding=12))
         colour = framework_color(data)
         base = alt.Chart().encode(x=alt.X("framework:N", title=None, sort=FRAMEWORKS, axis=alt.Axis(labelAngle=0)))
-        ticks = base.transform_filter("datum.layer == 'mean'").mark_tick(thickness=3, size=34).encode(
+        ticks = base.transform_filter("datum.layer == 'mean'").mark_tick(thickness=3, size=34, opacity=1).encode(
             y=alt.Y(f"{metric}:Q", title=label, scale=scale), color=colour,
             tooltip=[alt.Tooltip("framework:N"), alt.Tooltip("defaults:N"),
                      alt.Tooltip(f"{metric}:Q", format=".4g", title="mean"),
