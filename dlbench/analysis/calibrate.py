@@ -301,6 +301,17 @@ def run(replications: int = REPLICATIONS, seed: int = 0, repeats: Sequence[int] 
 # ---------------------------------------------------------------------------------------------- reading it
 
 
+def _short_of_power(r: Row, power_repeats: int) -> bool:
+    found = r.rate("found")
+    return r.repeats == power_repeats and np.isfinite(found) and found < NOMINAL_POWER - 2 * r.se["found"]
+
+
+def short_of_power(rows: Sequence[Row], power_repeats: int = 5) -> set[str]:
+    """The sentences (as UNDERPOWERED names them) whose planted difference is found below NOMINAL_POWER (minus two
+    standard errors) at `power_repeats` repeats; a sentence's name holds commas, so it is read from the rows."""
+    return {r.sentence for r in rows if _short_of_power(r, power_repeats)}
+
+
 def failures(rows: Sequence[Row], power_repeats: int = 5) -> list[str]:
     """The sentences that fail calibration, one line each: a false difference, equivalence or agreement above
     NOMINAL_FALSE (plus two standard errors) under any scenario; the planted difference found below
@@ -311,9 +322,8 @@ def failures(rows: Sequence[Row], power_repeats: int = 5) -> list[str]:
         for what in RATES[:3]:
             if r.rate(what) > NOMINAL_FALSE + 2 * r.se[what]:
                 out.append(f"{where}: {what} {r.rate(what):.3f} > {NOMINAL_FALSE:g} + 2 x {r.se[what]:.3f}")
-        found = r.rate("found")
-        if r.repeats == power_repeats and np.isfinite(found) and found < NOMINAL_POWER - 2 * r.se["found"]:
-            out.append(f"{where}: power {found:.3f} < {NOMINAL_POWER:g} - 2 x {r.se['found']:.3f}")
+        if _short_of_power(r, power_repeats):
+            out.append(f"{where}: power {r.rate('found'):.3f} < {NOMINAL_POWER:g} - 2 x {r.se['found']:.3f}")
     return out
 
 
@@ -377,6 +387,10 @@ def command(args: argparse.Namespace) -> int:
     replications = args.replications or (QUICK_REPLICATIONS if args.quick else REPLICATIONS)
     if replications < 2:
         print("dlbench calibrate: --replications must be 2 or more", file=sys.stderr)
+        return 2
+    if args.json and not args.json.parent.is_dir():  # refused before minutes of simulation, not after
+        print(f"dlbench calibrate: --json {args.json}: no folder {args.json.parent}; create it or name another",
+              file=sys.stderr)
         return 2
     started = time.perf_counter()
     rows = run(replications, args.seed, repeats, jobs=max(1, args.jobs), config_path=args.config)
