@@ -257,19 +257,41 @@ def _train_job(folder: Path, out: Path, attempt: int, tmp_path: Path) -> subproc
                            "--retries", "2"], cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
 
 
-def test_a_dataset_changed_after_preparation_is_retried_and_prepared_again(digits, tmp_path):
+def _rewritten_with_a_pixel_flipped(path: Path) -> None:
     import numpy as np
 
+    with np.load(path) as npz:
+        arrays = {k: npz[k] for k in npz.files}
+    arrays["train_x"][0, 0, 0, 0] ^= 1
+    with open(path, "wb") as fh:
+        np.savez(fh, **arrays)
+
+
+def _bit_flipped_in_place(path: Path) -> None:
+    """One bit of the stored bytes flipped, in the middle of the first array, the file's times kept: the zip's CRC
+    no longer matches (what a disk or a copy does; the archive cannot be read)."""
+    stat = path.stat()
+    data = bytearray(path.read_bytes())
+    data[len(data) // 3] ^= 0x10
+    path.write_bytes(bytes(data))
+    os.utime(path, ns=(stat.st_atime_ns, stat.st_mtime_ns))
+
+
+def _truncated(path: Path) -> None:
+    stat = path.stat()
+    path.write_bytes(path.read_bytes()[: stat.st_size // 2])
+    os.utime(path, ns=(stat.st_atime_ns, stat.st_mtime_ns))
+
+
+@pytest.mark.parametrize("damage", [_rewritten_with_a_pixel_flipped, _bit_flipped_in_place, _truncated],
+                         ids=["rewritten", "bit-flipped-in-place", "truncated"])
+def test_a_dataset_changed_after_preparation_is_retried_and_prepared_again(digits, tmp_path, damage):
     from dlbench.datasets import store
 
     folder = tmp_path / "datasets" / "digits"
     shutil.copytree(digits, folder)
     prepared = (folder / "meta.json").stat().st_mtime_ns
-    with np.load(folder / "data.npz") as npz:  # one pixel flipped after preparation, meta.json kept
-        arrays = {k: npz[k] for k in npz.files}
-    arrays["train_x"][0, 0, 0, 0] ^= 1
-    with open(folder / "data.npz", "wb") as fh:
-        np.savez(fh, **arrays)
+    damage(folder / "data.npz")  # after preparation, meta.json kept
     out = tmp_path / "run"
 
     first = _train_job(folder, out, 1, tmp_path)

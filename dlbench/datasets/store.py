@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import hashlib
 import json
+import zipfile
+import zlib
 from pathlib import Path
 
 import numpy as np
@@ -57,9 +59,18 @@ def load(folder: str | Path) -> tuple[dict[str, np.ndarray], dict]:
     """The arrays and the metadata, the arrays checked against the digest taken when they were prepared: the
     record's digest is that of what the trainer read (a copy changed or damaged since is refused)."""
     folder = Path(folder)
-    with np.load(folder / "data.npz") as npz:
-        arrays = {k: npz[k] for k in ARRAYS}
     meta = json.loads((folder / "meta.json").read_text())
+    try:
+        with np.load(folder / "data.npz") as npz:
+            arrays = {k: npz[k] for k in ARRAYS}
+    except FileNotFoundError:
+        raise
+    except (OSError, EOFError, ValueError, KeyError, zipfile.BadZipFile, zlib.error) as exc:
+        # damaged in place (a flipped bit fails the archive's CRC, a truncation its directory): the same case as a
+        # digest that differs, so that the point's retry prepares it again rather than failing for good
+        raise ChangedSincePrepared(f"{folder / 'data.npz'} can no longer be read ({type(exc).__name__}: {exc}), "
+                                   f"though meta.json says it was prepared: it changed since; delete {folder} "
+                                   "and run again") from exc
     read = content_digest(arrays)
     if read != meta.get("digest"):
         claimed = str(meta.get("digest"))[:16]
