@@ -107,9 +107,12 @@ def test_a_rerun_that_fails_keeps_the_earlier_good_measurement(lab):
 
 
 @pytest.mark.slow
-def test_a_result_that_is_not_a_record_is_named_and_skipped(lab):
+def test_a_result_that_is_not_a_record_is_a_damaged_row_until_measured_again(lab):
     row = faultmatrix.bad_record(lab)
-    assert row["rows_after"] == 1, row
+    assert row["rows_after"] == 3, row  # no point dropped from the tables
+    assert set(row["statuses"].values()) == {"damaged"}, row
+    assert all("cannot be read" in r and "--forcerun" in r for r in row["reasons"]), row["reasons"]
+    assert row["remeasured"], row
     assert row["survived"] and not row["data_lost"]
 
 

@@ -65,6 +65,26 @@ def damaged(path: Path, record: dict, problem: str) -> dict:
     return {**record, "status": statuses.DAMAGED, "reason": reason}
 
 
+def unreadable(path: Path, problem: str) -> dict | None:
+    """A metrics.json that is not a record, as a failed point (`damaged`) made from the point's own settings
+    (point.json beside it), so that the point is neither dropped from the tables nor taken for measured; None
+    where no point.json says what the point was (then it is skipped, with one line)."""
+    from dlbench.run.build_record import POINT_FIELDS
+    from dlbench.study import point_facts
+
+    try:
+        point = json.loads((path.parent / records.POINT).read_text())
+        row = {k: point.get(k) for k in POINT_FIELDS} | point_facts.derive(point).fields()
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        print(f"dlbench: skipping {path}: {problem}, and its point.json cannot say which point it was "
+              f"({type(exc).__name__}: {exc}); delete the file to run it again", file=sys.stderr)
+        return None
+    reason = (f"its record cannot be read ({problem}): measure the point again with `snakemake --forcerun {path}` "
+              "(every attempt stays in attempts/)")
+    print(f"dlbench: {path}: {reason}", file=sys.stderr)
+    return {**row, "status": statuses.DAMAGED, "reason": reason, "machine_failure": False}
+
+
 def _row(path: Path, record: dict) -> dict:
     """The record as a row of the runs table."""
     record = {k: v for k, v in record.items() if k != "files"}  # the record's own integrity: no column
@@ -74,8 +94,8 @@ def _row(path: Path, record: dict) -> dict:
 
 
 def collect(metrics_paths, cache: str | Path | None = None) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
-    """The records and their curves and samples; a file that is not a record is skipped with one line, and a
-    record whose files disagree with it is a failed row (damaged) without curve or samples.
+    """The records and their curves and samples; a file that is not a record (unreadable) and a record whose files
+    disagree with it are failed rows (damaged) without curve or samples, each said in one line.
 
     cache: a folder for the parsed CSVs (dlbench.aggregate.cache), so that only new or changed records' CSVs are
     parsed; the frames are the same with or without it.
@@ -85,8 +105,14 @@ def collect(metrics_paths, cache: str | Path | None = None) -> tuple[pd.DataFram
     found: dict[str, tuple[list, list[dict], list[int]]] = {name: ([], [], []) for name in CSVS}
     store = aggcache.RunCache(cache) if cache else None
     for path in map(Path, metrics_paths):
-        record = records.read_or_skip(path)
-        if record is None:
+        try:
+            record = records.read(path)
+        except FileNotFoundError:
+            continue
+        except (OSError, records.BadRecord) as exc:
+            row = unreadable(path, str(exc))
+            if row is not None:
+                runs.append(_row(path, row))
             continue
         key = aggcache.record_key(path, CSVS) if store else None
         problem, parsed = records.disagreement(path, record, CSVS), {}

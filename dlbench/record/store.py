@@ -33,7 +33,8 @@ from dlbench.atomic import fsync_dir, fsync_file, write_json
 
 RESULT = "metrics.json"
 ATTEMPTS = "attempts"
-RUN_FILES = ("point.json", "events.jsonl", "trainer.log", "curve.csv", "samples.csv")
+POINT = "point.json"  # the point as it was run, beside its record
+RUN_FILES = (POINT, "events.jsonl", "trainer.log", "curve.csv", "samples.csv")
 # What every record holds; a file without them is not a record (cut short, hand-edited, another tool's).
 REQUIRED = ("id", "framework", "dataset", "status")
 

@@ -247,7 +247,7 @@ class Work:
 
     @property
     def point_file(self) -> Path:
-        return self.folder / "point.json"
+        return self.folder / store.POINT
 
 
 def prepare(point: dict, dataset_dir: str | Path, out_dir: str | Path) -> Work:

@@ -32,7 +32,7 @@ import yaml
 from dlbench.datasets import catalog, prepare
 from dlbench.environments import build
 from dlbench.paths import ROOT as REPO
-from dlbench.record import store
+from dlbench.record import statuses, store
 from dlbench.run import runner
 from dlbench.run.options import RunOptions
 from dlbench.study import sweep
@@ -339,38 +339,50 @@ def rerun_fails(lab: Lab) -> dict:
     second = subprocess.run(cmd + ["--forcerun", "train"], cwd=wf, capture_output=True, text=True, timeout=600)
     (run,) = [p.parent for p in (wf / "results" / "runs").rglob(store.RESULT) if "attempts" not in p.parts]
     kept = [json.loads(p.read_text()) for p in store.attempts(run)]
-    statuses = [r["status"] for r in kept]
+    kept_statuses = [r["status"] for r in kept]
     import pandas as pd
 
     table = pd.read_parquet(wf / "results" / "runs.parquet") if second.returncode == 0 else None
     ok_kept = next((p.parent for p, r in zip(store.attempts(run), kept) if r["status"] == "ok"), None)
     return _row("a finished point rerun, and the rerun fails", "--forcerun with a 1 s time budget",
-                first.returncode == 0 and statuses == ["ok", "timeout"] and table is not None
+                first.returncode == 0 and kept_statuses == ["ok", "timeout"] and table is not None
                 and int(table["attempts"].iloc[0]) == 2,
-                ok_kept is None or not (ok_kept / "curve.csv").exists(), attempts=statuses,
+                ok_kept is None or not (ok_kept / "curve.csv").exists(), attempts=kept_statuses,
                 result_status=json.loads((run / store.RESULT).read_text())["status"],
                 aggregated_attempts=None if table is None else int(table["attempts"].iloc[0]))
 
 
 @on_small_trainer()
 def bad_record(lab: Lab) -> dict:
-    """A metrics.json that is not a record (not UTF-8): the dry run and the aggregation name it and go on."""
+    """A metrics.json that is not a record (invalid UTF-8 in one, another cut to its first 72 bytes): the dry run
+    names it, the aggregation keeps both points as `damaged` rows naming the fix, and `--forcerun` of the file
+    measures the point again."""
     cfg = {"datasets": ["digits"], "frameworks": ["pytorch"], "preset": ["caffe"],
-           "sweep": {"iterations": [30], "learning_rate": [0.01, 0.02], "threads": [1]}}
+           "sweep": {"iterations": [30], "learning_rate": [0.01, 0.02, 0.03], "threads": [1]}}
     wf, cmd = _workflow(lab, "badrecord", cfg)
     subprocess.run(cmd, cwd=wf, capture_output=True, text=True, check=True, timeout=600)
     results = sorted(p for p in (wf / "results" / "runs").rglob(store.RESULT) if "attempts" not in p.parts)
     results[0].write_bytes(b"\xff\xfe not a record")
+    results[1].write_bytes(results[1].read_bytes()[:72])
     dry = subprocess.run(cmd + ["-n"], cwd=wf, capture_output=True, text=True, timeout=600)
     again = subprocess.run(cmd + ["--forcerun", "aggregate"], cwd=wf, capture_output=True, text=True, timeout=600)
     log = (wf / "logs" / "aggregate.log").read_text() if (wf / "logs" / "aggregate.log").exists() else ""
     import pandas as pd
 
-    rows = len(pd.read_parquet(wf / "results" / "runs.parquet")) if again.returncode == 0 else None
+    runs = pd.read_parquet(wf / "results" / "runs.parquet") if again.returncode == 0 else None
+    damaged = {} if runs is None else dict(zip(runs.run_id, runs.status))
+    bad_ids = [p.parent.name for p in results[:2]]
     named = [ln for ln in (dry.stderr + log).splitlines() if str(results[0]) in ln or "not UTF-8" in ln]
-    return _row("a result file that is not a record", "invalid UTF-8 in one metrics.json",
-                dry.returncode == 0 and again.returncode == 0 and rows == 1 and len(named) >= 2,
-                rows != 1, rows_after=rows, lines=named[:2])
+    # the fix the row names: the point is measured again
+    fixed = subprocess.run(cmd + ["--forcerun", str(results[1].relative_to(wf))], cwd=wf, capture_output=True,
+                           text=True, timeout=600)
+    remeasured = fixed.returncode == 0 and store.read(results[1])["status"] == "ok"
+    survived = (dry.returncode == 0 and again.returncode == 0 and len(damaged) == 3 and len(named) >= 2
+                and all(damaged.get(i) == statuses.DAMAGED for i in bad_ids) and remeasured)
+    return _row("a result file that is not a record", "invalid UTF-8 in one metrics.json, another cut to 72 bytes",
+                survived, runs is None or len(runs) != 3, rows_after=None if runs is None else len(runs),
+                statuses={i: damaged.get(i) for i in bad_ids}, reasons=[] if runs is None else
+                list(runs.loc[runs.run_id.isin(bad_ids), "reason"]), remeasured=remeasured, lines=named[:2])
 
 
 @on_small_trainer()
