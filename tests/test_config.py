@@ -247,3 +247,22 @@ def test_a_framework_without_own_defaults_for_a_dataset_is_refused_before_any_jo
     msg = error_of({"datasets": ["cifar10"], "frameworks": ["jax"], "preset": ["caffe"], "cross_apply": ["settings"]})
     assert "jax's own preset (flax)" in msg
     validate({"datasets": ["cifar10"], "frameworks": ["jax"], "preset": ["caffe"]})  # the whole preset is enough
+
+
+@pytest.mark.parametrize("text, where", [
+    ("monitor: {interval_s: .nan}", "monitor.interval_s"),
+    ("limits: {hang_s: .nan}", "limits.hang_s"),
+    ("scale: .nan", "scale"),
+    ("measurement: {lock_timeout_s: .inf}", "measurement.lock_timeout_s"),
+    ("sweep: {learning_rate: [0.01, .nan]}", "sweep.learning_rate.1"),
+    ("sweep: {learning_rate: [-.inf]}", "sweep.learning_rate.0"),
+])
+def test_nan_and_infinity_are_refused_where_every_bound_of_the_schema_would_pass_them(tmp_path, text, where):
+    from dlbench.study import config
+
+    path = tmp_path / "config.yaml"
+    path.write_text("datasets: [digits]\nframeworks: [pytorch]\npreset: [caffe]\n" + text + "\n")
+    with pytest.raises(ConfigError) as info:
+        config.load(path)
+    message = str(info.value)
+    assert "\n" not in message and message.startswith(f"{where}: ") and "finite number" in message, message

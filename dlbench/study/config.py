@@ -149,6 +149,19 @@ def check_versions(cfg: dict) -> None:
                               "one version; remove one of the two")
 
 
+def non_finite(value: Any, path: tuple = ()) -> tuple[tuple, float] | None:
+    """The first NaN or infinity in a config, and where: YAML reads `.nan` and `.inf` as floats, and every bound of
+    the schema compares false with NaN (so `interval_s: .nan` would pass `exclusiveMinimum: 0`)."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return path, value
+    items = value.items() if isinstance(value, dict) else enumerate(value) if isinstance(value, list) else ()
+    for key, item in items:
+        found = non_finite(item, (*path, key))
+        if found:
+            return found
+    return None
+
+
 def validate(raw: dict[str, Any], *, local_cores: int | None = None,
              schema_path: str | os.PathLike = SCHEMA) -> dict[str, Any]:
     """The validated config with defaults filled in, or ConfigError with one line.
@@ -159,6 +172,9 @@ def validate(raw: dict[str, Any], *, local_cores: int | None = None,
     if not isinstance(raw, dict):
         raise ConfigError("the config is empty or not a mapping; see config/config.yaml for an example")
     cfg = copy.deepcopy(raw)
+    found = non_finite(cfg)
+    if found:
+        raise ConfigError(f"{_where(found[0])}: {found[1]} is not a number a study can use; give a finite number")
     schema = load_schema(schema_path)
     errors = sorted(jsonschema.Draft202012Validator(schema).iter_errors(cfg),
                     key=lambda e: (len(e.absolute_path), str(list(e.absolute_path))))
