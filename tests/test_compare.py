@@ -186,6 +186,35 @@ def test_a_folder_without_results_is_refused_in_one_line(tmp_path, capsys):
     assert err.count("\n") == 0 and f"{tmp_path} holds no results" in err
 
 
+@pytest.mark.parametrize("flag, value, says", [
+    ("--alpha", "5", "between 0 and 1"), ("--alpha", "0", "between 0 and 1"), ("--alpha", "nan", "between 0 and 1"),
+    ("--time-margin-pct", "-5", "above 0"), ("--time-margin-pct", "nan", "above 0"),
+    ("--accuracy-margin-pp", "inf", "above 0"), ("--accuracy-margin-pp", "0", "above 0"),
+])
+def test_a_level_or_margin_that_is_not_one_is_refused_before_any_work(tmp_path, capsys, flag, value, says):
+    a, b = hand_made()
+    a.to_parquet(tmp_path / "a.parquet")
+    b.to_parquet(tmp_path / "b.parquet")
+    with pytest.raises(SystemExit) as info:
+        comparison.main([str(tmp_path / "a.parquet"), str(tmp_path / "b.parquet"), "--out", str(tmp_path / "out"),
+                         f"{flag}={value}"])
+    assert info.value.code == 2 and not (tmp_path / "out").exists()
+    err = capsys.readouterr().err
+    assert flag in err and says in err, err
+
+
+def test_an_out_that_is_a_file_is_refused_in_one_line(tmp_path, capsys):
+    a, b = hand_made()
+    a.to_parquet(tmp_path / "a.parquet")
+    b.to_parquet(tmp_path / "b.parquet")
+    (tmp_path / "out").write_text("mine")
+    assert comparison.main([str(tmp_path / "a.parquet"), str(tmp_path / "b.parquet"), "--out",
+                            str(tmp_path / "out")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.count("\n") == 0 and "is a file, not a folder" in err
+    assert (tmp_path / "out").read_text() == "mine"
+
+
 def the_issue() -> tuple[pd.DataFrame, pd.DataFrame]:
     """The issue's two result sets: four settings x three seeds, B beside three busy processes. PyTorch 2.30 s ->
     27.5 s (12 x, B contended), TensorFlow 1.8 x slower, Caffe unchanged (1 % noise), Theano unchanged but noisy."""

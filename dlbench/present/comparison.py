@@ -19,6 +19,7 @@ The numbers are dlbench.analysis.comparison's; this module words them, draws the
 from __future__ import annotations
 
 import argparse
+import math
 import sys
 from pathlib import Path
 
@@ -273,6 +274,22 @@ def version_section(runs: pd.DataFrame, alpha: float = ALPHA, margins: stats.Mar
     return lines + [""]
 
 
+def _level(text: str) -> float:
+    """--alpha: a probability strictly between 0 and 1 (5 % is 0.05, not 5)."""
+    value = float(text)
+    if not 0 < value < 1:
+        raise argparse.ArgumentTypeError(f"{text} is not a level between 0 and 1 (5 % is 0.05)")
+    return value
+
+
+def _margin(text: str) -> float:
+    """An equivalence margin: a finite number above 0 (a margin of 0 or less makes nothing equivalent)."""
+    value = float(text)
+    if not (math.isfinite(value) and value > 0):
+        raise argparse.ArgumentTypeError(f"{text} is not a margin: give a finite number above 0")
+    return value
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="dlbench compare",
                                      description="compare two result sets: per setting, B / A with its interval and a "
@@ -280,13 +297,17 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("a", help="result set A (the baseline): a results folder or a runs.parquet")
     parser.add_argument("b", help="result set B, compared with A")
     parser.add_argument("--out", required=True, help="folder for comparison.parquet, comparison.md and the chart")
-    parser.add_argument("--alpha", type=float, default=ALPHA,
+    parser.add_argument("--alpha", type=_level, default=ALPHA,
                         help=f"the tests' level: the false discovery rate of {ADJUSTMENT}, and each one-sided test's")
-    parser.add_argument("--time-margin-pct", type=float, default=stats.Margins.time_pct,
+    parser.add_argument("--time-margin-pct", type=_margin, default=stats.Margins.time_pct,
                         help="times within this many per cent (B / A) are equivalent (default %(default)g)")
-    parser.add_argument("--accuracy-margin-pp", type=float, default=stats.Margins.accuracy_pp,
+    parser.add_argument("--accuracy-margin-pp", type=_margin, default=stats.Margins.accuracy_pp,
                         help="accuracies within this many points are equivalent (default %(default)g)")
     args = parser.parse_args(argv)
+    if Path(args.out).exists() and not Path(args.out).is_dir():
+        print(f"dlbench: compare: --out {args.out} is a file, not a folder; name a folder (it is created)",
+              file=sys.stderr)
+        return 2
     margins = stats.Margins(accuracy_pp=args.accuracy_margin_pp, time_pct=args.time_margin_pct)
     try:
         # heavy work (reading two result sets, its tests, its chart): never beside a measurement on this node
