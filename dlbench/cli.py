@@ -105,6 +105,11 @@ def docs(argv: list[str] | None = None) -> int:
     what.add_argument("--site", nargs="?", const="site", metavar="DIR",
                       help="also build the site into DIR (default: site/), offline, with warnings as errors")
     args = parser.parse_args(argv)
+    if args.site is not None and not _site_dir_is_ours(Path(args.site)):
+        # MkDocs empties the folder it builds into: never a folder of the user's own
+        print(f"dlbench docs: --site {args.site} holds files that are not a site MkDocs built, and the build would "
+              "delete them; name a new or empty folder", file=sys.stderr)
+        return 2
     flags = ["--check"] if args.check else []
     statuses = [config_keys.main(flags), record_fields.main(flags)]  # both, so that --check names every stale page
     if args.site is None or max(statuses):
@@ -121,6 +126,15 @@ def docs(argv: list[str] | None = None) -> int:
     except subprocess.TimeoutExpired:
         print("dlbench docs: the site's build took over 600 s; stopped", file=sys.stderr)
         return 1
+
+
+def _site_dir_is_ours(folder) -> bool:
+    """Absent, empty, or a site MkDocs built before (its 404 page and sitemap): what `--site` may empty."""
+    if not folder.exists():
+        return True
+    if not folder.is_dir():
+        return False
+    return not any(folder.iterdir()) or all((folder / name).is_file() for name in ("404.html", "sitemap.xml"))
 
 
 def _job(name: str, argv: list[str]) -> int:

@@ -61,6 +61,16 @@ def test_the_site_builds_with_warnings_as_errors(tmp_path):
         assert not re.search(r'<(script|link)[^>]+(src|href)="https?://', page.read_text()), page.name
 
 
+def test_a_site_folder_of_the_users_own_is_refused_and_kept(tmp_path, capsys):
+    site = tmp_path / "www"
+    site.mkdir()
+    (site / "notes.txt").write_text("mine")
+    assert cli.main(["docs", "--site", str(site)]) == 2
+    (line,) = capsys.readouterr().err.strip().splitlines()
+    assert str(site) in line and "would delete them" in line
+    assert (site / "notes.txt").read_text() == "mine" and len(list(site.iterdir())) == 1
+
+
 def test_a_broken_link_a_missing_anchor_or_a_page_left_out_of_the_nav_fails_the_build(tmp_path):
     def copy() -> tuple:
         root = tmp_path / f"c{len(list(tmp_path.iterdir()))}"
