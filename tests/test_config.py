@@ -266,3 +266,30 @@ def test_nan_and_infinity_are_refused_where_every_bound_of_the_schema_would_pass
         config.load(path)
     message = str(info.value)
     assert "\n" not in message and message.startswith(f"{where}: ") and "finite number" in message, message
+
+
+def test_select_status_names_every_status_a_record_can_be_tabled_with():
+    from dlbench.record import statuses
+
+    for status in (*statuses.RETRIED, statuses.DAMAGED, "cancelled", "none"):
+        assert validate({**BASE, "select": {"status": [status]}})["select"]["status"] == [status]
+    msg = error_of({**BASE, "select": {"status": ["damged"]}})
+    assert "select.status.0" in msg and "damaged" in msg and "lock_timeout" in msg
+
+
+def test_a_record_that_cannot_be_read_or_whose_files_disagree_has_the_status_damaged(tmp_path):
+    import json
+
+    from dlbench.record import store
+
+    assert store.status_in(tmp_path) is None
+    (tmp_path / store.RESULT).write_bytes(b'{"id": "x", "framew')  # cut short
+    assert store.status_in(tmp_path) == "damaged"
+    (tmp_path / "curve.csv").write_text("iteration,loss\n1,2.0\n")
+    record = {"id": "x", "framework": "pytorch", "dataset": "digits", "status": "ok",
+              "files": {"curve.csv": {"bytes": 999, "sha256": "0" * 64}}}
+    (tmp_path / store.RESULT).write_text(json.dumps(record))
+    assert store.status_in(tmp_path) == "damaged"  # curve.csv is not the file the record names
+    record["files"]["curve.csv"]["bytes"] = (tmp_path / "curve.csv").stat().st_size
+    (tmp_path / store.RESULT).write_text(json.dumps(record))
+    assert store.status_in(tmp_path) == "ok"

@@ -74,9 +74,18 @@ def read_or_skip(path: str | os.PathLike) -> dict | None:
 
 
 def status_in(out_dir: str | os.PathLike) -> str | None:
-    """The status of the point's record in out_dir; None where it has none (or it is not a record)."""
-    record = read_or_skip(Path(out_dir) / RESULT)
-    return record.get("status") if record else None
+    """The status of the point's record in out_dir, as the aggregation would table it: None where it has none,
+    `damaged` where it is not a record or its files disagree with it (so that `select.status` can name it)."""
+    from dlbench.record.statuses import DAMAGED
+
+    path = Path(out_dir) / RESULT
+    try:
+        record = read(path)
+    except FileNotFoundError:
+        return None
+    except (OSError, BadRecord):
+        return DAMAGED
+    return DAMAGED if disagreement(path, record) else record.get("status")
 
 
 def attempt_name(started_wall: float, pid: int | None = None) -> str:

@@ -13,8 +13,9 @@ import yaml
 from dlbench.datasets import catalog
 from dlbench.frameworks import registry
 from dlbench.paths import SCHEMA
+from dlbench.record import statuses
 from dlbench.spec import initial_weights, networks
-from dlbench.study import presets, strictyaml
+from dlbench.study import presets, selection, strictyaml
 
 
 class ConfigError(ValueError):
@@ -34,6 +35,9 @@ def load_schema(path: str | os.PathLike = SCHEMA) -> dict:
         v for f in registry.FRAMEWORKS.values() for v in f.values("library")))
     for key, values in (("framework", registry.names()), ("dataset", list(catalog.INFO))):
         schema["$defs"]["point_filter"]["properties"][key]["items"]["enum"] = values
+    # Every status a record can be tabled with (a machine failure published after its retries, damaged too)
+    schema["$defs"]["point_filter"]["properties"]["status"]["items"]["enum"] = [
+        *statuses.RESULTS, "cancelled", *statuses.RETRIED, statuses.DAMAGED, selection.NO_RECORD]
     props["versions"]["propertyNames"]["enum"] = [f.name for f in registry.FRAMEWORKS.values() if f.packages]
     envs = props["envs"]["properties"]
     envs["site"]["propertyNames"]["enum"] = registry.names()
