@@ -77,6 +77,11 @@ def main(argv: list[str] | None = None) -> int:
     if not argv or argv[0] in ("-h", "--help"):
         print(listing())
         return 0
+    if argv[0] == "--version":  # the version every record carries as dlbench_version
+        from dlbench import __version__
+
+        print(f"dlbench {__version__}")
+        return 0
     name, rest = argv[0], argv[1:]
     command = COMMANDS.get(name)
     if command is None:
@@ -137,6 +142,18 @@ def _site_dir_is_ours(folder) -> bool:
     return not any(folder.iterdir()) or all((folder / name).is_file() for name in ("404.html", "sitemap.xml"))
 
 
+def _point_json(text: str) -> dict:
+    """--point: a JSON object, else argparse's one line (exit 2) before anything runs."""
+    try:
+        point = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise argparse.ArgumentTypeError(f"not JSON ({exc.msg} at column {exc.colno}); give the point as a JSON "
+                                         "object") from None
+    if not isinstance(point, dict):
+        raise argparse.ArgumentTypeError(f"a JSON {type(point).__name__}, not an object; give the point as one")
+    return point
+
+
 def _job(name: str, argv: list[str]) -> int:
     """prepare and train, the workflow's jobs (dlbench.rules.jobs): their arguments."""
     from dlbench.rules import jobs
@@ -152,7 +169,7 @@ def _job(name: str, argv: list[str]) -> int:
                             "it is); its digest is not checked, and its records say so")
         args = parser.parse_args(argv)
         return jobs.prepare(args.dataset, args.out, args.local, args.downloads, args.test_copy)
-    parser.add_argument("--point", required=True, help="the point, as JSON")
+    parser.add_argument("--point", required=True, type=_point_json, help="the point, as JSON (an object)")
     parser.add_argument("--dataset-dir", required=True)
     parser.add_argument("--env", default="", help="the framework environment's JSON; empty: this Python")
     parser.add_argument("--out", required=True)
@@ -174,7 +191,7 @@ def _job(name: str, argv: list[str]) -> int:
              "gpu_per_device": args.gpu_per_device}
     options = RunOptions.of_job(study, env=jobs.environment(args.env or None), attempt=args.attempt,
                                 retries=args.retries)
-    return jobs.train(json.loads(args.point), args.dataset_dir, args.out, options)
+    return jobs.train(args.point, args.dataset_dir, args.out, options)
 
 
 if __name__ == "__main__":

@@ -83,3 +83,35 @@ def test_every_module_command_is_its_modules_main_and_python_m_names_it_too():
 
 def test_docs_check_finds_the_generated_pages_current():
     assert cli.main(["docs", "--check"]) == 0, "run `dlbench docs`"
+
+
+def test_version_is_the_one_every_record_carries():
+    import dlbench as package
+    from dlbench.record import provenance
+
+    proc = dlbench("--version")
+    assert proc.returncode == 0 and proc.stdout == f"dlbench {package.__version__}\n", proc
+    assert provenance.dlbench_build()["dlbench_version"] == package.__version__
+
+
+def _bad_input_cases(tmp: Path) -> list[tuple[tuple[str, ...], str]]:
+    (tmp / "not.parquet").write_text("not a table")
+    return [
+        (("runs-table", str(tmp / "missing.parquet"), str(tmp / "runs.html")), "no file"),
+        (("runs-table", str(tmp / "not.parquet"), str(tmp / "runs.html")), "is not a Parquet table"),
+        (("runs-table", str(tmp / "not.parquet"), str(tmp / "no-folder" / "runs.html")), "existing folder"),
+        (("envs", "key", "nosuch"), "no environment 'nosuch'"),
+        (("envs", "build", "pytorch-mlk"), "no environment 'pytorch-mlk'"),
+        (("heavy", "--", "no-such-command-here"), "no command 'no-such-command-here'"),
+        (("train", "--point", "{bad", "--dataset-dir", str(tmp), "--out", str(tmp / "out")), "not JSON"),
+        (("train", "--point", "[1]", "--dataset-dir", str(tmp), "--out", str(tmp / "out")), "not an object"),
+    ]
+
+
+@pytest.mark.parametrize("case", range(8))
+def test_bad_input_is_refused_with_exit_2_and_no_traceback(tmp_path, case):
+    args, says = _bad_input_cases(tmp_path)[case]
+    proc = dlbench(*args)
+    assert proc.returncode == 2, (args, proc.returncode, proc.stderr)
+    assert "Traceback" not in proc.stderr and says in proc.stderr, (args, proc.stderr)
+    assert not (tmp_path / "out").exists() and not (tmp_path / "runs.html").exists()

@@ -577,6 +577,13 @@ def main(argv: list[str] | None = None) -> int:
     c = sub.add_parser("conda", help="write workflow/envs/*.yaml from the pins")
     c.add_argument("--check", action="store_true", help="only say which differ from the pins (exit 1 if any)")
     args = parser.parse_args(argv)
+    known = [*registry.env_names(), *(["base"] if args.cmd == "lock" else [])]
+    named = args.envs if args.cmd == "lock" else [args.env] if args.cmd in ("build", "key") else []
+    unknown = [env for env in named if env not in known]
+    if unknown:  # one line, before any build or resolver run
+        print(f"dlbench envs {args.cmd}: no environment {unknown[0]!r}; the environments are {', '.join(known)}",
+              file=sys.stderr)
+        return 2
     if args.cmd == "list":
         print("\n".join(registry.env_names() if args.all else registry.names()))
         return 0

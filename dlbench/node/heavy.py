@@ -13,6 +13,7 @@ with the repository on its path can run it.
 from __future__ import annotations
 
 import argparse
+import shutil
 import subprocess
 import sys
 
@@ -29,6 +30,9 @@ def main(argv: list[str] | None = None) -> int:
     command = args.command[1:] if args.command[:1] == ["--"] else args.command
     if not command:
         parser.error("no command given: dlbench heavy -- COMMAND [ARG ...]")
+    if shutil.which(command[0]) is None:  # said before the wait for the node, not as a traceback after it
+        print(f"dlbench heavy: no command {command[0]!r} on PATH; give the command's name or path", file=sys.stderr)
+        return 2
     try:
         with locks.heavy_work(locks.node_lock(), args.what):
             return subprocess.call(command)

@@ -16,6 +16,7 @@ import sys
 from pathlib import Path
 
 import pandas as pd
+import pyarrow as pa
 
 from dlbench import atomic
 from dlbench.node import locks
@@ -160,11 +161,22 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("runs", help="results/runs.parquet")
     parser.add_argument("out", help="the page to write, e.g. results/runs.html")
     args = parser.parse_args(argv)
+    if not Path(args.runs).is_file():
+        print(f"dlbench runs-table: no file {args.runs}; name a study's results/runs.parquet (snakemake writes it)",
+              file=sys.stderr)
+        return 2
+    if not Path(args.out).parent.is_dir() or Path(args.out).is_dir():
+        print(f"dlbench runs-table: cannot write {args.out}: name a page in an existing folder", file=sys.stderr)
+        return 2
     try:
         print(write(args.runs, args.out))
     except (locks.LockTimeout, locks.LockUnusable) as exc:  # the node's locks: held too long, or unusable here
         print(f"dlbench: {exc}", file=sys.stderr)
         return 1
+    except pa.ArrowInvalid as exc:
+        print(f"dlbench runs-table: {args.runs} is not a Parquet table ({exc}); name a study's results/runs.parquet",
+              file=sys.stderr)
+        return 2
     return 0
 
 
