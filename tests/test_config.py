@@ -193,7 +193,7 @@ def test_a_custom_initialiser_must_fit_its_network():
     msg = error_of({**BASE, "preset": ["mine"], "presets": {"mine": dict(preset, init="kaiming")}})
     assert msg.startswith("presets.mine.init: 'kaiming' is not allowed") and "torch" in msg and "he" in msg
     msg = error_of({**BASE, "preset": ["mine"], "presets": {"mine": dict(preset, init={"name": "gaussian", "sd": 1})}})
-    assert msg == "unknown key 'sd' in presets.mine.init; allowed keys: bias, bias_std, name, std"
+    assert msg == "unknown key 'sd' in presets.mine.init (did you mean 'std'?); allowed keys: bias, bias_std, name, std"
 
 
 def test_compile_and_precision_are_refused_in_one_line_where_a_framework_has_no_such_switch():
@@ -293,3 +293,31 @@ def test_a_record_that_cannot_be_read_or_whose_files_disagree_has_the_status_dam
     record["files"]["curve.csv"]["bytes"] = (tmp_path / "curve.csv").stat().st_size
     (tmp_path / store.RESULT).write_text(json.dumps(record))
     assert store.status_in(tmp_path) == "ok"
+
+
+def test_every_schema_error_is_said_at_once_with_a_suggestion_for_a_near_miss():
+    with pytest.raises(ConfigError) as info:
+        validate({**BASE, "frameworks": ["tensorflw"], "sweep": {"batchsize": [3]}, "repeats": 0})
+    lines = str(info.value).splitlines()
+    assert len(lines) == 3, lines
+    assert any("frameworks.0" in ln and "did you mean 'tensorflow'?" in ln for ln in lines), lines
+    assert any("'batchsize'" in ln and "did you mean 'batch_size'?" in ln for ln in lines), lines
+    assert any(ln.startswith("repeats: 0 is out of range") for ln in lines), lines
+    assert info.value.said().splitlines() == [f"dlbench: config error: {ln}" for ln in lines]
+    # no suggestion where nothing is near
+    assert "did you mean" not in error_of({**BASE, "frameworks": ["mxnet"]})
+
+
+@pytest.mark.parametrize("text, says", [
+    ("datasets: [digits\n", "line 2, column 1: did not find expected ',' or ']' (while parsing a flow sequence at "
+                            "line 1, column 11)"),
+    ("? [a, b]\n: 1\ndatasets: [digits]\n", "line 1, column 3: a key that is a list"),
+])
+def test_a_yaml_mistake_is_one_line_with_its_line_and_column(tmp_path, text, says):
+    from dlbench.study import config
+
+    path = tmp_path / "config.yaml"
+    path.write_text(text)
+    with pytest.raises(ConfigError) as info:
+        config.load(path)
+    assert "\n" not in str(info.value) and says in str(info.value), str(info.value)

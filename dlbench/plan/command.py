@@ -22,7 +22,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         cfg = config.load(args.config, schema_path=SCHEMA)
     except config.ConfigError as exc:
-        print(f"dlbench: config error: {exc}", file=sys.stderr)
+        print(exc.said(), file=sys.stderr)
         return 2
     points = sweep.plan(cfg).points
 

@@ -86,7 +86,7 @@ def read_config(config: dict, configfiles, schema: str) -> dict:
                                            "dlbench reads plain YAML only: write its values out")
         return dlconfig.validate(config, schema_path=schema)
     except dlconfig.ConfigError as exc:
-        raise StudyError(f"dlbench: config error: {exc}") from None
+        raise StudyError(exc.said()) from None
 
 
 def check_local_cores(cfg: dict, cores: int) -> None:
@@ -94,7 +94,7 @@ def check_local_cores(cfg: dict, cores: int) -> None:
     try:
         dlconfig.check_local_cores(cfg, cores)
     except dlconfig.ConfigError as exc:
-        raise StudyError(f"dlbench: config error: {exc}") from None
+        raise StudyError(exc.said()) from None
 
 
 @dataclass(frozen=True)

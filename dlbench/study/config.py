@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import difflib
 import math
 import os
 from typing import Any
@@ -19,7 +20,11 @@ from dlbench.study import presets, selection, strictyaml
 
 
 class ConfigError(ValueError):
-    """A config that cannot run; the message is one line for the user."""
+    """A config that cannot run; the message is one line per problem (the schema's are all said at once)."""
+
+    def said(self) -> str:
+        """The message as the commands print it: each problem on its own line, prefixed."""
+        return "\n".join(f"dlbench: config error: {line}" for line in str(self).splitlines())
 
 
 def load_schema(path: str | os.PathLike = SCHEMA) -> dict:
@@ -51,6 +56,13 @@ def _where(path) -> str:
     return ".".join(str(p) for p in path) or "(top level)"
 
 
+def _near(given, allowed) -> str:
+    """ " (did you mean 'x'?)" for a near miss of a name (a typo), else nothing."""
+    names = [str(a) for a in allowed]
+    close = difflib.get_close_matches(str(given), names, n=1, cutoff=0.75) if isinstance(given, str) else []
+    return f" (did you mean {close[0]!r}?)" if close else ""
+
+
 def _describe(error: jsonschema.ValidationError, schema: dict) -> str:
     """One readable line for a schema violation."""
     where = _where(error.absolute_path)
@@ -58,10 +70,12 @@ def _describe(error: jsonschema.ValidationError, schema: dict) -> str:
     if v == "additionalProperties":
         extra = sorted(set(error.instance) - set(error.schema.get("properties", {})))
         allowed = ", ".join(sorted(error.schema.get("properties", {})))
-        return f"unknown key {extra[0]!r} in {where}; allowed keys: {allowed}"
+        return f"unknown key {extra[0]!r} in {where}{_near(extra[0], error.schema.get('properties', {}))}; " \
+               f"allowed keys: {allowed}"
     if v == "enum":
         allowed = ", ".join(map(str, error.validator_value))
-        return f"{where}: {error.instance!r} is not allowed; choose one of: {allowed}"
+        return (f"{where}: {error.instance!r} is not allowed{_near(error.instance, error.validator_value)}; "
+                f"choose one of: {allowed}")
     if v == "type":
         return f"{where}: expected {error.validator_value}, got {error.instance!r}"
     if v == "minItems":
@@ -182,8 +196,8 @@ def validate(raw: dict[str, Any], *, local_cores: int | None = None,
     schema = load_schema(schema_path)
     errors = sorted(jsonschema.Draft202012Validator(schema).iter_errors(cfg),
                     key=lambda e: (len(e.absolute_path), str(list(e.absolute_path))))
-    if errors:
-        raise ConfigError(_describe(errors[0], schema))
+    if errors:  # every one at once, each in its own line (a key's several complaints said once)
+        raise ConfigError("\n".join(dict.fromkeys(_describe(e, schema) for e in errors)))
     _fill_defaults(schema, cfg)
 
     sweep = cfg["sweep"]

@@ -35,6 +35,9 @@ class _Loader(getattr(yaml, "CSafeLoader", yaml.SafeLoader)):
         seen: dict = {}
         for key_node, _ in node.value:
             key = self.construct_object(key_node, deep=True)
+            if not isinstance(key, (str, int, float, bool)) and key is not None:
+                raise YamlProblem(f"line {key_node.start_mark.line + 1}, column {key_node.start_mark.column + 1}: "
+                                  f"a key that is a {type(key).__name__} ({key!r}); a key is a name: write it as one")
             if key in seen:
                 raise YamlProblem(f"line {key_node.start_mark.line + 1}: the key {key!r} is given twice (first on line "
                                   f"{seen[key] + 1}); YAML would keep only the last one: remove one of them")
@@ -42,12 +45,27 @@ class _Loader(getattr(yaml, "CSafeLoader", yaml.SafeLoader)):
         return super().construct_mapping(node, deep=deep)
 
 
+def _yaml_error(exc: yaml.YAMLError) -> str:
+    """PyYAML's complaint in one line, with the line and column where it found the problem (and where what it was
+    reading began: an unclosed bracket is found at the end)."""
+    def at(mark) -> str:
+        return f"line {mark.line + 1}, column {mark.column + 1}"
+
+    found, began = getattr(exc, "problem_mark", None), getattr(exc, "context_mark", None)
+    problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+    context = getattr(exc, "context", None)
+    text = f"{at(found)}: {problem}" if found is not None else problem
+    if context:
+        text += f" ({context}{' at ' + at(began) if began is not None else ''})"
+    return text
+
+
 def load(text: str, where: str = "the config"):
     """The document in `text`, or YamlProblem."""
     try:
         node = yaml.compose(text, Loader=_Loader)
     except yaml.YAMLError as exc:
-        raise YamlProblem(f"{where} is not valid YAML: {str(exc).splitlines()[0]}") from None
+        raise YamlProblem(f"{where} is not valid YAML: {_yaml_error(exc)}") from None
     if node is None:
         return None
     size = _expanded_size(node, {})

@@ -14,7 +14,7 @@ def validate(config_path: str) -> int:
     try:
         cfg = config.load(config_path, local_cores=machine.usable_cores())
     except config.ConfigError as exc:
-        print(f"dlbench: config error: {exc}", file=sys.stderr)
+        print(exc.said(), file=sys.stderr)
         return 2
     print(f"{config_path}: valid, {len(sweep.expand(cfg))} points")
     return 0
