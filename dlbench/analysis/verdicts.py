@@ -154,7 +154,7 @@ def work_text(work: dict, per_image: stats.Leader | None = None) -> str:
     if "length" in work:
         parts.append("lengths " + ", ".join(f"{fw} {length}" for fw, length in work["length"].items()))
     if per_image is not None:
-        parts.append("per 1,000 images trained: " + headline(per_image, "train_time_s", "the same work")
+        parts.append(headline(per_image, "train_time_s", "the same work (time per 1,000 images trained)")
                      .replace("**", ""))
     return "; ".join(parts)
 
