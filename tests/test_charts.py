@@ -95,6 +95,16 @@ def _at_presets(runs: pd.DataFrame) -> pd.DataFrame:
     return groups.preset_points(frames.points(runs))
 
 
+def _in_panels(at: pd.DataFrame) -> pd.DataFrame:
+    """The preset points as the per-framework charts draw them: each once in its own panel, and a preset's owner's
+    own defaults once more in each panel of that preset applied to others (same dataset, device and knobs)."""
+    knobs = ["dataset", "device", "threads", "interop_threads", "library"]
+    applied = at[at["reading"] != "own"]
+    copies = [at[at["reading"] == "own"].merge(applied[["whose", "reading", *knobs]].drop_duplicates()
+                                               .rename(columns={"reading": "as"}), on=["whose", *knobs])]
+    return pd.concat([at, *copies], ignore_index=True)
+
+
 def _ok(runs: pd.DataFrame, *metrics: str, positive: bool = False) -> pd.DataFrame:
     """The ok points with every one of `metrics` (positive ones, if asked): what a chart of points draws a dot for."""
     df = _with_pct(runs)
@@ -226,7 +236,7 @@ def _per_point(metric: str, positive: bool):
     """A chart per framework: a dot per ok point of a preset at its own values (layer 2) and a red mark per failed
     one (layer 4)."""
     def count(runs):
-        at = _at_presets(runs)
+        at = _in_panels(_at_presets(runs))
         ok = _ok(at, metric, positive=positive)
         quiet = ~ok["contended"].astype(bool) if "contended" in ok else pd.Series(True, index=ok.index)
         return {"mark-symbol role-mark child_layer_2_marks": int(quiet.sum()),

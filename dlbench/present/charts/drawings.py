@@ -68,14 +68,12 @@ def per_framework(metric: str, label: str, log: bool):
         df = preset_points(points(runs))
         if df.empty:
             raise NoData("no framework's default point")
+        df = _with_owners(df.assign(where=df["dataset"] + "/" + df["device"]))
         shown = (df["status"] == "ok") & df[metric].notna() & ((df[metric] > 0) if log else True)
         good = shown & ~df["contended"]  # what the means count; contended points are drawn, marked, apart
         failed = df["status"] != "ok"
         if not shown.any() and not failed.any():
             raise NoData(f"no point has a {what.lower()}")
-        df = df.assign(defaults=settings_label(df, {"batch_size", "learning_rate", "length", "threads",
-                                                    "interop_threads", "library", "compile", "precision"}),
-                       where=df["dataset"] + "/" + df["device"])
         lo, hi = (df.loc[shown, metric].min(), df.loc[shown, metric].max()) if shown.any() else (1.0, 1.0)
         # failed points sit just below the lowest ok one: the scale shows the points, not the way down to zero
         bottom = lo / 1.5 if log else max(0.0, lo - max(0.5, 0.1 * (hi - lo)))
@@ -122,6 +120,37 @@ def per_framework(metric: str, label: str, log: bool):
     return make
 
 
+# The machine's knobs: a panel per value where a study varied them (a mean over 1 and 2 threads stands for neither).
+_KNOBS = ("threads", "interop_threads", "library")
+
+
+def _panel_exclude(df: pd.DataFrame) -> set[str]:
+    """What a per-framework panel's label leaves out: a preset's hyper-parameters (one value each at its point,
+    groups.preset_points), compile mode and precision (the natural and float32 ones), and the machine's knobs
+    wherever they do not vary among the points drawn."""
+    steady = {k for k in _KNOBS if k not in df.columns or df[k].astype(object).fillna("-").nunique() <= 1}
+    return {"batch_size", "learning_rate", "length", "compile", "precision"} | steady
+
+
+def _with_owners(df: pd.DataFrame) -> pd.DataFrame:
+    """Each preset point labelled with its panel (`defaults`: "own defaults", "caffe's preset", its layout where
+    not the default, the knobs where they vary), and each preset's owner drawn in that preset's panel too:
+    Caffe's own defaults are Caffe's preset, so "caffe's preset" shows Caffe beside the frameworks it was
+    applied to, as the leaders compare them (summary.comparisons)."""
+    exclude = _panel_exclude(df)
+    df = df.assign(defaults=settings_label(df, exclude))
+    panels = set(zip(df["defaults"], df["where"]))
+    own = df[df["reading"] == "own"]
+    copies = []
+    for reading in ("preset", "settings"):
+        if own.empty:
+            break
+        as_applied = own.assign(reading=reading)
+        as_applied = as_applied.assign(defaults=settings_label(as_applied, exclude))
+        copies.append(as_applied[[(d, w) in panels for d, w in zip(as_applied["defaults"], as_applied["where"])]])
+    return pd.concat([df, *copies], ignore_index=True)
+
+
 def _setting_means(counted: pd.DataFrame, metric: str) -> pd.DataFrame:
     """framework_means per setting panel: the mean of each framework under each setting, with its interval."""
     parts = [framework_means(g, metric).assign(defaults=defaults, where=where)
@@ -156,9 +185,10 @@ def against(param: str, metric: str, label: str, log_x: bool, log_y: bool):
         data, note = drawn_groups(table.assign(failed_at=bottom, good=good), "group", MAX_MARKS)
         values = sorted(table[param].unique())
         axis = alt.Axis(values=values, format="~g") if len(values) <= 12 else alt.Axis(format="~g")
+        # padding: the first and last values' marks and intervals drawn whole, inside the plot area
         x = alt.X(f"{param}:Q", title=x_title, axis=axis,
-                  scale=alt.Scale(type="log" if log_x else "linear", nice=False))
-        y_scale = alt.Scale(type="log") if log_y else alt.Scale(zero=False)
+                  scale=alt.Scale(type="log" if log_x else "linear", nice=False, padding=14))
+        y_scale = alt.Scale(type="log", padding=10) if log_y else alt.Scale(zero=False, padding=10)
         tip = ["framework", "settings", param, alt.Tooltip(f"{metric}:Q", format=".4g"), "n_ok", "failed",
                "statuses"]
         line = alt.Chart().transform_filter("datum.good").mark_line(point=True).encode(
@@ -356,6 +386,11 @@ def correlation_chart(runs, curves=None, samples=None, published=None):
     table = resource_correlations(runs)
     if table.empty or table["r"].notna().sum() == 0:
         raise NoData("no hyper-parameter varied alone over 3 or more ok points of a framework")
+    # only what varied: a framework none of whose hyper-parameters varied alone, and a hyper-parameter that
+    # varied alone for no framework, would be panels and columns of "n/a" and nothing else
+    told = table[table["r"].notna()]
+    table = table[table.set_index(["framework", "dataset"]).index.isin(told.set_index(["framework", "dataset"]).index)
+                  & table["hyper_parameter"].isin(set(told["hyper_parameter"]))].copy()
     table["label"] = table["r"].map(lambda r: f"{r:+.2f}" if pd.notna(r) else "n/a")
     x = alt.X("hyper_parameter:N", title="hyper-parameter", sort=HYPER_PARAMETERS)
     y = alt.Y("resource:N", title="resource", sort=RESOURCES)
@@ -366,9 +401,13 @@ def correlation_chart(runs, curves=None, samples=None, published=None):
                  alt.Tooltip("groups:Q", title="settings groups")])
     blank = alt.Chart().transform_filter("!isValid(datum.r)").mark_rect(color="#eeeeee").encode(x=x, y=y)
     text = alt.Chart().mark_text(fontSize=11).encode(x=x, y=y, text="label:N")
-    chart = alt.layer(cells, blank, text, data=table).properties(width=400, height=24 * table["resource"].nunique())
-    return chart.facet(column=alt.Column("framework:N", title="framework"),
-                       row=alt.Row("dataset:N", title="dataset")).properties(title=titled(
+    chart = alt.layer(cells, blank, text, data=table).properties(width=90 * table["hyper_parameter"].nunique(),
+                                                                 height=24 * table["resource"].nunique())
+    # the framework's header stays where one framework is drawn: it says whose correlations these are
+    by = {"column": alt.Column("framework:N", title="framework")}
+    if table["dataset"].nunique() > 1:
+        by["row"] = alt.Row("dataset:N", title="dataset")
+    return chart.facet(**by).properties(title=titled(
         title, "rank correlation within the settings groups in which the hyper-parameter varied alone (every other "
                "setting fixed), over a framework's counted points on one dataset; +1: more of the hyper-parameter, "
                "more of the resource; n/a: the hyper-parameter (or resource) did not vary alone"))
