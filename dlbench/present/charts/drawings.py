@@ -197,9 +197,10 @@ def against(param: str, metric: str, label: str, log_x: bool, log_y: bool):
                            "contended"])
         bars = alt.Chart().transform_filter("datum.good && datum.n_ok >= 2").mark_rule(strokeWidth=1.5).encode(
             x=x, y=alt.Y("ci_low:Q", scale=y_scale), y2="ci_high:Q", color=framework_color(data), detail="group:N")
-        busy = alt.Chart().transform_filter("datum.contended > 0").mark_point(
+        busy = alt.Chart().transform_filter("datum.contended > 0 && isValid(datum.contended_mean)").mark_point(
             shape="diamond", size=90, filled=False, strokeWidth=2, color=CONTENDED_COLOR).encode(
-            x=x, y=alt.Y(f"{metric}:Q", scale=y_scale), tooltip=tip + ["contended"])
+            x=x, y=alt.Y("contended_mean:Q", scale=y_scale),
+            tooltip=tip + ["contended", alt.Tooltip("contended_mean:Q", format=".4g", title="their mean")])
         bad = alt.Chart().transform_filter("datum.failed > 0").mark_point(
             color="red", size=110, filled=False, strokeWidth=2, shape="cross").encode(
             x=x, y=alt.Y("failed_at:Q", scale=y_scale), tooltip=tip)
@@ -207,8 +208,8 @@ def against(param: str, metric: str, label: str, log_x: bool, log_y: bool):
         return faceted(chart, data).properties(title=titled(
             title, "one line per framework and fixed other settings (hover: which); mean over repeats of ok points, "
                    "with its 95 % interval where two or more ran",
-            "red crosses at the bottom: settings with failed points; orange diamonds: settings with points timed "
-            "under outside load (left out of the means)", *note))
+            "red crosses at the bottom: settings with failed points; orange diamonds: the mean of a setting's runs "
+            "timed under outside load (left out of the lines and means)", *note))
     return make
 
 
@@ -226,9 +227,8 @@ def defaults_matrix(metric: str):
         table["column"] = [w if r == "own" or not both else f"{w} ({READINGS[r]})"
                            for w, r in zip(table["whose"], table["reading"])]
         fmt = "{:.1f}%" if metric == "accuracy_pct" else "{:.3g} s"
-        table["label"] = [
-            ("\n".join([fmt.format(v)] + ([f"{nf} failed"] if nf else [])) if pd.notna(v) else f"all {nf} failed")
-            for v, nf in zip(table[metric], table["n_failed"])]
+        table["label"] = [_cell_label(fmt, v, nf, nc)
+                          for v, nf, nc in zip(table[metric], table["n_failed"], table["n_contended"])]
         vals = table[metric].dropna()
         if metric == "train_time_s":
             logv = np.log(vals.clip(lower=1e-9))
@@ -243,25 +243,39 @@ def defaults_matrix(metric: str):
         x = alt.X("column:N", title="whose default settings", sort=order)
         y = alt.Y("framework:N", title="framework", sort=FRAMEWORKS)
         scale = alt.Scale(type="log", scheme="blues") if metric == "train_time_s" else alt.Scale(scheme="blues")
-        cells = alt.Chart().mark_rect().encode(
-            x=x, y=y, color=alt.Color(f"{metric}:Q", title=what, scale=scale),
+        cells = alt.Chart().transform_filter(f"isValid(datum.{metric})").mark_rect().encode(
+            x=x, y=y, color=alt.Color(f"{metric}:Q", title=what, scale=scale,
+                                      legend=alt.Undefined if len(vals) else None),  # no scale of no value
             tooltip=["framework", "whose", "reading", alt.Tooltip(f"{metric}:Q", format=".4g"), "n_ok", "n_failed",
                      "is_own"])
-        empty = alt.Chart().transform_filter(f"!isValid(datum.{metric})").mark_rect(
+        # no counted run: red where every run failed, grey where the ok ones ran under outside load
+        empty = alt.Chart().transform_filter(f"!isValid(datum.{metric}) && datum.n_contended == 0").mark_rect(
             color="#fbe3e3", stroke="#d62728").encode(x=x, y=y)
+        busy = alt.Chart().transform_filter(f"!isValid(datum.{metric}) && datum.n_contended > 0").mark_rect(
+            color="#eeeeee", stroke=CONTENDED_COLOR).encode(x=x, y=y)
         own = alt.Chart().transform_filter("datum.is_own").mark_rect(
             fill=None, stroke="black", strokeWidth=2.5).encode(x=x, y=y)
         text = alt.Chart().mark_text(lineBreak="\n", fontSize=11).encode(
             x=x, y=y, text="label:N",
             color=alt.condition("datum.dark", alt.value("white"), alt.value("black")))
-        chart = alt.layer(cells, empty, own, text, data=table).properties(width=60 * len(order), height=50 * max(
+        chart = alt.layer(cells, empty, busy, own, text, data=table).properties(width=80 * len(order), height=50 * max(
             1, table["framework"].nunique()))
         applied = ("other frameworks' defaults applied as " + "; and as ".join(READING_TEXT[r] for r in readings)
                    if readings else "no other framework's defaults applied")
         return faceted(chart, table).properties(title=titled(
             title, "rows: framework trained; columns: whose defaults it trained with; black frame: its own defaults",
-            applied, "cell: mean over ok points; red cells: every point failed"))
+            applied, "cell: mean over the counted runs (ok, timed without outside load); red cells: every run "
+                     "failed; grey cells framed orange: no run counted, those that finished ran under outside load"))
     return make
+
+
+def _cell_label(fmt: str, mean: float, failed: int, contended: int) -> str:
+    """A defaults matrix cell's text: its mean, then what was left out of it ("2 failed", "1 under load"); where
+    nothing was counted, why ("all 3 failed", "3 under load" above "1 failed")."""
+    apart = [f"{n} {what}" for n, what in ((failed, "failed"), (contended, "under load")) if n]
+    if pd.notna(mean):
+        return "\n".join([fmt.format(mean), *apart])
+    return f"all {failed} failed" if not contended else "\n".join(apart[::-1])
 
 
 def tuning_chart(runs, curves=None, samples=None, published=None):
@@ -321,12 +335,13 @@ def speedup_chart(runs, curves=None, samples=None, published=None):
         raise NoData("one thread count per setting")
     table, note = drawn_groups(table, "group", MAX_MARKS)
     values = sorted(table["threads"].unique())
-    x = alt.X("threads:Q", title="threads", scale=alt.Scale(type="log", base=2, nice=False),
+    x = alt.X("threads:Q", title="threads", scale=alt.Scale(type="log", base=2, nice=False, padding=14),
               axis=alt.Axis(values=values, format="~g"))
     tip = ["framework", "settings", "threads", alt.Tooltip("train_time_s:Q", format=".4g"),
            alt.Tooltip("speedup:Q", format=".3g"), "base_threads"]
     lines = alt.Chart().mark_line(point=True).encode(
-        x=x, y=alt.Y("speedup:Q", title="speed-up over the fewest threads"), color=framework_color(table),
+        x=x, y=alt.Y("speedup:Q", title="speed-up over the fewest threads", scale=alt.Scale(padding=10)),
+        color=framework_color(table),
         detail="group:N", tooltip=tip)
     ideal = alt.Chart().mark_line(strokeDash=[4, 4], color="gray").encode(x=x, y="ideal:Q", detail="group:N")
     bars = alt.Chart().transform_filter("isValid(datum.speedup_low)").mark_rule(strokeWidth=1.5).encode(
@@ -365,14 +380,15 @@ def timeline(column: str, label: str, what: str):
         data = pd.concat([s, spans], ignore_index=True)
         data["panel"] = data["run_id"].map(panel)
         data["framework"] = data["run_id"].map(dict(zip(chosen["run_id"], chosen["framework"])))
-        x = alt.X("t:Q", title="time since launch (s)")
+        # padding: a reading at the first or last moment, or at 0, drawn whole inside the plot
+        x = alt.X("t:Q", title="time since launch (s)", scale=alt.Scale(padding=4))
         rects = alt.Chart().transform_filter("datum.layer == 'phase'").mark_rect(opacity=0.6).encode(
-            x=alt.X("start:Q", title="time since launch (s)"), x2="end:Q",
+            x=alt.X("start:Q", title="time since launch (s)", scale=alt.Scale(padding=4)), x2="end:Q",
             color=alt.Color("phase:N", scale=PHASE_COLORS, title="phase"),
             tooltip=["phase", alt.Tooltip("start:Q", format=".2f"), alt.Tooltip("end:Q", format=".2f")])
         line = alt.Chart().transform_filter("datum.layer == 'sample'").mark_line(
             color="#222222", strokeWidth=1.5, point=alt.OverlayMarkDef(size=12, color="#222222")).encode(
-            x=x, y=alt.Y(f"{column}:Q", title=label), tooltip=["phase", "t", column])
+            x=x, y=alt.Y(f"{column}:Q", title=label, scale=alt.Scale(padding=4)), tooltip=["phase", "t", column])
         chart = alt.layer(rects, line, data=data).properties(width=620, height=130)
         return chart.facet(row=alt.Row("panel:N", title=None, header=alt.Header(labelAngle=0, labelAlign="left",
                                                                                  labelOrient="top"))).properties(
@@ -449,8 +465,8 @@ def pareto_chart(runs, curves=None, samples=None, published=None):
                        "the front is drawn whole, from all of them")
     shown = shown.assign(settings=settings_label(shown, set()))
     data = slim(shown, ["train_time_s", "accuracy_pct", "front", "settings"])
-    x = alt.X("train_time_s:Q", title="training time (s, log)", scale=alt.Scale(type="log"))
-    y = alt.Y("accuracy_pct:Q", title="test accuracy (%)", scale=alt.Scale(zero=False))
+    x = alt.X("train_time_s:Q", title="training time (s, log)", scale=alt.Scale(type="log", padding=10))
+    y = alt.Y("accuracy_pct:Q", title="test accuracy (%)", scale=alt.Scale(zero=False, padding=10))
     tip = ["framework", "settings", alt.Tooltip("train_time_s:Q", format=".4g"),
            alt.Tooltip("accuracy_pct:Q", format=".2f"), "front"]
     pts = alt.Chart().mark_circle(size=50, opacity=0.45).encode(x=x, y=y, color=framework_color(data), tooltip=tip)
@@ -481,13 +497,13 @@ def published_chart(runs, curves=None, samples=None, published=None):
            alt.Tooltip("test_time_ratio:Q", format=".3g"), alt.Tooltip("accuracy_pct:Q", format=".2f"),
            "published_accuracy_pct", alt.Tooltip("accuracy_diff_pp:Q", format="+.2f")]
     x = alt.X("framework:N", title=None, sort=FRAMEWORKS, axis=alt.Axis(labelAngle=0))
-    ratio_scale = alt.Scale(type="log")
+    ratio_scale = alt.Scale(type="log", padding=16)  # room for the ratio's label above its mark
     stick = alt.Chart().mark_rule(strokeWidth=3).encode(
         x=x, y=alt.Y("one:Q", scale=ratio_scale, title="train time: this run / published (log)"),
         y2="train_time_ratio:Q", color=framework_color(table))
     head = alt.Chart().mark_circle(size=90, opacity=1).encode(
         x=x, y=alt.Y("train_time_ratio:Q", scale=ratio_scale), color=framework_color(table), tooltip=tip)
-    ratio_text = alt.Chart().mark_text(dx=18, fontSize=10, align="left").encode(
+    ratio_text = alt.Chart().mark_text(dy=-12, fontSize=10, align="center").encode(
         x=x, y=alt.Y("train_time_ratio:Q", scale=ratio_scale), text="ratio_label:N")
     one = alt.Chart().mark_rule(color="gray", strokeDash=[4, 4]).encode(y=alt.datum(1))
     data = table.assign(one=1.0)
