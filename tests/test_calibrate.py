@@ -16,7 +16,7 @@ import pandas as pd
 import pytest
 
 from dlbench import cli
-from dlbench.analysis import calibrate, groups, observations, simulate
+from dlbench.analysis import calibrate, designs, groups, observations, simulate
 
 # The CI tier's run: the null and the planted scenario, 5 repeats, 6 replications each (about 20 s on 2 cores).
 CI_REPLICATIONS = 6
@@ -33,14 +33,14 @@ def test_no_sentence_claims_what_the_truth_does_not_hold(ci_rows):
 
 
 def test_the_planted_differences_are_found_or_their_power_is_documented(ci_rows):
-    assert calibrate.short_of_power(ci_rows) <= calibrate.UNDERPOWERED, calibrate.text(ci_rows)
+    assert calibrate.short_of_power(ci_rows) <= designs.DEFAULT.underpowered, calibrate.text(ci_rows)
 
 
 @pytest.mark.long
 def test_the_documented_table_is_calibrated():
     rows = calibrate.run(100, repeats=(5,), jobs=2)
     assert [line for line in calibrate.failures(rows) if "power" not in line] == [], calibrate.text(rows)
-    assert calibrate.short_of_power(rows) <= calibrate.UNDERPOWERED, calibrate.text(rows)
+    assert calibrate.short_of_power(rows) <= designs.DEFAULT.underpowered, calibrate.text(rows)
 
 
 # -- the check fails on a wrong grouping, planted in the code the findings run
@@ -57,7 +57,7 @@ def _replace(monkeypatch, original, replacement) -> None:
 
 
 def _sentences(*names: str) -> list:
-    chosen = [s for s in calibrate.sentences() if s.name in names]
+    chosen = [s for s in designs.DEFAULT.sentences() if s.name in names]
     assert len(chosen) == len(names)
     return chosen
 
@@ -175,7 +175,7 @@ def test_the_command_prints_the_table_and_writes_json(tmp_path, capsys, monkeypa
     assert printed.splitlines()[0].split()[:3] == ["sentence", "scenario", "repeats"]
     assert "(a)" in printed and "framework effect, accuracy" in printed
     data = json.loads(out.read_text())
-    assert data["settings"]["replications"] == 2 and len(data["rows"]) == 2 * len(calibrate.sentences())
+    assert data["settings"]["replications"] == 2 and len(data["rows"]) == 2 * len(designs.DEFAULT.sentences())
     assert set(data["rows"][0]["rates"]) == set(calibrate.RATES)
 
 
