@@ -23,7 +23,8 @@ from pathlib import Path
 
 import yaml
 
-from dlbench.environments import build
+from dlbench.environments import check
+from dlbench.environments.errors import EnvError
 from dlbench.frameworks import registry
 from dlbench.paths import PACKAGE
 from dlbench.record import store as point_records
@@ -43,8 +44,8 @@ def frameworks(pythons: list[str]) -> list[tuple[str, str]]:
         for python in pythons:
             python = shutil.which(python) or python  # a command name (python3) as its path, for the record
             try:
-                v = build.probe(name, python, timeout_s=120)
-            except build.EnvError as exc:
+                v = check.probe(name, python, timeout_s=120)
+            except EnvError as exc:
                 why.append(str(exc))
                 continue
             return name, python, (f"{v['framework_version']} (CUDA {v['cuda_version']}, cuDNN {v['cudnn_version']}, "

@@ -44,7 +44,7 @@ COMMANDS = {
     "evidence": Command("run config/evidence.yaml and write docs/reproduction.md's evidence tables",
                         "dlbench.evidence.command", alias="dlbench.evidence"),
     "envs": Command("build, check, list, key and lock the framework environments; write their conda files",
-                    "dlbench.environments.build"),
+                    "dlbench.environments.command"),
     "heavy": Command("run a command as heavy work: no point is measured on this node while it runs",
                      "dlbench.node.heavy"),
     "peak": Command("measure this machine's matrix-multiply peaks, the yardsticks for achieved GFLOP/s",

@@ -46,7 +46,7 @@ def point_id(p: dict) -> str:
     if p["library"] != "default":
         parts.append(p["library"])
     parts += [p[axis] for axis in ("compile", "precision", "memory_format") if p.get(axis)]
-    if p.get("version"):  # only where the study lists several versions of the framework (dlbench.study.versions)
+    if p.get("version"):  # only where the study lists several versions of the framework (dlbench.environments.versions)
         parts.append(f"v{p['version']}")
     parts.append(f"r{p['repeat']}")
     body = {k: v for k, v in p.items() if k != "id"}
@@ -165,7 +165,7 @@ def _expand_one(cfg: dict) -> list[tuple[dict, dict, dict]]:
 
 def _versions(cfg: dict, framework: str) -> list[str | None]:
     """The framework versions a point takes into its id: those the study lists where it lists several, else
-    none (one listed version is the study's, and only picks the environment: dlbench.study.versions)."""
+    none (one listed version is the study's, and only picks the environment: dlbench.environments.versions)."""
     listed = (cfg.get("versions") or {}).get(framework, [])
     return list(listed) if len(listed) > 1 else [None]
 
