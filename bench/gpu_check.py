@@ -27,7 +27,7 @@ from dlbench.environments import check
 from dlbench.environments.errors import EnvError
 from dlbench.frameworks import registry
 from dlbench.paths import PACKAGE
-from dlbench.record import store as point_records
+from dlbench.record import store
 from dlbench.study import config as dlconfig
 from dlbench.study import sweep
 
@@ -96,12 +96,12 @@ def expected_points(study_path: Path) -> list[dict]:
 def record_of(work: Path, point: dict) -> tuple[dict | None, str]:
     """The point's record and where it came from: its result, else its last attempt (a point cut short)."""
     folder = work / "results" / "runs" / point["framework"] / point["dataset"] / point["id"]
-    record = point_records.read_or_skip(folder / point_records.RESULT)
+    record = store.read_or_skip(folder / store.RESULT)
     if record is not None:
         return record, "result"
-    attempts = sorted((folder / point_records.ATTEMPTS).glob(f"*/{point_records.RESULT}"))
+    attempts = sorted((folder / store.ATTEMPTS).glob(f"*/{store.RESULT}"))
     for path in reversed(attempts):
-        if (record := point_records.read_or_skip(path)) is not None:
+        if (record := store.read_or_skip(path)) is not None:
             return record, "attempt"
     return None, "none"
 

@@ -14,9 +14,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from dlbench.analysis import stats
+from dlbench.analysis import frames, stats
 from dlbench.analysis.frames import TIE, group_key, points
-from dlbench.analysis.frames import told as tables_told
 from dlbench.analysis.groups import default_points, ok_points
 from dlbench.datasets import catalog
 from dlbench.frameworks import registry
@@ -187,7 +186,7 @@ def device_pairs(runs: pd.DataFrame, metric: str = "train_time_s", own_only: boo
         if any(len(v) < stats.MIN_RUNS for v in [*matched["cpu"], *matched["gpu"]]):
             result = stats.Contrast(result.estimate, math.nan, math.nan,
                                     stats.Test(result.test.name, why=f"fewer than {stats.MIN_RUNS} runs on a side"))
-        told = tables_told(result, GPU_FASTER, CPU_FASTER)
+        told = frames.told(result, GPU_FASTER, CPU_FASTER)
         rows.append({"framework": framework, "dataset": dataset,
                      "cpu_s": float(np.mean([np.mean(v) for v in matched["cpu"]])),
                      "gpu_s": float(np.mean([np.mean(v) for v in matched["gpu"]])),
