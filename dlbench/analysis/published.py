@@ -54,7 +54,7 @@ def read_published(path: str | Path | None = None) -> pd.DataFrame:
 def published_ratios(runs: pd.DataFrame, published: pd.DataFrame) -> pd.DataFrame:
     """This run's figures next to the study's published ones, per dataset x framework x device.
 
-    Each framework's default point (tables.default_points), in the precision the study's scripts ran it where
+    Each framework's default point (frames.default_points), in the precision the study's scripts ran it where
     this run has it (Theano, and Torch on CIFAR-10, in float64: `precision` says which).
     train_time_ratio = this run's mean train time / published train time (same for test time);
     accuracy_diff_pp = this run's mean accuracy (%) - published accuracy (%).
