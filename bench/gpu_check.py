@@ -65,19 +65,19 @@ def study(device: str, sites: dict[str, str], threads: int) -> dict:
     env = os.environ
     gpu_iterations, cpu_iterations = int(env.get("GPU_CHECK_ITERATIONS", 20000)), int(
         env.get("GPU_CHECK_CPU_ITERATIONS", 2000))
-    studies = {"accelerator": {"sweep": {"device": [device], "batch_size": [64, 512]}},
+    sub_studies = {"accelerator": {"sweep": {"device": [device], "batch_size": [64, 512]}},
                "cpu": {"sweep": {"device": ["cpu"], "batch_size": [64], "iterations": [cpu_iterations]}}}
     new_paths = env.get("GPU_CHECK_NEW_PATHS", "1") != "0"  # 0: a rehearsal on a CPU without bfloat16 instructions
     if new_paths and "pytorch" in sites:
-        studies["pytorch_compiled_bf16"] = {"frameworks": ["pytorch"], "sweep": {
+        sub_studies["pytorch_compiled_bf16"] = {"frameworks": ["pytorch"], "sweep": {
             "device": [device], "batch_size": [512], "compile": ["compiled"], "precision": ["bf16"]}}
     if new_paths and "jax" in sites:
-        studies["jax_bf16"] = {"frameworks": ["jax"], "sweep": {"device": [device], "batch_size": [512],
+        sub_studies["jax_bf16"] = {"frameworks": ["jax"], "sweep": {"device": [device], "batch_size": [512],
                                                                 "precision": ["bf16"]}}
     return {
         "datasets": ["digits"], "frameworks": list(sites), "preset": ["caffe"],
         "sweep": {"iterations": [gpu_iterations], "threads": [threads], "learning_rate": [0.01]},
-        "studies": studies,
+        "studies": sub_studies,
         "monitor": {"interval_s": 0.1},
         # Bounded: a point that hangs or runs on is ended and recorded, and the others still run.
         "limits": {"time_s": float(env.get("GPU_CHECK_POINT_S", 150)),

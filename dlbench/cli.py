@@ -186,10 +186,10 @@ def _job(name: str, argv: list[str]) -> int:
     parser.add_argument("--retries", type=int, default=0, help="reruns allowed: a failure of the machine before "
                         "the last attempt exits 75, publishing nothing")
     args = parser.parse_args(argv)
-    study = {"interval_s": args.interval, "monitor": args.monitor, "time_limit_s": args.time_limit,
-             "memory_limit_mb": args.memory_limit, "hang_s": args.hang_limit, "measure_lock": args.measure_lock or None,
-             "gpu_per_device": args.gpu_per_device}
-    options = RunOptions.of_job(study, env=jobs.environment(args.env or None), attempt=args.attempt,
+    settings = {"interval_s": args.interval, "monitor": args.monitor, "time_limit_s": args.time_limit,
+                "memory_limit_mb": args.memory_limit, "hang_s": args.hang_limit,
+                "measure_lock": args.measure_lock or None, "gpu_per_device": args.gpu_per_device}
+    options = RunOptions.of_job(settings, env=jobs.environment(args.env or None), attempt=args.attempt,
                                 retries=args.retries)
     return jobs.train(args.point, args.dataset_dir, args.out, options)
 

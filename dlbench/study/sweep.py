@@ -59,13 +59,13 @@ def sub_studies(cfg: dict) -> dict[str, dict]:
     if not cfg.get("studies"):
         return {"main": cfg}
     out = {}
-    for name, study in cfg["studies"].items():
+    for name, given in cfg["studies"].items():
         sub = {k: v for k, v in cfg.items() if k != "studies"}
-        sub.update({k: v for k, v in study.items() if k != "sweep"})
-        sub["sweep"] = {**cfg.get("sweep", {}), **study.get("sweep", {})}
-        if "epochs" in study.get("sweep", {}):
+        sub.update({k: v for k, v in given.items() if k != "sweep"})
+        sub["sweep"] = {**cfg.get("sweep", {}), **given.get("sweep", {})}
+        if "epochs" in given.get("sweep", {}):
             sub["sweep"].pop("iterations", None)
-        if "iterations" in study.get("sweep", {}):
+        if "iterations" in given.get("sweep", {}):
             sub["sweep"].pop("epochs", None)
         out[name] = sub
     return out
@@ -85,8 +85,8 @@ class Plan(NamedTuple):
 def plan(cfg: dict, status_of: Callable[[dict], str | None] | None = None) -> Plan:
     """Every point of every sub-study (each once, in a stable order), from one expansion of each sub-study.
 
-    `membership`: point id -> the sub-studies it belongs to (a point shared by two studies runs once).
-    `tuning`: point id -> its place in a tuning grid (config `tune`), for the points of the studies that tune:
+    `membership`: point id -> the sub-studies it belongs to (a point shared by two sub-studies runs once).
+    `tuning`: point id -> its place in a tuning grid (config `tune`), for the points of the sub-studies that tune:
     `tuning_grid`, one grid (its sub-study, and the settings it is tuned around, repeats together);
     `tuning_is_default`, the grid's point with every factor 1, the defaults it is tuned against.
     A point in two grids keeps the first.
