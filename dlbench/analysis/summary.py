@@ -227,10 +227,6 @@ def setting_values(df: pd.DataFrame, metric: str, by: str) -> dict[object, dict]
 # The framework effect: the same network, data and settings on several frameworks
 # ---------------------------------------------------------------------------------------------
 
-EFFECT_WORDS = {"differ": "the frameworks differ", "equivalent": "equivalent within the margin",
-                "inconclusive": "inconclusive", "untestable": "not testable"}
-
-
 def framework_effect(runs: pd.DataFrame, min_seeds: int = stats.MIN_RUNS,
                      margins: stats.Margins | None = None) -> pd.DataFrame:
     """Per setting that several frameworks ran with the same network, data and settings (a whole preset), each
