@@ -125,12 +125,12 @@ def tuning(cfg: dict) -> dict[str, dict]:
 
 
 def expand_one(cfg: dict) -> list[dict]:
-    """Every point of one study, each once, in a stable order."""
+    """Every point of one sub-study (an entry of sub_studies), each once, in a stable order."""
     return [p for p, _, _ in _expand_one(cfg)]
 
 
 def _expand_one(cfg: dict) -> list[tuple[dict, dict, dict]]:
-    """(point, its tuning factors, the point it is tuned around) for every point of one study."""
+    """(point, its tuning factors, the point it is tuned around) for every point of one sub-study."""
     sweep = cfg.get("sweep", {})
     tune = cfg.get("tune") or {}
     custom = cfg.get("presets", {})
