@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import inspect
 import re
+import subprocess
+import sys
 from types import SimpleNamespace
 
 import pytest
@@ -14,6 +16,7 @@ from dlbench.environments import key, site, versions
 from dlbench.environments.environment import Environment
 from dlbench.frameworks import caffe_data, registry
 from dlbench.node import locks
+from dlbench.paths import ROOT
 from dlbench.plan import estimate
 from dlbench.record import store
 from dlbench.rules import context, stale_locks
@@ -98,6 +101,25 @@ def test_the_main_process_clears_stale_locks_and_says_what_it_removed(here):
     study(said=said)
     assert said == ["dlbench: removed stale Snakemake locks left by a killed run"]
     assert not list((here / ".snakemake" / "locks").iterdir())
+
+
+def test_snakemakes_locks_stay_while_another_run_holds_the_run_lock(here):
+    # another dlbench run in this folder, alive: it holds .snakemake/dlbench.lock (taken the one way dlbench takes
+    # a lock, dlbench.node.locks.flocked) for its lifetime
+    other = subprocess.Popen([sys.executable, "-c", "import sys, time\nfrom dlbench.rules import stale_locks\n"
+                              "print(*stale_locks.hold_and_clear_stale(sys.argv[1]), flush=True)\ntime.sleep(60)",
+                              str(here)], stdout=subprocess.PIPE, text=True, cwd=ROOT)
+    try:
+        assert other.stdout.readline().split() == ["0", "[]"]  # it took the run lock: nothing of a killed run
+        (here / ".snakemake" / "locks").mkdir()
+        (here / ".snakemake" / "locks" / "0.input.lock").write_text("x")  # that run's own lock: not stale
+        assert stale_locks.hold_and_clear_stale(here) == (0, [])
+        assert (here / ".snakemake" / "locks" / "0.input.lock").exists()
+    finally:
+        other.kill()
+        other.wait(timeout=10)
+    assert stale_locks.hold_and_clear_stale(here) == (1, [])  # it died: its lock file is stale now
+    assert not (here / ".snakemake" / "locks" / "0.input.lock").exists()
 
 
 def test_a_jobs_own_snakemake_reads_no_record_probes_nothing_and_says_nothing(here, monkeypatch):
