@@ -18,7 +18,8 @@ from pathlib import Path
 import psutil
 
 from dlbench.datasets import prepare
-from dlbench.environments import build
+from dlbench.environments import build, key
+from dlbench.environments.errors import EnvError
 from dlbench.frameworks import registry
 from dlbench.node import hostload, machine
 from dlbench.paths import ROOT, cache_root
@@ -145,8 +146,8 @@ def env_python(framework: str) -> str:
 def env_ready(framework: str) -> bool:
     """Whether the framework's environment is already built (never starts a build)."""
     try:
-        return (build.env_dir(framework) / "READY").exists()
-    except build.EnvError:
+        return (key.env_dir(framework) / "READY").exists()
+    except EnvError:
         return False
 
 

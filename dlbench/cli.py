@@ -44,7 +44,7 @@ COMMANDS = {
     "evidence": Command("run config/evidence.yaml and write docs/reproduction.md's evidence tables",
                         "dlbench.evidence.command", alias="dlbench.evidence"),
     "envs": Command("build, check, list, key and lock the framework environments; write their conda files",
-                    "dlbench.environments.build"),
+                    "dlbench.environments.command"),
     "heavy": Command("run a command as heavy work: no point is measured on this node while it runs",
                      "dlbench.node.heavy"),
     "peak": Command("measure this machine's matrix-multiply peaks, the yardsticks for achieved GFLOP/s",
@@ -186,10 +186,10 @@ def _job(name: str, argv: list[str]) -> int:
     parser.add_argument("--retries", type=int, default=0, help="reruns allowed: a failure of the machine before "
                         "the last attempt exits 75, publishing nothing")
     args = parser.parse_args(argv)
-    study = {"interval_s": args.interval, "monitor": args.monitor, "time_limit_s": args.time_limit,
-             "memory_limit_mb": args.memory_limit, "hang_s": args.hang_limit, "measure_lock": args.measure_lock or None,
-             "gpu_per_device": args.gpu_per_device}
-    options = RunOptions.of_job(study, env=jobs.environment(args.env or None), attempt=args.attempt,
+    settings = {"interval_s": args.interval, "monitor": args.monitor, "time_limit_s": args.time_limit,
+                "memory_limit_mb": args.memory_limit, "hang_s": args.hang_limit,
+                "measure_lock": args.measure_lock or None, "gpu_per_device": args.gpu_per_device}
+    options = RunOptions.of_job(settings, env=jobs.environment(args.env or None), attempt=args.attempt,
                                 retries=args.retries)
     return jobs.train(args.point, args.dataset_dir, args.out, options)
 

@@ -200,9 +200,9 @@ def compiled_modules(cache: Path) -> Counter:
 @pytest.mark.long
 def test_two_theano_points_at_once_share_the_compile_cache(train):
     """Both compile into the environment's one cache at the same time; Theano's lock keeps them apart."""
-    from dlbench.environments import build as envs
+    from dlbench.environments import key
 
-    cache = envs.env_dir("theano") / "theano-cache"
+    cache = key.env_dir("theano") / "theano-cache"
     before = compiled_modules(cache)
     records, errors = {}, []
 
@@ -248,9 +248,9 @@ def test_two_theano_points_at_once_share_the_compile_cache(train):
 @pytest.mark.long
 def test_a_point_that_differs_only_in_its_learning_rate_compiles_nothing_new(train):
     """Each trainer is a new process: the compile cache must hit across processes (no module per point)."""
-    from dlbench.environments import build as envs
+    from dlbench.environments import key
 
-    cache = envs.env_dir("theano") / "theano-cache"
+    cache = key.env_dir("theano") / "theano-cache"
 
     def modules() -> int:
         return sum(1 for _ in cache.rglob("mod.cpp"))

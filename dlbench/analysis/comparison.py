@@ -36,7 +36,7 @@ ONLY_A, ONLY_B = "only in A", "only in B"
 FAILED_A, FAILED_B = "no finished run in A", "no finished run in B"
 CONTENDED = " (contended runs)"
 ALPHA = stats.ALPHA
-# The settings of a point, for records made before `setting_id` (tables.SETTINGS, plus what it leaves implied).
+# The settings of a point, for records made before `setting_id` (frames.SETTINGS, plus what it leaves implied).
 EXTRA_SETTINGS = ["init", "lr_policy_json", "input_json", "validation_json", "test_batch_size", "test_interval",
                   "shuffle", "ema_decay", "version"]
 # What a result set holds that is not a setting: compared as a whole, per framework where it is the framework's.

@@ -9,8 +9,6 @@ leader shares the lead within the margin) or is inconclusive; it counts as answe
 
 from __future__ import annotations
 
-import math
-
 from dlbench.analysis import stats
 
 AGREES, DISAGREES = "agrees", "disagrees"
@@ -139,10 +137,6 @@ def combine(states: list[str]) -> str:
 def answered(verdict: str) -> bool:
     """The data could tell: agrees, disagrees or equivalent within the margin."""
     return verdict in (AGREES, DISAGREES, EQUIVALENT)
-
-
-def half_width_text(half: float, unit: str) -> str:
-    return "-" if half is None or (isinstance(half, float) and math.isnan(half)) else f"{half:.3g}{unit}"
 
 
 def work_text(work: dict, per_image: stats.Leader | None = None) -> str:

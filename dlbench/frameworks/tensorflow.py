@@ -26,7 +26,7 @@ torch.optim.AdamW), then takes the fused Adam update with epsilon x sqrt(1 - b2^
 m_hat / (sqrt(v_hat) + epsilon), PyTorch's and Optax's form (the kernel's own adds epsilon to sqrt(v), before the
 bias correction: TensorFlow 1's AdamOptimizer, which `adam` keeps for the study's mnist_deep).
 
-Batch normalisation is this module's BatchNorm layer, the spec's definition (models.py): Keras'
+Batch normalisation is this module's BatchNorm layer, the spec's definition (networks.py): Keras'
 BatchNormalization (momentum = the spec's decay) updates its moving variance with the biased batch
 variance, where the spec (and PyTorch) use the unbiased one. Its statistics are computed in the variables'
 dtype (float32 under mixed bfloat16). A residual block is a Residual layer holding its body's and its
@@ -43,8 +43,8 @@ import tensorflow as tf
 from dlbench.frameworks.base import initial_weights, no_gpu, parameter_groups
 from dlbench.frameworks.stepped import SteppedAdapter, warms_up
 from dlbench.record.fields import Info
-from dlbench.spec import initial_weights as initialisers
 from dlbench.spec import networks
+from dlbench.spec.initial_weights import connection_mask
 
 keras = tf.keras
 
@@ -54,7 +54,7 @@ class MaskedConv2D(keras.layers.Conv2D):
 
     def __init__(self, layer: dict, planes_in: int, **kw):
         super().__init__(layer["filters"], layer["kernel"], layer.get("stride", 1), **kw)
-        mask = initialisers.connection_mask(layer, planes_in)  # (out, in, 1, 1)
+        mask = connection_mask(layer, planes_in)  # (out, in, 1, 1)
         self.mask = tf.constant(mask.transpose(2, 3, 1, 0))  # (1, 1, in, out)
         self.connected = int(mask.sum())
 
@@ -307,7 +307,7 @@ def spec_layers(layers: list[dict], input_shape: tuple[int, int, int], seed: int
 
 
 def trainable_layers(model) -> list:
-    """The conv, dense and batchnorm layers in the spec's order (models.trainable: a block's body, then shortcut)."""
+    """The conv, dense and batchnorm layers in the spec's order (networks.trainable: a block's body, then shortcut)."""
     out = []
     for m in (model.layers if isinstance(model, keras.Sequential) else model):
         if isinstance(m, Residual):

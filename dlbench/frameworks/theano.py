@@ -48,8 +48,8 @@ from dlbench.frameworks.stepped import SteppedAdapter
 from dlbench.node.blas import blas_in_effect
 from dlbench.paths import cache_root
 from dlbench.record.fields import Info
-from dlbench.spec import initial_weights as initialisers
 from dlbench.spec import networks
+from dlbench.spec.initial_weights import connection_mask
 
 
 def blas_ldflags() -> str:
@@ -216,7 +216,7 @@ class Network:
             if kind not in ("conv", "dense", "batchnorm"):
                 raise networks.SpecError(f"Theano adapter: no {kind} layer")
             if kind == "conv" and "table" in layer:
-                self.masks[path] = initialisers.connection_mask(layer, prev[0]).astype(FLOATX)
+                self.masks[path] = connection_mask(layer, prev[0]).astype(FLOATX)
             if given is not None:
                 values = list(next(given))
             elif kind == "batchnorm":

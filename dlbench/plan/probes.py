@@ -19,7 +19,7 @@ def probe(cfg: dict, points: list[dict], run_dir, iterations: int = PROBE_ITERAT
     """Run one short point (`iterations`, no interval tests, at most 1,000 test images) of every kind that has
     neither a finished point nor a probe, in its own environment, and keep its record in results/probes/."""
     from dlbench.datasets import prepare
-    from dlbench.environments import build, choice
+    from dlbench.environments import build, choice, site
     from dlbench.run import runner
     from dlbench.run.options import RunOptions
 
@@ -34,11 +34,10 @@ def probe(cfg: dict, points: list[dict], run_dir, iterations: int = PROBE_ITERAT
         data = Path(root) / "resources/datasets" / p["dataset"]
         if not (data / "meta.json").exists():
             prepare.prepare(p["dataset"], data, local=cfg.get("data", {}).get(p["dataset"]))
-        env_name, site = choice.point_env(cfg, p)
-        env = (build.site_env(p["framework"], env_name, site) if site
-               else build.describe(env_name, build.build(env_name)))
+        env_name, python = choice.point_env(cfg, p)
+        env = site.probed(p["framework"], env_name, python) if python else build.environment(env_name)
         t0 = time.perf_counter()
-        record = runner.run_point(short, data, Path(root) / PROBES / name, RunOptions(python=env["python"], env=env))
+        record = runner.run_point(short, data, Path(root) / PROBES / name, RunOptions(python=env.interpreter, env=env))
         print(f"dlbench: probe {name}: {record['status']}, {record.get('throughput_img_s') or 0:.0f} img/s, "
               f"{time.perf_counter() - t0:.1f} s", file=sys.stderr)
     return len(todo)

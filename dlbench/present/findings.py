@@ -225,7 +225,7 @@ def _config_name(r) -> str:
 def modern_section(runs: pd.DataFrame, curves: pd.DataFrame | None, margins: stats.Margins | None = None) -> list[str]:
     """Which framework, compiled or not, in which precision, is fastest to a target accuracy on this machine; what
     compiling, bfloat16 and PyTorch's channels-last layout each bought per framework, and what they cost in
-    accuracy. runs: tables.points."""
+    accuracy. runs: frames.points."""
     out = ["## Compiled or not, and in which precision", ""]
     fast = fastest_configurations(runs, curves)
     speed = {axis: axis_speedups(runs, axis, margins) for axis in AXIS_PAIRS}
@@ -408,7 +408,7 @@ def not_drawn_line(not_drawn: dict[str, str]) -> str:
 def render(runs: pd.DataFrame, curves: pd.DataFrame | None = None, published: pd.DataFrame | None = None,
            margins: stats.Margins | None = None, not_drawn: dict[str, str] | None = None) -> str:
     """The findings in Markdown. `not_drawn`: the charts the study did not draw and why (their folder's index,
-    chartlist.read_index), said in a line under the study's counts; None: not said."""
+    catalog.read_index), said in a line under the study's counts; None: not said."""
     margins = margins or stats.Margins()
     # The points once, handed to every table (each one's own points() is then a copy, not a recomputation).
     df = points(runs)

@@ -70,15 +70,14 @@ def _draw(done: list[str], n: int, out: dict, *, membership, tuning, peak_path, 
     from dlbench.aggregate import collect
     from dlbench.analysis import stats
     from dlbench.present import findings, runs_table
-    from dlbench.present.charts import draw as charts
+    from dlbench.present.charts.draw import draw_all
 
     k = len(done)
     peak = peak_path if peak_path and Path(peak_path).exists() else None
     runs = collect.aggregate(done, out["runs"], out["curves"], out["samples"], membership=membership,
                              peak_path=peak, tuning=tuning)
     line = note(k, n)
-    index = charts.draw_all(out["runs"], out["curves"], out["samples"], out["charts"], published=published,
-                            subtitle=line)
+    index = draw_all(out["runs"], out["curves"], out["samples"], out["charts"], published=published, subtitle=line)
     reference = pd.read_csv(published) if published and Path(published).exists() else None
     margins = stats.Margins.from_config({"verdicts": verdicts})
     text = findings.render(runs, pd.read_parquet(out["curves"]), reference, margins, index["not_drawn"])

@@ -10,7 +10,6 @@ safe to remove.
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import json
 import os
 import socket
@@ -19,10 +18,11 @@ from pathlib import Path
 
 from dlbench import atomic
 from dlbench.node import procs
+from dlbench.node.locks import LockUnusable, flocked
 from dlbench.node.slurm_job import queued_in as _slurm_jobs_in
 from dlbench.node.slurm_job import running as _slurm_job_running
 
-_held = None  # this run's open lock file, kept for the life of the process
+_held: contextlib.ExitStack | None = None  # this run's lock, held for the life of the process
 
 
 LIVE_JOBS = "dlbench-jobs"  # under .snakemake/: one file per running training job of this working directory
@@ -92,14 +92,15 @@ def hold_and_clear_stale(workdir: str | os.PathLike = ".") -> tuple[int, list[st
     if _held is not None:
         return 0, []
     meta = Path(workdir) / ".snakemake"
-    meta.mkdir(exist_ok=True)
-    fh = open(meta / "dlbench.lock", "w")
+    held = contextlib.ExitStack()
     try:
-        fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except OSError:  # another dlbench run is alive in this directory: its locks are real
-        fh.close()
+        taken = held.enter_context(flocked(meta / "dlbench.lock", wait=False))
+    except LockUnusable:  # not a lock file this run can take: nothing proves the others dead, nothing is removed
         return 0, []
-    _held = fh
+    if taken is None:  # another dlbench run is alive in this directory: its locks are real
+        held.close()
+        return 0, []
+    _held = held
     stale = sorted((meta / "locks").glob("*.lock")) if (meta / "locks").is_dir() else []
     alive = live_jobs(meta)
     if stale and not alive:  # asked only where there is something to remove: squeue is a call to the controller

@@ -103,7 +103,7 @@ def run_point(point: dict, dataset_dir: str | Path, out_dir: str | Path, options
     (dlbench.record.statuses): the attempt is kept and, unless it is the last one allowed, nothing is published.
 
     In a job SLURM requeued, a point this job already finished is published again, not measured twice. An
-    attempt that died with its node leaves only a mark (records.mark_started); where every earlier run of
+    attempt that died with its node leaves only a mark (store.mark_started); where every earlier run of
     the point did (Snakemake's attempts and SLURM's own requeues of the job alike, `tries`), the last
     allowed one publishes `node_lost` rather than try again, so that the study's tables are drawn from what
     finished. The attempt after the last allowed one (options.after_last) only publishes `node_lost` where that
@@ -143,7 +143,7 @@ def run_point(point: dict, dataset_dir: str | Path, out_dir: str | Path, options
 def cancel_stands(out_dir: str | Path) -> bool:
     """Whether the point's last attempt was cancelled by somebody (scancel; SIGTERM to a job off SLURM), so
     that a retry of its job would undo what they asked for. SLURM's SIGTERM at a job's time limit is no such
-    cancel: its job ends TIMEOUT, and its retry asks for more time (wiring.point_runtime). Where SLURM's
+    cancel: its job ends TIMEOUT, and its retry asks for more time (context.Study.point_runtime). Where SLURM's
     accounting cannot say how the job ended, the retry runs."""
     record = store.cancelled_last(out_dir)
     if record is None:
@@ -257,7 +257,7 @@ def prepare(point: dict, dataset_dir: str | Path, out_dir: str | Path) -> Work:
     try:
         out_dir.parent.mkdir(parents=True, exist_ok=True)
         # Unfinished folders are named by host and pid: only those of dead runners of this host are removed,
-        # and one whose trainer had finished is kept aside under attempts/ first (records.set_aside).
+        # and one whose trainer had finished is kept aside under attempts/ first (store.set_aside).
         remove_dead_leftovers(out_dir.parent, f".{out_dir.name}.partial-",
                               keep=lambda folder: store.set_aside(out_dir, folder))
         work = Work(out_dir, dataset_dir, out_dir.parent / f".{out_dir.name}.partial-{owner_tag()}")

@@ -28,9 +28,8 @@ import numpy as np
 from dlbench.aggregate import collect
 from dlbench.node import locks
 from dlbench.paths import ROOT as REPO
-from dlbench.record import statuses as outcomes
 from dlbench.record import store
-from dlbench.record.statuses import EXIT_RETRY
+from dlbench.record.statuses import DAMAGED, EXIT_RETRY
 from dlbench.run import runner
 from dlbench.run.options import RunOptions
 from dlbench.study import config, sweep
@@ -394,7 +393,7 @@ def files_disagree(lab: Lab) -> dict:
     row = runs.set_index("run_id").loc[json.loads((a / store.RESULT).read_text())["id"]]
     untouched = sorted(str(p.relative_to(a)) for p in a.rglob("*")) == before
     return _row("a record's files disagree", "another run's curve.csv copied into a published record's folder",
-                len(runs) == 2 and row["status"] == outcomes.DAMAGED and bool(named) and untouched,
+                len(runs) == 2 and row["status"] == DAMAGED and bool(named) and untouched,
                 not untouched, rows=len(runs), status=row["status"], reason=row["reason"], said=named[:1],
                 curve_runs=sorted(set(curves["run_id"])), untouched=untouched)
 

@@ -355,7 +355,7 @@ def cancel_sigint(lab: Lab) -> dict:
     return _cancelled_by(lab, signal.SIGINT)
 
 
-# The main process's probe of a site interpreter (envs.site) as Snakemake's parse runs it (wiring.Study), in a
+# The main process's probe of a site interpreter (envs.site) as Snakemake's parse runs it (context.Study), in a
 # folder of its own; a StudyError ends it with its one line on stderr, exit 1.
 PARSE = """
 import json, sys

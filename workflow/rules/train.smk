@@ -6,6 +6,8 @@
 rule train:
     input:
         data="resources/datasets/{dataset}/data.npz",
+        # The build of the point's environment, which the job waits for (none for a site one, or under
+        # --sdm conda); the environment itself is params.env.
         env=TRAIN["env_file"],
         prepared=TRAIN["prepared_input"],
     output:
@@ -42,6 +44,7 @@ rule train:
         point=TRAIN["point"],
         # Changing a framework's adapter (or the shared trainer code) reruns its points only.
         code=TRAIN["code"],
+        # The point's environment, one value (dlbench/environments/environment.py): another one reruns the point.
         env=TRAIN["env"],
         runner=RUNNER_OPTIONS,
     script:

@@ -109,7 +109,7 @@ def with_subtitle(chart, line: str):
 
 def draw_all(runs, curves, samples, out_dir, published=None, subtitle: str | None = None) -> dict:
     """Draw every chart of CHARTS that has data into out_dir as <name>.html and <name>.svg, and write out_dir's
-    index (chartlist.INDEX); runs/curves/samples: frames or paths; subtitle: a line added under every chart's
+    index (catalog.INDEX); runs/curves/samples: frames or paths; subtitle: a line added under every chart's
     title. Gives the index: {"drawn": [name, ...], "not_drawn": {name: why, ...}}, in CHARTS' order."""
     runs, curves, samples = _frame(runs), _frame(curves), _frame(samples)
     if published is None:

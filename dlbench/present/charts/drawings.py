@@ -373,7 +373,7 @@ def timeline(column: str, label: str, what: str):
         panel = dict(zip(chosen["run_id"], chosen["panel"]))
         s = samples[samples["run_id"].isin(panel)][["run_id", "t", "phase", column]].copy()
         spans = phase_spans(s)
-        # Long runs: about MAX_SAMPLES readings per run drawn, each bucket's lowest and highest (tables.thin: the
+        # Long runs: about MAX_SAMPLES readings per run drawn, each bucket's lowest and highest (frames.thin: the
         # peak is kept); the phase spans keep every boundary.
         s = thin(s, column, MAX_SAMPLES).copy()
         s["layer"], spans["layer"] = "sample", "phase"
