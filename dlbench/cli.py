@@ -37,8 +37,8 @@ COMMANDS = {
                         "dlbench.study.validate"),
     "plan": Command("estimate how long a study will take, from the points already measured (--probe: measure first)",
                     "dlbench.plan.command"),
-    "compare": Command("compare two result sets: per setting, B / A with its interval and a verdict",
-                       "dlbench.present.comparison"),
+    "compare": Command("compare result sets with a baseline, setting by setting, each with a verdict (--fail-on: "
+                       "a CI gate)", "dlbench.present.comparison"),
     "calibrate": Command("measure how often each sentence of the findings errs, by simulation (docs/verdicts.md)",
                          "dlbench.analysis.calibrate"),
     "evidence": Command("run config/evidence.yaml and write docs/reproduction.md's evidence tables",
