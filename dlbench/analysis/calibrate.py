@@ -33,9 +33,11 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from dlbench import arguments
 from dlbench.analysis import frames, simulate, stats, summary
 from dlbench.analysis.observations import OBSERVATIONS, observations
 from dlbench.analysis.simulate import NULL, Noise, Scenario, planted
+from dlbench.study.config import ConfigError
 
 # A sentence's word, classed: it claims a difference (one way), an equivalence, or nothing (inconclusive, not
 # testable, not tested).
@@ -366,14 +368,15 @@ def as_json(rows: Sequence[Row], settings: dict) -> dict:
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--replications", type=int, default=None,
+    parser.add_argument("--replications", type=arguments.count(2, "a number of replications"), default=None,
                         help=f"replications per scenario and repeats (default {REPLICATIONS}; --quick: "
                         f"{QUICK_REPLICATIONS})")
     parser.add_argument("--seed", type=int, default=0, help="the simulation's seed (the same seed, the same table)")
-    parser.add_argument("--jobs", type=int, default=min(2, os.cpu_count() or 1), help="worker processes")
+    parser.add_argument("--jobs", type=arguments.count(1, "a number of workers"), default=min(2, os.cpu_count() or 1),
+                        help="worker processes")
     parser.add_argument("--quick", action="store_true", help=f"{QUICK_REPLICATIONS} replications, "
                         f"{QUICK_REPEATS[0]} repeats")
-    parser.add_argument("--repeats", type=int, nargs="+", default=None,
+    parser.add_argument("--repeats", type=arguments.count(1, "a number of seeds"), nargs="+", default=None,
                         help=f"the seeds of each point (default {' and '.join(map(str, REPEATS))}; --quick: "
                         f"{QUICK_REPEATS[0]})")
     parser.add_argument("--config", type=Path, default=simulate.DEFAULT_CONFIG,
@@ -391,6 +394,14 @@ def command(args: argparse.Namespace) -> int:
     if args.json and not args.json.parent.is_dir():  # refused before minutes of simulation, not after
         print(f"dlbench calibrate: --json {args.json}: no folder {args.json.parent}; create it or name another",
               file=sys.stderr)
+        return 2
+    if args.json and args.json.is_dir():
+        print(f"dlbench calibrate: --json {args.json} is a folder; name a file in it", file=sys.stderr)
+        return 2
+    try:  # the study simulated, read and checked here: a bad config is one line, not a traceback from a worker
+        simulate.study_template(str(args.config), repeats[0])
+    except ConfigError as exc:
+        print(exc.said(), file=sys.stderr)
         return 2
     started = time.perf_counter()
     rows = run(replications, args.seed, repeats, jobs=max(1, args.jobs), config_path=args.config)

@@ -31,13 +31,13 @@ from __future__ import annotations
 
 import argparse
 import difflib
-import math
 import sys
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
+from dlbench import arguments
 from dlbench.aggregate.collect import write_parquet
 from dlbench.analysis import comparison_stats, stats
 from dlbench.analysis.comparison import (
@@ -327,14 +327,6 @@ def _level(text: str) -> float:
     return value
 
 
-def _margin(text: str) -> float:
-    """An equivalence margin: a finite number above 0 (a margin of 0 or less makes nothing equivalent)."""
-    value = float(text)
-    if not (math.isfinite(value) and value > 0):
-        raise argparse.ArgumentTypeError(f"{text} is not a margin: give a finite number above 0")
-    return value
-
-
 def _gate_words(text: str) -> list[str]:
     """--fail-on: verdicts by their gate names (GATE_WORDS), comma-separated; a near miss is named."""
     words = [w.strip() for w in text.split(",") if w.strip()]
@@ -412,9 +404,9 @@ def main(argv: list[str] | None = None) -> int:
                         "for CI: --fail-on slower,less-accurate")
     parser.add_argument("--alpha", type=_level, default=ALPHA,
                         help=f"the tests' level: the false discovery rate of {ADJUSTMENT}, and each one-sided test's")
-    parser.add_argument("--time-margin-pct", type=_margin, default=stats.Margins.time_pct,
+    parser.add_argument("--time-margin-pct", type=arguments.positive, default=stats.Margins.time_pct,
                         help="times within this many per cent (B / A) are equivalent (default %(default)g)")
-    parser.add_argument("--accuracy-margin-pp", type=_margin, default=stats.Margins.accuracy_pp,
+    parser.add_argument("--accuracy-margin-pp", type=arguments.positive, default=stats.Margins.accuracy_pp,
                         help="accuracies within this many points are equivalent (default %(default)g)")
     args = parser.parse_args(argv)
     paths = [args.baseline, *args.results]

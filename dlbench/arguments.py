@@ -1,0 +1,76 @@
+"""The commands' argument types: each refuses a value that is not one with argparse's own line (`dlbench X: error:
+argument --n: ...`, exit 2), before the command does any work. Standard library only (dlbench heavy runs on
+any python3)."""
+
+from __future__ import annotations
+
+import argparse
+import math
+from collections.abc import Callable
+from pathlib import Path
+
+
+def count(minimum: int, what: str = "a whole number") -> Callable[[str], int]:
+    """A whole number at least `minimum` (a count of threads, replications, workers, iterations)."""
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not {what}; give one of {minimum} or more") from None
+        if value < minimum:
+            raise argparse.ArgumentTypeError(f"{text} is below {minimum}; give {what} of {minimum} or more")
+        return value
+
+    parse.__name__ = "count"  # argparse names a type in its messages
+    return parse
+
+
+def positive(text: str) -> float:
+    """A finite number above 0 (a time limit, an interval, a scale)."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number; give one above 0") from None
+    if not (math.isfinite(value) and value > 0):
+        raise argparse.ArgumentTypeError(f"{text} is not a finite number above 0; give one")
+    return value
+
+
+def at_least_zero(text: str) -> float:
+    """A finite number of 0 or more (a limit where 0 means none)."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number; give one of 0 or more") from None
+    if not (math.isfinite(value) and value >= 0):
+        raise argparse.ArgumentTypeError(f"{text} is not a finite number of 0 or more; give one")
+    return value
+
+
+def file_to_write(text: str) -> Path:
+    """A file the command writes: not a folder, and in a folder that exists (checked before the work that fills
+    it, not after)."""
+    path = Path(text)
+    if path.is_dir():
+        raise argparse.ArgumentTypeError(f"{text} is a folder; name a file in it")
+    if not path.parent.is_dir():
+        raise argparse.ArgumentTypeError(f"{text}: no folder {path.parent}; create it or name a file in another")
+    return path
+
+
+def folder_to_write(text: str) -> Path:
+    """A folder the command writes into (created if absent): not a file."""
+    path = Path(text)
+    if path.exists() and not path.is_dir():
+        raise argparse.ArgumentTypeError(f"{text} is a file, not a folder; name a folder (it is created)")
+    return path
+
+
+def existing_file(text: str) -> Path:
+    """A file the command reads: there, and not a folder."""
+    path = Path(text)
+    if path.is_dir():
+        raise argparse.ArgumentTypeError(f"{text} is a folder; name a file")
+    if not path.is_file():
+        raise argparse.ArgumentTypeError(f"no file {text}; name one that exists")
+    return path
