@@ -167,3 +167,16 @@ def test_the_search_works_where_the_site_is_opened_from_the_file_system(tmp_path
     assert results, dom[-2000:]
     found = re.findall(r'<a href="\./([\w-]+\.html)[^"]*">', results.group(1))
     assert "usage.html" in found and "findings.html" in found, results.group(1)[:2000]
+
+
+def test_the_catalog_says_only_what_is_so():
+    catalog = yaml.safe_load((ROOT / ".snakemake-workflow-catalog.yml").read_text())
+    environments = " ".join((DOCS / "environments.md").read_text().split())
+    # conda support declared only once the conda files have been solved
+    unsolved = "these files have not been solved there" in environments
+    assert catalog["usage"]["software-stack-deployment"]["conda"] is not unsolved
+    # Caffe's build takes the same time wherever it is said
+    said = {name: re.findall(r"Caffe[^.]*?about (\d+) minutes", " ".join(text.split()))
+            for name, text in [("README.md", (ROOT / "README.md").read_text()), ("environments.md", environments),
+                               ("catalog", catalog["usage"]["mandatory-flags"]["desc"])]}
+    assert all(len(found) == 1 for found in said.values()) and len({f[0] for f in said.values()}) == 1, said
