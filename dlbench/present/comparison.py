@@ -386,15 +386,15 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="dlbench compare",
         description="compare result sets with a baseline, setting by setting, each with a verdict (--fail-on: a CI "
-        "gate): per setting and metric, each set's mean over the baseline's with its interval and a verdict",
+        "gate): per setting and metric, each set's mean over the baseline's with its interval",
         epilog="Exit status: 0 compared (and the gate, if any, passed); 1 the gate failed, one line per setting "
         "on stdout; 2 could not compare (bad input, or the node's measurement lock held too long), one line on "
         "stderr. Two sets write DIR/comparison.{parquet,md} and DIR/comparison_ratios.{html,svg}; three or more "
         "write DIR/series.{parquet,md} and DIR/series_trend.{html,svg}.")
-    parser.add_argument("baseline", help="the baseline (A): a results folder or a runs.parquet")
+    parser.add_argument("baseline", metavar="BASELINE", help="the baseline (A): a results folder or a runs.parquet")
     parser.add_argument("results", nargs="+", metavar="RESULTS",
                         help="result sets compared with the baseline, in order (releases, nodes, commits)")
-    parser.add_argument("--out", required=True, help="folder for the comparison's files (created)")
+    parser.add_argument("--out", required=True, metavar="DIR", help="folder for the comparison's files (created)")
     parser.add_argument("--names", default=None, metavar="NAME,...",
                         help="each set's name in the outputs, the baseline first (default: from their paths)")
     parser.add_argument("--fail-on", type=_gate_words, default=None, metavar="VERDICT,...",
@@ -403,9 +403,10 @@ def main(argv: list[str] | None = None) -> int:
                         "inconclusive, untestable, failed (no finished run where the baseline has one); "
                         "for CI: --fail-on slower,less-accurate")
     parser.add_argument("--alpha", type=_level, default=ALPHA,
-                        help=f"the tests' level: the false discovery rate of {ADJUSTMENT}, and each one-sided test's")
+                        help="the tests' level: the false discovery rate of Benjamini-Hochberg's adjustment, and "
+                        "each one-sided test's (default %(default)g)")
     parser.add_argument("--time-margin-pct", type=arguments.positive, default=stats.Margins.time_pct,
-                        help="times within this many per cent (B / A) are equivalent (default %(default)g)")
+                        help="times within this many per cent (set / baseline) are equivalent (default %(default)g)")
     parser.add_argument("--accuracy-margin-pp", type=arguments.positive, default=stats.Margins.accuracy_pp,
                         help="accuracies within this many points are equivalent (default %(default)g)")
     args = parser.parse_args(argv)
