@@ -89,11 +89,23 @@ def baseline_runs(path: str | Path, own: str | Path = "results/runs.parquet") ->
 
 
 def find_set(path: str | Path) -> Path:
-    """Where a result set's runs are: its runs.parquet (the file, or in the folder or its results/), else the
-    folder of its records (runs/<framework>/<dataset>/<point>/metrics.json). Cheap: said before any reading."""
+    """Where a result set's runs are: its runs.parquet (the file, or in the folder or its results/; its schema
+    read, so that a file that is not a table of runs is said here), else the folder of its records
+    (runs/<framework>/<dataset>/<point>/metrics.json). Cheap: a command says what is wrong before any work."""
+    import pyarrow.parquet as pq
+
     path = Path(path)
     for candidate in (path, path / "runs.parquet", path / "results" / "runs.parquet"):
         if candidate.is_file() and candidate.suffix == ".parquet":
+            try:
+                columns = set(pq.read_schema(candidate).names)
+            except (OSError, ValueError) as exc:  # pyarrow's errors are both
+                raise CompareError(f"{candidate} is not a Parquet table ({str(exc).splitlines()[0][:160]}); give a "
+                                   "study's runs.parquet") from None
+            missing = [c for c in ("framework", "status") if c not in columns]
+            if missing:
+                raise CompareError(f"{candidate} is not a table of runs (no {' or '.join(missing)} column); give a "
+                                   "study's results/runs.parquet")
             return candidate
     for runs in (path / "runs", path / "results" / "runs"):
         if runs.is_dir() and next(runs.glob("*/*/*/metrics.json"), None) is not None:
@@ -110,16 +122,7 @@ def read_set(path: str | Path) -> pd.DataFrame:
         if not records:
             raise CompareError(f"{path}: no record under {found} can be read; give another result set")
         return pd.DataFrame(records).rename(columns={"id": "run_id"})
-    try:
-        runs = pd.read_parquet(found)
-    except (OSError, ValueError) as exc:  # pyarrow's errors are both
-        raise CompareError(f"{found} is not a Parquet table ({str(exc).splitlines()[0][:160]}); give a study's "
-                           "runs.parquet") from None
-    missing = [c for c in ("framework", "status") if c not in runs]
-    if missing:
-        raise CompareError(f"{found} is not a table of runs (no {' or '.join(missing)} column); give a study's "
-                           "results/runs.parquet")
-    return runs
+    return pd.read_parquet(found)
 
 
 def settings_key(a: pd.DataFrame, b: pd.DataFrame) -> tuple[pd.Series, pd.Series]:
