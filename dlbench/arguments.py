@@ -58,6 +58,13 @@ def file_to_write(text: str) -> Path:
     return path
 
 
+def not_a_folder(text: str) -> str:
+    """A file the command writes, its folder made if absent: anything but an existing folder."""
+    if Path(text).is_dir():
+        raise argparse.ArgumentTypeError(f"{text} is a folder; name the file to write")
+    return text
+
+
 def folder_to_write(text: str) -> Path:
     """A folder the command writes into (created if absent): not a file."""
     path = Path(text)

@@ -33,7 +33,6 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from dlbench import arguments
 from dlbench.analysis import frames, simulate, stats, summary
 from dlbench.analysis.observations import OBSERVATIONS, observations
 from dlbench.analysis.simulate import NULL, Noise, Scenario, planted
@@ -368,6 +367,8 @@ def as_json(rows: Sequence[Row], settings: dict) -> dict:
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
+    from dlbench import arguments
+
     parser.add_argument("--replications", type=arguments.count(2, "a number of replications"), default=None,
                         help=f"replications per scenario and repeats (default {REPLICATIONS}; --quick: "
                         f"{QUICK_REPLICATIONS})")
@@ -391,17 +392,17 @@ def command(args: argparse.Namespace) -> int:
     if replications < 2:
         print("dlbench calibrate: --replications must be 2 or more", file=sys.stderr)
         return 2
-    if args.json and not args.json.parent.is_dir():  # refused before minutes of simulation, not after
-        print(f"dlbench calibrate: --json {args.json}: no folder {args.json.parent}; create it or name another",
-              file=sys.stderr)
-        return 2
-    if args.json and args.json.is_dir():
-        print(f"dlbench calibrate: --json {args.json} is a folder; name a file in it", file=sys.stderr)
-        return 2
     try:  # the study simulated, read and checked here: a bad config is one line, not a traceback from a worker
         simulate.study_template(str(args.config), repeats[0])
     except ConfigError as exc:
         print(exc.said(), file=sys.stderr)
+        return 2
+    if args.json and args.json.is_dir():
+        print(f"dlbench calibrate: --json {args.json} is a folder; name a file in it", file=sys.stderr)
+        return 2
+    if args.json and not args.json.parent.is_dir():  # refused before minutes of simulation, not after
+        print(f"dlbench calibrate: --json {args.json}: no folder {args.json.parent}; create it or name another",
+              file=sys.stderr)
         return 2
     started = time.perf_counter()
     rows = run(replications, args.seed, repeats, jobs=max(1, args.jobs), config_path=args.config)

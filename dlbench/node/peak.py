@@ -20,11 +20,9 @@ import os
 import subprocess
 import sys
 import time
-from pathlib import Path
 
 import numpy as np
 
-from dlbench import arguments
 from dlbench.atomic import write_json
 from dlbench.paths import ROOT
 
@@ -138,9 +136,12 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="dlbench peak",
                                      description="measure this machine's matrix-multiply peaks, the yardsticks for "
                                      "achieved GFLOP/s")
+    from dlbench import arguments
+
     parser.add_argument("--threads", type=arguments.count(1, "a number of threads"), nargs="+", default=[1])
     parser.add_argument("--n", type=arguments.count(1, "a matrix size"), default=2048)
-    parser.add_argument("--out", help="write peak.json here (float32, and bfloat16 with --bf16-python)")
+    parser.add_argument("--out", type=arguments.not_a_folder,  # said before the measurement, not after it
+                        help="write peak.json here (float32, and bfloat16 with --bf16-python)")
     parser.add_argument("--bf16-python", help="the PyTorch environment's Python, to measure the bfloat16 peak")
     parser.add_argument("--bf16", action="store_true", help="print the bfloat16 peaks of this (PyTorch) interpreter")
     args = parser.parse_args(argv)
@@ -149,8 +150,6 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     if not args.out:
         parser.error("--out is required (or --bf16)")
-    if Path(args.out).is_dir():  # said before the measurement, not as a traceback after it
-        parser.error(f"argument --out: {args.out} is a folder; name the file to write (peak.json)")
     return write(args.out, args.threads, args.n, args.bf16_python)
 
 
