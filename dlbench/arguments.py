@@ -47,37 +47,8 @@ def at_least_zero(text: str) -> float:
     return value
 
 
-def file_to_write(text: str) -> Path:
-    """A file the command writes: not a folder, and in a folder that exists (checked before the work that fills
-    it, not after)."""
-    path = Path(text)
-    if path.is_dir():
-        raise argparse.ArgumentTypeError(f"{text} is a folder; name a file in it")
-    if not path.parent.is_dir():
-        raise argparse.ArgumentTypeError(f"{text}: no folder {path.parent}; create it or name a file in another")
-    return path
-
-
 def not_a_folder(text: str) -> str:
     """A file the command writes, its folder made if absent: anything but an existing folder."""
     if Path(text).is_dir():
         raise argparse.ArgumentTypeError(f"{text} is a folder; name the file to write")
     return text
-
-
-def folder_to_write(text: str) -> Path:
-    """A folder the command writes into (created if absent): not a file."""
-    path = Path(text)
-    if path.exists() and not path.is_dir():
-        raise argparse.ArgumentTypeError(f"{text} is a file, not a folder; name a folder (it is created)")
-    return path
-
-
-def existing_file(text: str) -> Path:
-    """A file the command reads: there, and not a folder."""
-    path = Path(text)
-    if path.is_dir():
-        raise argparse.ArgumentTypeError(f"{text} is a folder; name a file")
-    if not path.is_file():
-        raise argparse.ArgumentTypeError(f"no file {text}; name one that exists")
-    return path
