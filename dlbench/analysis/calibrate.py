@@ -36,6 +36,7 @@ from dlbench.analysis import simulate, stats
 from dlbench.analysis.designs import DEFAULT, DESIGNS, POWER_EFFECT, Design
 from dlbench.analysis.sentences import BY, DIFFERENCE, EQUIVALENCE, NOT_TESTED, SAME, Replica, Sentence
 from dlbench.analysis.simulate import Noise, Scenario
+from dlbench.study.config import ConfigError
 
 REPLICATIONS = 200
 QUICK_REPEATS, QUICK_REPLICATIONS = (5,), 60
@@ -197,17 +198,20 @@ def as_json(rows: Sequence[Row], settings: dict) -> dict:
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
+    from dlbench import arguments
+
     parser.add_argument("--design", choices=sorted(DESIGNS), default=DEFAULT.name,
                         help="the study simulated: default (config/config.yaml) or paper (config/paper.yaml, every "
                         "sub-study); default: default")
-    parser.add_argument("--replications", type=int, default=None,
+    parser.add_argument("--replications", type=arguments.count(2, "a number of replications"), default=None,
                         help=f"replications per scenario and repeats (default {REPLICATIONS}; --quick: "
                         f"{QUICK_REPLICATIONS})")
     parser.add_argument("--seed", type=int, default=0, help="the simulation's seed (the same seed, the same table)")
-    parser.add_argument("--jobs", type=int, default=min(2, os.cpu_count() or 1), help="worker processes")
+    parser.add_argument("--jobs", type=arguments.count(1, "a number of workers"), default=min(2, os.cpu_count() or 1),
+                        help="worker processes")
     parser.add_argument("--quick", action="store_true", help=f"{QUICK_REPLICATIONS} replications, "
                         f"{QUICK_REPEATS[0]} repeats")
-    parser.add_argument("--repeats", type=int, nargs="+", default=None,
+    parser.add_argument("--repeats", type=arguments.count(1, "a number of seeds"), nargs="+", default=None,
                         help="the seeds of each point (default: the design's, 4 and 5 for the default study, 3 and 5 "
                         f"for the paper's; --quick: {QUICK_REPEATS[0]})")
     parser.add_argument("--config", type=Path, default=None,
@@ -223,11 +227,19 @@ def command(args: argparse.Namespace) -> int:
     if replications < 2:
         print("dlbench calibrate: --replications must be 2 or more", file=sys.stderr)
         return 2
+    config_path = args.config or design.config
+    try:  # the study simulated, read and checked here: a bad config is one line, not a traceback from a worker
+        simulate.study_template(str(config_path), repeats[0])
+    except ConfigError as exc:
+        print(exc.said(), file=sys.stderr)
+        return 2
+    if args.json and args.json.is_dir():
+        print(f"dlbench calibrate: --json {args.json} is a folder; name a file in it", file=sys.stderr)
+        return 2
     if args.json and not args.json.parent.is_dir():  # refused before minutes of simulation, not after
         print(f"dlbench calibrate: --json {args.json}: no folder {args.json.parent}; create it or name another",
               file=sys.stderr)
         return 2
-    config_path = args.config or design.config
     started = time.perf_counter()
     rows = run(replications, args.seed, repeats, jobs=max(1, args.jobs), config_path=config_path, design=design)
     wall = time.perf_counter() - started

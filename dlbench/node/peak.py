@@ -136,9 +136,12 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="dlbench peak",
                                      description="measure this machine's matrix-multiply peaks, the yardsticks for "
                                      "achieved GFLOP/s")
-    parser.add_argument("--threads", type=int, nargs="+", default=[1])
-    parser.add_argument("--n", type=int, default=2048)
-    parser.add_argument("--out", help="write peak.json here (float32, and bfloat16 with --bf16-python)")
+    from dlbench import arguments
+
+    parser.add_argument("--threads", type=arguments.count(1, "a number of threads"), nargs="+", default=[1])
+    parser.add_argument("--n", type=arguments.count(1, "a matrix size"), default=2048)
+    parser.add_argument("--out", type=arguments.not_a_folder,  # said before the measurement, not after it
+                        help="write peak.json here (float32, and bfloat16 with --bf16-python)")
     parser.add_argument("--bf16-python", help="the PyTorch environment's Python, to measure the bfloat16 peak")
     parser.add_argument("--bf16", action="store_true", help="print the bfloat16 peaks of this (PyTorch) interpreter")
     args = parser.parse_args(argv)
