@@ -33,6 +33,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from dlbench import atomic
 from dlbench.analysis import frames, simulate, stats, summary
 from dlbench.analysis.observations import OBSERVATIONS, observations
 from dlbench.analysis.simulate import NULL, Noise, Scenario, planted
@@ -392,9 +393,17 @@ def command(args: argparse.Namespace) -> int:
         print(f"dlbench calibrate: --json {args.json}: no folder {args.json.parent}; create it or name another",
               file=sys.stderr)
         return 2
-    started = time.perf_counter()
-    rows = run(replications, args.seed, repeats, jobs=max(1, args.jobs), config_path=args.config)
-    wall = time.perf_counter() - started
+    from dlbench.node import locks
+
+    try:
+        # heavy work: minutes on every core it is given, so never beside a measurement on this node
+        with locks.heavy_work(locks.node_lock(), "dlbench calibrate"):
+            started = time.perf_counter()
+            rows = run(replications, args.seed, repeats, jobs=max(1, args.jobs), config_path=args.config)
+            wall = time.perf_counter() - started
+    except (locks.LockTimeout, locks.LockUnusable) as exc:
+        print(f"dlbench calibrate: {exc}", file=sys.stderr)
+        return 1
     print(markdown(rows) if args.markdown else text(rows), end="")
     bad = failures(rows)
     print(f"\n{len(rows)} rows, {replications} replications each, seed {args.seed}, {wall:.0f} s on {args.jobs} "
@@ -405,7 +414,7 @@ def command(args: argparse.Namespace) -> int:
         settings = {"replications": replications, "seed": args.seed, "repeats": list(repeats),
                     "effect_sd": POWER_EFFECT, "noise": asdict(Noise()), "margins": asdict(stats.Margins()),
                     "config": str(args.config), "wall_s": round(wall, 1)}
-        args.json.write_text(json.dumps(as_json(rows, settings), indent=1) + "\n")
+        atomic.write_text(args.json, json.dumps(as_json(rows, settings), indent=1) + "\n")
     return 0
 
 
