@@ -142,7 +142,7 @@ def flocked(path: str | os.PathLike, *, shared: bool = False, wait: bool = True,
                     if not wait:
                         yield None
                         return
-                    raise LockTimeout(f"{path} stayed locked for {timeout_s:g} s") from None
+                    raise LockTimeout(f"{path} stayed locked for {timeout_s:.1f} s") from None
                 if waiting is not None:
                     waiting()
                     waiting = None
