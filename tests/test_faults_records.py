@@ -4,13 +4,16 @@ a damaged record can be chosen by `select.status` and measured again (docs/relia
 
 from __future__ import annotations
 
+import errno
 import json
 import re
+import subprocess
 import sys
 
 import pytest
 
 from dlbench.aggregate import collect
+from dlbench.paths import ROOT
 from dlbench.present import findings
 from dlbench.record import store
 from dlbench.run import runner
@@ -71,3 +74,26 @@ def test_select_status_chooses_a_published_machine_failure_and_a_damaged_record_
     planned = {line.split("results/runs/")[1].split("/")[2] for line in proc.stdout.splitlines()
                if "results/runs/" in line and "metrics.json" in line}
     assert planned == {paths["cut"].parent.name, paths["lock_timeout"].parent.name}, planned
+
+
+# A generated page written under a file-size limit of 4 kB: the write fails part-way (EFBIG), as on a full disk.
+CUT_PAGE = """
+import resource, sys
+from pathlib import Path
+from dlbench.docgen import write_or_check
+resource.setrlimit(resource.RLIMIT_FSIZE, (4096, 4096))
+try:
+    write_or_check(Path(sys.argv[1]), "x" * 100_000, False, "the schema")
+    print("written")
+except OSError as exc:
+    print("refused", exc.errno)
+"""
+
+
+def test_a_file_written_outside_the_records_is_whole_or_as_it_was(tmp_path):
+    page = tmp_path / "config.md"
+    page.write_text("the page as it was\n")
+    run = subprocess.run([sys.executable, "-c", CUT_PAGE, str(page)], cwd=ROOT, capture_output=True, text=True,
+                         timeout=120)
+    assert run.stdout.split() == ["refused", str(errno.EFBIG)], run.stdout + run.stderr
+    assert page.read_text() == "the page as it was\n" and sorted(tmp_path.iterdir()) == [page]

@@ -24,6 +24,7 @@ from contextlib import AbstractContextManager as ContextManager
 from contextlib import nullcontext
 from pathlib import Path
 
+from dlbench import atomic
 from dlbench.frameworks import registry
 from dlbench.frameworks.pins import PIN_LINE, EnvError, lock_file, lock_problems, pins_file, split_version
 
@@ -123,8 +124,7 @@ def prepare(env: str, lock: bool = True, heavy: Callable[[str], ContextManager] 
     pins = pins_file(env)
     text = pins_text(env)
     if not pins.exists() or pins.read_text() != text:
-        pins.parent.mkdir(parents=True, exist_ok=True)
-        pins.write_text(text)
+        atomic.write_text(pins, text)  # whole or as it was: a half pins file would build a wrong environment
     if not lock_problems(env):
         return True
     if not lock:
@@ -132,7 +132,5 @@ def prepare(env: str, lock: bool = True, heavy: Callable[[str], ContextManager] 
     path = lock_file(env)
     with heavy(f"locking {env} (pip's resolver)"):
         text = resolve(env)
-    tmp = path.with_suffix(".lock.tmp")
-    tmp.write_text(text)
-    tmp.replace(path)
+    atomic.write_text(path, text)  # a temporary name of its own: two runs locking at once never share one
     return True
