@@ -15,7 +15,7 @@ import pytest
 from dlbench.aggregate import collect
 from dlbench.paths import ROOT
 from dlbench.present import findings
-from dlbench.record import store
+from dlbench.record import statuses, store
 from dlbench.run import runner
 from dlbench.run.options import RunOptions
 from dlbench.study import config, sweep
@@ -97,3 +97,11 @@ def test_a_file_written_outside_the_records_is_whole_or_as_it_was(tmp_path):
                          timeout=120)
     assert run.stdout.split() == ["refused", str(errno.EFBIG)], run.stdout + run.stderr
     assert page.read_text() == "the page as it was\n" and sorted(tmp_path.iterdir()) == [page]
+
+
+def test_the_reports_text_explains_every_status_a_record_can_be_tabled_with():
+    text = (ROOT / "workflow" / "report" / "workflow.rst").read_text()
+    explained = set(re.findall(r"^- ``([a-z_]+)``:", text, re.M))
+    assert explained >= {*statuses.RESULTS, *statuses.RETRIED, "cancelled"}, sorted(
+        {*statuses.RESULTS, *statuses.RETRIED, "cancelled"} - explained)
+    assert f"``{statuses.DAMAGED}``" in text
