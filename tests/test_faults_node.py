@@ -31,7 +31,7 @@ def test_partial_compare_the_runs_table_and_the_parse_probes_keep_off_a_measurem
         case = row["cases"][name]
         assert node._refused_in_one_line(case), row
         assert node.HEAVY_TIMEOUT_S <= case["seconds"] < 20, row  # it waited out the timeout, no longer
-    for name in ("compare", "runs_table", "site_probe"):  # and said, when the wait began, what it waits for
+    for name in ("compare", "runs_table", "site_probe"):  # and said, while it waited, what it waits for
         assert node.said_it_waits(row["cases"][name]), row["cases"][name]
 
 

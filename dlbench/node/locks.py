@@ -35,7 +35,7 @@ points a build: the running jobs of the other kind finish and no new ones start.
 lock alike: a lock file lies where any local user can lock it, so one user's process, or one hung build, could
 otherwise stop the node's points for good. A point that waits longer ends as `lock_timeout` (recorded, run
 again: dlbench.record.statuses); heavy work that waits longer fails in one line. Both waits are in the record's
-`lock_wait_s`, and heavy work says in one line when its wait begins, what waits and for what. Every lock held
+`lock_wait_s`, and heavy work that has waited a second says in one line what waits and for what. Every lock held
 through a point's measurement (the node lock, its GPU's lock) is checked at its end for having been removed or
 replaced meanwhile (`Slot.intact`); heavy work says so in its log. The node lock's folder is never made here: it
 must exist (a mistyped `measurement.lock_file` is refused, not created).
@@ -71,7 +71,7 @@ LOCK_TIMEOUT_ENV = "DLBENCH_LOCK_TIMEOUT_S"  # the workflow's measurement.lock_t
 LOCK_MODE = 0o644  # every user may open it to lock it (an flock needs only read access); only its owner may change it
 HEAVY_HELD = "DLBENCH_HEAVY_HELD"  # set while a process does heavy work: its children are inside it too
 MEASURING = "DLBENCH_MEASURING"  # set while a process measures: its trainer's own preparation is part of it
-WAIT_NOTE_S = 1.0  # a heavy job that waited longer for a measurement says so in its log
+WAIT_NOTE_S = 1.0  # a heavy job that waits longer for a measurement says so, when it has waited that long and after
 
 
 class LockTimeout(TimeoutError):
@@ -123,8 +123,9 @@ def flocked(path: str | os.PathLike, *, shared: bool = False, wait: bool = True,
     """Hold an flock on `path` (created if need be) for the block, exclusive unless `shared`; yields the seconds
     waited. With wait=False it takes the lock only if it is free now, else yields None at once; with
     timeout_s it waits at most that long, then raises LockTimeout. make_folder=False: the lock's folder must
-    exist (a node lock's folder is the site's, never made here). waiting(): called once, when the lock is found
-    taken and the wait begins (to say so)."""
+    exist (a node lock's folder is the site's, never made here). waiting(): called at every try that finds the
+    lock taken (every POLL_S), and once before a wait without a limit: the caller says, when it chooses, that it
+    waits."""
     path = Path(path)
     if make_folder:
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -145,7 +146,6 @@ def flocked(path: str | os.PathLike, *, shared: bool = False, wait: bool = True,
                     raise LockTimeout(f"{path} stayed locked for {timeout_s:.1f} s") from None
                 if waiting is not None:
                     waiting()
-                    waiting = None
                 if timeout_s is None:  # no limit: the kernel wakes us (only where the caller bounds it otherwise)
                     fcntl.flock(fd, mode)
                     break
@@ -289,24 +289,17 @@ def _refuse_private(node_lock: str | os.PathLike) -> None:
 
 
 def _waiting_line(what: str, whom: str, node_lock: str | os.PathLike, timeout_s: float) -> Callable[[], None]:
-    """What says, when a wait for the node's locks begins, what waits and for what, in one line on stderr."""
+    """What says, once the wait for the node's locks (the gate, .heavy, the node lock together) has lasted
+    WAIT_NOTE_S, what waits and for what, in one line on stderr; once, however many locks it waits for. A wait
+    shorter than that (a point just leaving) is not worth a line."""
+    since, said = time.monotonic(), []
+
     def say() -> None:
-        print(f"dlbench: {what} waits for {whom} to end (the node's lock {node_lock}; at most {timeout_s:g} s, "
-              "measurement.lock_timeout_s)", file=sys.stderr, flush=True)
+        if not said and time.monotonic() - since >= WAIT_NOTE_S:
+            said.append(True)
+            print(f"dlbench: {what} waits for {whom} to end (the node's lock {node_lock}; at most {timeout_s:g} s, "
+                  "measurement.lock_timeout_s)", file=sys.stderr, flush=True)
     return say
-
-
-def _once(fn: Callable[[], None] | None) -> Callable[[], None] | None:
-    """fn, called at most once however many locks wait (the gate, .heavy, the node lock: one wait in words)."""
-    if fn is None:
-        return None
-    done: list[bool] = []
-
-    def call() -> None:
-        if not done:
-            done.append(True)
-            fn()
-    return call
 
 
 def _left(deadline: float) -> float:
@@ -322,13 +315,12 @@ def _measurement_entry(node_lock: str | os.PathLike, *, shared: bool, deadline: 
     """
     if _heavy_inside(node_lock):
         raise RuntimeError(f"a measurement was asked for inside heavy work on {node_lock}: it would wait for itself")
-    say = _once(waiting)
     with contextlib.ExitStack() as held:
-        with flocked(gate_lock(node_lock), timeout_s=_left(deadline), make_folder=False, waiting=say):
-            with flocked(heavy_lock(node_lock), timeout_s=_left(deadline), make_folder=False, waiting=say):
+        with flocked(gate_lock(node_lock), timeout_s=_left(deadline), make_folder=False, waiting=waiting):
+            with flocked(heavy_lock(node_lock), timeout_s=_left(deadline), make_folder=False, waiting=waiting):
                 pass  # no heavy job runs now, and none gets in while this process holds the gate
             held.enter_context(flocked(node_lock, shared=shared, timeout_s=_left(deadline), make_folder=False,
-                                       waiting=say))
+                                       waiting=waiting))
         with _marked(MEASURING, str(node_lock)):
             yield
 
@@ -343,14 +335,14 @@ def measuring(node_lock: str | os.PathLike, devices: Sequence[str] | None, *, pe
     the first free device (tried every POLL_S), then the node lock shared, so GPU points on other devices
     measure beside it and a CPU point waits for all of them. Past timeout_s (None: lock_timeout()) of waiting,
     for a GPU, the gate, heavy work or other measurements: LockTimeout. A lock folder private to this SLURM
-    job: LockUnusable. what: said in one line on stderr when the wait begins (a command run by hand); None: not said
-    (a point's wait is in its record's lock_wait_s).
+    job: LockUnusable. what: said in one line on stderr once the wait has lasted WAIT_NOTE_S (a command run by hand);
+    None: not said (a point's wait is in its record's lock_wait_s).
     """
     t0 = time.monotonic()
     timeout_s = lock_timeout() if timeout_s is None else timeout_s
     deadline = t0 + timeout_s
     _refuse_private(node_lock)
-    waiting = _once(_waiting_line(what, "the other measurement or heavy work on this node", node_lock, timeout_s)) \
+    waiting = _waiting_line(what, "the other measurement or heavy work on this node", node_lock, timeout_s) \
         if what else None
     if not devices or not per_device:
         with _measurement_entry(node_lock, shared=False, deadline=deadline, waiting=waiting):
@@ -388,7 +380,7 @@ def heavy_work(node_lock: str | os.PathLike | None, what: str = "heavy work",
     timeout_s = lock_timeout() if timeout_s is None else timeout_s
     deadline = t0 + timeout_s
     _refuse_private(node_lock)
-    say = _once(_waiting_line(what, "the measurement on this node", node_lock, timeout_s))
+    say = _waiting_line(what, "the measurement on this node", node_lock, timeout_s)
     with contextlib.ExitStack() as held:
         try:
             with flocked(gate_lock(node_lock), timeout_s=_left(deadline), make_folder=False, waiting=say):

@@ -109,8 +109,8 @@ def probe_beside_a_measurement(lab: Lab) -> dict:
 
 
 def commands_beside_a_measurement(lab: Lab) -> dict:
-    """`dlbench peak` and `dlbench calibrate` while a point measures: each waits lock_timeout_s, says so when the wait
-    begins, then fails in one line having written nothing; the lock let go after 3 s, the peak measures."""
+    """`dlbench peak` and `dlbench calibrate` while a point measures: each waits lock_timeout_s, says so while it
+    waits, then fails in one line having written nothing; the lock let go after 3 s, the peak measures."""
     work = lab.root / "beside"
     shutil.rmtree(work, ignore_errors=True)
     work.mkdir()

@@ -468,7 +468,7 @@ def partial_after_a_measurement(lab: Lab) -> dict:
 
 def _refused_in_one_line(case: dict) -> bool:
     """Whether heavy work failed in one line that names the setting, having written nothing (the line that said,
-    when it began, what it waits for is not a refusal)."""
+    while it waited, what it waits for is not a refusal)."""
     lines = [case["said"]] if isinstance(case["said"], str) else case["said"] or []
     refused = [ln for ln in lines if not _says_it_waits(ln)]
     return (len(refused) == 1 and "measurement.lock_timeout_s" in refused[0] and not case["written"]
@@ -476,12 +476,12 @@ def _refused_in_one_line(case: dict) -> bool:
 
 
 def _says_it_waits(line: str) -> bool:
-    """The line heavy work says when its wait for the node's locks begins (dlbench.node.locks)."""
+    """The line heavy work says once it has waited a second for the node's locks (dlbench.node.locks)."""
     return " waits for the measurement on this node to end (the node's lock " in line
 
 
 def said_it_waits(case: dict) -> bool:
-    """Whether a command's stderr held exactly one line saying, when the wait began, what it waits for."""
+    """Whether a command's stderr held exactly one line saying, while it waited, what it waits for."""
     lines = [case["said"]] if isinstance(case["said"], str) else case["said"] or []
     return sum(_says_it_waits(ln) for ln in lines) == 1
 
