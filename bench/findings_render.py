@@ -16,6 +16,7 @@ import time
 
 import _common as c
 
+from dlbench import atomic
 from dlbench.analysis import frames
 from dlbench.record import provenance
 from dlbench.testing import study
@@ -49,7 +50,7 @@ def main() -> int:
     out = c.WORK / "findings_render"
     out.mkdir(parents=True, exist_ok=True)
     commit = (provenance.dlbench_build()["dlbench_commit"] or "unknown")[:10]
-    (out / f"{commit}.md").write_text(text)
+    atomic.write_text(out / f"{commit}.md", text)
     c.summary(f"findings.render of {args.points} records, dlbench {commit} ({c.machine_line()}); text in "
               f"{out / (commit + '.md')}", rows)
     return 0

@@ -23,6 +23,7 @@ from pathlib import Path
 
 import yaml
 
+from dlbench import atomic
 from dlbench.environments import check
 from dlbench.environments.errors import EnvError
 from dlbench.frameworks import registry
@@ -193,8 +194,8 @@ def summary(work: Path, out: Path, study_path: Path, snakemake_rc: int, took_s: 
                  f"(driver {host.get('gpu_driver')}), {host.get('cpu_model')}, {host.get('cpu_cores_usable')} cores")
     text = "\n".join(lines) + "\n"
     print(text, end="")
-    (out / "summary.txt").write_text(text)
-    (out / "records.json").write_text(json.dumps(rows, indent=1, default=str))
+    atomic.write_text(out / "summary.txt", text)
+    atomic.write_text(out / "records.json", json.dumps(rows, indent=1, default=str))
     for name in ("runs.parquet", "samples.parquet", "findings.md"):
         if (work / "results" / name).exists():
             shutil.copy(work / "results" / name, out / name)
@@ -211,7 +212,7 @@ def main(argv: list[str]) -> int:
         out, device, *pairs = rest
         sites = dict(pair.split("=", 1) for pair in pairs)
         threads = min(4, len(os.sched_getaffinity(0)))  # a local run refuses more threads than the machine has
-        Path(out).write_text(yaml.safe_dump(study(device, sites, threads), sort_keys=False))
+        atomic.write_text(out, yaml.safe_dump(study(device, sites, threads), sort_keys=False))
         return 0
     if command == "summary" and len(rest) == 5:
         work, out, study_path, rc, took = rest

@@ -30,6 +30,8 @@ def test_partial_compare_the_runs_table_and_the_parse_probes_keep_off_a_measurem
         case = row["cases"][name]
         assert faults_node._refused_in_one_line(case), row
         assert faults_node.HEAVY_TIMEOUT_S <= case["seconds"] < 20, row  # it waited out the timeout, no longer
+    for name in ("compare", "runs_table", "site_probe"):  # and said, while it waited, what it waits for
+        assert faults_node.said_it_waits(row["cases"][name]), row["cases"][name]
 
 
 @pytest.mark.long
@@ -80,4 +82,9 @@ def test_a_trainers_child_left_behind_is_ended_with_the_point(lab):
                          ids=["SIGHUP", "SIGINT"])
 def test_sighup_and_sigint_cancel_a_job_as_sigterm_does(lab, scenario):
     row = scenario(lab)
+    assert row["survived"], row
+
+
+def test_a_killed_jobs_pid_taken_again_does_not_keep_its_stale_locks(lab):
+    row = node.pid_taken_again(lab)
     assert row["survived"], row

@@ -32,6 +32,7 @@ from pathlib import Path
 
 import numpy as np
 
+from dlbench import atomic
 from dlbench.analysis import simulate, stats
 from dlbench.analysis.designs import DEFAULT, DESIGNS, POWER_EFFECT, Design
 from dlbench.analysis.sentences import BY, DIFFERENCE, EQUIVALENCE, NOT_TESTED, SAME, Replica, Sentence
@@ -240,9 +241,18 @@ def command(args: argparse.Namespace) -> int:
         print(f"dlbench calibrate: --json {args.json}: no folder {args.json.parent}; create it or name another",
               file=sys.stderr)
         return 2
-    started = time.perf_counter()
-    rows = run(replications, args.seed, repeats, jobs=max(1, args.jobs), config_path=config_path, design=design)
-    wall = time.perf_counter() - started
+    from dlbench.node import locks
+
+    try:
+        # heavy work: minutes on every core it is given, so never beside a measurement on this node
+        with locks.heavy_work(locks.node_lock(), "dlbench calibrate"):
+            started = time.perf_counter()
+            rows = run(replications, args.seed, repeats, jobs=max(1, args.jobs), config_path=config_path,
+                       design=design)
+            wall = time.perf_counter() - started
+    except (locks.LockTimeout, locks.LockUnusable) as exc:
+        print(f"dlbench calibrate: {exc}", file=sys.stderr)
+        return 1
     print(markdown(rows) if args.markdown else text(rows), end="")
     bad = failures(rows, documented=design.underpowered)
     print(f"\n{len(rows)} rows, {replications} replications each, seed {args.seed}, {wall:.0f} s on {args.jobs} "
@@ -256,7 +266,7 @@ def command(args: argparse.Namespace) -> int:
         settings = {"design": design.name, "replications": replications, "seed": args.seed,
                     "repeats": list(repeats), "effect_sd": POWER_EFFECT, "noise": asdict(design.noise),
                     "margins": asdict(stats.Margins()), "config": str(config_path), "wall_s": round(wall, 1)}
-        args.json.write_text(json.dumps(as_json(rows, settings), indent=1) + "\n")
+        atomic.write_text(args.json, json.dumps(as_json(rows, settings), indent=1) + "\n")
     return 0
 
 

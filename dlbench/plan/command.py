@@ -32,7 +32,15 @@ def main(argv: list[str] | None = None) -> int:
         return f"results/runs/{p['framework']}/{p['dataset']}/{p['id']}"
 
     if args.probe:
-        probes.probe(cfg, points, run_dir, args.iterations)
+        from dlbench.datasets.prepare import DatasetError
+        from dlbench.frameworks.pins import EnvError
+        from dlbench.node.locks import LockTimeout, LockUnusable
+
+        try:
+            probes.probe(cfg, points, run_dir, args.iterations)
+        except (LockTimeout, LockUnusable, DatasetError, EnvError) as exc:  # the node's locks, its data, its builds
+            print(f"dlbench plan: {exc}", file=sys.stderr)
+            return 1
     print(estimate.describe(estimate.estimate(points, run_dir)))
     return 0
 

@@ -52,6 +52,7 @@ from dlbench.analysis.verdicts import (
 )
 from dlbench.present import comparison, markdown
 from dlbench.present.charts import catalog
+from dlbench.record import statuses
 
 LISTED = 20  # sweeps worded one by one in a section (the rest counted)
 EXAMPLES = 3  # settings worded in full per framework (the rest are in the chart)
@@ -501,8 +502,13 @@ def render(runs: pd.DataFrame, curves: pd.DataFrame | None = None, published: pd
         out += ["None: every point finished ok.", ""]
     else:
         by_status = ", ".join(f"{s} {n}" for s, n in fails.groupby("status")["n"].sum().items())
-        out += [f"{int(fails['n'].sum())} of {len(df)} points failed ({by_status}).", "",
-                md_table(fails, {"framework": "framework", "status": "status", "n": "points",
+        out += [f"{int(fails['n'].sum())} of {len(df)} points failed ({by_status}).", ""]
+        unread = int(fails.loc[fails["status"] == statuses.DAMAGED, "n"].sum())
+        if unread:  # planned and run, but no record the tables can trust: said apart, with the fix
+            out += [f"{unread} of the {len(df)} planned points {'has' if unread == 1 else 'have'} no readable record "
+                    "(`damaged`: its metrics.json cannot be read, or its files disagree with it); `snakemake "
+                    "--forcerun` of each one's metrics.json, which its reason names, measures it again.", ""]
+        out += [md_table(fails, {"framework": "framework", "status": "status", "n": "points",
                                  "example_reason": "a reason"}), ""]
 
     ratios = published_ratios(df, published) if published is not None else pd.DataFrame()

@@ -36,7 +36,7 @@ from dlbench.frameworks import caffe_data, registry
 from dlbench.node import locks
 from dlbench.paths import as_workflow_input
 from dlbench.record import incomplete, store
-from dlbench.rules import cluster_request, stale_locks
+from dlbench.rules import cluster_request, stale_locks, yte_guard
 from dlbench.rules.code_digest import adapter_digest
 from dlbench.study import config as dlconfig
 from dlbench.study import selection, sweep
@@ -78,12 +78,11 @@ def read_config(config: dict, configfiles, schema: str) -> dict:
     Snakemake's own reading lets them by)."""
     try:
         for path in configfiles:
-            raw = dlconfig.read_file(path)
-            if isinstance(raw, dict) and "__use_yte__" in raw:
-                # Snakemake renders a yte template (and runs its code) before the Snakefile is read, so this
-                # can only refuse it afterwards; `dlbench validate` refuses the same file before anything runs
-                raise dlconfig.ConfigError(f"{path}: __use_yte__: a yte template runs code when it is read; "
-                                           "dlbench reads plain YAML only: write its values out")
+            problem = yte_guard.template_problem(path, dlconfig.read_file(path))
+            if problem:
+                # Snakemake renders a yte template (and runs its code) before the Snakefile is read: the workflow
+                # profile refuses it before that (yte_guard); here only where that profile was not read
+                raise dlconfig.ConfigError(problem)
         return dlconfig.validate(config, schema_path=schema)
     except dlconfig.ConfigError as exc:
         raise StudyError(exc.said()) from None

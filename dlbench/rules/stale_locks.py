@@ -39,6 +39,7 @@ def live_job(meta: str | os.PathLike = ".snakemake"):
     folder = Path(meta) / LIVE_JOBS
     mark = folder / f"{socket.gethostname()}-{os.getpid()}"
     atomic.write_text(mark, json.dumps({"host": socket.gethostname(), "pid": os.getpid(),
+                                        "started": procs.identity(os.getpid()),  # a pid taken again is not this job
                                         "slurm_job_id": os.environ.get("SLURM_JOB_ID")}))
     try:
         yield mark
@@ -49,7 +50,9 @@ def live_job(meta: str | os.PathLike = ".snakemake"):
 def live_jobs(meta: str | os.PathLike = ".snakemake") -> list[str]:
     """The marked jobs that are still alive (a description each); marks of jobs known to be gone are removed.
 
-    A job of this host is alive while its pid is; one with a SLURM job id while SLURM runs or queues it; one of
+    A job of this host is alive while its process is: its pid, started as the mark says (`started`; a mark without
+    it, while no process took the pid after the mark was written); one with a SLURM job id while SLURM runs or
+    queues it; one of
     another host without a SLURM id cannot be checked from here, so it counts as alive. So does a mark that
     cannot be read: it is kept, with a warning, as nobody can tell whose job it was.
     """
@@ -70,7 +73,7 @@ def live_jobs(meta: str | os.PathLike = ".snakemake") -> list[str]:
                 print(f"dlbench: SLURM did not say whether job {job['slurm_job_id']} still runs (squeue failed); "
                       f"its live-job mark {mark} is kept, and asked about again at the next run", file=sys.stderr)
         elif job.get("host") == socket.gethostname():
-            running = procs.alive(pid)
+            running = procs.alive_as(pid, job.get("started"), procs.mtime(mark))
         else:
             running = None
         if running is False:

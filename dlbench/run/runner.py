@@ -18,6 +18,7 @@ import shutil
 import signal
 import socket
 import subprocess
+import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -222,11 +223,24 @@ def _run_point(point: dict, dataset_dir: str | Path, out_dir: str | Path, option
     try:
         ended = watch(started, work, options)
     except BaseException:  # the job itself is cancelled: the trainer went with it (watch), the attempt is kept
-        record = _record(point, derived, read_events(work.events), work, options, started, started.ended)
-        store.keep_attempt(work.out_dir, record, work.folder, store.attempt_name(started.wall))
+        _keep_cancelled(point, derived, work, options, started)
         shutil.rmtree(work.folder, ignore_errors=True)
         raise
     return publish(point, derived, work, options, started, ended)
+
+
+def _keep_cancelled(point: dict, derived, work: Work, options: RunOptions, started: Started) -> None:
+    """Keep a cancelled attempt, where the disk lets it: a full disk (ENOSPC, EDQUOT) or any other error of the
+    file system is said in one line, the half-kept attempt removed, and the cancel's own exit status stands (a
+    traceback must not replace it)."""
+    name = store.attempt_name(started.wall)
+    try:
+        record = _record(point, derived, read_events(work.events), work, options, started, started.ended)
+        store.keep_attempt(work.out_dir, record, work.folder, name)
+    except OSError as exc:
+        shutil.rmtree(Path(work.out_dir) / store.ATTEMPTS / name, ignore_errors=True)
+        print(f"dlbench: the cancelled attempt could not be kept in {Path(work.out_dir) / store.ATTEMPTS} "
+              f"({exc.strerror or exc}): nothing of it is kept or published; the cancel stands", file=sys.stderr)
 
 
 @dataclass(frozen=True)

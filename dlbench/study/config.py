@@ -15,7 +15,7 @@ from dlbench.datasets import catalog
 from dlbench.frameworks import registry
 from dlbench.paths import SCHEMA
 from dlbench.record import statuses
-from dlbench.spec import initial_weights, networks
+from dlbench.spec import initial_weights, inputs, networks
 from dlbench.study import presets, selection, strictyaml
 
 
@@ -133,8 +133,9 @@ def check_axes(where: str, part: dict) -> None:
 
 
 def check_presets(where: str, part: dict, custom: dict) -> None:
-    """Every framework of the top level or a sub-study has settings for every dataset under every preset it
-    names."""
+    """Every framework of the top level or a sub-study has settings for every dataset under every preset it names,
+    and their input handling fits the dataset's images (a pad_to below them, a crop beyond them: refused before any
+    job)."""
     for dataset in part["datasets"]:
         for framework in part["frameworks"]:
             for name in part["preset"]:
@@ -142,6 +143,11 @@ def check_presets(where: str, part: dict, custom: dict) -> None:
                     why = presets.missing(name, framework, dataset, custom, how)
                     if why:
                         raise ConfigError(f"{where}preset: {why}")
+                    given = presets.resolve(name, framework, dataset, custom, how).get("input") or {}
+                    why = inputs.size_problem(given, catalog.INFO[dataset]["shape"], f" of {dataset}")
+                    if why:
+                        key = f"presets.{name}.input" if name in custom else f"{where}preset: {name} ({framework})'s"
+                        raise ConfigError(f"{key}.{why}")
 
 
 def check_tune(where: str, part: dict) -> None:
@@ -239,6 +245,10 @@ def validate(raw: dict[str, Any], *, local_cores: int | None = None,
         if bound > cfg["max_points"]:
             raise ConfigError(f"{where or 'the study '}asks for up to {bound:,} points, more than max_points "
                               f"({cfg['max_points']:,}); shorten its lists, or raise max_points if it means it")
+    lock_file = cfg["measurement"]["lock_file"]
+    if ".." in lock_file.split("/"):  # it would name another folder than it reads as, and nothing checks which
+        raise ConfigError(f"measurement.lock_file: {lock_file!r} has a `..` part; give the node-local file's path "
+                          "without it (its folder must exist on every node: dlbench does not make it)")
     if local_cores:
         check_local_cores(cfg, local_cores)
     check_versions(cfg)
