@@ -86,5 +86,5 @@ def test_sighup_and_sigint_cancel_a_job_as_sigterm_does(lab, scenario):
 
 
 def test_a_killed_jobs_pid_taken_again_does_not_keep_its_stale_locks(lab):
-    row = node.pid_taken_again(lab)
+    row = faults_node.pid_taken_again(lab)
     assert row["survived"], row

@@ -33,7 +33,7 @@ def main(argv: list[str] | None = None) -> int:
 
     if args.probe:
         from dlbench.datasets.prepare import DatasetError
-        from dlbench.frameworks.pins import EnvError
+        from dlbench.environments.errors import EnvError
         from dlbench.node.locks import LockTimeout, LockUnusable
 
         try:
