@@ -7,7 +7,7 @@ import pandas as pd
 import pytest
 from scipy import stats as sps
 
-from dlbench.analysis import observations, published, summary
+from dlbench.analysis import observations, published, stats, summary
 from dlbench.present import findings
 from dlbench.testing.study import make_curves, make_runs, make_samples, one_default, preset_matrix
 
@@ -138,6 +138,31 @@ def test_observation_c_gpu_faster():
     assert v.verdict == "inconclusive" and "tensorflow on mnist 0.99x [" in v.evidence
     assert "tensorflow on mnist 0.99x [0.947, 1.03], inconclusive" in v.evidence
     assert observations.observe_gpu_faster(cpu).verdict == "not tested in this run (no ok GPU point)"
+    assert "Holm over the 2 pairs" in v.evidence
+
+
+def test_observation_c_reads_each_pair_at_holms_p_over_the_frameworks_and_datasets():
+    """Eight framework-dataset pairs where nothing differs but one pair's CPU is faster at p about 0.01: alone it
+    would say "disagrees"; read at Holm's p over the eight, it is told from nothing."""
+    fws = {"caffe": 10.0, "tensorflow": 10.0, "pytorch": 10.0, "theano": 10.0}
+    rows = []
+    for dataset in ("mnist", "cifar10"):
+        for device in ("cpu", "gpu"):
+            rows.append(own_points(fws, dict.fromkeys(fws, 0.9), dataset=dataset, device=device))
+    runs = repeated(pd.concat(rows, ignore_index=True))
+    # each pair: GPU the same as the CPU, with a spread of its own (the seeds' 2 %, and a wobble per pair)
+    wobble = {(f, d): 1 + 0.01 * i for i, (f, d) in enumerate((f, d) for f in fws for d in ("mnist", "cifar10"))}
+    gpu = runs["device"] == "gpu"
+    runs.loc[gpu, "train_time_s"] *= [wobble[(f, d)] for f, d in zip(runs.loc[gpu, "framework"],
+                                                                      runs.loc[gpu, "dataset"])]
+    one = gpu & (runs["framework"] == "theano") & (runs["dataset"] == "cifar10")
+    runs.loc[one, "train_time_s"] = [10.5, 10.8, 10.6]  # its CPU 9.8, 10.02, 10.18 s: alone, p about 0.013
+    pairs = published.device_pairs(runs, "train_time_s", own_only=False).set_index(["framework", "dataset"])
+    assert pairs.loc[("theano", "cifar10"), "told"] == "CPU faster"  # the pair by itself
+    assert pairs.loc[("theano", "cifar10"), "test"].p * 8 > stats.ALPHA  # but not at Holm's p over eight
+    v = observations.observe_gpu_faster(runs)
+    assert v.verdict == "inconclusive" and "Holm over the 8 pairs" in v.evidence, v
+    assert "theano on cifar10 0.9" in v.evidence and "CPU faster" not in v.evidence
 
 
 def presets_runs(own_acc: float, cross_acc: float) -> pd.DataFrame:

@@ -73,8 +73,8 @@ class Shift:
 # How a Rule's shift is spread over the points it matches (Rule.along).
 ALONG = {
     None: "the whole shift at every point it matches",
-    "batch": "scaled by how far the point's batch size lies from its preset's, over the octaves its sweep spans: the "
-             "largest and the smallest batch of a sweep differ by the whole shift, the preset's own batch by none",
+    "batch": "the shift per octave of batch size from the point's preset's own (none at the preset's batch): two "
+             "batch sizes an octave apart differ by the whole shift",
     "images": "training time proportional to the images the point trains, against its preset's own point (the shift's "
               "time is a factor: 1, proportional)",
     "shortest": "at the shortest length of a length sweep only",
@@ -130,9 +130,9 @@ def planted_paper(effect: float) -> Scenario:
     the GPU faster for every framework, its gains in the published order (c), (i); TensorFlow more accurate
     everywhere, PyTorch tied with it on MNIST's GPU (b), (h); TensorFlow testing CIFAR-10 more slowly on the GPU
     (j); another framework's settings on a framework's network less accurate than its own (d); in the batch-size
-    sweeps the largest batch faster and less accurate than the smallest (e); in the length sweeps time
-    proportional to the images trained and the shortest length 2 x `effect` less accurate than the others, which
-    are alike (f). Nothing else differs."""
+    sweeps, and wherever else batch sizes differ (the tuning grid), each doubling of the batch faster and less
+    accurate by `effect` (e); training time proportional to the images trained, and the shortest length of a
+    length sweep 2 x `effect` less accurate than the others, which are alike (f). Nothing else differs."""
     k = effect
     rules = []
     for dataset, steps in PAPER_CPU_STEPS.items():
@@ -143,8 +143,8 @@ def planted_paper(effect: float) -> Scenario:
               rule(Shift(accuracy=k), framework="pytorch", dataset="mnist", device="gpu"),
               rule(Shift(test_time=k), framework="tensorflow", dataset="cifar10", device="gpu"),
               rule(Shift(accuracy=-k), study="cross", reading="settings"),
-              rule(Shift(time=-k, accuracy=-k), "batch", study="batch_size"),
-              rule(Shift(time=1.0), "images", study="length"),
+              rule(Shift(time=-k, accuracy=-k), "batch"),  # each octave of batch size, in every sweep
+              rule(Shift(time=1.0), "images"),
               rule(Shift(accuracy=-2 * k), "shortest", study="length")]
     return Scenario(f"planted {k:g} sd", tuple(rules))
 
@@ -170,7 +170,7 @@ def _images_trained(point: dict) -> tuple[int, int]:
 
 
 # The template's columns that say how to simulate a point, not what a runs table holds.
-HELPERS = ["test_count", "whose", "reading", "preset_batch", "batch_span", "images_ref", "shortest_length"]
+HELPERS = ["test_count", "whose", "reading", "preset_batch", "images_ref", "shortest_length"]
 
 
 @lru_cache(maxsize=8)
@@ -203,15 +203,10 @@ def study_template(config_path: str, repeats: int | None = None) -> pd.DataFrame
 
 
 def _with_sweep_helpers(t: pd.DataFrame) -> pd.DataFrame:
-    """The template with what the rules' `along` reads: each point's preset batch size, the octaves of batch size
-    its batch-size sweep spans, the images its preset's own point trains, and whether it is the shortest length of
-    its length sweep."""
+    """The template with what the rules' `along` reads: each point's preset batch size, the images its preset's
+    own point trains, and whether it is the shortest length of its length sweep."""
     t = t.assign(preset_batch=[_preset_batch(w, d) for w, d in zip(t["whose"], t["dataset"])])
     where = ["framework", "dataset", "device", "whose"]
-    in_batch = _in_study(t, "batch_size")
-    span = t[in_batch].groupby(where)["batch_size"].agg(lambda b: math.log2(b.max() / b.min()))
-    t = t.join(span.rename("batch_span"), on=where)
-    t["batch_span"] = t["batch_span"].where(in_batch)
     # the images of each preset's own point (the defaults sub-study's, else the preset's batch), the length sweep's
     # reference; and the shortest length of each length sweep
     own = t[_in_study(t, "defaults") | ~t["studies"].astype(bool)]
@@ -252,8 +247,7 @@ def _along(t: pd.DataFrame, along: str | None, noise: Noise) -> np.ndarray:
     if along is None:
         return np.ones(len(t))
     if along == "batch":
-        octaves = np.log2(t["batch_size"] / t["preset_batch"]) / t["batch_span"]
-        return octaves.fillna(0.0).to_numpy()
+        return np.log2(t["batch_size"] / t["preset_batch"]).fillna(0.0).to_numpy()
     if along == "images":  # a factor on log time, in sd units: time proportional to images
         return (np.log(t["images_trained"] / t["images_ref"]) / noise.time_log_sd).fillna(0.0).to_numpy()
     if along == "shortest":

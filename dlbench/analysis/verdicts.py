@@ -119,6 +119,25 @@ def claim(result: stats.Leader, claimed: str) -> str:
     return EQUIVALENT if rival.equivalent else INCONCLUSIVE
 
 
+def claim_any(result: stats.Leader, claimed: list[str]) -> str:
+    """Does the data say the leader is among `claimed`, a published tie ("tensorflow and torch")? One name: as
+    claim(). Several: AGREES where the leader is one of them and is told better than every framework outside
+    them; DISAGREES where each of them is told worse than another; EQUIVALENT where none is outside them and they
+    lie within the margin; else INCONCLUSIVE (or not testable)."""
+    if len(claimed) <= 1:
+        return claim(result, claimed[0]) if claimed else not_tested("no published leader ran here")
+    if result.state == "untestable":
+        return untestable(_untestable_why(result))
+    if result.name in claimed:
+        outside = [r for r in result.rivals if r.name not in claimed]
+        if outside:
+            return AGREES if all(r.distinct for r in outside) else INCONCLUSIVE
+        inside = [r for r in result.rivals if r.name in claimed]
+        return EQUIVALENT if all(r.equivalent for r in inside) else INCONCLUSIVE
+    states = [claim(result, c) for c in claimed]
+    return DISAGREES if all(s == DISAGREES for s in states) else INCONCLUSIVE
+
+
 def combine(states: list[str]) -> str:
     """One verdict from several (datasets, devices): any disagreement disagrees; all agreeing agrees; agreeing or
     equivalent throughout is equivalent; else inconclusive where one was, else not testable."""
