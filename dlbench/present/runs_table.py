@@ -1,18 +1,24 @@
-"""Every run of a study as one HTML page: sortable by any column, filterable by any text, offline.
+"""Every run of a study as a table a reader pages through, sorts and filters, offline: the results page's table
+of runs (dlbench.present.results_page), and `dlbench runs-table` for any runs.parquet.
 
-The page needs nothing but itself (no CDN, no external script): the rows are plain HTML, every value escaped
-(a reason may hold `</script>` or `<`), and a few lines of inline script sort and filter them. Each cell's
-sort key is its raw value (numbers compare as numbers, text as text, blanks last).
+The runs travel as data inside the page (dlbench.present.packed: JSON, compressed), and a small script of the
+page's own draws one page of rows at a time, so that 20,000 runs load, sort and filter in a moment. The columns fit
+a 1,400 px screen: a setting every run shares is said once above the table rather than repeated in a column, and
+what varies is shown, with the measurements (times, accuracy in %, peak memory) and whether a run was timed while
+other work loaded the machine (`contended`). Each run's id links to its folder (its record, curve, samples and
+logs) and `log` to the framework's own output; a failed run's reason is the line under it. Every value reaches the
+page as data and is escaped where it is shown (a reason may hold `</script>` or `<`).
 
-    python -m dlbench.present.runs_table results/runs.parquet results/runs.html
+    python -m dlbench.present.runs_table results/runs.parquet runs.html
 """
 
 from __future__ import annotations
 
 import argparse
 import html
-import math
+import os
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 
 import pandas as pd
@@ -20,146 +26,297 @@ import pyarrow as pa
 
 from dlbench import atomic
 from dlbench.node import locks
+from dlbench.present import packed
 
-# (column of runs.parquet, heading, decimals: None for text). A column a study lacks is left blank.
-COLUMNS: list[tuple[str, str, int | None]] = [
-    ("run_id", "id", None),
-    ("framework", "framework", None),
-    ("dataset", "dataset", None),
-    ("preset", "preset", None),
-    ("cross_apply", "applied as", None),
-    ("network", "network", None),
-    ("optimizer", "optimizer", None),
-    ("batch_size", "batch size", 0),
-    ("learning_rate", "learning rate", 6),
-    ("iterations", "iterations", 0),
-    ("epochs", "epochs", 0),
-    ("device", "device", None),
-    ("threads", "threads", 0),
-    ("library", "library", None),
-    ("compile", "compile", None),
-    ("precision", "precision", None),
-    ("repeat", "repeat", 0),
-    ("status", "status", None),
-    ("reason", "reason", None),
-    ("train_time_s", "training time (s)", 2),
-    ("test_time_s", "testing time (s)", 2),
-    ("wall_time_s", "whole run (s)", 1),
-    ("accuracy", "accuracy", 4),
-    ("rss_peak_mb", "peak memory (MB)", 0),
-    ("gpu_mem_peak_mb", "peak GPU memory (MB)", 0),
-    ("started_at", "started", None),
+# A point's folder under results/runs/, as dlbench.rules.context.run_dir lays it out, and its framework's output.
+FOLDER = "{framework}/{dataset}/{run_id}/"
+LOG = "trainer.log"
+
+
+@dataclass(frozen=True)
+class Column:
+    key: str  # the column of runs.parquet
+    head: str
+    kind: str = "text"  # text | num | pct (a fraction shown in %) | flag (yes or blank)
+    decimals: int | None = None  # a number's decimals (None: as it is, e.g. a learning rate)
+    width: int = 70  # px at 13 px type
+    setting: bool = False  # said once above the table where every run shares it
+
+
+def _setting(key: str, head: str, kind: str = "text", width: int = 70) -> Column:
+    return Column(key, head, kind, 0 if kind == "num" else None, width, setting=True)
+
+
+COLUMNS: list[Column] = [
+    Column("run_id", "id", width=0),  # 0: the width left over
+    Column("framework", "framework", width=92),
+    _setting("dataset", "dataset", width=84),
+    _setting("preset", "defaults", width=76),
+    _setting("cross_apply", "applied as", width=74),
+    _setting("network", "network", width=96),
+    _setting("optimizer", "optimizer", width=84),
+    _setting("batch_size", "batch", "num", width=54),
+    Column("learning_rate", "learning rate", "num", None, 72, setting=True),
+    _setting("iterations", "iterations", "num", width=78),
+    _setting("epochs", "epochs", "num", width=64),
+    _setting("device", "device", width=62),
+    _setting("threads", "threads", "num", width=66),
+    _setting("library", "library", width=66),
+    _setting("compile", "compile", width=72),
+    _setting("precision", "precision", width=80),
+    _setting("repeat", "repeat", "num", width=64),
+    Column("status", "status", width=80),
+    Column("train_time_s", "training (s)", "num", 2, 74),
+    Column("test_time_s", "testing (s)", "num", 2, 66),
+    Column("accuracy", "accuracy (%)", "pct", 2, 80),
+    Column("rss_peak_mb", "peak MB", "num", 0, 62),
+    Column("gpu_mem_peak_mb", "GPU MB", "num", 0, 60),
+    Column("contended", "contended", "flag", width=86),
 ]
+OPTIONAL = {"gpu_mem_peak_mb"}  # shown only where some run has a value
+PAGE_ROWS = 100
+ID_MIN_WIDTH, LOGS_WIDTH = 200, 44  # px: the id column takes what is left, and never less than this
 
 STYLE = """
-body { font: 13px system-ui, sans-serif; margin: 1em; }
-table { border-collapse: collapse; }
-th, td { border: 1px solid #ccc; padding: 2px 6px; vertical-align: top; }
-th { background: #eee; cursor: pointer; position: sticky; top: 0; white-space: nowrap; }
-th[aria-sort=ascending]::after { content: " \\25B2"; }
-th[aria-sort=descending]::after { content: " \\25BC"; }
-td.num { text-align: right; font-variant-numeric: tabular-nums; }
-td.reason { max-width: 40em; }
-tr.failed td { background: #fdecea; }
-#filter { width: 30em; }
+.runs-table .controls { margin: .4em 0; display: flex; gap: 1em; align-items: center; flex-wrap: wrap; }
+.runs-table .filter { width: 34em; font: inherit; padding: 2px 4px; }
+.runs-table .pager button { font: inherit; min-width: 2.2em; }
+.runs-table .wrap { overflow-x: auto; }
+.runs-table table { border-collapse: collapse; table-layout: fixed; width: 100%; }
+.runs-table th, .runs-table td { border: 1px solid #ddd; padding: 2px 5px; overflow: hidden;
+  text-overflow: ellipsis; white-space: nowrap; }
+.runs-table th { background: #eee; cursor: pointer; user-select: none; white-space: normal; vertical-align: bottom;
+  font-size: 12px; font-weight: 600; }
+.runs-table th[aria-sort=ascending]::after { content: " \\25B2"; }
+.runs-table th[aria-sort=descending]::after { content: " \\25BC"; }
+.runs-table td.num { text-align: right; font-variant-numeric: tabular-nums; }
+.runs-table tr.failed td { background: #fdecea; }
+.runs-table tr.reason td { white-space: normal; color: #7a1f1f; font-size: 12px; border-top: 0; }
+.runs-table tr.reason div { display: -webkit-box; -webkit-line-clamp: 2; -webkit-box-orient: vertical;
+  overflow: hidden; }
+.runs-table td.flag { color: #b35900; }
 """
 
-# Sort on a header click (again: the other way); show the rows holding every word of the filter.
+# Draw a page of rows; sort on a heading's click (again: the other way); keep the rows holding every word typed
+# (`column:value` looks in one column). The data: {columns, rows, folders, reasons} (see table_data).
 SCRIPT = """
 (function () {
-  var table = document.getElementById('runs'), body = table.tBodies[0];
-  var rows = Array.prototype.slice.call(body.rows), shown = document.getElementById('shown');
-  var texts = rows.map(function (r) { return r.textContent.toLowerCase(); });
-  function key(row, i, numeric) {
-    var c = row.cells[i], v = c.hasAttribute('data-v') ? c.getAttribute('data-v') : c.textContent;
-    if (v === '') return null;
-    return numeric ? parseFloat(v) : v.toLowerCase();
+  var root = document.getElementById('runs-table'), body = root.querySelector('tbody');
+  var heads = root.querySelectorAll('thead th'), box = root.querySelector('.filter');
+  var info = root.querySelector('.shown'), where = root.querySelector('.where'), PAGE = %(page)d;
+  function esc(s) {
+    return String(s).replace(/[&<>"']/g, function (c) {
+      return {'&': '&amp;', '<': '&lt;', '>': '&gt;', '"': '&quot;', "'": '&#39;'}[c]; });
   }
-  Array.prototype.forEach.call(table.tHead.rows[0].cells, function (th, i) {
-    th.addEventListener('click', function () {
-      var numeric = th.hasAttribute('data-num'), down = th.getAttribute('aria-sort') === 'ascending';
-      Array.prototype.forEach.call(table.tHead.rows[0].cells, function (c) { c.removeAttribute('aria-sort'); });
-      th.setAttribute('aria-sort', down ? 'descending' : 'ascending');
-      var order = rows.map(function (r, n) { return [key(r, i, numeric), n]; });
-      order.sort(function (a, b) {
-        if (a[0] === b[0]) return a[1] - b[1];
-        if (a[0] === null) return 1;
-        if (b[0] === null) return -1;
-        return (a[0] < b[0] ? -1 : 1) * (down ? -1 : 1);
+  function show(col, v) {
+    if (v === null || v === undefined) return '';
+    if (col.kind === 'flag') return v ? 'yes' : '';
+    if (col.kind === 'text') return String(v);
+    if (col.kind === 'pct') v = v * 100;
+    if (col.decimals === null) return String(v);
+    if (v !== 0 && Math.abs(v) < Math.pow(10, -col.decimals)) return v.toPrecision(2);
+    return v.toLocaleString('en-US', {minimumFractionDigits: col.decimals, maximumFractionDigits: col.decimals});
+  }
+  unpack('runs-data').then(function (d) {
+    var cols = d.columns, rows = d.rows, n = rows.length, idCol = cols.findIndex(function (c) {
+      return c.key === 'run_id'; });
+    var texts = rows.map(function (r) { return cols.map(function (c, i) { return show(c, r[i]); }); });
+    var lower = texts.map(function (t, k) { return t.map(function (s) { return s.toLowerCase(); }); });
+    var whole = lower.map(function (t, k) { return t.join(' ') + ' ' + (d.reasons[k] || '').toLowerCase(); });
+    var keys = cols.map(function (c) { return c.key.toLowerCase(); });
+    var heads_ = cols.map(function (c) { return c.head.toLowerCase(); });
+    var order = rows.map(function (r, k) { return k; }), shown = order, page = 0;
+    function cell(k, i) {
+      var c = cols[i], t = texts[k][i];
+      if (i === idCol) return '<td title="' + esc(t) + '"><a href="' + esc(d.folders[k]) + '">' + esc(t) + '</a></td>';
+      var cls = c.kind === 'text' ? '' : ' class="' + (c.kind === 'flag' ? 'flag' : 'num') + '"';
+      return '<td' + cls + (c.kind === 'text' ? ' title="' + esc(t) + '"' : '') + '>' + esc(t) + '</td>';
+    }
+    function draw() {
+      var pages = Math.max(1, Math.ceil(shown.length / PAGE));
+      page = Math.min(Math.max(page, 0), pages - 1);
+      var html = [], from = page * PAGE, to = Math.min(shown.length, from + PAGE);
+      for (var j = from; j < to; j++) {
+        var k = shown[j], failed = d.reasons[k] !== null;
+        html.push('<tr' + (failed ? ' class="failed"' : '') + '>' + cols.map(function (c, i) { return cell(k, i); })
+                  .join('') + '<td><a href="' + esc(d.folders[k] + d.log) + '">log</a></td></tr>');
+        if (failed && d.reasons[k])
+          html.push('<tr class="reason"><td colspan="' + (cols.length + 1) + '"><div title="' + esc(d.reasons[k]) +
+                    '">' + esc(d.reasons[k]) + '</div></td></tr>');
+      }
+      body.innerHTML = html.join('');
+      info.textContent = shown.length ? (from + 1) + '\\u2013' + to + ' of ' + shown.length +
+        (shown.length < n ? ' shown (of ' + n + ')' : '') : 'no run holds every word of ' + JSON.stringify(box.value);
+      where.textContent = 'page ' + (page + 1) + ' of ' + pages;
+    }
+    function filter() {
+      var words = box.value.toLowerCase().split(/\\s+/).filter(Boolean).map(function (w) {
+        var at = w.indexOf(':'), i = at > 0 ? keys.indexOf(w.slice(0, at)) : -1;
+        if (at > 0 && i < 0) i = heads_.indexOf(w.slice(0, at));
+        return i >= 0 ? [i, w.slice(at + 1)] : [-1, w];
       });
-      order.forEach(function (o) { body.appendChild(rows[o[1]]); });
+      shown = order.filter(function (k) {
+        return words.every(function (w) {
+          return (w[0] < 0 ? whole[k] : lower[k][w[0]]).indexOf(w[1]) >= 0; });
+      });
+      page = 0;
+      draw();
+    }
+    Array.prototype.forEach.call(heads, function (th, i) {
+      if (i >= cols.length) return;
+      th.addEventListener('click', function () {
+        var down = th.getAttribute('aria-sort') === 'ascending', text = cols[i].kind === 'text';
+        Array.prototype.forEach.call(heads, function (h) { h.removeAttribute('aria-sort'); });
+        th.setAttribute('aria-sort', down ? 'descending' : 'ascending');
+        var sign = down ? -1 : 1;
+        order = order.slice().sort(function (a, b) {
+          var x = rows[a][i], y = rows[b][i];
+          if (x === null || y === null) return x === y ? a - b : (x === null ? 1 : -1);  // blanks last
+          if (text) { x = lower[a][i]; y = lower[b][i]; }
+          return x < y ? -sign : x > y ? sign : a - b;
+        });
+        filter();
+      });
     });
-  });
-  document.getElementById('filter').addEventListener('input', function (ev) {
-    var words = ev.target.value.toLowerCase().split(/\\s+/).filter(Boolean), n = 0;
-    rows.forEach(function (r, k) {
-      var hit = words.every(function (w) { return texts[k].indexOf(w) >= 0; });
-      r.hidden = !hit;
-      if (hit) n += 1;
+    var timer = null;
+    box.addEventListener('input', function () { clearTimeout(timer); timer = setTimeout(filter, 120); });
+    root.querySelector('.pager').addEventListener('click', function (ev) {
+      var step = ev.target.getAttribute('data-step');
+      if (step === null) return;
+      page = step === 'first' ? 0 : step === 'last' ? Infinity : page + Number(step);
+      draw();
     });
-    shown.textContent = n;
+    filter();
+  }).catch(function (e) {
+    body.innerHTML = '<tr><td colspan="' + heads.length + '">' + esc(e.message) + '</td></tr>';
   });
 })();
-"""
+""".replace("%(page)d", str(PAGE_ROWS))
 
 
-def _blank(value) -> bool:
-    return value is None or (isinstance(value, float) and math.isnan(value)) or value is pd.NA or value is pd.NaT
+def _value(value):
+    """A cell's value as JSON carries it: numbers and text as they are, blanks as null."""
+    if value is None or value is pd.NA or value is pd.NaT or (isinstance(value, float) and value != value):
+        return None
+    if hasattr(value, "item"):  # a numpy scalar
+        value = value.item()
+    return value if isinstance(value, (bool, int, float, str)) else str(value)
 
 
-def _cell(value, decimals: int | None, css: str = "") -> str:
-    if _blank(value):
-        return '<td data-v=""></td>'
-    if decimals is not None:
-        number = float(value)
-        shown = f"{number:,.{decimals}f}" if decimals else f"{round(number):,}"
-        if decimals and number and abs(number) < 10 ** -decimals:
-            shown = f"{number:.2g}"
-        return f'<td class="num" data-v="{number!r}">{shown}</td>'
-    text = html.escape(str(value), quote=True)
-    css = f' class="{css}"' if css else ""
-    return f"<td{css}>{text}</td>"  # sorted by its text
+def _flag(value) -> bool:
+    return value is True or (not isinstance(value, str) and _value(value) == 1)
 
 
-def render(runs: pd.DataFrame, title: str = "Every run") -> str:
-    """The page: one row per run, the columns of COLUMNS, every value escaped."""
-    heads = "".join(f"<th{' data-num' if decimals is not None else ''}>{html.escape(head)}</th>"
-                    for _, head, decimals in COLUMNS)
-    lines = []
+def columns_for(runs: pd.DataFrame) -> tuple[list[Column], list[tuple[Column, object]]]:
+    """The columns the table shows, and the settings every run shares (each with its value) said once above it.
+    A setting with at most one value among the runs is shared (a blank where a run lacks it says nothing)."""
+    shown, shared = [], []
+    for col in COLUMNS:
+        values = runs[col.key].dropna().unique() if col.key in runs else []
+        if col.setting and len(values) <= 1:
+            if len(values):
+                shared.append((col, _value(values[0])))
+            continue
+        if col.key in OPTIONAL and not len(values):
+            continue
+        shown.append(col)
+    return shown, shared
+
+
+def table_data(runs: pd.DataFrame, runs_href: str) -> dict:
+    """What the page's script draws: the columns shown, a row of raw values per run, each run's folder (relative to
+    the page: runs_href is the folder holding results/runs/'s folders, as seen from the page), and the reason of
+    each failed run (null for an ok one)."""
+    shown, _ = columns_for(runs)
     records = runs.to_dict("records")
-    for record in records:
-        cells = "".join(_cell(record.get(column), decimals, "reason" if column == "reason" else "")
-                        for column, _, decimals in COLUMNS)
-        failed = "" if record.get("status") == "ok" else ' class="failed"'
-        lines.append(f"<tr{failed}>{cells}</tr>")
+    prefix = runs_href.rstrip("/") + "/" if runs_href else ""
+    return {
+        "columns": [{"key": c.key, "head": c.head, "kind": c.kind, "decimals": c.decimals} for c in shown],
+        "rows": [[_flag(r.get(c.key)) if c.kind == "flag" else _value(r.get(c.key)) for c in shown]
+                 for r in records],
+        "folders": [prefix + FOLDER.format(framework=r.get("framework"), dataset=r.get("dataset"),
+                                           run_id=r.get("run_id")) for r in records],
+        "reasons": [None if r.get("status") == "ok" else str(_value(r.get("reason")) or "") for r in records],
+        "log": LOG,
+    }
+
+
+def _shared_line(shared: list[tuple[Column, object]]) -> str:
+    if not shared:
+        return ""
+    said = "; ".join(f"{html.escape(col.head)} {html.escape(str(value))}" for col, value in shared)
+    return f'<p class="shared">Every run (where it applies): {said}.</p>'
+
+
+def counts_line(runs: pd.DataFrame) -> str:
+    """'N runs (k ok, ...)': the statuses in order of how many."""
     counts = runs["status"].value_counts() if "status" in runs else pd.Series(dtype=int)
-    summary = ", ".join(f"{n} {html.escape(str(status))}" for status, n in counts.items())
+    said = ", ".join(f"{n:,} {status}" for status, n in counts.items())
+    return f"{len(runs):,} runs ({said})" if said else f"{len(runs):,} runs"
+
+
+def section(runs: pd.DataFrame, runs_href: str) -> str:
+    """The table of runs as a block of a page (its data, markup and script; the page supplies STYLE, and
+    dlbench.present.packed.SCRIPT for `unpack`)."""
+    shown, shared = columns_for(runs)
+    cols = "".join(f'<col style="width:{c.width}px">' if c.width else "<col>" for c in shown) + \
+        f'<col style="width:{LOGS_WIDTH}px">'
+    # wider than the screen only where many settings vary: then the table scrolls sideways, its id still readable
+    least = sum(c.width for c in shown) + LOGS_WIDTH + ID_MIN_WIDTH
+    heads = "".join(f'<th title="sort by {html.escape(c.head)}">{html.escape(c.head)}</th>' for c in shown)
+    return "\n".join([
+        '<div class="runs-table" id="runs-table">',
+        f"<p>{html.escape(counts_line(runs))}. Click a heading to sort by it (again: the other way). Type to keep "
+        "the runs holding every word (<code>column:value</code> looks in one column: <code>status:oom</code>, "
+        "<code>framework:caffe</code>). A run's id opens its folder (record, curve, samples, logs); a failed run's "
+        "reason is the line under it.</p>",
+        _shared_line(shared),
+        '<div class="controls"><input class="filter" type="search" aria-label="filter the runs" '
+        'placeholder="filter: e.g. pytorch diverged, or status:oom"> <span class="shown"></span> '
+        '<span class="pager"><button data-step="first" title="first page">&laquo;</button>'
+        '<button data-step="-1" title="previous page">&lsaquo;</button> <span class="where"></span> '
+        '<button data-step="1" title="next page">&rsaquo;</button>'
+        '<button data-step="last" title="last page">&raquo;</button></span></div>',
+        f'<div class="wrap"><table style="min-width:{least}px"><colgroup>{cols}</colgroup>'
+        f'<thead><tr>{heads}<th>logs</th></tr></thead>'
+        f'<tbody><tr><td colspan="{len(shown) + 1}">loading the runs</td></tr></tbody></table></div>',
+        packed.block("runs-data", table_data(runs, runs_href)),
+        f"<script>{SCRIPT}</script>",
+        "</div>",
+    ])
+
+
+def render(runs: pd.DataFrame, title: str = "Every run", runs_href: str = "runs") -> str:
+    """The table of runs as a page of its own."""
     return "\n".join([
         "<!doctype html>", '<html lang="en"><head><meta charset="utf-8">',
-        f"<title>{html.escape(title)}</title>", f"<style>{STYLE}</style></head><body>",
-        f"<h1>{html.escape(title)}</h1>",
-        f"<p>{len(records)} runs ({summary}). Click a heading to sort by it (again: the other way); type to show "
-        "only the rows holding every word you type (a framework, a status, a word of a reason).</p>",
-        '<p><input id="filter" type="search" placeholder="filter: e.g. pytorch oom" aria-label="filter"> '
-        f'<span id="shown">{len(records)}</span> of {len(records)} shown</p>',
-        f'<table id="runs"><thead><tr>{heads}</tr></thead><tbody>', *lines, "</tbody></table>",
-        f"<script>{SCRIPT}</script>", "</body></html>", ""])
+        f"<title>{html.escape(title)}</title>",
+        f"<style>body {{ font: 13px system-ui, sans-serif; margin: 1em; }}{STYLE}</style></head><body>",
+        f"<h1>{html.escape(title)}</h1>", f"<script>{packed.SCRIPT}</script>", section(runs, runs_href),
+        "</body></html>", ""])
+
+
+def href_between(page: str | os.PathLike, folder: str | os.PathLike) -> str:
+    """The relative address of `folder` from the page `page` (links that work wherever the results are moved)."""
+    return Path(os.path.relpath(Path(folder).resolve(), Path(page).resolve().parent)).as_posix()
 
 
 def write(runs_parquet: str | Path, out: str | Path, title: str = "Every run") -> Path:
-    """results/runs.html from results/runs.parquet, written whole or not at all. Heavy work (seconds of CPU at
-    thousands of runs, and its rule runs while the study measures): never beside a measurement on this node."""
+    """The table of the runs of runs_parquet as the page `out`, written whole or not at all; its links lead to the
+    runs/ folder beside runs_parquet. Heavy work (seconds of CPU at thousands of runs, and the workflow runs it while
+    the study measures): never beside a measurement on this node."""
     with locks.heavy_work(locks.node_lock(), "the runs table"):
-        atomic.write_text(out, render(pd.read_parquet(runs_parquet), title))
+        runs_href = href_between(out, Path(runs_parquet).parent / "runs")
+        atomic.write_text(out, render(pd.read_parquet(runs_parquet), title, runs_href))
     return Path(out)
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="dlbench runs-table",
-                                     description="write every run of a study as one HTML page, sortable and "
+                                     description="write every run of a study as one HTML page, paged, sortable and "
                                      "filterable")
     parser.add_argument("runs", help="results/runs.parquet")
-    parser.add_argument("out", help="the page to write, e.g. results/runs.html")
+    parser.add_argument("out", help="the page to write, e.g. runs.html")
     args = parser.parse_args(argv)
     if not Path(args.runs).is_file():
         print(f"dlbench runs-table: no file {args.runs}; name a study's results/runs.parquet (snakemake writes it)",
