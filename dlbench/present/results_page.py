@@ -216,6 +216,7 @@ def write(folder: str | Path, out: str | Path | None = None, runs_root: str | Pa
     return out
 
 
-def announce(pages) -> list[str]:
-    """The lines a finished run ends with: where each of its results pages is (those that exist)."""
+def announce(outputs) -> list[str]:
+    """The lines a finished run ends with: where each results page among its jobs' outputs is (those that exist)."""
+    pages = dict.fromkeys(str(f) for f in outputs if Path(str(f)).name == PAGE)
     return [f"dlbench: the results, on one page: {Path(p).resolve().as_uri()}" for p in pages if Path(p).is_file()]
