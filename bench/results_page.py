@@ -17,22 +17,23 @@ Targets: the page within 10 MB and written within 30 s; a filter, a sort or a pa
 from __future__ import annotations
 
 import argparse
-import html
 import json
 import os
+import queue
 import re
 import resource
 import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 
 import _common as c
 import findings_charts
 
-from dlbench.testing.browser import CHROMIUM, chromium
+from dlbench.testing.browser import CHROMIUM, command
 
 TARGET_MB, TARGET_S, TARGET_MS = 10.0, 30.0, 200.0
 STEP = """
@@ -68,11 +69,15 @@ async function drive() {
   const t = {};
   while (!document.querySelector('#runs-table tbody a')) await sleep(5);
   t.table_ms = performance.now();
+  t.parsed_ms = performance.getEntriesByType('navigation')[0].domInteractive;  // the page's markup read
   const box = document.querySelector('#runs-table .filter'), th = [...document.querySelectorAll('#runs-table th')]
     .find(h => h.textContent === 'training (s)');
+  await sleep(1000);  // a reader's second before typing
   let t0 = performance.now(); box.value = 'pytorch diverged'; box.dispatchEvent(new Event('input'));
-  await sleep(121); t.filter_ms = performance.now() - t0 - 121;
+  await sleep(121); t.filter_ms = performance.now() - t0 - 121;  // the filter waits 120 ms for more typing
   t.filter_shown = document.querySelector('#runs-table .shown').textContent;
+  t0 = performance.now(); box.value = 'status:oom'; box.dispatchEvent(new Event('input'));
+  await sleep(121); t.column_filter_ms = performance.now() - t0 - 121;
   box.value = ''; box.dispatchEvent(new Event('input')); await sleep(200);
   t0 = performance.now(); th.click(); t.sort_ms = performance.now() - t0;
   t0 = performance.now(); document.querySelector('#runs-table [data-step="last"]').click();
@@ -82,10 +87,9 @@ async function drive() {
   chart.scrollIntoView(); t0 = performance.now();
   while (!chart.classList.contains('drawn') && !chart.classList.contains('failed')) await sleep(5);
   t.first_chart_ms = performance.now() - t0;
-  const out = document.createElement('pre'); out.id = 'out'; out.textContent = JSON.stringify(t);
-  document.body.appendChild(out);
+  console.log('dlbench-bench ' + JSON.stringify(t));
 }
-drive();
+drive().catch(e => console.log('dlbench-bench ' + JSON.stringify({error: String(e)})));
 </script>"""
 
 
@@ -127,20 +131,37 @@ def parts(page: str) -> dict:
             "rest_mb": mb(len(page) - vega - specs - runs), "charts": sum(k.startswith("spec-") for k in blocks)}
 
 
-def in_browser(page: Path) -> dict:
-    """The reader's timings (DRIVER) in headless Chromium, on a copy of the page beside it."""
+def in_browser(page: Path, timeout_s: float = 600) -> dict:
+    """The reader's timings (DRIVER) in headless Chromium, on a copy of the page beside it. In real time: Chromium's
+    virtual time (--virtual-time-budget) stands still while a script runs, so the page is kept loading instead, by
+    an async script read from a named pipe that is written only once the driver has said its timings on the
+    console."""
     text = page.read_text()
     at = text.rindex("</body>")
-    copy = page.with_name(".bench.html")
-    copy.write_text(text[:at] + DRIVER + text[at:])
+    copy, hold = page.with_name(".bench.html"), page.with_name(".bench.hold")
+    hold.unlink(missing_ok=True)
+    os.mkfifo(hold)
+    copy.write_text(text[:at] + f'<script async src="{hold.name}"></script>' + DRIVER + text[at:])
+    said: queue.Queue = queue.Queue()
     with tempfile.TemporaryDirectory() as profile:
-        proc = chromium(Path(profile), "--virtual-time-budget=120000", "--window-size=1400,1000", "--dump-dom",
-                        copy.as_uri(), timeout=600)
+        proc = subprocess.Popen(command(Path(profile), "--window-size=1400,1000", "--enable-logging=stderr", "--v=0",
+                                        "--dump-dom", copy.as_uri()),
+                                stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        threading.Thread(target=lambda: [said.put(line) for line in proc.stderr], daemon=True).start()
+        deadline, found = time.monotonic() + timeout_s, None
+        while found is None and time.monotonic() < deadline:
+            try:
+                found = re.search(r"dlbench-bench (\{.*\})\", source", said.get(timeout=1))
+            except queue.Empty:
+                continue
+        with open(hold, "w"):  # the page may finish loading now
+            pass
+        proc.wait(timeout=60)
     copy.unlink()
-    m = re.search(r'<pre id="out">(.*?)</pre>', proc.stdout, re.S)
-    if not m:
-        raise SystemExit(f"the page did not answer in Chromium: {proc.stderr[-1000:]}")
-    return {k: round(v) if isinstance(v, float) else v for k, v in json.loads(html.unescape(m.group(1))).items()}
+    hold.unlink()
+    if found is None:
+        raise SystemExit(f"the page did not answer in Chromium within {timeout_s:.0f} s")
+    return {k: round(v) if isinstance(v, float) else v for k, v in json.loads(found.group(1)).items()}
 
 
 def main() -> int:
@@ -176,11 +197,13 @@ def main() -> int:
             raise SystemExit("--browser: headless Chromium is not installed (Debian: apt-get install -y chromium)")
         seen = in_browser(page)
         print(json.dumps(seen), flush=True)
-        slowest = max(seen["filter_ms"], seen["sort_ms"], seen["last_page_ms"])
-        print(f"  in Chromium: the table's first page {seen['table_ms']} ms after the page started; a filter "
-              f"{seen['filter_ms']} ms, a sort {seen['sort_ms']} ms, the last page {seen['last_page_ms']} ms (target "
-              f"{TARGET_MS:.0f} ms: {'met' if slowest <= TARGET_MS else 'missed'}); the first chart drawn in "
-              f"{seen['first_chart_ms']} ms")
+        if "error" in seen:
+            raise SystemExit(f"the page failed in Chromium: {seen['error']}")
+        slowest = max(seen["filter_ms"], seen["column_filter_ms"], seen["sort_ms"], seen["last_page_ms"])
+        print(f"  in Chromium: the page read in {seen['parsed_ms']} ms, the table's first page {seen['table_ms']} ms "
+              f"after the page started; a filter {seen['filter_ms']} ms (by column {seen['column_filter_ms']} ms), a "
+              f"sort {seen['sort_ms']} ms, the last page {seen['last_page_ms']} ms (target {TARGET_MS:.0f} ms: "
+              f"{'met' if slowest <= TARGET_MS else 'missed'}); the first chart drawn in {seen['first_chart_ms']} ms")
     return 0
 
 

@@ -21,7 +21,7 @@ from test_results_page import assert_colours_drawn, assert_page_holds_the_result
 
 from dlbench.analysis import frames, groups, guidance, observations, summary, verdicts
 from dlbench.datasets import catalog as datasets_catalog
-from dlbench.present import findings
+from dlbench.present import findings, results_page, tables_csv
 from dlbench.present.charts import catalog, draw
 from dlbench.present.charts.pieces import MAX_MARKS
 from dlbench.study import presets
@@ -301,6 +301,26 @@ def test_the_report_of_20000_points_opens_with_every_chart_drawn(large_study, tm
         assert image and image["width"] > 100 and image["height"] > 40, (name, image and image["width"])
         assert 'class="mark-' in image["svg"] and "could not be drawn" not in image["svg"], name
     assert "results/findings.md" in {f for files in seen["files"].values() for f in (files or [])}
+
+
+@pytest.mark.long
+@needs_chromium
+def test_the_results_page_of_20000_points_is_a_few_mb_and_draws_every_chart(large_study, tmp_path):
+    """The page of 20,000 runs: every chart and run on it in a few MB (bench/results_page.py times it), and in
+    Chromium every chart draws as it scrolls past and the table shows its first 100 runs."""
+    folder = large_study / "results"
+    for name in ("runs", "summary"):
+        tables_csv.write(folder / f"{name}.parquet", folder / f"{name}.csv")
+    page = results_page.write(folder)
+    assert page.stat().st_size < 10e6, page.stat().st_size
+    blocks = assert_page_holds_the_results(page, folder, run_folders=False)  # hand-made runs: no folders
+    assert len(blocks["runs-data"]["rows"]) == 20000
+    seen = open_in_chromium(page, tmp_path / "profile")
+    drawn = catalog.read_index(folder / "charts")["drawn"]
+    assert sorted(seen["charts"]) == sorted(drawn) and len(drawn) >= 15
+    for name, chart in seen["charts"].items():
+        assert chart["drawn"] and chart["marks"] > 0 and chart["width"] > 300, (name, chart)
+    assert seen["rows"] == 100 and seen["shown"] == "1\u2013100 of 20,000"
 
 
 @pytest.mark.slow

@@ -21,7 +21,15 @@ MEDIA_TYPE = "application/gzip+json"
 def pack(value) -> str:
     """`value` as JSON (a value that is not finite as null: the browser's JSON.parse refuses NaN), gzip-compressed,
     as base64 text."""
-    text = atomic.dumps(value, separators=(",", ":"))
+    try:  # most values hold no NaN: written at once, without walking them first
+        text = json.dumps(value, separators=(",", ":"), allow_nan=False)
+    except ValueError:
+        text = atomic.dumps(value, separators=(",", ":"))
+    return pack_json(text)
+
+
+def pack_json(text: str) -> str:
+    """JSON text (strict: no NaN) packed as pack packs a value."""
     return base64.b64encode(gzip.compress(text.encode(), compresslevel=6, mtime=0)).decode("ascii")
 
 
@@ -32,7 +40,11 @@ def unpack(text: str):
 
 def block(element_id: str, value) -> str:
     """`value` packed into a script block of its own, found by its id."""
-    return f'<script type="{MEDIA_TYPE}" id="{element_id}">{pack(value)}</script>'
+    return block_of_packed(element_id, pack(value))
+
+
+def block_of_packed(element_id: str, packed: str) -> str:
+    return f'<script type="{MEDIA_TYPE}" id="{element_id}">{packed}</script>'
 
 
 def blocks(page: str) -> dict[str, object]:

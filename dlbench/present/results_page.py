@@ -122,8 +122,23 @@ def _chart_block(name: str, charts: Path, charts_href: str) -> str:
         *head,
         f'<div class="chart" id="draw-{name}" data-chart="{name}" data-spec="spec-{name}">'
         '<span class="waiting">drawing&hellip;</span></div>',
-        packed.block(f"spec-{name}", json.loads(vega.read_text())),
+        packed.block_of_packed(f"spec-{name}", _packed_spec(vega)),
     ])
+
+
+def _packed_spec(path: Path) -> str:
+    """A chart's saved Vega spec, packed: as it is where it is strict JSON, else read and written strict (NaN as
+    null)."""
+    text = path.read_text()
+    try:
+        json.loads(text, parse_constant=_refuse)
+    except ValueError:
+        return packed.pack(json.loads(text))
+    return packed.pack_json(text)
+
+
+def _refuse(constant: str):
+    raise ValueError(f"{constant} is not JSON")
 
 
 def charts_section(charts: Path, charts_href: str = "charts") -> tuple[str, list[tuple[str, str]]]:
