@@ -95,7 +95,7 @@ async function drive() {
   const seen = {first: ids(), shown: document.querySelector('#runs-table .shown').textContent,
                 where: document.querySelector('#runs-table .where').textContent};
   seen.cells = rows().map(r => [...r.cells].map(c => c.textContent));
-  seen.heads = [...document.querySelectorAll('#runs-table th')].map(t => t.textContent);
+  seen.heads = [...document.querySelectorAll('#runs-table th')].map(t => t.textContent.replace(/\u00ad/g, ''));
   seen.links = [...rows()[0].querySelectorAll('a')].map(a => a.getAttribute('href'));
   seen.reason = [...document.querySelectorAll('#runs-table tr.reason div')].map(d => d.textContent);
   const th = [...document.querySelectorAll('#runs-table th')].find(t => t.textContent === 'training (s)');

@@ -62,6 +62,7 @@ code { font-size: 12.5px; background: #f2f2f2; padding: 0 2px; }
 .contents .findings-list ul { columns: 2 24em; column-gap: 2em; }
 .contents ul { margin: .2em 0; padding-left: 1.2em; }
 .chart { overflow-x: auto; min-height: 120px; }
+.chart svg.marks { max-width: 100%; height: auto; }  /* a chart wider than the screen, shrunk to fit it */
 .chart .waiting { color: #888; }
 .chart-links { font-size: 12.5px; color: #555; margin: 1.4em 0 .2em; border-top: 1px solid #eee; padding-top: .3em; }
 .runs-table { font-size: 13px; }

@@ -49,33 +49,41 @@ def _setting(key: str, head: str, kind: str = "text", width: int = 70) -> Column
 
 COLUMNS: list[Column] = [
     Column("run_id", "id", width=0),  # 0: the width left over
-    Column("framework", "framework", width=92),
-    _setting("dataset", "dataset", width=84),
-    _setting("preset", "defaults", width=76),
-    _setting("cross_apply", "applied as", width=74),
-    _setting("network", "network", width=96),
-    _setting("optimizer", "optimizer", width=84),
-    _setting("batch_size", "batch", "num", width=54),
-    Column("learning_rate", "learning rate", "num", None, 72, setting=True),
-    _setting("iterations", "iterations", "num", width=78),
-    _setting("epochs", "epochs", "num", width=64),
-    _setting("device", "device", width=62),
-    _setting("threads", "threads", "num", width=66),
-    _setting("library", "library", width=66),
-    _setting("compile", "compile", width=72),
-    _setting("precision", "precision", width=80),
-    _setting("repeat", "repeat", "num", width=64),
+    Column("framework", "framework", width=78),
+    _setting("dataset", "dataset", width=70),
+    _setting("preset", "defaults", width=66),
+    _setting("cross_apply", "applied as", width=70),
+    _setting("network", "network", width=86),
+    _setting("optimizer", "optimizer", width=70),
+    _setting("batch_size", "batch", "num", width=46),
+    Column("learning_rate", "learning rate", "num", None, 60, setting=True),
+    _setting("iterations", "iterations", "num", width=70),
+    _setting("epochs", "epochs", "num", width=54),
+    _setting("device", "device", width=52),
+    _setting("threads", "threads", "num", width=60),
+    _setting("library", "library", width=60),
+    _setting("compile", "compile", width=62),
+    _setting("precision", "precision", width=70),
+    _setting("repeat", "repeat", "num", width=52),
     Column("status", "status", width=80),
-    Column("train_time_s", "training (s)", "num", 2, 74),
-    Column("test_time_s", "testing (s)", "num", 2, 66),
-    Column("accuracy", "accuracy (%)", "pct", 2, 80),
-    Column("rss_peak_mb", "peak MB", "num", 0, 62),
-    Column("gpu_mem_peak_mb", "GPU MB", "num", 0, 60),
-    Column("contended", "contended", "flag", width=86),
+    Column("train_time_s", "training (s)", "num", 2, 62),
+    Column("test_time_s", "testing (s)", "num", 2, 56),
+    Column("accuracy", "accuracy (%)", "pct", 2, 64),
+    Column("rss_peak_mb", "peak MB", "num", 0, 52),
+    Column("gpu_mem_peak_mb", "GPU MB", "num", 0, 52),
+    Column("contended", "contended", "flag", width=72),
 ]
 OPTIONAL = {"gpu_mem_peak_mb"}  # shown only where some run has a value
+# Where a heading's long word may break, hyphenated, when its column is narrow (the columns fit 1,400 px so).
+BREAKS = {"framework": "frame|work", "learning": "learn|ing", "iterations": "iter|ations", "optimizer": "opti|mizer",
+          "precision": "pre|cision", "accuracy": "accu|racy", "contended": "con|tended", "defaults": "de|faults"}
+
+
+def heading_html(head: str) -> str:
+    """A column's heading as HTML, its long words with a soft hyphen where they may break."""
+    return " ".join("&shy;".join(map(html.escape, BREAKS.get(word, word).split("|"))) for word in head.split(" "))
 PAGE_ROWS = 100
-ID_MIN_WIDTH, LOGS_WIDTH = 200, 44  # px: the id column takes what is left, and never less than this
+ID_MIN_WIDTH, LOGS_WIDTH = 180, 36  # px: the id column takes what is left, and never less than this
 
 STYLE = """
 .runs-table .controls { margin: .4em 0; display: flex; gap: 1em; align-items: center; flex-wrap: wrap; }
@@ -83,15 +91,17 @@ STYLE = """
 .runs-table .pager button { font: inherit; min-width: 2.2em; }
 .runs-table .wrap { overflow-x: auto; }
 .runs-table table { border-collapse: collapse; table-layout: fixed; width: 100%; }
-.runs-table th, .runs-table td { border: 1px solid #ddd; padding: 2px 5px; overflow: hidden;
+.runs-table table { font-size: 12.5px; }
+.runs-table th, .runs-table td { border: 1px solid #ddd; padding: 2px 4px; overflow: hidden;
   text-overflow: ellipsis; white-space: nowrap; }
 .runs-table th { background: #eee; cursor: pointer; user-select: none; white-space: normal; vertical-align: bottom;
-  font-size: 12px; font-weight: 600; }
+  font-size: 11.5px; font-weight: 600; }
 .runs-table th[aria-sort=ascending]::after { content: " \\25B2"; }
 .runs-table th[aria-sort=descending]::after { content: " \\25BC"; }
 .runs-table td.num { text-align: right; font-variant-numeric: tabular-nums; }
 .runs-table tr.failed td { background: #fdecea; }
-.runs-table tr.reason td { white-space: normal; color: #7a1f1f; font-size: 12px; border-top: 0; }
+.runs-table tr.reason td { white-space: normal; color: #7a1f1f; font-size: 12px; border-top: 0;
+  background: #fdf6f5; }
 .runs-table tr.reason div { display: -webkit-box; -webkit-line-clamp: 2; -webkit-box-orient: vertical;
   overflow: hidden; }
 .runs-table td.flag { color: #b35900; }
@@ -291,7 +301,7 @@ def section(runs: pd.DataFrame, runs_href: str) -> str:
         f'<col style="width:{LOGS_WIDTH}px">'
     # wider than the screen only where many settings vary: then the table scrolls sideways, its id still readable
     least = sum(c.width for c in shown) + LOGS_WIDTH + ID_MIN_WIDTH
-    heads = "".join(f'<th title="sort by {html.escape(c.head)}">{html.escape(c.head)}</th>' for c in shown)
+    heads = "".join(f'<th title="sort by {html.escape(c.head)}">{heading_html(c.head)}</th>' for c in shown)
     return "\n".join([
         '<div class="runs-table" id="runs-table">',
         f"<p>{html.escape(counts_line(runs))}. Click a heading to sort by it (again: the other way). Type to keep "
@@ -341,7 +351,7 @@ def write(runs_parquet: str | Path, out: str | Path, title: str = "Every run") -
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="dlbench runs-table",
-                                     description="write every run of a study as one HTML page, paged, sortable and "
+                                     description="write every run of a study as one HTML page, sortable and "
                                      "filterable")
     parser.add_argument("runs", help="results/runs.parquet")
     parser.add_argument("out", help="the page to write, e.g. runs.html")
