@@ -6,8 +6,8 @@ page's own draws one page of rows at a time, so that 20,000 runs load, sort and 
 a 1,400 px screen: a setting every run shares is said once above the table rather than repeated in a column, and
 what varies is shown, with the measurements (times, accuracy in %, peak memory) and whether a run was timed while
 other work loaded the machine (`contended`). Each run's id links to its folder (its record, curve, samples and
-logs) and `log` to the framework's own output; a failed run's reason is the line under it. Every value reaches the
-page as data and is escaped where it is shown (a reason may hold `</script>` or `<`).
+logs) and `log` beside it to the framework's own output; a failed run's reason is the line under it. Every value
+reaches the page as data and is escaped where it is shown (a reason may hold `</script>` or `<`).
 
     python -m dlbench.present.runs_table results/runs.parquet runs.html
 """
@@ -48,42 +48,51 @@ def _setting(key: str, head: str, kind: str = "text", width: int = 70) -> Column
 
 
 COLUMNS: list[Column] = [
-    Column("run_id", "id", width=0),  # 0: the width left over
+    Column("run_id", "id", width=0),  # its width: what the others leave of the screen (id_width)
     Column("framework", "framework", width=78),
-    _setting("dataset", "dataset", width=70),
-    _setting("preset", "defaults", width=66),
-    _setting("cross_apply", "applied as", width=70),
-    _setting("network", "network", width=86),
-    _setting("optimizer", "optimizer", width=70),
+    _setting("dataset", "dataset", width=66),
+    _setting("preset", "defaults", width=64),
+    _setting("cross_apply", "applied as", width=64),
+    _setting("network", "network", width=84),
+    _setting("optimizer", "optimizer", width=64),
     _setting("batch_size", "batch", "num", width=46),
-    Column("learning_rate", "learning rate", "num", None, 60, setting=True),
-    _setting("iterations", "iterations", "num", width=70),
-    _setting("epochs", "epochs", "num", width=54),
-    _setting("device", "device", width=52),
+    Column("learning_rate", "learning rate", "num", None, 56, setting=True),
+    _setting("iterations", "iterations", "num", width=64),
+    _setting("epochs", "epochs", "num", width=50),
+    _setting("device", "device", width=50),
     _setting("threads", "threads", "num", width=60),
-    _setting("library", "library", width=60),
-    _setting("compile", "compile", width=62),
-    _setting("precision", "precision", width=70),
-    _setting("repeat", "repeat", "num", width=52),
-    Column("status", "status", width=80),
-    Column("train_time_s", "training (s)", "num", 2, 62),
-    Column("test_time_s", "testing (s)", "num", 2, 56),
-    Column("accuracy", "accuracy (%)", "pct", 2, 64),
-    Column("rss_peak_mb", "peak MB", "num", 0, 52),
-    Column("gpu_mem_peak_mb", "GPU MB", "num", 0, 52),
-    Column("contended", "contended", "flag", width=72),
+    _setting("library", "library", width=58),
+    _setting("compile", "compile", width=60),
+    _setting("precision", "precision", width=64),
+    _setting("repeat", "repeat", "num", width=50),
+    Column("status", "status", width=78),
+    Column("train_time_s", "training (s)", "num", 2, 60),
+    Column("test_time_s", "testing (s)", "num", 2, 54),
+    Column("accuracy", "accuracy (%)", "pct", 2, 60),
+    Column("rss_peak_mb", "peak MB", "num", 0, 50),
+    Column("gpu_mem_peak_mb", "GPU MB", "num", 0, 50),
+    Column("contended", "contended", "flag", width=58),
 ]
 OPTIONAL = {"gpu_mem_peak_mb"}  # shown only where some run has a value
 # Where a heading's long word may break, hyphenated, when its column is narrow (the columns fit 1,400 px so).
 BREAKS = {"framework": "frame|work", "learning": "learn|ing", "iterations": "iter|ations", "optimizer": "opti|mizer",
-          "precision": "pre|cision", "accuracy": "accu|racy", "contended": "con|tended", "defaults": "de|faults"}
+          "precision": "pre|cision", "accuracy": "accu|racy", "contended": "con|tended", "defaults": "de|faults",
+          "training": "train|ing", "testing": "test|ing", "device": "de|vice", "repeat": "re|peat",
+          "compile": "com|pile", "library": "li|brary", "network": "net|work", "dataset": "data|set"}
 
 
 def heading_html(head: str) -> str:
     """A column's heading as HTML, its long words with a soft hyphen where they may break."""
     return " ".join("&shy;".join(map(html.escape, BREAKS.get(word, word).split("|"))) for word in head.split(" "))
 PAGE_ROWS = 100
-ID_MIN_WIDTH, LOGS_WIDTH = 180, 36  # px: the id column takes what is left, and never less than this
+# The id column (a run's log and folder) takes what the others leave of a 1,400 px screen (its page's margins and
+# scroll bar apart), within these bounds: px.
+SCREEN_WIDTH, ID_WIDTHS = 1360, (140, 320)
+
+
+def id_width(shown: list[Column]) -> int:
+    low, high = ID_WIDTHS
+    return max(low, min(high, SCREEN_WIDTH - sum(c.width for c in shown if c.key != "run_id")))
 
 STYLE = """
 .runs-table .controls { margin: .4em 0; display: flex; gap: 1em; align-items: center; flex-wrap: wrap; }
@@ -105,6 +114,7 @@ STYLE = """
 .runs-table tr.reason div { display: -webkit-box; -webkit-line-clamp: 2; -webkit-box-orient: vertical;
   overflow: hidden; }
 .runs-table td.flag { color: #b35900; }
+.runs-table td.id a:first-child { font-size: 11px; margin-right: .3em; }
 """
 
 # Draw a page of rows; sort on a heading's click (again: the other way); keep the rows holding every word typed
@@ -155,7 +165,8 @@ SCRIPT = """
     var order = rows.map(function (r, k) { return k; }), shown = order, page = 0;
     function cell(k, i) {
       var c = cols[i], t = show(i, rows[k][i]);
-      if (i === idCol) return '<td title="' + esc(t) + '"><a href="' + esc(d.folders[k]) + '">' + esc(t) + '</a></td>';
+      if (i === idCol) return '<td class="id" title="' + esc(t) + '"><a href="' + esc(d.folders[k] + d.log) +
+                              '">log</a> <a href="' + esc(d.folders[k]) + '">' + esc(t) + '</a></td>';
       var cls = c.kind === 'text' ? '' : ' class="' + (c.kind === 'flag' ? 'flag' : 'num') + '"';
       return '<td' + cls + (c.kind === 'text' ? ' title="' + esc(t) + '"' : '') + '>' + esc(t) + '</td>';
     }
@@ -166,9 +177,9 @@ SCRIPT = """
       for (var j = from; j < to; j++) {
         var k = shown[j], failed = d.reasons[k] !== null;
         html.push('<tr' + (failed ? ' class="failed"' : '') + '>' + cols.map(function (c, i) { return cell(k, i); })
-                  .join('') + '<td><a href="' + esc(d.folders[k] + d.log) + '">log</a></td></tr>');
+                  .join('') + '</tr>');
         if (failed && d.reasons[k])
-          html.push('<tr class="reason"><td colspan="' + (cols.length + 1) + '"><div title="' + esc(d.reasons[k]) +
+          html.push('<tr class="reason"><td colspan="' + cols.length + '"><div title="' + esc(d.reasons[k]) +
                     '">' + esc(d.reasons[k]) + '</div></td></tr>');
       }
       body.innerHTML = html.join('');
@@ -297,16 +308,18 @@ def section(runs: pd.DataFrame, runs_href: str) -> str:
     """The table of runs as a block of a page (its data, markup and script; the page supplies STYLE, and
     dlbench.present.packed.SCRIPT for `unpack`)."""
     shown, shared = columns_for(runs)
-    cols = "".join(f'<col style="width:{c.width}px">' if c.width else "<col>" for c in shown) + \
-        f'<col style="width:{LOGS_WIDTH}px">'
-    # wider than the screen only where many settings vary: then the table scrolls sideways, its id still readable
-    least = sum(c.width for c in shown) + LOGS_WIDTH + ID_MIN_WIDTH
+    widths = [id_width(shown) if c.key == "run_id" else c.width for c in shown]
+    cols = "".join(f'<col style="width:{w}px">' for w in widths)
+    # the columns' widths are their least: a wider screen shares the room left among them all; a narrower one
+    # scrolls the table sideways
+    least = sum(widths)
     heads = "".join(f'<th title="sort by {html.escape(c.head)}">{heading_html(c.head)}</th>' for c in shown)
     return "\n".join([
         '<div class="runs-table" id="runs-table">',
         f"<p>{html.escape(counts_line(runs))}. Click a heading to sort by it (again: the other way). Type to keep "
         "the runs holding every word (<code>column:value</code> looks in one column: <code>status:oom</code>, "
-        "<code>framework:caffe</code>). A run's id opens its folder (record, curve, samples, logs); a failed run's "
+        "<code>framework:caffe</code>). A run's id opens its folder (record, curve, samples, logs), and "
+        "<code>log</code> beside it the framework's own output; a failed run's "
         "reason is the line under it.</p>",
         _shared_line(shared),
         '<div class="controls"><input class="filter" type="search" aria-label="filter the runs" '
@@ -316,8 +329,8 @@ def section(runs: pd.DataFrame, runs_href: str) -> str:
         '<button data-step="1" title="next page">&rsaquo;</button>'
         '<button data-step="last" title="last page">&raquo;</button></span></div>',
         f'<div class="wrap"><table style="min-width:{least}px"><colgroup>{cols}</colgroup>'
-        f'<thead><tr>{heads}<th>logs</th></tr></thead>'
-        f'<tbody><tr><td colspan="{len(shown) + 1}">loading the runs</td></tr></tbody></table></div>',
+        f'<thead><tr>{heads}</tr></thead>'
+        f'<tbody><tr><td colspan="{len(shown)}">loading the runs</td></tr></tbody></table></div>',
         packed.block("runs-data", table_data(runs, runs_href)),
         f"<script>{SCRIPT}</script>",
         "</div>",
