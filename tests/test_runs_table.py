@@ -108,7 +108,7 @@ async function drive() {
   seen.heads = [...document.querySelectorAll('#runs-table th')].map(t => t.textContent.replace(/\u00ad/g, ''));
   seen.links = [...rows()[0].querySelectorAll('a')].map(a => a.getAttribute('href'));
   seen.reason = [...document.querySelectorAll('#runs-table tr.reason div')].map(d => d.textContent);
-  const th = [...document.querySelectorAll('#runs-table th')].find(t => t.textContent === 'training (s)');
+  const th = document.querySelector('#runs-table th[data-key="train_time_s"]');
   th.click(); seen.up = ids();
   th.click(); seen.down = ids();
   document.querySelector('#runs-table [data-step="last"]').click(); seen.last = ids();

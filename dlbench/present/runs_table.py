@@ -313,7 +313,8 @@ def section(runs: pd.DataFrame, runs_href: str) -> str:
     # the columns' widths are their least: a wider screen shares the room left among them all; a narrower one
     # scrolls the table sideways
     least = sum(widths)
-    heads = "".join(f'<th title="sort by {html.escape(c.head)}">{heading_html(c.head)}</th>' for c in shown)
+    heads = "".join(f'<th data-key="{c.key}" title="sort by {html.escape(c.head)}">{heading_html(c.head)}</th>'
+                    for c in shown)
     return "\n".join([
         '<div class="runs-table" id="runs-table">',
         f"<p>{html.escape(counts_line(runs))}. Click a heading to sort by it (again: the other way). Type to keep "
