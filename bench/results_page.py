@@ -19,21 +19,19 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import queue
 import re
 import resource
 import statistics
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 from pathlib import Path
 
 import _common as c
 import findings_charts
 
-from dlbench.testing.browser import CHROMIUM, command
+from dlbench.testing.browser import CHROMIUM, run_page
 
 TARGET_MB, TARGET_S, TARGET_MS = 10.0, 30.0, 200.0
 STEP = """
@@ -63,7 +61,7 @@ draw.draw_all(folder / "runs.parquet", folder / "curves.parquet", folder / "samp
 findings.write_findings(folder / "runs.parquet", folder / "curves.parquet", folder / "findings.md")
 """
 # What a reader does, timed in the page: the table's first page, a filter, a sort, the last page, the first chart.
-DRIVER = """<script>
+DRIVER = """
 const sleep = ms => new Promise(r => setTimeout(r, ms));
 async function drive() {
   const t = {};
@@ -87,10 +85,10 @@ async function drive() {
   chart.scrollIntoView(); t0 = performance.now();
   while (!chart.classList.contains('drawn') && !chart.classList.contains('failed')) await sleep(5);
   t.first_chart_ms = performance.now() - t0;
-  console.log('dlbench-bench ' + JSON.stringify(t));
+  report(t);
 }
-drive().catch(e => console.log('dlbench-bench ' + JSON.stringify({error: String(e)})));
-</script>"""
+drive().catch(e => report({error: String(e)}));
+"""
 
 
 def prepared(points: int) -> Path:
@@ -131,37 +129,11 @@ def parts(page: str) -> dict:
             "rest_mb": mb(len(page) - vega - specs - runs), "charts": sum(k.startswith("spec-") for k in blocks)}
 
 
-def in_browser(page: Path, timeout_s: float = 600) -> dict:
-    """The reader's timings (DRIVER) in headless Chromium, on a copy of the page beside it. In real time: Chromium's
-    virtual time (--virtual-time-budget) stands still while a script runs, so the page is kept loading instead, by
-    an async script read from a named pipe that is written only once the driver has said its timings on the
-    console."""
-    text = page.read_text()
-    at = text.rindex("</body>")
-    copy, hold = page.with_name(".bench.html"), page.with_name(".bench.hold")
-    hold.unlink(missing_ok=True)
-    os.mkfifo(hold)
-    copy.write_text(text[:at] + f'<script async src="{hold.name}"></script>' + DRIVER + text[at:])
-    said: queue.Queue = queue.Queue()
+def in_browser(page: Path) -> dict:
+    """The reader's timings (DRIVER) in headless Chromium, in real time (dlbench.testing.browser.run_page)."""
     with tempfile.TemporaryDirectory() as profile:
-        proc = subprocess.Popen(command(Path(profile), "--window-size=1400,1000", "--enable-logging=stderr", "--v=0",
-                                        "--dump-dom", copy.as_uri()),
-                                stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-        threading.Thread(target=lambda: [said.put(line) for line in proc.stderr], daemon=True).start()
-        deadline, found = time.monotonic() + timeout_s, None
-        while found is None and time.monotonic() < deadline:
-            try:
-                found = re.search(r"dlbench-bench (\{.*\})\", source", said.get(timeout=1))
-            except queue.Empty:
-                continue
-        with open(hold, "w"):  # the page may finish loading now
-            pass
-        proc.wait(timeout=60)
-    copy.unlink()
-    hold.unlink()
-    if found is None:
-        raise SystemExit(f"the page did not answer in Chromium within {timeout_s:.0f} s")
-    return {k: round(v) if isinstance(v, float) else v for k, v in json.loads(found.group(1)).items()}
+        seen = run_page(page, DRIVER, Path(profile), timeout_s=600)
+    return {k: round(v) if isinstance(v, float) else v for k, v in seen.items()}
 
 
 def main() -> int:

@@ -18,7 +18,7 @@ from test_markdown_html import SAMPLE  # tests/ is on sys.path
 from dlbench.analysis.summary import summary_table
 from dlbench.present import packed, results_page, tables_csv
 from dlbench.present.charts import catalog, draw
-from dlbench.testing.browser import CHROMIUM, MISSING, chromium
+from dlbench.testing.browser import CHROMIUM, MISSING, run_page
 from dlbench.testing.study import make_curves, make_runs, make_samples, with_preset_points
 
 needs_chromium = pytest.mark.skipif(CHROMIUM is None, reason=MISSING)
@@ -85,15 +85,15 @@ def assert_page_holds_the_results(page: Path, folder: Path, run_folders: bool = 
     return blocks
 
 
-# Scrolls to each chart in turn as a reader would, waits until Vega has drawn it, then writes what each chart and
-# the table hold into the page.
-DRIVER = """<script>
+# Scrolls to each chart in turn as a reader would, waits until Vega has drawn it (or given up), then reports what
+# each chart and the table hold.
+DRIVER = """
 const sleep = ms => new Promise(r => setTimeout(r, ms));
 async function drive() {
   const charts = [...document.querySelectorAll('.chart')], seen = {charts: {}};
   for (const c of charts) {
     c.scrollIntoView();
-    for (let i = 0; i < 200 && !c.classList.contains('drawn') && !c.classList.contains('failed'); i++) await sleep(100);
+    while (!c.classList.contains('drawn') && !c.classList.contains('failed')) await sleep(50);
     const svg = c.querySelector('svg.marks') || c.querySelector('svg');
     seen.charts[c.getAttribute('data-chart')] = {drawn: c.classList.contains('drawn'),
       text: c.textContent.slice(0, 300), marks: c.querySelectorAll('[class*="role-mark"]').length,
@@ -103,40 +103,39 @@ async function drive() {
   seen.rows = document.querySelectorAll('#runs-table tbody tr:not(.reason)').length;
   seen.shown = document.querySelector('#runs-table .shown').textContent;
   seen.findings = document.getElementById('findings').textContent.length;
-  const out = document.createElement('pre'); out.id = 'out'; out.textContent = JSON.stringify(seen);
-  document.body.appendChild(out);
+  report(seen);
 }
-drive().catch(e => { const out = document.createElement('pre'); out.id = 'out';
-                     out.textContent = JSON.stringify({error: String(e)}); document.body.appendChild(out); });
-</script>"""
+drive().catch(e => report({error: String(e)}));
+"""
 
 
 def open_in_chromium(page: Path, profile: Path) -> dict:
-    """What a reader scrolling down the page sees drawn (a copy of the page beside it, with DRIVER)."""
-    copy = page.with_name(".driven.html")
-    text = page.read_text()
-    at = text.rindex("</body>")  # the page's own end (Vega's script holds the words too)
-    copy.write_text(text[:at] + DRIVER + text[at:])
-    proc = chromium(profile, "--virtual-time-budget=120000", "--window-size=1400,1000", "--dump-dom", copy.as_uri(),
-                    timeout=300)
-    copy.unlink()
-    m = re.search(r'<pre id="out">(.*?)</pre>', proc.stdout, re.S)
-    assert m, proc.stdout[-2000:] + proc.stderr[-2000:]
-    seen = json.loads(html.unescape(m.group(1)))
+    """What a reader scrolling down the page sees drawn (DRIVER, in real time)."""
+    seen = run_page(page, DRIVER, profile, timeout_s=600)
     assert "error" not in seen, seen
     return seen
 
 
+# Waits until every chart on the screen has been drawn, then reports how many.
+DRAWN_ON_SCREEN = """
+const sleep = ms => new Promise(r => setTimeout(r, ms));
+async function drive() {
+  const on = [...document.querySelectorAll('.chart')].filter(c => c.getBoundingClientRect().top < innerHeight);
+  while (on.some(c => !c.classList.contains('drawn') && !c.classList.contains('failed'))) await sleep(50);
+  report({drawn: on.filter(c => c.classList.contains('drawn')).length});
+}
+drive().catch(e => report({error: String(e)}));
+"""
+
+
 def screenshot(page: Path, section: str, profile: Path, shot: Path) -> np.ndarray:
-    """The page at 1,400 x 1,000 showing its header and one section (the others hidden), as pixels."""
+    """The page at 1,400 x 1,000 showing its header and one section (the others hidden) once the charts on the
+    screen have been drawn, as pixels."""
     from test_report import png_pixels  # the screenshot decoder of the report's tests
 
-    copy = page.with_name(".shot.html")
-    copy.write_text(page.read_text().replace("</head>", f"<style>main > *:not(#{section}) {{ display: none; }}"
-                                                        "</style></head>"))
-    chromium(profile, "--virtual-time-budget=30000", "--window-size=1400,1000", f"--screenshot={shot}", copy.as_uri(),
-             timeout=300)
-    copy.unlink()
+    seen = run_page(page, DRAWN_ON_SCREEN, profile, head=f"<style>main > *:not(#{section}) {{ display: none; }}"
+                    "</style>", output=f"--screenshot={shot}")
+    assert "error" not in seen, seen
     assert shot.exists(), "Chromium wrote no screenshot"
     return png_pixels(shot)
 
