@@ -108,7 +108,8 @@ def test_changing_a_parameter_reruns_those_points_and_the_aggregation(workflow_c
         jobs = planned_jobs(workflow_copy)
     trains = [wc for rule, wc in jobs if rule == "train"]
     assert len(trains) == 2 and all("lr0.03" in wc["point"] for wc in trains)
-    assert {rule for rule, _ in jobs} == {"train", "aggregate", "summary", "charts", "findings", "runs_table", "all"}
+    assert {rule for rule, _ in jobs} == {"train", "aggregate", "summary", "charts", "findings", "tables_csv", "page",
+                                          "all"}
 
 
 @pytest.mark.slow

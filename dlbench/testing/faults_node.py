@@ -380,9 +380,12 @@ def _small_records(lab: Lab) -> Path:
 
 
 def _partial_outputs(folder: Path) -> dict:
+    """The partial rule's outputs (workflow/rules/browse.smk) in folder."""
     return {"runs": str(folder / "runs.parquet"), "curves": str(folder / "curves.parquet"),
-            "samples": str(folder / "samples.parquet"), "findings": str(folder / "findings.md"),
-            "runs_html": str(folder / "runs.html"), "charts": str(folder / "charts")}
+            "samples": str(folder / "samples.parquet"), "summary": str(folder / "summary.parquet"),
+            "runs_csv": str(folder / "runs.csv"), "summary_csv": str(folder / "summary.csv"),
+            "findings": str(folder / "findings.md"), "charts": str(folder / "charts"),
+            "page": str(folder / "index.html")}
 
 
 def _draw_partial(metrics: list[str], folder: Path, timeout_s: float) -> dict:
