@@ -140,7 +140,7 @@ def test_the_front_page_holds_the_two_commands_and_what_a_first_run_gives():
     assert block.search(front).group(1) == block.search(readme).group(1)  # the README's two lines, as it has them
     assert "README" not in front  # the front door itself, not a pointer to another
     first = front.split("## What a first run gives")[1].split("## These pages")[0]
-    for what in ("findings.md", "charts/", "runs.html", "runs.parquet", "summary.parquet", "metrics.json",
+    for what in ("index.html", "findings.md", "charts/", "runs.parquet", "summary.parquet", "metrics.json",
                  "28 points", "points done"):
         assert what in first, what
     config = yaml.safe_load((ROOT / "config/config.yaml").read_text())
