@@ -233,11 +233,8 @@ def flax_example(point: dict, dataset_dir: str) -> dict:
 
 
 def theano_tutorial(point: dict, dataset_dir: str) -> dict:
-    from dlbench.frameworks import theano as configured  # Theano's flags, set as the adapter sets them
-
-    theano, T = configured.theano, configured.T
-    from theano.tensor.nnet import conv2d
-    from theano.tensor.signal.pool import pool_2d
+    # Theano's flags, compile cache and BLAS as the adapter sets them (they are set before Theano is imported)
+    from dlbench.frameworks.theano_config import T, conv2d, pool_2d, theano
 
     _expects(point, "lenet5_tanh")
     floatx = theano.config.floatX
