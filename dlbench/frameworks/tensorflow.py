@@ -262,5 +262,4 @@ class TFAdapter(SteppedAdapter):
         return count_params(build_model(layers, tuple(input_shape), 1))
 
 
-
 ADAPTER = TFAdapter

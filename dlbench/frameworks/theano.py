@@ -215,5 +215,4 @@ def check_device(point: dict) -> None:
         raise Unavailable("the dlbench Theano adapter runs Theano on the CPU only (device=cpu)")
 
 
-
 ADAPTER = TheanoAdapter
