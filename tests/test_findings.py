@@ -530,3 +530,37 @@ def test_the_findings_test_the_framework_effect_as_docs_reproduction_cites_it():
     assert ("**the frameworks are equivalent within the margin** (TOST within +/-0.5 points: p = 0.0452, the "
             "widest pair)") in line
     assert "caffe 89.73% [89.4, 90.05], n 5" in line  # the interval docs/reproduction.md's table gives
+
+
+def test_the_switch_section_says_what_channels_last_bought_with_its_interval():
+    """PyTorch's layout as a switch, on a hand-made table: three seeds in each layout, everything else the same; the
+    findings give channels_last's speed-up over contiguous with its 95 % interval (paired t by seed on the log
+    scale), as they give compiling's, and no framework without the switch has the line."""
+    from dlbench.testing.study import make_modern_runs
+
+    base = make_modern_runs()
+    base = base[(base["compile"] == "eager") & (base["precision"] == "fp32") & (base["threads"] == 1)]
+    contiguous, opted = [2000.0, 2100.0, 1900.0], [2900.0, 2950.0, 2800.0]
+    rows = []
+    for seed in (1, 2, 3):
+        for r in base.to_dict("records"):
+            layouts = {"contiguous": contiguous, "channels_last": opted} if r["framework"] == "pytorch" else {None: []}
+            for layout, speeds in layouts.items():
+                img_s = speeds[seed - 1] if speeds else r["throughput_img_s"]
+                rows.append({**r, "run_id": f"{r['run_id']}-{layout}-s{seed}", "seed": seed, "repeat": seed - 1,
+                             "memory_format": layout, "throughput_img_s": img_s, "train_time_s": 60000 / img_s,
+                             "accuracy": r["accuracy"] + 0.001 * seed + 0.002 * (layout == "channels_last")})
+    runs = pd.DataFrame(rows)
+    section = findings.render(runs, make_curves(runs)).split("## Compiled or not, and in which precision", 1)[1]
+    section = section.split("\n## ", 1)[0]
+    log_ratios = np.log(np.array(opted) / np.array(contiguous))
+    half = T975_DF2 * log_ratios.std(ddof=1) / np.sqrt(3)
+    low, high = np.exp(log_ratios.mean() - half), np.exp(log_ratios.mean() + half)  # 1.36 to 1.53
+    speedup = np.mean(opted) / np.mean(contiguous)  # 1.44
+    assert ("PyTorch's channels-last layout (torch.channels_last), against contiguous with everything else the same"
+            in section)
+    line = next(li for li in section.splitlines() if li.startswith("- pytorch: channels_last trained"))
+    assert line.startswith(f"- pytorch: channels_last trained {speedup:.2f}-{speedup:.2f}x as fast as contiguous "
+                           "over 1 setting(s), told faster in 1, slower in 0")
+    assert f": {speedup:.3g}x [{low:.3g}, {high:.3g}], faster, accuracy +0.2 [+0.2, +0.2]" in line
+    assert [li for li in section.splitlines() if "channels_last trained" in li] == [line]

@@ -33,7 +33,7 @@ def in_theano_env(env_python, code: str, env: dict | None = None) -> dict:
 
 VERSIONS = """
 import json
-from dlbench.frameworks import theano as adapter  # sets THEANO_FLAGS before Theano is imported
+from dlbench.frameworks import theano_config  # sets THEANO_FLAGS before Theano is imported
 import numpy, theano
 print(json.dumps({"theano": theano.__version__, "numpy": numpy.__version__}))
 """
@@ -73,7 +73,7 @@ LAYERS = """
 import json
 import numpy as np
 from dlbench.spec import networks
-from dlbench.frameworks import theano as adapter
+from dlbench.frameworks import theano_network
 import theano, theano.tensor as T
 
 def caffe_pool(x, mode, k, s, p):  # Caffe's pooling_layer.cpp, in numpy
@@ -95,12 +95,12 @@ worst = {}
 for mode in ("max", "avg"):
     for size, k, s, p in [(24, 2, 2, 0), (24, 3, 2, 0), (7, 2, 2, 0), (8, 3, 2, 1), (9, 3, 2, 1), (10, 3, 3, 1)]:
         out = networks.pool_out(size, k, s, p)
-        f = theano.function([x], adapter._pool(x, networks.pool(mode, k, s, p), size, out))
+        f = theano.function([x], theano_network.pool(x, networks.pool(mode, k, s, p), size, out))
         xv = rng.randn(2, 3, size, size).astype("float32")
         got = f(xv)
         assert got.shape == (2, 3, out, out), (mode, size, k, s, p, got.shape)
         worst[f"{mode}{size}k{k}s{s}p{p}"] = float(abs(got - caffe_pool(xv.astype(float), mode, k, s, p)).max())
-f = theano.function([x], adapter._lrn(x, networks.lrn(5, 0.001, 0.75, 2.0), 7))
+f = theano.function([x], theano_network.lrn(x, networks.lrn(5, 0.001, 0.75, 2.0), 7))
 xv = rng.randn(2, 7, 4, 4).astype("float32")
 sq = xv.astype(float) ** 2
 want = np.stack([xv[:, c] / (2.0 + 0.001 / 5 * sq[:, max(0, c - 2):c + 3].sum(1)) ** 0.75 for c in range(7)], 1)
@@ -109,7 +109,7 @@ shapes = {}
 for net, shape in networks.INPUT_SHAPES.items():
     if networks.kinds(networks.NETWORKS[net]) & set(networks.KINDS_BEYOND_STUDY):  # refused: test_resnet.py
         continue
-    outs = adapter.Network(networks.resolve(net, 10), shape).outputs(x, train=True)
+    outs = theano_network.Network(networks.resolve(net, 10), shape).outputs(x, train=True)
     got = theano.function([x], [o.shape for o in outs])(np.zeros((2, *shape), "float32"))
     shapes[net] = [[int(v) for v in s[1:]] for s in got]
 print(json.dumps({"worst": worst, "shapes": shapes}))
@@ -131,7 +131,7 @@ def test_layers_compute_what_caffe_computes(env_python):
 
 FLAGS = """
 import json
-from dlbench.frameworks import theano as adapter
+from dlbench.frameworks import theano as adapter  # its configuration, as a trainer imports it
 import sys, theano
 print(json.dumps({"floatX": theano.config.floatX, "device": theano.config.device,
                   "ldflags": theano.config.blas__ldflags, "compiledir": theano.config.compiledir,
@@ -149,13 +149,13 @@ def test_theano_is_configured_by_dlbench_not_by_the_user(env_python, tmp_path):
 
 TOOLCHAIN = """
 import json, sys
-from dlbench.frameworks import theano as adapter
+from dlbench.frameworks import theano_config
 import theano
 errors = []
 if sys.argv[1:] == ["no-blas"]:
     theano.config.blas__ldflags = "-lnosuchblas"
 try:
-    adapter.check_toolchain()
+    theano_config.check_toolchain()
 except RuntimeError as exc:
     errors.append(str(exc))
 print(json.dumps(errors))
