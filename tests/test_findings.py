@@ -8,6 +8,7 @@ import pytest
 from scipy import stats as sps
 
 from dlbench.analysis import observations, published, stats, summary
+from dlbench.analysis.frames import points as frames_points
 from dlbench.present import findings
 from dlbench.testing.study import make_curves, make_runs, make_samples, one_default, preset_matrix
 
@@ -564,3 +565,40 @@ def test_the_switch_section_says_what_channels_last_bought_with_its_interval():
                            "over 1 setting(s), told faster in 1, slower in 0")
     assert f": {speedup:.3g}x [{low:.3g}, {high:.3g}], faster, accuracy +0.2 [+0.2, +0.2]" in line
     assert [li for li in section.splitlines() if "channels_last trained" in li] == [line]
+
+
+def test_a_calibrated_studys_sentences_say_their_measured_power():
+    """A study run as config/config.yaml is quotes the power dlbench calibrate measured for that shape
+    (dlbench/analysis/calibration/default.json) beside each sentence found less than 80 % of the time at its
+    repeats; any other study says once that its shape was not simulated."""
+    from dlbench.analysis import designs
+    from dlbench.present import calibrated
+
+    power = designs.measured_power("default")
+    weak = {name for (name, repeats), (found, _) in power.items() if repeats == 4 and found < 0.8}
+    assert "(a)" in weak and "framework effect, train time" in weak  # what the measured table says at 4 seeds
+    runs = one_default(make_runs())
+    runs = pd.concat([runs.assign(seed=s, run_id=runs["run_id"] + f"-{s}") for s in (1, 2, 3, 4)],
+                     ignore_index=True)
+    quoted = calibrated.power_of(frames_points(runs), designs.DEFAULT.config)
+    assert quoted.repeats == 4 and quoted.design is designs.DEFAULT
+    found = power[("(a)", 4)][0]
+    assert quoted.note("(a)") == (f" (calibrated power: a planted 3-sd difference is found {found:.0%} of the "
+                                  "time at 4 repeats in simulated studies of this shape; docs/verdicts.md)")
+    strong = next(name for (name, repeats), (f, _) in power.items() if repeats == 4 and f >= 0.8)
+    assert quoted.note(strong) == ""
+    text = findings.render(runs, study_file=designs.DEFAULT.config)
+    assert f"**{observations.observations(runs)['a'].verdict}** (calibrated power: " in text
+    assert "this study's 4 repeats says how often" in text
+    other = findings.render(runs, study_file=None)
+    assert "calibrated power" not in other and "this study's shape was not simulated" in other
+
+
+def test_the_study_file_is_the_one_config_unchanged_by_overrides(tmp_path):
+    from dlbench.rules import context
+
+    config = tmp_path / "study.yaml"
+    assert context.study_file([config], {}) == str(config.resolve())
+    assert context.study_file([config], {"repeats": 2}) == ""  # --config changed the study: not its shape
+    assert context.study_file([config, tmp_path / "more.yaml"], {}) == ""
+    assert context.study_file([], {}) == ""

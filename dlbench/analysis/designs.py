@@ -7,9 +7,10 @@ computed by the code the calibration checks.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
-from dataclasses import dataclass, field
-from functools import partial  # partials of module functions: a worker process receives them pickled
+from dataclasses import dataclass
+from functools import cache, partial  # partials of module functions: a worker process receives them pickled
 from pathlib import Path
 
 from dlbench.analysis import simulate
@@ -32,6 +33,11 @@ from dlbench.analysis.sentences import (
 from dlbench.analysis.simulate import NULL, Noise, Scenario
 
 POWER_EFFECT = 3.0  # the planted differences, in sd of one setting's runs
+NOMINAL_POWER = 0.8  # a sentence finds a planted difference at least this often, or the findings say how often
+# The calibration as measured: `dlbench calibrate --design NAME --json dlbench/analysis/calibration/NAME.json`
+# writes each design's table here; the findings read each sentence's power from it, and `dlbench docs` writes
+# docs/verdicts.md's tables from it.
+MEASURED = Path(__file__).parent / "calibration"
 NULL_NAME, PLANTED_NAME = "null", "planted"  # a scenario's name begins with one of these ("planted 3 sd")
 FRAMEWORKS = ("caffe", "pytorch", "tensorflow", "theano")
 
@@ -40,18 +46,37 @@ FRAMEWORKS = ("caffe", "pytorch", "tensorflow", "theano")
 class Design:
     """A simulated study: `config` its points, `repeats` the seeds calibrated by default (the study's own, and 5:
     the power's), `noise` its runs' noise and faults, `planted` the scenario of planted differences at an effect,
-    `sentences` what is scored, `underpowered` the sentences whose measured power at 5 repeats lies under 80 %
-    (docs/verdicts.md states it)."""
+    `sentences` what is scored."""
     name: str
     config: Path
     repeats: tuple[int, ...]
     noise: Noise
     planted: Callable[[float], Scenario]
     sentences: Callable[[], list[Sentence]]
-    underpowered: frozenset = field(default_factory=frozenset)
 
     def scenarios(self, effect: float = POWER_EFFECT) -> list[Scenario]:
         return [NULL, self.planted(effect)]
+
+    @property
+    def underpowered(self) -> frozenset[str]:
+        """The sentences whose measured power at 5 repeats (MEASURED) lies under NOMINAL_POWER: the findings
+        state it beside them, and docs/verdicts.md."""
+        return frozenset(name for (name, repeats), (found, _) in measured_power(self.name).items()
+                         if repeats == 5 and found < NOMINAL_POWER)
+
+
+@cache
+def measured(design: str) -> dict | None:
+    """A design's calibration table as `dlbench calibrate --json` wrote it into MEASURED; None where none was."""
+    path = MEASURED / f"{design}.json"
+    return json.loads(path.read_text()) if path.exists() else None
+
+
+def measured_power(design: str) -> dict[tuple[str, int], tuple[float, float]]:
+    """{(sentence, repeats): (how often the planted difference was found, its simulation standard error)}."""
+    table = measured(design) or {"rows": []}
+    return {(r["sentence"], r["repeats"]): (r["rates"]["found"], r["se"]["found"]) for r in table["rows"]
+            if r["scenario"].startswith(PLANTED_NAME) and r["rates"].get("found") is not None}
 
 
 def truth(null: str, at_planted: str) -> dict:
@@ -102,11 +127,7 @@ def default_sentences() -> list[Sentence]:
     return out
 
 
-DEFAULT = Design(
-    "default", simulate.DEFAULT_CONFIG, (4, 5), Noise(), simulate.planted, default_sentences,
-    # Caffe's one contended run is left out of its own defaults, so it is told fastest from 4 runs against the
-    # others' 5 (measured 0.77 to 0.78 at 100 replications)
-    frozenset({"(a)", "(g)", "leader, own defaults, train time", "framework effect, train time"}))
+DEFAULT = Design("default", simulate.DEFAULT_CONFIG, (4, 5), Noise(), simulate.planted, default_sentences)
 
 
 # ---------------------------------------------------------------------------------------------- the paper's study
@@ -141,3 +162,11 @@ PAPER = Design(
     Noise(missing_study="cross"), simulate.planted_paper, paper_sentences)
 
 DESIGNS = {d.name: d for d in (DEFAULT, PAPER)}
+
+
+def for_config(path: str | Path | None) -> Design | None:
+    """The design whose config file `path` is (the study ran as the design simulates it), else None."""
+    if not path:
+        return None
+    found = Path(path).resolve()
+    return next((d for d in DESIGNS.values() if d.config.resolve() == found), None)

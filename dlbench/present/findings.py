@@ -25,6 +25,7 @@ from dlbench.analysis.guidance import efficiency, fastest_configurations, knob_w
 from dlbench.analysis.joint_grids import tuning_table
 from dlbench.analysis.observations import OBSERVATIONS, Verdict, observations  # noqa: F401 - Verdict: the findings' type
 from dlbench.analysis.published import PUBLISHED_CSV, leaders_vs_published, published_ratios, speedups_vs_published
+from dlbench.analysis.sentences import metric_words
 from dlbench.analysis.summary import (
     TARGETS,
     best_values,
@@ -51,6 +52,7 @@ from dlbench.analysis.verdicts import (
     work_text,
 )
 from dlbench.present import comparison, markdown
+from dlbench.present.calibrated import Power, power_of
 from dlbench.present.charts import catalog
 from dlbench.record import statuses
 
@@ -300,7 +302,8 @@ def _contended_line(df: pd.DataFrame, contended: int) -> str:
             "left out of every mean, interval, test and verdict below; the charts mark them.")
 
 
-def _leaders_section(runs: pd.DataFrame, published: pd.DataFrame | None, margins: stats.Margins) -> list[str]:
+def _leaders_section(runs: pd.DataFrame, published: pd.DataFrame | None, margins: stats.Margins,
+                     power: Power) -> list[str]:
     out = ["## Fastest and most accurate framework", "",
            "Per dataset and device, among each framework's own defaults (its default point: no swept value; the "
            "frameworks matched on threads and library) and among the frameworks that ran one preset (at that "
@@ -321,7 +324,9 @@ def _leaders_section(runs: pd.DataFrame, published: pd.DataFrame | None, margins
             where += ", own defaults" if r.comparison == "own defaults" else ""
             notes = "".join(f" {text[0].upper()}{text[1:]}." for text in
                             (work_text(r.work, r.per_image), shortened_text(r.shortened)) if text)
-            out.append(f"- {headline(r.result, metric, where)}. {leader_text(r.result, metric)}.{notes}")
+            said = power.note(f"leader, {r.comparison}, {metric_words(metric)}",
+                              f"leader, {r.comparison}, {r.dataset}/{r.device}, {metric_words(metric)}")
+            out.append(f"- {headline(r.result, metric, where)}{said}. {leader_text(r.result, metric)}.{notes}")
     if len(out) == 4:
         out.append("No dataset and device where two frameworks ran ok with the same defaults.")
     vs = leaders_vs_published(runs, published)
@@ -336,7 +341,7 @@ def _leaders_section(runs: pd.DataFrame, published: pd.DataFrame | None, margins
     return out
 
 
-def _framework_effect_section(runs: pd.DataFrame, margins: stats.Margins) -> list[str]:
+def _framework_effect_section(runs: pd.DataFrame, margins: stats.Margins, power: Power) -> list[str]:
     out = ["## Does the framework matter? (the same network, data and settings)", ""]
     effect = framework_effect(runs, margins=margins)
     if effect.empty:
@@ -365,7 +370,7 @@ def _framework_effect_section(runs: pd.DataFrame, margins: stats.Margins) -> lis
                          for fw, seeds in r.seeds_left_out.items())
         blocked = f" (left out of the blocked test, which the other frameworks did not run: {left})" if left else ""
         out.append(f"- {r.dataset}/{r.device}, {r.settings}, {what}: {means}. {tests}{blocked}: "
-                   f"**{words[r.verdict]}**{detail}.")
+                   f"**{words[r.verdict]}**{detail}{power.note(f'framework effect, {metric_words(r.metric)}')}.")
     return out + [""]
 
 
@@ -407,12 +412,16 @@ def not_drawn_line(not_drawn: dict[str, str]) -> str:
 
 
 def render(runs: pd.DataFrame, curves: pd.DataFrame | None = None, published: pd.DataFrame | None = None,
-           margins: stats.Margins | None = None, not_drawn: dict[str, str] | None = None) -> str:
+           margins: stats.Margins | None = None, not_drawn: dict[str, str] | None = None,
+           study_file: str | Path | None = None) -> str:
     """The findings in Markdown. `not_drawn`: the charts the study did not draw and why (their folder's index,
-    catalog.read_index), said in a line under the study's counts; None: not said."""
+    catalog.read_index), said in a line under the study's counts; None: not said. `study_file`: the config file
+    the study ran as it is (none where --config changed it): a calibrated design's sentences quote their power
+    (present.calibrated)."""
     margins = margins or stats.Margins()
     # The points once, handed to every table (each one's own points() is then a copy, not a recomputation).
     df = points(runs)
+    power = power_of(df, study_file)
     n_ok = int((df["status"] == "ok").sum())
     out = ["# Findings of this run", ""]
     if df.empty:
@@ -428,8 +437,8 @@ def render(runs: pd.DataFrame, curves: pd.DataFrame | None = None, published: pd
             _contended_line(df, contended), ""]
     if not_drawn:
         out += [not_drawn_line(not_drawn), ""]
-    out += _leaders_section(df, published, margins)
-    out += _framework_effect_section(df, margins)
+    out += _leaders_section(df, published, margins, power)
+    out += _framework_effect_section(df, margins, power)
     out += _repeats_section(df)
 
     out += ["## Best batch size and learning rate per framework", "",
@@ -541,10 +550,11 @@ def render(runs: pd.DataFrame, curves: pd.DataFrame | None = None, published: pd
     out += [f"Answered (agrees, disagrees or equivalent within the margin) for {told} of {len(OBSERVATIONS)} "
             "observations; an observation agrees or disagrees only where a named test tells the frameworks or "
             "settings apart, and is equivalent only where two one-sided tests place them within the margin; "
-            "inconclusive and not testable are no answer.", ""]
+            "inconclusive and not testable are no answer. " + power.intro(), ""]
     for obs in OBSERVATIONS:
         v = verdicts[obs.key]
-        out.append(f"- ({obs.key}) {obs.text} **{v.verdict}**" + (f". {v.evidence}" if v.evidence else ""))
+        out.append(f"- ({obs.key}) {obs.text} **{v.verdict}**{power.note(f'({obs.key})')}"
+                   + (f". {v.evidence}" if v.evidence else ""))
     out.append("")
 
     out += ["## Guidance", "", "### For a service provider: throughput per core and per GB", "",
@@ -560,14 +570,14 @@ def render(runs: pd.DataFrame, curves: pd.DataFrame | None = None, published: pd
 
 
 def write_findings(runs_df, curves_df, path, published_csv=None, margins: stats.Margins | None = None,
-                   not_drawn: dict[str, str] | None = None) -> str:
+                   not_drawn: dict[str, str] | None = None, study_file: str | Path | None = None) -> str:
     """Write the findings as Markdown to `path` (atomically); runs/curves: DataFrames or Parquet paths; `margins`:
     the equivalence margins (config `verdicts`); `not_drawn`: the charts not drawn and why (render)."""
     runs = _frame(runs_df)
     curves = _frame(curves_df)
     pub_path = Path(published_csv) if published_csv else PUBLISHED_CSV
     published = pd.read_csv(pub_path) if pub_path.exists() else None
-    text = render(runs, curves, published, margins, not_drawn)
+    text = render(runs, curves, published, margins, not_drawn, study_file)
     with atomic.atomic_path(path, suffix=".md") as tmp:
         tmp.chmod(0o644)
         tmp.write_text(text)

@@ -48,11 +48,12 @@ def note(k: int, n: int) -> str:
 
 
 def draw(metrics_paths: list[str], out: dict, *, membership=None, tuning=None, peak_path=None,
-         published=None, verdicts=None) -> int:
+         published=None, verdicts=None, study_file=None) -> int:
     """The page, findings, charts and tables from the records of metrics_paths that exist; how many there were.
     `out`: the rule's outputs by name (runs, curves, samples, summary, runs_csv, summary_csv, findings, charts,
     page).
-    `verdicts`: the config's equivalence margins (stats.Margins.from_config)."""
+    `verdicts`: the config's equivalence margins (stats.Margins.from_config); `study_file`: the config file the
+    study ran unchanged (findings.render)."""
     done = [path for path in finished(metrics_paths) if store.read_or_skip(path) is not None]
     k, n = len(done), len(metrics_paths)
     if not k:
@@ -62,11 +63,12 @@ def draw(metrics_paths: list[str], out: dict, *, membership=None, tuning=None, p
     # waits for the point being measured on this node (at most measurement.lock_timeout_s, then LockTimeout).
     with locks.heavy_work(locks.node_lock(), "the partial report"):
         _draw(done, n, out, membership=membership, tuning=tuning, peak_path=peak_path, published=published,
-              verdicts=verdicts)
+              verdicts=verdicts, study_file=study_file)
     return k
 
 
-def _draw(done: list[str], n: int, out: dict, *, membership, tuning, peak_path, published, verdicts) -> None:
+def _draw(done: list[str], n: int, out: dict, *, membership, tuning, peak_path, published, verdicts,
+          study_file) -> None:
     """draw's work, on the records `done` of a study of n points."""
     import pandas as pd  # here, not above: the workflow imports this module (state) every time it starts
 
@@ -85,7 +87,8 @@ def _draw(done: list[str], n: int, out: dict, *, membership, tuning, peak_path, 
     index = draw_all(out["runs"], out["curves"], out["samples"], out["charts"], published=published, subtitle=line)
     reference = pd.read_csv(published) if published and Path(published).exists() else None
     margins = stats.Margins.from_config({"verdicts": verdicts})
-    text = findings.render(runs, pd.read_parquet(out["curves"]), reference, margins, index["not_drawn"])
+    text = findings.render(runs, pd.read_parquet(out["curves"]), reference, margins, index["not_drawn"],
+                           study_file)
     atomic.write_text(out["findings"], headed(text, k, n))
     write_parquet(summary_table(runs), out["summary"])
     tables_csv.write(out["runs"], out["runs_csv"])

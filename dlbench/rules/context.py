@@ -25,6 +25,7 @@ import re
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from dlbench.datasets import prepare
 from dlbench.datasets.catalog import INFO as DATASETS
@@ -71,6 +72,13 @@ def own_package(root: str, environ=os.environ) -> None:
     """Make this checkout's dlbench (at root) the one every job imports: the jobs inherit this process's
     environment, so that a user need not set PYTHONPATH."""
     environ["PYTHONPATH"] = os.pathsep.join(p for p in (root, environ.get("PYTHONPATH")) if p)
+
+
+def study_file(configfiles, overrides) -> str:
+    """The config file a study ran as it is, where one was given and --config changed nothing in it (the findings
+    quote its calibration, dlbench.present.calibrated); "" otherwise."""
+    files = [Path(f).resolve() for f in configfiles]
+    return str(files[-1]) if len(set(files)) == 1 and not overrides else ""
 
 
 def read_config(config: dict, configfiles, schema: str) -> dict:

@@ -72,5 +72,6 @@ rule partial:
         peak="results/machine/peak.json",
         published=as_workflow_input(PUBLISHED_CSV),
         verdicts=CFG["verdicts"],
+        study_file=STUDY_FILE,
     script:
         "../scripts/partial.py"

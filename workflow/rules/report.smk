@@ -49,5 +49,6 @@ rule findings:
         "../envs/base.yaml"
     params:
         verdicts=CFG["verdicts"],  # the equivalence margins: findings.md is written again where they change
+        study_file=STUDY_FILE,  # the calibration its sentences quote
     script:
         "../scripts/findings.py"
