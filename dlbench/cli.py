@@ -52,7 +52,8 @@ COMMANDS = {
                     "dlbench.node.peak"),
     "runs-table": Command("write every run of a study as one HTML page, sortable and filterable",
                           "dlbench.present.runs_table"),
-    "docs": Command("write the site's generated pages (docs/config.md, docs/record.md); --site: also build the site"),
+    "docs": Command("write the site's generated pages (docs/config.md, docs/record.md, docs/verdicts.md's tables); "
+                    "--site: also build the site"),
     "prepare": Command("prepare a dataset into a folder (the workflow's prepare_dataset job)"),
     "train": Command("run one point (the workflow's train job)"),
 }
@@ -102,7 +103,7 @@ def docs(argv: list[str] | None = None) -> int:
     warnings as errors: a broken link between pages, or a page missing from the nav, fails the build)."""
     import subprocess
 
-    from dlbench.docgen import MKDOCS, config_keys, record_fields
+    from dlbench.docgen import MKDOCS, calibration_tables, config_keys, record_fields
 
     parser = argparse.ArgumentParser(prog="dlbench docs", description=COMMANDS["docs"].summary)
     what = parser.add_mutually_exclusive_group()
@@ -119,7 +120,8 @@ def docs(argv: list[str] | None = None) -> int:
               "delete them; name a new or empty folder", file=sys.stderr)
         return 2
     flags = ["--check"] if args.check else []
-    statuses = [config_keys.main(flags), record_fields.main(flags)]  # both, so that --check names every stale page
+    # every one, so that --check names every stale page
+    statuses = [config_keys.main(flags), record_fields.main(flags), calibration_tables.main(flags)]
     if args.site is None or max(statuses):
         return max(statuses)
     try:

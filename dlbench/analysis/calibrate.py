@@ -195,6 +195,13 @@ def as_json(rows: Sequence[Row], settings: dict) -> dict:
             "failures": failures(rows)}
 
 
+def rows_of(table: dict) -> list[Row]:
+    """The rows of a table as_json wrote (a design's measured calibration, designs.measured)."""
+    def numbers(d: dict) -> dict:
+        return {k: (math.nan if v is None else v) for k, v in d.items()}
+    return [Row(**{**r, "rates": numbers(r["rates"]), "se": numbers(r["se"])}) for r in table["rows"]]
+
+
 # ---------------------------------------------------------------------------------------------- the command
 
 

@@ -2,6 +2,7 @@
 
     config_keys     docs/config.md: every key of the config, from workflow/schemas/config.schema.yaml
     record_fields   docs/record.md: every field of a point's record, from dlbench/record/fields.py
+    calibration_tables  docs/verdicts.md's tables, from the measured calibration (dlbench/analysis/calibration/)
 
 Each module's main(argv) writes its page, or with --check writes nothing and exits 1 where the page differs from
 what it would write; `dlbench docs` runs them all, and `dlbench docs --site` also builds the site (mkdocs.yml).
