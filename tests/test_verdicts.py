@@ -276,3 +276,29 @@ def test_a_published_tie_agrees_where_the_leader_is_one_of_them_told_better_than
     alone = stats.leader({fw: {s: 99.3 + 0.01 * ((s + k) % 5) for s in range(5)} for k, fw in enumerate(tie)}, True,
                          "accuracy_pct")
     assert verdicts.claim_any(alone, tie) == verdicts.EQUIVALENT
+
+
+def test_a_rival_too_few_to_test_does_not_hide_what_the_others_tell():
+    """The default study under load: PyTorch fastest, told apart from Caffe (four seeds each), TensorFlow with two
+    counted runs. The claim "Caffe is fastest" disagrees (Caffe is told slower); "TensorFlow is fastest" cannot be
+    tested; the headline names the pair it could not test, and the text keeps the tested pair's word."""
+    def runs(mean: float, n: int, k: int) -> dict:  # each framework's spread its own: paired differences vary
+        return {s: mean * (1 + (-0.03, 0.02, 0.01, -0.01)[(s + k) % 4]) for s in range(n)}
+
+    result = stats.leader({"pytorch": runs(5.4, 4, 0), "caffe": runs(10.9, 4, 1), "tensorflow": runs(16.3, 2, 2)},
+                          False, "train_time_s")
+    assert result.state == "untestable"
+    assert verdicts.claim(result, "caffe") == verdicts.DISAGREES
+    assert verdicts.claim(result, "tensorflow").startswith(stats.UNTESTABLE)
+    assert verdicts.claim(result, "pytorch").startswith(stats.UNTESTABLE)  # its lead over TensorFlow is not shown
+    assert verdicts.claim_any(result, ["caffe", "tensorflow"]).startswith(stats.UNTESTABLE)
+    line = verdicts.headline(result, "train_time_s", "mnist_5k/cpu")
+    assert line == "Not testable on mnist_5k/cpu: fewer than 3 runs on a side (pytorch 5.39 s, tensorflow 16.3 s)", line
+    text = verdicts.leader_text(result, "train_time_s")
+    assert "pytorch told apart from caffe (" in text and "pytorch not testable against tensorflow (fewer than 3" in text
+
+
+def test_large_numbers_are_written_out_not_in_exponent_form():
+    assert verdicts.number(13251.7) == "13,252" and verdicts.number(1325.17) == "1325" and verdicts.number(0.5) == "0.5"
+    assert verdicts.value({"mean": 13250.0, "ci_low": 11130.0, "ci_high": 15650.0, "n": 4}, " img/s") == \
+        "13,250 img/s [11,130, 15,650], n 4"

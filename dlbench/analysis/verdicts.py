@@ -27,11 +27,18 @@ def untestable(why: str) -> str:
     return f"{stats.UNTESTABLE} ({why})"
 
 
+def number(x: float, digits: int = 4) -> str:
+    """`digits` significant digits, and a number too large for them in full with thousands separators
+    ("13,250", never "1.325e+04")."""
+    return f"{x:,.0f}" if abs(x) >= 10 ** digits else f"{x:.{digits}g}"
+
+
 def value(d: dict, unit: str = "", digits: int = 4) -> str:
     """"12.3 s [11.0, 13.6], n 3": a mean with its 95 % interval, or the single run's value, said as such."""
     if d["n"] < 2:
-        return f"{d['mean']:.{digits}g}{unit} (a single run: no interval)"
-    return f"{d['mean']:.{digits}g}{unit} [{d['ci_low']:.{digits}g}, {d['ci_high']:.{digits}g}], n {d['n']}"
+        return f"{number(d['mean'], digits)}{unit} (a single run: no interval)"
+    return (f"{number(d['mean'], digits)}{unit} [{number(d['ci_low'], digits)}, {number(d['ci_high'], digits)}], "
+            f"n {d['n']}")
 
 
 def state(result: stats.Leader) -> str:
@@ -43,6 +50,11 @@ def state(result: stats.Leader) -> str:
 def _name(group) -> str:
     """A group's name: a framework, or a swept value (a batch size of 64, a learning rate of 0.01)."""
     return f"{group:g}" if isinstance(group, (int, float)) and not isinstance(group, bool) else str(group)
+
+
+def _untestable(result: stats.Leader) -> stats.Rival | None:
+    """The first rival the leader could not be tested against (fewer than three runs a side, or no spread)."""
+    return next((r for r in result.rivals if r.judgement.word == stats.UNTESTABLE), None)
 
 
 def _untestable_why(result: stats.Leader) -> str:
@@ -66,11 +78,13 @@ def headline(result: stats.Leader, metric: str, where: str) -> str:
     """The comparison in one sentence that reads once, e.g. "No clear fastest on digits/cpu: pytorch 2.13 s and
     caffe 3.14 s are within noise (Welch's t, p = 0.067; a 1.4x difference would have been detected)"."""
     unit, what = UNITS.get(metric, ""), WHAT.get(metric, "leader")
-    top = f"{_name(result.name)} {result.intervals[result.name]['mean']:.3g}{unit}"
+    top = f"{_name(result.name)} {number(result.intervals[result.name]['mean'], 3)}{unit}"
     if result.state == "alone":
         return f"Only {top} on {where}: nothing to compare"
     r = result.runner_up
-    other = f"{_name(r.name)} {r.mean:.3g}{unit}"
+    if result.state == "untestable":  # the pair that could not be tested, not merely the runner-up
+        r = _untestable(result) or r
+    other = f"{_name(r.name)} {number(r.mean, 3)}{unit}"
     holm = "Holm" if len(result.rivals) > 1 else ""
     if result.state == "distinct":
         return (f"**{what.capitalize()} on {where}: {_name(result.name)}**, {top.split(' ', 1)[1]} against "
@@ -81,9 +95,9 @@ def headline(result: stats.Leader, metric: str, where: str) -> str:
                 f"({judgement_text(next(x for x in result.rivals if x.equivalent).judgement, unit)})")
     if result.state == "inconclusive":
         close = next(x for x in result.rivals if x.name in result.undecided)
-        return (f"No clear {what} on {where}: {top} and {_name(close.name)} {close.mean:.3g}{unit} are within "
+        return (f"No clear {what} on {where}: {top} and {_name(close.name)} {number(close.mean, 3)}{unit} are within "
                 f"noise ({judgement_text(close.judgement, unit, holm)})")
-    return f"Not testable on {where}: {_untestable_why(result)} ({top}, {other})"
+    return f"Not testable on {where}: {r.judgement.why or stats.UNTESTABLE} ({top}, {other})"
 
 
 def leader_text(result: stats.Leader, metric: str) -> str:
@@ -94,11 +108,13 @@ def leader_text(result: stats.Leader, metric: str) -> str:
                        for g in [result.name, *(r.name for r in result.rivals)])
     if result.state == "alone":
         return values
-    if result.state == "untestable":
+    if all(r.judgement.word == stats.UNTESTABLE for r in result.rivals):
         return f"{values}: {untestable(_untestable_why(result))}"
-    holm = "Holm over the rivals" if len(result.rivals) > 1 else ""
+    # Holm over the rivals that could be tested; one not testable is said as such, and the others keep their word
+    holm = "Holm over the rivals" if sum(r.judgement.word != stats.UNTESTABLE for r in result.rivals) > 1 else ""
     words = {stats.BETTER: "told apart from", stats.EQUIVALENT: f"equivalent within {result.margin_text} to",
-             stats.INCONCLUSIVE: "not told apart from (inconclusive)", stats.WORSE: "behind"}
+             stats.INCONCLUSIVE: "not told apart from (inconclusive)", stats.WORSE: "behind",
+             stats.UNTESTABLE: "not testable against"}
     against = "; ".join(f"{_name(result.name)} {words.get(r.judgement.word, r.judgement.word)} {_name(r.name)} "
                         f"({judgement_text(r.judgement, unit, holm)})" for r in result.rivals)
     return f"{values}. {against} (alpha {stats.ALPHA:g})"
@@ -107,15 +123,17 @@ def leader_text(result: stats.Leader, metric: str) -> str:
 def claim(result: stats.Leader, claimed: str) -> str:
     """Does the data say `claimed` leads? AGREES (it leads, told better than every other), DISAGREES (another
     is told better than it), EQUIVALENT (it shares the lead within the margin), INCONCLUSIVE, or not testable."""
-    if result.state == "untestable":
-        return untestable(_untestable_why(result))
     if result.name == claimed:
+        if result.state == "untestable":
+            return untestable(_untestable_why(result))
         return {"distinct": AGREES, "equivalent": EQUIVALENT}.get(result.state, INCONCLUSIVE)
     rival = next((r for r in result.rivals if r.name == claimed), None)
     if rival is None:
         return not_tested(f"{claimed} did not run here")
-    if rival.distinct:
+    if rival.distinct:  # told worse than the leader: a third framework too few to test does not change that
         return DISAGREES
+    if result.state == "untestable":
+        return untestable(_untestable_why(result))
     return EQUIVALENT if rival.equivalent else INCONCLUSIVE
 
 
@@ -126,16 +144,18 @@ def claim_any(result: stats.Leader, claimed: list[str]) -> str:
     lie within the margin; else INCONCLUSIVE (or not testable)."""
     if len(claimed) <= 1:
         return claim(result, claimed[0]) if claimed else not_tested("no published leader ran here")
-    if result.state == "untestable":
-        return untestable(_untestable_why(result))
     if result.name in claimed:
+        if result.state == "untestable":
+            return untestable(_untestable_why(result))
         outside = [r for r in result.rivals if r.name not in claimed]
         if outside:
             return AGREES if all(r.distinct for r in outside) else INCONCLUSIVE
         inside = [r for r in result.rivals if r.name in claimed]
         return EQUIVALENT if all(r.equivalent for r in inside) else INCONCLUSIVE
     states = [claim(result, c) for c in claimed]
-    return DISAGREES if all(s == DISAGREES for s in states) else INCONCLUSIVE
+    if all(s == DISAGREES for s in states):
+        return DISAGREES
+    return untestable(_untestable_why(result)) if result.state == "untestable" else INCONCLUSIVE
 
 
 def combine(states: list[str]) -> str:
@@ -167,8 +187,8 @@ def work_text(work: dict, per_image: stats.Leader | None = None) -> str:
     if "length" in work:
         parts.append("lengths " + ", ".join(f"{fw} {length}" for fw, length in work["length"].items()))
     if per_image is not None:
-        parts.append(headline(per_image, "train_time_s", "the same work (time per 1,000 images trained)")
-                     .replace("**", ""))
+        said = headline(per_image, "train_time_s", "the same work (time per 1,000 images trained)").replace("**", "")
+        parts.append(said[0].lower() + said[1:])  # a clause after "; "
     return "; ".join(parts)
 
 

@@ -368,7 +368,8 @@ def _framework_effect_section(runs: pd.DataFrame, margins: stats.Margins, power:
             detail = f" ({r.closest.tost_text(unit)}, the widest pair)"
         left = "; ".join(f"{fw}'s seed(s) {', '.join(f'{s:g}' if isinstance(s, float) else str(s) for s in seeds)}"
                          for fw, seeds in r.seeds_left_out.items())
-        blocked = f" (left out of the blocked test, which the other frameworks did not run: {left})" if left else ""
+        blocked = (f" (left out of the blocked test, which not every framework has among its counted runs: {left})"
+                   if left else "")
         out.append(f"- {r.dataset}/{r.device}, {r.settings}, {what}: {means}. {tests}{blocked}: "
                    f"**{words[r.verdict]}**{detail}{power.note(f'framework effect, {metric_words(r.metric)}')}.")
     return out + [""]
