@@ -36,7 +36,7 @@ def frameworks_in(page: str) -> set[str]:
 def assert_reads_right(chart: Rendered, page: str, every_colour: bool = True) -> None:
     """Marks inside the plot area, no NaN, and the frameworks coloured exactly those with data: the legend names
     each framework with data and no other, and a mark in a framework's colour is drawn for each (`every_colour`:
-    where every framework has a counted run; else, where a failed or contended run is drawn red or orange, no
+    where every framework has a counted run; else, where a failed or contended run is drawn red or grey, no
     colour but theirs) and for no other."""
     assert chart.marks > 0, f"{chart.name}: no mark drawn"
     assert not chart.outside, f"{chart.name}: {len(chart.outside)} mark(s) outside the plot area: {chart.outside[:3]}"
@@ -56,7 +56,7 @@ def test_every_chart_of_a_hand_made_study_reads_right(tmp_path, load):
     # make_runs' own points are a full factorial (no default point): the published comparison gets one of each
     runs = pd.concat([with_preset_points(make_runs()), make_modern_runs()], ignore_index=True)
     own = pd.concat([one_default(make_runs()), make_modern_runs()], ignore_index=True)
-    if load != "quiet":  # a busy machine: nothing counted, every ok run drawn apart, in orange
+    if load != "quiet":  # a busy machine: nothing counted, every ok run drawn apart, in grey
         runs, own = runs.assign(contended=True), own.assign(contended=True)
     curves, samples = make_curves(runs), make_samples(runs)
     published = draw.read_published()
@@ -81,7 +81,7 @@ def test_every_chart_the_tiny_study_draws_reads_right(tiny_run, tmp_path):
     rendered = render({name: folder / f"{name}.svg" for name in drawn}, tmp_path)
     runs = pd.read_parquet(tiny_run / "results/runs.parquet")
     counted = runs[(runs["status"] == "ok") & ~runs["contended"]].groupby("framework").size()
-    for name, chart in rendered.items():  # a framework without a counted run may be drawn in orange alone
+    for name, chart in rendered.items():  # a framework without a counted run may be drawn in grey alone
         assert_reads_right(chart, (folder / f"{name}.html").read_text(), every_colour=len(counted) == 2)
         # the tiny study ran PyTorch and TensorFlow alone
         assert chart.legend <= {"pytorch", "tensorflow"} and chart.colours <= {"pytorch", "tensorflow"}, name

@@ -435,7 +435,7 @@ def time_to_accuracy_table(runs: pd.DataFrame, curves: pd.DataFrame) -> pd.DataF
     time so far plus the run's compile time (`compile_time_s`, the compile phase before training; 0 where none).
     `train_only_s` is the training time alone, as the curve has it."""
     cols = ["run_id", "framework", "dataset", "device", "status", "settings", "compile", "precision", "threads",
-            "whose", "seed", "iteration", "train_time_s", "train_only_s", "compile_time_s", "accuracy_pct"]
+            "whose", "seed", "iteration", "train_time_s", "train_only_s", "compile_time_s", "accuracy_pct", "timing"]
     if curves is None or curves.empty or "kind" not in curves.columns:
         return pd.DataFrame(columns=cols)
     c = curves[(curves["kind"] == "test") & curves["accuracy"].notna() & curves["train_time_s"].notna()]
@@ -445,8 +445,10 @@ def time_to_accuracy_table(runs: pd.DataFrame, curves: pd.DataFrame) -> pd.DataF
     df = df.assign(settings=settings_label(df, set()), compile_time_s=df["compile_time_s"].fillna(0.0))
     c = c[["run_id", "iteration", "train_time_s", "accuracy"]].rename(columns={"train_time_s": "train_only_s"}).merge(
         df[["run_id", "framework", "dataset", "device", "status", "settings", "compile", "precision", "threads",
-            "whose", "seed", "compile_time_s"]], on="run_id", how="inner")
+            "whose", "seed", "compile_time_s", "contended"]], on="run_id", how="inner")
     c["train_time_s"] = c["train_only_s"] + c["compile_time_s"]
+    # a run timed under outside load keeps its curve, said as such: its times are not this machine's own
+    c["timing"] = np.where(c["contended"].fillna(False).astype(bool), "under outside load", "quiet")
     c["accuracy_pct"] = c["accuracy"] * 100
     return c[cols].sort_values(["run_id", "train_time_s"], ignore_index=True)
 

@@ -12,7 +12,6 @@ import numpy as np
 import pandas as pd
 
 from dlbench.analysis.frames import (
-    AXIS_PAIRS,
     FRAMEWORKS,
     HYPER_PARAMETERS,
     NEAR_BEST_PP,
@@ -21,7 +20,6 @@ from dlbench.analysis.frames import (
     READINGS,
     RESOURCES,
     STATUSES,
-    axis_speedups,
     defaults_table,
     pareto_front,
     phase_spans,
@@ -29,7 +27,6 @@ from dlbench.analysis.frames import (
     representative_runs,
     resource_correlations,
     settings_label,
-    speedups,
     status_counts,
     sweep_table,
     thin,
@@ -56,6 +53,7 @@ from dlbench.present.charts.pieces import (
     titled,
     tooltip_columns,
 )
+from dlbench.present.charts.speedups import axis_speedup, speedup_chart
 
 
 def per_framework(metric: str, label: str, log: bool):
@@ -113,7 +111,7 @@ def per_framework(metric: str, label: str, log: bool):
             title, "tick: mean of the counted runs (ok, timed without outside load), black line: its 95 % Student-t "
                    f"interval (two or more runs); dots: each ok run; {'log scale; ' if log else ''}red hollow "
                    "marks at the bottom: failed runs (shape = status); one panel per setting",
-            *([f"orange diamonds: {n_busy} run(s) timed under outside load, left out of the means"]
+            *([f"grey diamonds: {n_busy} run(s) timed under outside load, left out of the means"]
               if n_busy else []),
             *sample_note(len(dots), int(good.sum()), "ok points (dots)", "the ticks are means of all"),
             *sample_note(len(bad_rows), int(failed.sum()), "failed points (red marks)")))
@@ -208,7 +206,7 @@ def against(param: str, metric: str, label: str, log_x: bool, log_y: bool):
         return faceted(chart, data).properties(title=titled(
             title, "one line per framework and fixed other settings (hover: which); mean over repeats of ok points, "
                    "with its 95 % interval where two or more ran",
-            "red crosses at the bottom: settings with failed points; orange diamonds: the mean of a setting's runs "
+            "red crosses at the bottom: settings with failed points; grey diamonds: the mean of a setting's runs "
             "timed under outside load (left out of the lines and means)", *note))
     return make
 
@@ -265,7 +263,7 @@ def defaults_matrix(metric: str):
         return faceted(chart, table).properties(title=titled(
             title, "rows: framework trained; columns: whose defaults it trained with; black frame: its own defaults",
             applied, "cell: mean over the counted runs (ok, timed without outside load); red cells: every run "
-                     "failed; grey cells framed orange: no run counted, those that finished ran under outside load"))
+                     "failed; grey cells framed dark grey: no run counted, those that finished ran under outside load"))
     return make
 
 
@@ -326,31 +324,6 @@ def tuning_chart(runs, curves=None, samples=None, published=None):
                    "cell: mean test accuracy and training time over ok repeats",
             f"best: the most accurate setting; fast: the fastest within {NEAR_BEST_PP:g} points of it; red cells: "
             "every point failed"))
-
-
-def speedup_chart(runs, curves=None, samples=None, published=None):
-    title = "Training speed-up against threads, per framework"
-    table = speedups(runs)
-    if table.empty:
-        raise NoData("one thread count per setting")
-    table, note = drawn_groups(table, "group", MAX_MARKS)
-    values = sorted(table["threads"].unique())
-    x = alt.X("threads:Q", title="threads", scale=alt.Scale(type="log", base=2, nice=False, padding=14),
-              axis=alt.Axis(values=values, format="~g"))
-    tip = ["framework", "settings", "threads", alt.Tooltip("train_time_s:Q", format=".4g"),
-           alt.Tooltip("speedup:Q", format=".3g"), "base_threads"]
-    lines = alt.Chart().mark_line(point=True).encode(
-        x=x, y=alt.Y("speedup:Q", title="speed-up over the fewest threads", scale=alt.Scale(padding=10)),
-        color=framework_color(table),
-        detail="group:N", tooltip=tip)
-    ideal = alt.Chart().mark_line(strokeDash=[4, 4], color="gray").encode(x=x, y="ideal:Q", detail="group:N")
-    bars = alt.Chart().transform_filter("isValid(datum.speedup_low)").mark_rule(strokeWidth=1.5).encode(
-        x=x, y="speedup_low:Q", y2="speedup_high:Q", color=framework_color(table), detail="group:N")
-    chart = alt.layer(ideal, lines, bars, data=table).properties(width=400, height=220)
-    return faceted(chart, table).properties(title=titled(
-        title, "speed-up = training time at the group's fewest threads / time at this many (same other settings)",
-        "dashed grey: linear (ideal) speed-up; vertical lines: approximate 95 % interval of the ratio where both "
-        "thread counts ran twice or more", *note))
 
 
 def timeline(column: str, label: str, what: str):
@@ -441,13 +414,15 @@ def time_to_accuracy(runs, curves=None, samples=None, published=None):
     line = alt.Chart().mark_line(point=True, opacity=0.8).encode(
         x=x, y=alt.Y("accuracy_pct:Q", title="test accuracy (%)", scale=alt.Scale(zero=False)),
         color=framework_color(table),
-        detail="run_id:N", strokeDash=alt.StrokeDash("status:N", title="status"),
-        tooltip=["framework", "settings", "status", "iteration", alt.Tooltip("train_time_s:Q", format=".3g"),
+        detail="run_id:N", strokeDash=alt.StrokeDash("timing:N", title="timed", scale=alt.Scale(
+            domain=["quiet", "under outside load"], range=[[1, 0], [4, 3]])),
+        tooltip=["framework", "settings", "status", "timing", "iteration", alt.Tooltip("train_time_s:Q", format=".3g"),
                  alt.Tooltip("compile_time_s:Q", format=".3g"), alt.Tooltip("accuracy_pct:Q", format=".2f")])
     chart = alt.layer(line, data=table).properties(width=400, height=220)
     return faceted(chart, table).properties(title=titled(
         title, "one line per run, one dot per test evaluation; the run reached the accuracy after that much "
-               "training time, its compile phase (where it has one) included", *note))
+               "training time, its compile phase (where it has one) included; dashed: a run timed under outside "
+               "load (its times are not this machine's own)", *note))
 
 
 def pareto_chart(runs, curves=None, samples=None, published=None):
@@ -477,7 +452,8 @@ def pareto_chart(runs, curves=None, samples=None, published=None):
                                                                                    tooltip=tip)
     chart = alt.layer(pts, line, front, data=data).properties(width=420, height=240)
     return faceted(chart, data).properties(title=titled(
-        title, "every ok point; outlined and joined: the front (no other point is both faster and more accurate)",
+        title, "every counted point (ok, timed without outside load); outlined and joined: the front (no other "
+               "point is both faster and more accurate)",
         *note))
 
 
@@ -526,64 +502,6 @@ def published_chart(runs, curves=None, samples=None, published=None):
         title, "top: this run's mean training time / the published one (1 = same; below 1 = faster here); "
                "bottom: accuracy difference in percentage points",
         note + "Published: Xeon E5-1620, GTX 1080 Ti, full-length training; lengths and datasets here may differ."))
-
-
-def axis_speedup(axis: str):
-    base, other = AXIS_PAIRS[axis]
-    what = {"compile": "Compiling", "precision": "bfloat16 (mixed precision)"}[axis]
-    rest = "precision" if axis == "compile" else "compile"
-    title = f"{what}: training speed-up per framework, and what it does to accuracy"
-
-    def make(runs, curves=None, samples=None, published=None):
-        table = axis_speedups(runs, axis)
-        if table.empty:
-            raise NoData(f"no {base}/{other} pair of points: sweep `{axis}: [{base}, {other}]`")
-        table["variant"] = [f"{t:g} thread{'s' if t != 1 else ''}, {w}, {who}" for t, w, who in
-                            zip(table["threads"], table["with"], table["whose"])]
-        table["speedup_label"] = table["speedup"].map(lambda v: f"{v:.2g}x")
-        table["change_label"] = table["accuracy_change_pp"].map(lambda v: f"{v:+.2f}")
-        table["one"] = 1.0
-        x = alt.X("framework:N", title=None, sort=FRAMEWORKS, axis=alt.Axis(labelAngle=0))
-        offset = alt.XOffset("variant:N", title=None)
-        tip = ["framework", "dataset", "device", "whose", "threads", "with", "settings",
-               alt.Tooltip("speedup:Q", format=".3g"), alt.Tooltip("speedup_low:Q", format=".3g"),
-               alt.Tooltip("speedup_high:Q", format=".3g"), "speedup_told", "change_told",
-               alt.Tooltip("base_throughput_img_s:Q", format=".4g"),
-               alt.Tooltip("throughput_img_s:Q", format=".4g"), alt.Tooltip("accuracy_change_pp:Q", format="+.2f"),
-               alt.Tooltip("base_accuracy_pct:Q", format=".2f"), alt.Tooltip("accuracy_pct:Q", format=".2f"),
-               alt.Tooltip("compile_time_s:Q", format=".3g"), "n"]
-        scale = alt.Scale(type="log")
-        stick = alt.Chart().mark_rule(strokeWidth=3, opacity=0.6).encode(
-            x=x, xOffset=offset, y=alt.Y("one:Q", scale=scale, title=f"speed-up: {other} / {base} (log)"),
-            y2="speedup:Q", color=framework_color(table))
-        head = alt.Chart().mark_point(size=80, filled=True, opacity=1).encode(
-            x=x, xOffset=offset, y=alt.Y("speedup:Q", scale=scale), color=framework_color(table),
-            shape=alt.Shape("with:N", title=rest), tooltip=tip)
-        # the 95 % interval of the speed-up where both sides ran twice or more (a thin black whisker)
-        whisker = alt.Chart().transform_filter("isValid(datum.speedup_low)").mark_rule(
-            strokeWidth=1.2, color="black").encode(x=x, xOffset=offset, y=alt.Y("speedup_low:Q", scale=scale),
-                                                    y2="speedup_high:Q")
-        text = alt.Chart().mark_text(dy=-9, fontSize=8).encode(
-            x=x, xOffset=offset, y=alt.Y("speedup:Q", scale=scale), text="speedup_label:N")
-        one = alt.Chart().mark_rule(color="gray", strokeDash=[4, 4]).encode(y=alt.datum(1))
-        top = faceted(alt.layer(one, stick, whisker, head, text, data=table).properties(width=400, height=200), table)
-        bars = alt.Chart().mark_bar().encode(
-            x=x, xOffset=offset,
-            y=alt.Y("accuracy_change_pp:Q", title=f"accuracy: {other} - {base} (points)", stack=None),
-            color=framework_color(table), tooltip=tip)
-        change_bars = alt.Chart().transform_filter("isValid(datum.change_low)").mark_rule(
-            strokeWidth=1.2, color="black").encode(x=x, xOffset=offset, y="change_low:Q", y2="change_high:Q")
-        zero = alt.Chart().mark_rule(color="gray").encode(y=alt.datum(0))
-        bottom = faceted(alt.layer(bars, change_bars, zero, data=table).properties(width=400, height=140), table)
-        note = ("the compile phase is apart (hover: compile_time_s); time to accuracy counts it"
-                if axis == "compile" else "bf16: bfloat16 compute on float32 master weights")
-        return alt.vconcat(top, bottom).properties(title=titled(
-            title, f"top: training throughput with {other} / with {base}, other settings the same (means over ok "
-                   "repeats), one mark per thread count, "
-                   f"{rest} and preset (hover); above 1: {other} is faster; black whiskers: 95 % intervals "
-                   "(paired by seed where both ran the same seeds; none for a single run)",
-            f"bottom: test accuracy with {other} minus with {base}, in points; {note}"))
-    return make
 
 
 def status_chart(runs, curves=None, samples=None, published=None):

@@ -27,7 +27,7 @@ FAILED_SHAPES = alt.Scale(domain=STATUSES[1:], range=["cross", "triangle-down", 
                                                      "triangle-up", "triangle-down"])
 STATUS_COLORS = alt.Scale(domain=STATUSES, range=["#4c9f38", "#d62728", "#8c1a1a", "#e377c2", "#ff7f0e", "#9467bd",
                                                   "#7f7f7f", "#bcbd22"])
-CONTENDED_COLOR = "#ff7f0e"  # points timed while others loaded the machine
+CONTENDED_COLOR = "#555555"  # points timed under outside load: no framework's colour
 PHASE_COLORS = alt.Scale(domain=PHASES, range=["#d9d9d9", "#c6dbef", "#fdd0a2", "#dadaeb", "#fcbba1", "#c7e9c0",
                                                "#fee391", "#f2f2f2"])
 
