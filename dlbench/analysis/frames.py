@@ -19,7 +19,7 @@ import numpy as np
 import pandas as pd
 
 from dlbench.analysis import stats
-from dlbench.analysis.groups import in_studies_varying, ok_points, preset_points
+from dlbench.analysis.groups import counted, in_studies_varying, load_bound, ok_points, preset_points
 from dlbench.frameworks import registry
 
 FRAMEWORKS = registry.names()  # the order every chart and table lists frameworks in
@@ -284,7 +284,7 @@ def resource_correlations(runs: pd.DataFrame, method: str = "spearman") -> pd.Da
     other setting fixed): across points that differ in several settings at once, a correlation would credit one
     hyper-parameter with another's effect. Within-group: each group's values (ranks, for Spearman's) less the
     group's mean, pooled over the groups; `n` the points, `groups` the groups; NaN where no group varied it."""
-    df = ok_points(points(runs))
+    df = ok_points(points(runs), "train_time_s")  # a run timed under load: its CPU use is not its own either
     df = df.assign(iterations=df["iterations_configured"])
     resources = [c for c in RESOURCES if c in runs.columns and df[c].notna().any()]
     cols = ["framework", "dataset", "resource", "hyper_parameter", "r", "n", "groups"]
@@ -337,7 +337,8 @@ def phase_spans(samples: pd.DataFrame) -> pd.DataFrame:
 def defaults_table(runs: pd.DataFrame) -> pd.DataFrame:
     """Per framework x whose defaults x reading (x dataset x device), at each preset's own point
     (groups.preset_points: a sweep run beside it is not pooled in): mean accuracy and train time of its counted
-    runs (ok, timed without outside load), `n_ok` of them, `n_contended` ok runs left out for outside load,
+    runs (ok; the time's timed without outside load), `n_ok` of them, `n_contended` ok runs whose times were left
+    out for outside load,
     failures, and `settings` (the batch size and learning rate it ran). `reading` says how another framework's
     defaults were applied (own, settings, preset)."""
     df = preset_points(in_studies_varying(points(runs), "whose"))
@@ -345,7 +346,7 @@ def defaults_table(runs: pd.DataFrame) -> pd.DataFrame:
             "train_time_s", "n_ok", "n_contended", "n_failed"]
     if df.empty:
         return pd.DataFrame(columns=cols)
-    df = df.assign(counted=(df["status"] == "ok") & ~df["contended"], busy=(df["status"] == "ok") & df["contended"],
+    df = df.assign(counted=df["status"] == "ok", busy=(df["status"] == "ok") & df["contended"],
                    failed=df["status"] != "ok",
                    settings=settings_label(df, {"whose", "reading", "length", "threads", "interop_threads",
                                                 "library"}))
@@ -362,7 +363,8 @@ def sweep_table(runs: pd.DataFrame, param: str, metric: str) -> pd.DataFrame:
     """Mean `metric` of ok points per (settings group, `param` value), groups where `param` takes 2+ values.
 
     Failed points are kept as rows with `failed` > 0 (and a missing mean when all failed); ok points timed under
-    outside load are counted in `contended` and averaged apart (`contended_mean`), never into the mean.
+    outside load are counted in `contended` and averaged apart (`contended_mean`), never into the mean of a time
+    (groups.load_bound; they count for an accuracy).
     ci_low/ci_high: the mean's 95 % interval (n_ok >= 2).
     """
     df = points(runs)
@@ -375,8 +377,7 @@ def sweep_table(runs: pd.DataFrame, param: str, metric: str) -> pd.DataFrame:
     if df.empty:
         return pd.DataFrame(columns=cols)
     df = df.assign(group=group_key(df, {param}), settings=settings_label(df, {param}),
-                   ok=(df["status"] == "ok") & df[metric].notna() & ~df["contended"],
-                   busy=(df["status"] == "ok") & df["contended"])
+                   ok=counted(df, metric), busy=(df["status"] == "ok") & df["contended"] & load_bound(metric))
     df = df.assign(val=df[metric].where(df["ok"]), busy_val=df[metric].where(df["busy"]))
     agg = df.groupby(["framework", "dataset", "device", "group", "settings", param, "length_unit"],
                      as_index=False).agg(**{metric: ("val", "mean"), "sd": ("val", "std"), "n_ok": ("ok", "sum"),
@@ -385,9 +386,9 @@ def sweep_table(runs: pd.DataFrame, param: str, metric: str) -> pd.DataFrame:
                                             "statuses": ("status", lambda s: ",".join(sorted(set(s) - {"ok"})))})
     agg["failed"] = agg["n"] - agg["n_ok"] - agg["contended"]
     # each mean's interval on its metric's scale (a time's on the log scale, an accuracy's within 0-100 %)
-    counted = df[df["ok"]]
+    kept = df[df["ok"]]
     keys = ["framework", "dataset", "device", "group", "settings", param, "length_unit"]
-    ci = stats.scaled_intervals(counted["val"], [counted[k] for k in keys], stats.scale_of(metric))
+    ci = stats.scaled_intervals(kept["val"], [kept[k] for k in keys], stats.scale_of(metric))
     agg = agg.merge(ci[["ci_low", "ci_high"]].rename_axis(keys).reset_index(), on=keys, how="left")
     sizes = agg.groupby("group")[param].transform("nunique")
     return agg[sizes > 1][cols].reset_index(drop=True)

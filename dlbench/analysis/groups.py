@@ -5,8 +5,9 @@ A setting's group is one of
 - a preset applied to a framework at that preset's own values, per reading (preset_points; the own preset's is the
   default point): a sweep run beside it (batch 256 under Caffe's preset) is never pooled into it;
 - a sweep's values with the rest fixed (frames.group_key over the settings but the swept one).
-The runs that count are ok and timed without outside load (ok_points; contended_count says how many were left
-out), and a blocked test pairs the seeds every framework ran (shared_seeds, which names the ones left out).
+The runs that count are ok; their times count where no outside load ran beside them (ok_points, counted: a
+contended run counts for its accuracy, never its times; contended_count says how many were timed under load), and
+a blocked test pairs the seeds every framework ran (shared_seeds, which names the ones left out).
 Work is compared as work: images_trained says how many images a point trained, so that frameworks that trained
 different numbers are also compared per image (per_image_time) and a verdict says so (unequal_work).
 
@@ -30,19 +31,44 @@ DEFAULT_KNOBS = ["threads", "interop_threads", "library"]
 PRESET_KEYS = ["framework", "dataset", "device", "whose", "reading"]
 
 
+# What outside load changes in a run: its times and what is made of them (throughput, the share of the peak, the CPU
+# it got). What it learned (accuracy, losses) and the memory it held are its own whatever else ran, so a run timed
+# under load still counts for them: leaving them out would throw away a measurement load cannot touch.
+LOAD_BOUND = frozenset({"throughput_img_s", "test_throughput_img_s", "achieved_gflops", "peak_fraction",
+                        "peak_fraction_fp32", "cpu_util_mean_pct", "cpu_util_peak_pct", "per_image"})
+
+
+def load_bound(metric: str) -> bool:
+    """Whether outside load changes `metric` (a time, or a figure made of one): a contended run does not count."""
+    return metric in LOAD_BOUND or metric.endswith("_time_s")
+
+
+def counted(df: pd.DataFrame, metric: str) -> pd.Series:
+    """Which points count for `metric`: ok, with a value, and timed without outside load where load changes it."""
+    keep = (df["status"] == "ok") & df[metric].notna()
+    return keep & ~df["contended"] if load_bound(metric) else keep
+
+
 def ok_points(df: pd.DataFrame, *metrics: str, positive: bool = False) -> pd.DataFrame:
-    """The points a summary or a verdict counts: ok, timed without outside load (`contended` left out; see
-    contended_count), and with every one of `metrics` (positive ones, if asked)."""
-    keep = (df["status"] == "ok") & ~df["contended"]
+    """The points a summary or a verdict counts: ok, with every one of `metrics` (positive ones, if asked). A run
+    timed under outside load (`contended`; contended_count) counts with its times, and what is made of them,
+    blanked (load_bound): it is left out of every time, and counts for its accuracy."""
+    keep = df["status"] == "ok"
+    out = df[keep]
+    busy = out["contended"].astype(bool)
+    if busy.any():
+        out = out.copy()
+        out.loc[busy, [c for c in out.columns if load_bound(c) and pd.api.types.is_numeric_dtype(out[c])]] = np.nan
+    keep = pd.Series(True, index=out.index)
     for m in metrics:
-        keep &= df[m].notna()
+        keep &= out[m].notna()
         if positive:
-            keep &= df[m] > 0
-    return df[keep]
+            keep &= out[m] > 0
+    return out[keep]
 
 
 def contended_count(df: pd.DataFrame) -> int:
-    """How many ok points a summary left out because others loaded the machine while they trained."""
+    """How many ok points were timed under outside load (their times left out of every summary and verdict)."""
     return int(((df["status"] == "ok") & df["contended"]).sum())
 
 

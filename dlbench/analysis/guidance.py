@@ -70,7 +70,7 @@ def time_to_target(runs: pd.DataFrame, curves: pd.DataFrame | None, by: tuple[st
     cols = ["dataset", "device", "target_pct", *by, "run_id", "settings", "time_to_target_s", "compile_time_s",
             "threads", "whose", "iteration", "runs_reaching", "runs", "setting_by_seed"]
     table = time_to_accuracy_table(runs, curves)
-    counted = set(ok_points(points(runs))["run_id"])  # ok and timed without outside load: the target too
+    counted = set(ok_points(points(runs), "train_time_s")["run_id"])  # timed without outside load: the target too
     table = table[table["run_id"].isin(counted)]
     if table.empty:
         return pd.DataFrame(columns=cols)

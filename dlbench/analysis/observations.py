@@ -314,8 +314,9 @@ def observe_tensorflow_cifar_testing(runs: pd.DataFrame, published: pd.DataFrame
 
 
 def _sweeps(runs: pd.DataFrame, param: str) -> list[tuple[str, str, str, pd.DataFrame]]:
-    """Groups of ok, uncontended points with the same other settings where `param` took two or more values."""
-    df = ok_points(in_studies_varying(points(runs), param), "train_time_s", "accuracy")
+    """Groups of counted points (a time's timed without outside load) with the same other settings where `param`
+    took two or more values."""
+    df = ok_points(in_studies_varying(points(runs), param), "accuracy")
     df = df[df[param].notna()]
     if df.empty:
         return []

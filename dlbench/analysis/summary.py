@@ -29,6 +29,7 @@ from dlbench.analysis.groups import (
     default_points,
     images_trained,
     in_studies_varying,
+    load_bound,
     ok_points,
     preset_points,
     shared_seeds,
@@ -53,8 +54,9 @@ LARGER_IS_BETTER = {"accuracy_pct": True, "train_time_s": False, "test_time_s": 
 def summary_table(runs: pd.DataFrame) -> pd.DataFrame:
     """One row per setting (every parameter of a point but its repeat and seed) and metric: n, mean, sd, the
     Student-t 95 % interval of the mean (ci_low, ci_high; on the metric's scale, stats.scale_of: an accuracy's
-    within 0-1, a time's positive), min and max over the setting's ok, uncontended runs;
-    `n_failed` and `n_contended`: its runs that failed, and ok runs left out for outside load."""
+    within 0-1, a time's positive), min and max over the setting's counted runs (ok; for a time, timed without
+    outside load: groups.ok_points); `n_failed` and `n_contended`: its runs that failed, and (for a time) ok runs
+    left out for outside load."""
     df = points(runs)
     if df.empty:
         return pd.DataFrame(columns=SUMMARY_COLUMNS)
@@ -82,11 +84,13 @@ def summary_table(runs: pd.DataFrame) -> pd.DataFrame:
     keys = pd.DataFrame({"key": first.index})
     table = (pd.concat(rows, ignore_index=True) if rows else  # every run failed, or ran under outside load
              pd.DataFrame(columns=["key", "metric", "n", "mean", "sd", "ci_low", "ci_high", "min", "max"]))
-    missing = keys[~keys["key"].isin(set(table["key"]))].assign(metric="train_time_s", n=0)
+    timed = set(table.loc[table["metric"] == "train_time_s", "key"])  # its time's row says how many were left out
+    missing = keys[~keys["key"].isin(timed)].assign(metric="train_time_s", n=0)
     table = pd.concat([table, missing], ignore_index=True)
     table = table.join(first, on="key").assign(n_failed=table["key"].map(failed).astype(int),
                                                n_contended=table["key"].map(contended).astype(int))
     table["n"] = table["n"].astype(int)
+    table.loc[~table["metric"].map(load_bound), "n_contended"] = 0  # load changes no accuracy: none left out
     return table[SUMMARY_COLUMNS].sort_values(["dataset", "device", "framework", "settings", "metric"],
                                               ignore_index=True)
 
@@ -122,7 +126,7 @@ def comparisons(runs: pd.DataFrame) -> list[tuple[str, str, str, pd.DataFrame]]:
     defaults (its default point, frames.default_points: no swept value; frameworks matched on the machine's
     knobs, "own defaults" for the combination most of them ran, "own defaults (1 threads)" for any other), and
     each preset applied to several frameworks at its own point (groups.preset_points), per reading (that preset's
-    owner on its own defaults beside the others under it). Points: ok and uncontended."""
+    owner on its own defaults beside the others under it). Points: ok (a time's: timed without outside load)."""
     df = ok_points(points(runs))
     df = df.assign(pair_label=settings_label(df, {"whose", "reading"}))
     out = []
@@ -214,7 +218,7 @@ def _framework_order(name: str) -> int:
 
 def setting_values(df: pd.DataFrame, metric: str, by: str) -> dict[object, dict]:
     """{value of `by`: {seed: metric}} over the points of one settings group (a sweep's; points already counted:
-    ok and uncontended), runs without a value left out."""
+    groups.ok_points), runs without a value left out."""
     df = df[df[metric].notna()]
     seeds = [s if pd.notna(s) else f"run{i}" for i, s in enumerate(df["seed"].to_numpy())]
     out: dict[object, dict] = {}

@@ -298,8 +298,10 @@ def _contended_line(df: pd.DataFrame, contended: int) -> str:
         return ("No ok point was timed under outside load." if measured else
                 "No record says whether others loaded the machine while it trained (records made before that was "
                 "measured count as uncontended).")
-    return (f"{contended} ok point(s) trained while others loaded the machine (`contended` in the record) and are "
-            "left out of every mean, interval, test and verdict below; the charts mark them.")
+    return (f"{contended} ok point(s) trained while others loaded the machine (`contended` in the record): their "
+            "times, and what is made of them (throughput, CPU use), are left out of every mean, interval, test and "
+            "verdict below, and the charts mark them; their accuracy counts (load changes when a run ends, not what "
+            "it learns).")
 
 
 def _leaders_section(runs: pd.DataFrame, published: pd.DataFrame | None, margins: stats.Margins,
@@ -481,7 +483,7 @@ def render(runs: pd.DataFrame, curves: pd.DataFrame | None = None, published: pd
                 + ".", ""]
     out += [md_table(cross, {"framework": "framework", "dataset": "dataset", "device": "device",
                              "whose": "whose defaults", "reading": "applied as", "settings": "at",
-                             "n_ok": "counted", "n_contended": "under load (left out)", "n_failed": "failed",
+                             "n_ok": "counted", "n_contended": "under load (time left out)", "n_failed": "failed",
                              "accuracy_pct": "accuracy (%)", "accuracy_change_pp": "vs own (points)",
                              "train_time_s": "train time (s)", "time_ratio_to_own": "time / own"})
             if not cross.empty else "Not tested: every framework ran with one preset only.", ""]

@@ -32,7 +32,7 @@ from dlbench.analysis.frames import (
     thin,
     time_to_accuracy_table,
 )
-from dlbench.analysis.groups import ok_points, preset_points
+from dlbench.analysis.groups import load_bound, ok_points, preset_points
 from dlbench.analysis.joint_grids import TUNED, tuning_cells, tuning_table
 from dlbench.analysis.published import PUBLISHED_CSV, published_ratios, read_published
 from dlbench.analysis.summary import framework_means
@@ -68,7 +68,8 @@ def per_framework(metric: str, label: str, log: bool):
             raise NoData("no framework's default point")
         df = _with_owners(df.assign(where=df["dataset"] + "/" + df["device"]))
         shown = (df["status"] == "ok") & df[metric].notna() & ((df[metric] > 0) if log else True)
-        good = shown & ~df["contended"]  # what the means count; contended points are drawn, marked, apart
+        # what the means count; points timed under load are drawn, marked, apart (a time's only: groups.load_bound)
+        good = shown & ~(df["contended"] & load_bound(metric))
         failed = df["status"] != "ok"
         if not shown.any() and not failed.any():
             raise NoData(f"no point has a {what.lower()}")
@@ -77,6 +78,7 @@ def per_framework(metric: str, label: str, log: bool):
         bottom = lo / 1.5 if log else max(0.0, lo - max(0.5, 0.1 * (hi - lo)))
         means = _setting_means(df[good], metric).assign(layer="mean")
         dots = df[shown & drawn(df[shown], MAX_MARKS)]
+        dots = dots.assign(contended=dots["contended"] & load_bound(metric))  # drawn apart where they are left out
         bad_rows = df[failed & drawn(df[failed], MAX_MARKS // 4)]
         extra = ["defaults", "where", "peak_fraction"]
         data = pd.concat([slim(dots, [metric, "contended", *extra]).assign(layer="point"),
@@ -106,9 +108,10 @@ def per_framework(metric: str, label: str, log: bool):
             color="red", size=110, filled=False, strokeWidth=2).encode(
             y=alt.Y("failed_at:Q", scale=scale), shape=failed_shape(bad_rows), tooltip=tooltip_columns(bad_rows))
         chart = alt.layer(ticks, whiskers, points_, busy, bad, data=data).properties(width=400, height=240)
-        n_busy = int((shown & df["contended"]).sum())
+        n_busy = int((shown & df["contended"]).sum()) if load_bound(metric) else 0
+        counted_runs = "ok, timed without outside load" if load_bound(metric) else "ok"
         return faceted(chart, data, row="where", column="defaults").properties(title=titled(
-            title, "tick: mean of the counted runs (ok, timed without outside load), black line: its 95 % Student-t "
+            title, f"tick: mean of the counted runs ({counted_runs}), black line: its 95 % Student-t "
                    f"interval (two or more runs); dots: each ok run; {'log scale; ' if log else ''}red hollow "
                    "marks at the bottom: failed runs (shape = status); one panel per setting",
             *([f"grey diamonds: {n_busy} run(s) timed under outside load, left out of the means"]
@@ -206,8 +209,9 @@ def against(param: str, metric: str, label: str, log_x: bool, log_y: bool):
         return faceted(chart, data).properties(title=titled(
             title, "one line per framework and fixed other settings (hover: which); mean over repeats of ok points, "
                    "with its 95 % interval where two or more ran",
-            "red crosses at the bottom: settings with failed points; grey diamonds: the mean of a setting's runs "
-            "timed under outside load (left out of the lines and means)", *note))
+            "red crosses at the bottom: settings with failed points" + (
+                "; grey diamonds: the mean of a setting's runs timed under outside load (left out of the lines and "
+                "means)" if load_bound(metric) else ""), *note))
     return make
 
 
@@ -225,7 +229,7 @@ def defaults_matrix(metric: str):
         table["column"] = [w if r == "own" or not both else f"{w} ({READINGS[r]})"
                            for w, r in zip(table["whose"], table["reading"])]
         fmt = "{:.1f}%" if metric == "accuracy_pct" else "{:.3g} s"
-        table["label"] = [_cell_label(fmt, v, nf, nc)
+        table["label"] = [_cell_label(fmt, v, nf, nc if load_bound(metric) else 0)
                           for v, nf, nc in zip(table[metric], table["n_failed"], table["n_contended"])]
         vals = table[metric].dropna()
         if metric == "train_time_s":
@@ -262,7 +266,7 @@ def defaults_matrix(metric: str):
                    if readings else "no other framework's defaults applied")
         return faceted(chart, table).properties(title=titled(
             title, "rows: framework trained; columns: whose defaults it trained with; black frame: its own defaults",
-            applied, "cell: mean over the counted runs (ok, timed without outside load); red cells: every run "
+            applied, "cell: mean over the counted runs (ok; a time's timed without outside load); red cells: every run "
                      "failed; grey cells framed dark grey: no run counted, those that finished ran under outside load"))
     return make
 
