@@ -186,6 +186,9 @@ def describe(values, confidence: float = CONFIDENCE, scale: str = "linear") -> d
 
 
 NO_SPREAD = "no spread: every run gave the same value"
+NO_PAIRED_SPREAD = "no spread: every seed's pair differed by the same amount"
+NO_PAIRED_SPREAD_SAME = "no spread: both gave the same value on every seed"
+NO_BLOCKED_SPREAD = "no spread once the seed is blocked: every seed's values differed alike"
 
 
 @dataclass(frozen=True)
@@ -253,8 +256,8 @@ def paired(a, b) -> Test:
     if len(d) < 2:
         return Test(name, why="fewer than two seeds in common")
     sd = d.std(ddof=1)
-    if sd == 0:
-        return Test(name, why=NO_SPREAD)
+    if sd == 0:  # each seed's pair differed alike: no noise to judge the difference by (identical, if it is 0)
+        return Test(name, why=NO_PAIRED_SPREAD_SAME if d[0] == 0 else NO_PAIRED_SPREAD)
     t = d.mean() / (sd / math.sqrt(len(d)))
     return Test(name, float(t), float(2 * t_sf(abs(t), len(d) - 1)), len(d) - 1.0)
 
@@ -352,7 +355,7 @@ def blocked_anova(blocks: Sequence[Sequence[float]]) -> Test:
     ss_error = ((m - grand) ** 2).sum() - ss_treat - ss_block
     df1, df2 = k - 1.0, (k - 1.0) * (n - 1.0)
     if ss_error <= 1e-12 * max(1.0, ((m - grand) ** 2).sum()):
-        return Test(name, why=NO_SPREAD)
+        return Test(name, why=NO_BLOCKED_SPREAD)
     f = (ss_treat / df1) / (ss_error / df2)
     return Test(name, float(f), float(special.fdtrc(df1, df2, f)), df1, df2=df2)
 
@@ -470,8 +473,8 @@ def judge(a: Mapping, b: Mapping, margin: float = math.nan, log: bool = False, l
         df = (va + vb) ** 2 / (va ** 2 / (len(x) - 1) + vb ** 2 / (len(y) - 1)) if se > 0 else math.nan
     test = replace(test, name=test.name + suffix)
     if se <= 1e-12 * max(1.0, abs(estimate)):  # exact (to rounding), but no noise to judge it against
-        return replace(untestable(NO_SPREAD, log, larger_is_better, test.name), estimate=estimate, low=estimate,
-                       high=estimate)
+        return replace(untestable(test.why or NO_SPREAD, log, larger_is_better, test.name), estimate=estimate,
+                       low=estimate, high=estimate)
     half = float(t_quantile(0.5 + confidence / 2, df)) * se
     tost = (max(float(t_sf((estimate + margin) / se, df)), float(t_sf((margin - estimate) / se, df)))
             if np.isfinite(margin) else math.nan)
