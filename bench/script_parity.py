@@ -35,7 +35,7 @@ from pathlib import Path
 import _common as c
 from adapter_speed import caffe_hand_throughput, hand_throughput
 
-from dlbench.run import runner
+from dlbench.run import measure, runner
 from dlbench.run.options import RunOptions
 from dlbench.study.sweep import one_point
 
@@ -62,7 +62,7 @@ def run_own(point: dict, ds: Path, out: Path) -> dict:
     if fw == "theano":
         img_s, _ = hand_throughput(point, "givens", ds, iterations)
         return {"train_time_s": iterations * point["batch_size"] / img_s, "accuracy": None}
-    env = runner.trainer_env(point)
+    env = measure.trainer_env(point)
     env.pop("TF_NUM_INTEROP_THREADS", None)  # the script's plain Session: TensorFlow's own inter-op default
     proc = subprocess.run([c.env_python(fw), str(c.REPO / "bench" / "own_ways.py"), fw, str(ds), str(iterations),
                            str(point["threads"])], env=env, capture_output=True, text=True)

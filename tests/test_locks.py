@@ -193,9 +193,10 @@ def heavy_report(proc: subprocess.Popen) -> dict:
 
 def train_span(out: Path) -> tuple[float, float]:
     """The point's train phase, on the monotonic clock, from its events."""
-    from dlbench.run import build_record, runner
+    from dlbench.frameworks import protocol
+    from dlbench.run import build_record
 
-    (span,) = [(start, end) for name, start, end in build_record.phases(runner.read_events(out / "events.jsonl"))
+    (span,) = [(start, end) for name, start, end in build_record.phases(protocol.read(out / "events.jsonl"))
                if name == "train"]
     return span
 

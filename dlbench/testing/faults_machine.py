@@ -26,12 +26,13 @@ from pathlib import Path
 import numpy as np
 
 from dlbench.aggregate import collect
+from dlbench.frameworks import protocol
 from dlbench.node import locks
 from dlbench.paths import ROOT as REPO
 from dlbench.record import statuses as outcomes
 from dlbench.record import store
 from dlbench.record.statuses import EXIT_RETRY
-from dlbench.run import runner
+from dlbench.run import measure, runner
 from dlbench.run.options import RunOptions
 from dlbench.study import config, sweep
 from dlbench.testing.faults import Lab, _row, _wait_for_training, _workflow, on_small_trainer, point
@@ -229,7 +230,7 @@ def trainer_unkillable(lab: Lab) -> dict:
     p = point(iterations=100000)
     out = lab.out("unkillable")
     lock = lab.root / "unkillable.lock"
-    saved, runner.KILL_WAIT_S = runner.KILL_WAIT_S, 5.0
+    saved, measure.KILL_WAIT_S = measure.KILL_WAIT_S, 5.0
     try:
         with _frozen_cgroup(f"dlbench-fault-{os.getpid()}") as group:
             hang = lab.hang_s(4)
@@ -246,7 +247,7 @@ def trainer_unkillable(lab: Lab) -> dict:
             with locks.flocked(lock, wait=False) as free:
                 lock_free = free is not None
     finally:
-        runner.KILL_WAIT_S = saved
+        measure.KILL_WAIT_S = saved
     return _row("trainer stuck in the kernel", f"its cgroup frozen (state D, SIGKILL pending), hang_s = {hang:g}, "
                 "kill wait 5 s", result.get("status") == "hung" and "left behind" in (result.get("reason") or "")
                 and lock_free, not (out / store.RESULT).exists(), status=result.get("status"),
@@ -411,7 +412,7 @@ def unpublished_kept(lab: Lab) -> dict:
     partial = None
     while time.monotonic() < deadline and partial is None:
         for folder in out.parent.glob(f".{out.name}.partial-*"):
-            if any(e["e"] == "status" for e in runner.read_events(folder / "events.jsonl")):
+            if any(e["e"] == "status" for e in protocol.read(folder / "events.jsonl")):
                 partial = folder
         time.sleep(0.2)
     os.kill(job.pid, signal.SIGKILL)
@@ -419,7 +420,7 @@ def unpublished_kept(lab: Lab) -> dict:
     runner.run_point(point(iterations=10), lab.digits, out, RunOptions(python=lab.trainer_python()))
     kept = [f for f in (out / store.ATTEMPTS).glob("*-unpublished")]
     finished = bool(kept) and any(e["e"] == "status" and e["status"] == "ok"
-                                  for e in runner.read_events(kept[0] / "events.jsonl"))
+                                  for e in protocol.read(kept[0] / "events.jsonl"))
     return _row("runner killed between training and publishing", "SIGSTOP to the runner until its trainer "
                 "finished, then SIGKILL; the point run again", finished, not finished,
                 kept=[f.name for f in kept])
