@@ -254,3 +254,13 @@ def test_the_adopted_measurements_are_noted_until_snakemake_has_their_metadata(p
     assert earlier_layout.adopt_all([tmp_path / "a"], pending) == [str(tmp_path / "a")]
     assert earlier_layout.adopt_all([tmp_path / "a", tmp_path / "b"], pending) == [str(tmp_path / "b")]
     assert earlier_layout.pending_metadata(pending) == [str(tmp_path / n / raw.MEASUREMENT) for n in ("a", "b")]
+
+
+def test_a_record_that_is_not_one_is_made_again_from_its_measurement(point, tmp_path):
+    """Invalid UTF-8 or JSON cut short in metrics.json: the record rule makes it again, whole."""
+    folders = study(tmp_path, point, 2)
+    rebuild.rebuild(folders, tmp_path / "records.json", "code")
+    (folders[0] / store.RESULT).write_bytes(b"\xff\xfe not a record")
+    (folders[1] / store.RESULT).write_bytes((folders[1] / store.RESULT).read_bytes()[:72])
+    assert rebuild.rebuild(folders, tmp_path / "records.json", "code").written == 2
+    assert all(store.read(f / store.RESULT)["status"] == "ok" for f in folders)

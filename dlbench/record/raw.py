@@ -193,7 +193,10 @@ def read(folder: str | os.PathLike) -> Measurement:
         point = json.loads((folder / POINT).read_text())
     except (OSError, ValueError) as exc:
         raise NotWhole(f"{folder / POINT} cannot be read ({type(exc).__name__}: {exc})") from None
-    facts = Facts.of(measured["facts"]) if "facts" in measured else None
+    try:
+        facts = Facts.of(measured["facts"]) if "facts" in measured else None
+    except (TypeError, ValueError, AttributeError) as exc:
+        raise NotWhole(f"{folder / MEASUREMENT}: its facts cannot be read ({type(exc).__name__}: {exc})") from None
     return Measurement(point, protocol.read(folder / EVENTS), read_samples(folder / MONITOR), facts,
                        measured["attempt_id"], measured.get("files", {}), log_tail(folder / LOG),
                        measured.get("earlier_record"))

@@ -183,7 +183,7 @@ def rewrite(out_dir: str | os.PathLike, record: dict, tables, raw_files: dict | 
                                       for f in names}}
         text = dumps(record, indent=2, sort_keys=True, default=str) + "\n"
         try:
-            if (out_dir / RESULT).read_text() == text and all(
+            if (out_dir / RESULT).read_bytes() == text.encode() and all(
                     (out_dir / f).read_bytes() == path.read_bytes() for f, path in staged.items()):
                 return False
         except OSError:

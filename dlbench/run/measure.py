@@ -11,6 +11,7 @@ GPU point on a GPU of its own (CUDA_VISIBLE_DEVICES for the trainer, the same GP
 
 from __future__ import annotations
 
+import contextlib
 import glob
 import json
 import os
@@ -165,7 +166,8 @@ def attempt(point: dict, work: Work, options: RunOptions, admission: Admission) 
     try:
         ended = watch(started, work, options)
     except BaseException:  # the job itself is cancelled: the trainer went with it (watch), the attempt is kept
-        finish(point, work, options, started, started.ended)
+        with contextlib.suppress(OSError, MachineFailure):  # where it can be written: the cancel goes on either way
+            finish(point, work, options, started, started.ended)
         raise
     finish(point, work, options, started, ended)
 
