@@ -12,13 +12,13 @@ import pytest
 
 from dlbench.frameworks import registry
 from dlbench.paths import PACKAGE
-from dlbench.rules import code_digest
+from dlbench.rules import code_digest, code_modules
 
 FRAMEWORKS = registry.names()
 
 
 def modules(roots, package: Path = PACKAGE) -> set[str]:
-    return {name.removeprefix("dlbench.") for name in code_digest.closure(roots, package)}
+    return {name.removeprefix("dlbench.") for name in code_modules.closure(roots, package)}
 
 
 def test_each_job_imports_what_it_runs_and_not_the_words_or_the_tables():
@@ -207,4 +207,4 @@ def test_no_package_data_is_read_by_a_trainer_today():
     """Stated in docs: the trainer process opens none of the package's data files (presets.yaml is read when the
     sweep is expanded, and its values are each point's parameters, in its id)."""
     for framework in FRAMEWORKS:
-        assert code_digest.data_files(code_digest.closure(code_digest.framework_roots(framework))) == set()
+        assert code_modules.data_files(code_modules.closure(code_digest.framework_roots(framework))) == set()
