@@ -29,8 +29,8 @@ from dlbench.aggregate import collect
 from dlbench.frameworks import protocol
 from dlbench.node import locks
 from dlbench.paths import ROOT as REPO
+from dlbench.record import raw, store
 from dlbench.record import statuses as outcomes
-from dlbench.record import store
 from dlbench.record.statuses import EXIT_RETRY
 from dlbench.run import measure, runner
 from dlbench.run.options import RunOptions
@@ -84,7 +84,7 @@ def lock_timeout_retried(lab: Lab) -> dict:
     wf, cmd = _workflow(lab, "lockretry", cfg)
     (p,) = sweep.expand(config.validate(dict(cfg)))
     out = wf / "results" / "runs" / "pytorch" / "digits" / p["id"]
-    target = str(out.relative_to(wf) / store.RESULT)
+    target = str(out.relative_to(wf) / raw.MEASUREMENT)  # the train rule's output
     # The point's inputs first: their preparation is heavy work, which waits for the lock held below to be free.
     subprocess.run(cmd[:3] + ["resources/datasets/digits/data.npz", "resources/envs/pytorch.json"] + cmd[3:], cwd=wf,
                    capture_output=True, text=True, check=True, timeout=600)
