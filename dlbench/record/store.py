@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import csv
 import hashlib
+import io
 import json
 import os
 import shutil
@@ -118,17 +119,27 @@ def keep_attempt(out_dir: str | os.PathLike, record: dict, source_dir: str | os.
 
 def file_facts(path: Path) -> dict:
     """What metrics.json says of one of its files: sha256, bytes, and rows (a CSV's without its header)."""
-    data = path.read_bytes()
+    return data_facts(path.read_bytes(), path.suffix == ".csv")
+
+
+def data_facts(data: bytes, csv_file: bool) -> dict:
     lines = data.count(b"\n") + (1 if data and not data.endswith(b"\n") else 0)
     return {"sha256": hashlib.sha256(data).hexdigest(), "bytes": len(data),
-            "rows": max(0, lines - 1) if path.suffix == ".csv" else lines}
+            "rows": max(0, lines - 1) if csv_file else lines}
+
+
+def table_text(fields, rows) -> str:
+    """A table as its CSV file holds it."""
+    out = io.StringIO(newline="")
+    writer = csv.DictWriter(out, fieldnames=list(fields), extrasaction="ignore")
+    writer.writeheader()
+    writer.writerows(rows)
+    return out.getvalue()
 
 
 def write_table(path: Path, fields, rows) -> None:
     with open(path, "w", newline="") as fh:
-        writer = csv.DictWriter(fh, fieldnames=list(fields), extrasaction="ignore")
-        writer.writeheader()
-        writer.writerows(rows)
+        fh.write(table_text(fields, rows))
 
 
 def publish(out_dir: str | os.PathLike, work: str | os.PathLike, record: dict, tables, name: str, *,
@@ -173,22 +184,17 @@ def rewrite(out_dir: str | os.PathLike, record: dict, tables, raw_files: dict | 
     these already (nothing is written). Never half replaced: the tables are written beside, then metrics.json
     goes, the tables take their place, and metrics.json comes last; an attempt kept keeps its own."""
     out_dir = Path(out_dir)
-    staged = {}
+    texts = {file: table_text(fields, rows).encode() for file, fields, rows in tables}
+    names = [f for f in (*raw.FILES, *TABLES) if f in texts or (out_dir / f).exists()]
+    record = {**record, "files": {f: data_facts(texts[f], True) if f in texts else
+                                  (raw_files or {}).get(f) or file_facts(out_dir / f) for f in names}}
+    text = (dumps(record, indent=2, sort_keys=True, default=str) + "\n").encode()
+    if _holds(out_dir / RESULT, text) and all(_holds(out_dir / f, data) for f, data in texts.items()):
+        return False
+    staged = {file: out_dir / f".rebuilt-{file}" for file in texts}
     try:
-        for file, fields, rows in tables:
-            staged[file] = out_dir / f".rebuilt-{file}"  # the same suffix: its rows are counted alike
-            write_table(staged[file], fields, rows)
-        names = [f for f in (*raw.FILES, *TABLES) if (out_dir / f).exists() or f in staged]
-        record = {**record, "files": {f: (raw_files or {}).get(f) or file_facts(staged.get(f, out_dir / f))
-                                      for f in names}}
-        text = dumps(record, indent=2, sort_keys=True, default=str) + "\n"
-        try:
-            if (out_dir / RESULT).read_bytes() == text.encode() and all(
-                    (out_dir / f).read_bytes() == path.read_bytes() for f, path in staged.items()):
-                return False
-        except OSError:
-            pass
-        for path in staged.values():
+        for file, path in staged.items():
+            path.write_bytes(texts[file])
             fsync_file(path)
         (out_dir / RESULT).unlink(missing_ok=True)
         for file, path in staged.items():
@@ -199,6 +205,14 @@ def rewrite(out_dir: str | os.PathLike, record: dict, tables, raw_files: dict | 
     finally:
         for path in staged.values():
             path.unlink(missing_ok=True)
+
+
+def _holds(path: Path, data: bytes) -> bool:
+    """Whether a file holds exactly `data` (its size first: most that differ, differ there)."""
+    try:
+        return path.stat().st_size == len(data) and path.read_bytes() == data
+    except OSError:
+        return False
 
 
 def disagreement(path: str | os.PathLike, record: dict, names=None) -> str | None:

@@ -9,7 +9,8 @@ measurement, record or code is not the one noted is made again (dlbench.run.deri
 same is not written again. The aggregation reads the records this file lists.
 
 A measurement that is not whole (its files disagree with its measurement.json) has no record made: one line says
-so and how to measure the point again, and the study goes on with what stands.
+so and how to measure the point again, and the study goes on with what stands (the aggregation tables a record
+that does not agree with its files as `damaged`).
 """
 
 from __future__ import annotations
@@ -79,6 +80,7 @@ def rebuild(folders, index_path: str | os.PathLike, code: str, say=None) -> Rebu
             counts.not_whole += 1
             say(f"dlbench: {folder}: no record made: its raw measurement is not whole ({exc}); measure the point "
                 f"again with `snakemake --forcerun {os.path.join(folder, raw.MEASUREMENT)}`")
+            done[folder] = None  # listed (the aggregation tables what stands there), looked at again next time
             continue
         counts.made += 1
         counts.written += store.rewrite(folder, made.record, made.tables, made.raw_files)
