@@ -266,3 +266,16 @@ def test_a_record_that_is_not_one_is_made_again_from_its_measurement(point, tmp_
     (folders[1] / store.RESULT).write_bytes((folders[1] / store.RESULT).read_bytes()[:72])
     assert rebuild.rebuild(folders, tmp_path / "records.json", "code").written == 2
     assert all(store.read(f / store.RESULT)["status"] == "ok" for f in folders)
+
+
+def test_a_record_published_again_after_a_requeue_says_so_when_made_again(point, tmp_path):
+    """A requeued SLURM job publishes a point it had finished again (store.republish): the record rule, making it
+    again from the measurement, keeps `republished_after_requeue` and the attempt's id."""
+    (folder,) = study(tmp_path, point, 1)
+    (attempt,) = store.attempts(folder)
+    first = store.read(folder / store.RESULT)
+    again = store.republish(attempt, folder, republished_after_requeue=1)
+    assert again["republished_after_requeue"] == 1 and raw.whole(folder)
+    made = derive.record_of(folder)
+    assert made.record["republished_after_requeue"] == 1 and made.record["attempt_id"] == first["attempt_id"]
+    assert not store.rewrite(folder, made.record, made.tables, made.raw_files)  # the same record

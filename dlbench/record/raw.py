@@ -164,14 +164,7 @@ def whole(folder: str | os.PathLike) -> bool:
 
 
 def read_samples(path: Path) -> list[dict]:
-    samples = []
-    if path.exists():
-        for line in path.read_text().splitlines():
-            try:
-                samples.append(json.loads(line))
-            except json.JSONDecodeError:
-                break
-    return samples
+    return protocol.json_lines(path.read_text()) if path.exists() else []
 
 
 def log_tail(path: Path, lines: int = 30) -> str:

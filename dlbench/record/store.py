@@ -129,11 +129,12 @@ def data_facts(data: bytes, csv_file: bool) -> dict:
 
 
 def table_text(fields, rows) -> str:
-    """A table as its CSV file holds it."""
+    """A table as its CSV file holds it: the fields' columns only, a missing or None value empty."""
+    fields = list(fields)
     out = io.StringIO(newline="")
-    writer = csv.DictWriter(out, fieldnames=list(fields), extrasaction="ignore")
-    writer.writeheader()
-    writer.writerows(rows)
+    writer = csv.writer(out)
+    writer.writerow(fields)
+    writer.writerows([[row.get(f) for f in fields] for row in rows])
     return out.getvalue()
 
 
@@ -178,11 +179,15 @@ def _files(folder: Path, names, raw_files: dict | None) -> dict:
     return {f: (raw_files or {}).get(f) or file_facts(folder / f) for f in names}
 
 
-def rewrite(out_dir: str | os.PathLike, record: dict, tables, raw_files: dict | None = None) -> bool:
+def rewrite(out_dir: str | os.PathLike, record: dict, tables, raw_files: dict | None = None, *,
+            durable: bool = True) -> bool:
     """Make `record` and its tables the point's result in out_dir, beside its raw measurement (the record rule:
     the record made again from the measurement already there); False where the record and tables there are
     these already (nothing is written). Never half replaced: the tables are written beside, then metrics.json
-    goes, the tables take their place, and metrics.json comes last; an attempt kept keeps its own."""
+    goes, the tables take their place, and metrics.json comes last; an attempt kept keeps its own.
+
+    durable=False leaves the files to the caller to make durable (the record rule: one sync for thousands of
+    records, before it notes them; a record cut by a power loss before then is made again at its next run)."""
     out_dir = Path(out_dir)
     texts = {file: table_text(fields, rows).encode() for file, fields, rows in tables}
     names = [f for f in (*raw.FILES, *TABLES) if f in texts or (out_dir / f).exists()]
@@ -191,19 +196,24 @@ def rewrite(out_dir: str | os.PathLike, record: dict, tables, raw_files: dict | 
     text = (dumps(record, indent=2, sort_keys=True, default=str) + "\n").encode()
     if _holds(out_dir / RESULT, text) and all(_holds(out_dir / f, data) for f, data in texts.items()):
         return False
-    staged = {file: out_dir / f".rebuilt-{file}" for file in texts}
+    staged = {file: out_dir / f".rebuilt-{file}" for file in (*texts, RESULT)}
     try:
-        for file, path in staged.items():
-            path.write_bytes(texts[file])
-            fsync_file(path)
+        for file, data in texts.items():
+            staged[file].write_bytes(data)
+            if durable:
+                fsync_file(staged[file])
         (out_dir / RESULT).unlink(missing_ok=True)
-        for file, path in staged.items():
-            os.replace(path, out_dir / file)
-        fsync_dir(out_dir)
-        write_json(out_dir / RESULT, record)
+        for file in texts:
+            os.replace(staged.pop(file), out_dir / file)
+        if durable:
+            fsync_dir(out_dir)
+            write_json(out_dir / RESULT, record)
+        else:
+            staged[RESULT].write_bytes(text)
+            os.replace(staged.pop(RESULT), out_dir / RESULT)
         return True
     finally:
-        for path in staged.values():
+        for path in staged.values():  # what was not moved into place
             path.unlink(missing_ok=True)
 
 
@@ -263,14 +273,21 @@ def finished_in_job(out_dir: str | os.PathLike, job: str | None, retried=()) -> 
 
 
 def republish(attempt: str | os.PathLike, out_dir: str | os.PathLike, **extra) -> dict:
-    """Make a kept attempt the point's result again (its files, then its record with `extra`, last)."""
+    """Make a kept attempt the point's result again (its files, its raw measurement's facts with `extra` among the
+    attempt's, then its record with `extra`, last): a record made again from the measurement says `extra` too."""
     attempt, out_dir = Path(attempt), Path(out_dir)
     record = {**read(attempt), **extra}
     (out_dir / RESULT).unlink(missing_ok=True)
     for file in record.get("files", {}):
         _link_or_copy(attempt.parent / file, out_dir / file)
-    if (attempt.parent / raw.MEASUREMENT).exists():  # the raw measurement's own, last but the record
-        _link_or_copy(attempt.parent / raw.MEASUREMENT, out_dir / raw.MEASUREMENT)
+    measured = attempt.parent / raw.MEASUREMENT
+    if measured.exists():
+        kept = json.loads(measured.read_text())
+        if "facts" in kept:
+            kept["facts"]["attempt"] = {**kept["facts"].get("attempt", {}), **extra}
+        else:  # an earlier layout's record stands in for the facts (dlbench.run.earlier_layout)
+            kept["earlier_record"] = {**kept.get("earlier_record", {}), **extra}
+        write_json(out_dir / raw.MEASUREMENT, kept)
     fsync_dir(out_dir)
     write_json(out_dir / RESULT, record)
     return record

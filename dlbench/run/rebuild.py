@@ -15,6 +15,7 @@ that does not agree with its files as `damaged`).
 
 from __future__ import annotations
 
+import concurrent.futures
 import json
 import os
 import sys
@@ -60,33 +61,55 @@ def records_in(path: str | os.PathLike) -> list[str]:
     return [os.path.join(folder, store.RESULT) for folder in read_index(path).get("records", {})]
 
 
-def rebuild(folders, index_path: str | os.PathLike, code: str, say=None) -> Rebuilt:
+def rebuild(folders, index_path: str | os.PathLike, code: str, say=None, workers: int | None = None) -> Rebuilt:
     """Make the record of every folder again where its measurement, its record or `code` (the record digest) is not
-    the one records.json notes, then write records.json (last: an interrupted run is done again)."""
+    the one records.json notes, then write records.json (last: an interrupted run is done again). The records are
+    made on every core this job may use (`workers`), written without a sync each and made durable together, with
+    one sync, before records.json notes them."""
     say = say or (lambda line: print(line, file=sys.stderr))
     before = read_index(index_path)
     noted = before.get("records", {}) if before.get("code") == code else {}
-    done, counts = {}, Rebuilt()
+    done, counts, stale = {}, Rebuilt(), []
     for folder in map(str, folders):
         counts.points += 1
         measurement = _stat(os.path.join(folder, raw.MEASUREMENT))
         record = _stat(os.path.join(folder, store.RESULT))
-        if noted.get(folder) == [measurement, record] and record is not None:
-            done[folder] = noted[folder]
-            continue
-        try:
-            made = derive.record_of(folder)
-        except raw.NotWhole as exc:
+        done[folder] = noted.get(folder)
+        if noted.get(folder) != [measurement, record] or record is None:
+            stale.append((folder, measurement))
+    workers = workers or len(os.sched_getaffinity(0))
+    if workers > 1 and len(stale) >= PARALLEL_FROM:
+        with concurrent.futures.ProcessPoolExecutor(workers) as pool:
+            made = list(pool.map(_make, [folder for folder, _ in stale], chunksize=CHUNK))
+    else:
+        made = [_make(folder) for folder, _ in stale]
+    for (folder, measurement), (written, problem) in zip(stale, made):
+        if problem is not None:
             counts.not_whole += 1
-            say(f"dlbench: {folder}: no record made: its raw measurement is not whole ({exc}); measure the point "
+            say(f"dlbench: {folder}: no record made: its raw measurement is not whole ({problem}); measure the point "
                 f"again with `snakemake --forcerun {os.path.join(folder, raw.MEASUREMENT)}`")
             done[folder] = None  # listed (the aggregation tables what stands there), looked at again next time
             continue
         counts.made += 1
-        counts.written += store.rewrite(folder, made.record, made.tables, made.raw_files)
+        counts.written += written
         done[folder] = [measurement, _stat(os.path.join(folder, store.RESULT))]
+    if counts.written:
+        os.sync()  # every record written, durable before records.json says so
     write_text(index_path, json.dumps({"format": FORMAT, "code": code, "records": done}))  # the study's order
     return counts
+
+
+PARALLEL_FROM = 64  # fewer records are made in this process (a pool costs more than it saves)
+CHUNK = 32  # records a worker makes per task
+
+
+def _make(folder: str) -> tuple[bool, str | None]:
+    """Make one folder's record again: (whether it was written, why no record could be made)."""
+    try:
+        made = derive.record_of(folder)
+    except raw.NotWhole as exc:
+        return False, str(exc)
+    return store.rewrite(folder, made.record, made.tables, made.raw_files, durable=False), None
 
 
 def main(measurements, index_path: str, code: str) -> Rebuilt:
