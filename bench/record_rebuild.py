@@ -7,7 +7,7 @@ One real run folder (by default the aggregation benchmark's: a PyTorch LeNet poi
 iterations, tests every 500, the monitor at 0.2 s, trained once) is copied --points times as a raw measurement,
 each copy with its own point id (point.json, and measurement.json naming its files; the trainer's events and log
 and the monitor's samples hard links of the source's) and the source's record beside it. Then, timed from outside
-(wall and CPU seconds of this process):
+(wall and CPU seconds of this process and the rule's workers):
 - `changed`: the record rule after a change to how records are made that changes every record (another code
   digest; each copy's record, the source's, is not its own): every record made again and written;
 - `unchanged`: the rule run again with nothing changed: every folder checked (two stats), nothing made;
@@ -65,8 +65,9 @@ def stale_records(src: Path, folders: list[Path]) -> None:
 
 
 def cpu_s() -> float:
-    ru = resource.getrusage(resource.RUSAGE_SELF)
-    return ru.ru_utime + ru.ru_stime
+    """CPU seconds of this process and its children (the record rule's workers, reaped when it returns)."""
+    return sum(ru.ru_utime + ru.ru_stime for ru in (resource.getrusage(resource.RUSAGE_SELF),
+                                                     resource.getrusage(resource.RUSAGE_CHILDREN)))
 
 
 def timed(folders: list[Path], index: Path, code: str) -> tuple[float, float, rebuild.Rebuilt]:
