@@ -18,7 +18,8 @@ from pathlib import Path
 import psutil
 
 from dlbench.datasets import prepare
-from dlbench.environments import build
+from dlbench.environments import build, key
+from dlbench.environments.errors import EnvError
 from dlbench.frameworks import registry
 from dlbench.node import hostload, machine
 from dlbench.paths import ROOT, cache_root
@@ -145,8 +146,8 @@ def env_python(framework: str) -> str:
 def env_ready(framework: str) -> bool:
     """Whether the framework's environment is already built (never starts a build)."""
     try:
-        return (build.env_dir(framework) / "READY").exists()
-    except build.EnvError:
+        return (key.env_dir(framework) / "READY").exists()
+    except EnvError:
         return False
 
 
@@ -222,7 +223,8 @@ def parser(doc: str, *, frameworks: list[str] | None = None, framework: str | No
 
 
 def usable(frameworks: list[str]) -> list[str]:
-    """The frameworks asked for, less Caffe where its environment (a 10-minute build) is not built yet."""
+    """The frameworks asked for, less Caffe where its environment (built from source, about 3 minutes on 2 cores)
+    is not built yet."""
     if "caffe" in frameworks and not env_ready("caffe"):
         print("# caffe: skipped (its environment is not built: .venv/bin/dlbench envs build caffe)")
         return [fw for fw in frameworks if fw != "caffe"]

@@ -8,8 +8,8 @@ each with a learning curve of about 100 rows and the monitor's samples every 0.2
 folders under $DLBENCH_BENCH_DIR/after_training (about 4 minutes and 5 GB the first time). Each step runs
 in its own process, as the workflow's jobs do, timed from outside (wall and CPU seconds, and the
 process's peak resident memory):
-- aggregate: results.aggregate of every record, with an empty cache (a full reading), as the rule runs it;
-- charts: charts.draw_all (HTML and SVG of every chart with data, and the index); findings: findings.write_findings;
+- aggregate: collect.aggregate of every record, with an empty cache (a full reading), as the rule runs it;
+- charts: draw.draw_all (HTML and SVG of every chart with data, and the index); findings: findings.write_findings;
 - report: `snakemake --report` of a copy of the workflow whose results/ holds these files;
 - aggregate, --added more points: after --added new run folders, with the cache the first one left.
 Checks: every chart drawn (none "could not be drawn"), each HTML under 5 MB, a chart that samples says so.

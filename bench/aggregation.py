@@ -5,9 +5,9 @@
 One real run folder (by default a PyTorch LeNet point on prepared Fashion-MNIST, 1,000 iterations,
 tests every 500, the monitor at 0.2 s: trained once by this script) is copied --runs times, each
 copy with its own point id in its folder name, metrics.json and point.json. Then
-results.aggregate(...) writes runs/curves/samples.parquet from them, with the study membership and
+collect.aggregate(...) writes runs/curves/samples.parquet from them, with the study membership and
 a machine peak file as the aggregate rule passes them; timed --repeats times (median), with the
-time split into reading (results.collect) and the whole. Target: under 5 s. About 1-2 minutes.
+time split into reading (collect.collect) and the whole. Target: under 5 s. About 1-2 minutes.
 """
 
 from __future__ import annotations

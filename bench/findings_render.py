@@ -4,7 +4,7 @@
 
 The records are the large hand-made study in memory (dlbench.testing.study.large_frames). Each run renders
 findings.md in this process (findings.render, as the findings rule's script calls it) and counts the calls of
-tables.points() that computed the table rather than copying one already computed. The dlbench measured is the
+frames.points() that computed the table rather than copying one already computed. The dlbench measured is the
 one on the path: run it once with PYTHONPATH set to another checkout to compare two versions; the text of
 both renders is written to $DLBENCH_BENCH_DIR/findings_render/<commit>.md to be compared.
 """
@@ -16,7 +16,8 @@ import time
 
 import _common as c
 
-from dlbench.analysis import frames as tables
+from dlbench import atomic
+from dlbench.analysis import frames
 from dlbench.record import provenance
 from dlbench.testing import study
 
@@ -29,14 +30,14 @@ def main() -> int:
     from dlbench.present import findings
 
     runs, curves, _ = study.large_frames(args.points)
-    real, computed = tables.points, []
+    real, computed = frames.points, []
 
     def counting(frame):
-        if not all(col in frame.columns for col in getattr(tables, "DERIVED", ("-",))):
+        if not all(col in frame.columns for col in getattr(frames, "DERIVED", ("-",))):
             computed.append(len(frame))
         return real(frame)
 
-    for module in (tables, *_users()):
+    for module in (frames, *_users()):
         module.points = counting
     rows, text = [], ""
     for _ in range(args.runs):
@@ -49,14 +50,14 @@ def main() -> int:
     out = c.WORK / "findings_render"
     out.mkdir(parents=True, exist_ok=True)
     commit = (provenance.dlbench_build()["dlbench_commit"] or "unknown")[:10]
-    (out / f"{commit}.md").write_text(text)
+    atomic.write_text(out / f"{commit}.md", text)
     c.summary(f"findings.render of {args.points} records, dlbench {commit} ({c.machine_line()}); text in "
               f"{out / (commit + '.md')}", rows)
     return 0
 
 
 def _users():
-    """The modules that took `points` from tables by name (their own reference is the one they call)."""
+    """The modules that took `points` from frames by name (their own reference is the one they call)."""
     import importlib
 
     for name in ("present.findings", "analysis.summary", "analysis.published", "analysis.observations",

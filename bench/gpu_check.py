@@ -23,10 +23,12 @@ from pathlib import Path
 
 import yaml
 
-from dlbench.environments import build
+from dlbench import atomic
+from dlbench.environments import check
+from dlbench.environments.errors import EnvError
 from dlbench.frameworks import registry
 from dlbench.paths import PACKAGE
-from dlbench.record import store as point_records
+from dlbench.record import store
 from dlbench.study import config as dlconfig
 from dlbench.study import sweep
 
@@ -43,8 +45,8 @@ def frameworks(pythons: list[str]) -> list[tuple[str, str]]:
         for python in pythons:
             python = shutil.which(python) or python  # a command name (python3) as its path, for the record
             try:
-                v = build.probe(name, python, timeout_s=120)
-            except build.EnvError as exc:
+                v = check.probe(name, python, timeout_s=120)
+            except EnvError as exc:
                 why.append(str(exc))
                 continue
             return name, python, (f"{v['framework_version']} (CUDA {v['cuda_version']}, cuDNN {v['cudnn_version']}, "
@@ -64,19 +66,19 @@ def study(device: str, sites: dict[str, str], threads: int) -> dict:
     env = os.environ
     gpu_iterations, cpu_iterations = int(env.get("GPU_CHECK_ITERATIONS", 20000)), int(
         env.get("GPU_CHECK_CPU_ITERATIONS", 2000))
-    studies = {"accelerator": {"sweep": {"device": [device], "batch_size": [64, 512]}},
+    sub_studies = {"accelerator": {"sweep": {"device": [device], "batch_size": [64, 512]}},
                "cpu": {"sweep": {"device": ["cpu"], "batch_size": [64], "iterations": [cpu_iterations]}}}
     new_paths = env.get("GPU_CHECK_NEW_PATHS", "1") != "0"  # 0: a rehearsal on a CPU without bfloat16 instructions
     if new_paths and "pytorch" in sites:
-        studies["pytorch_compiled_bf16"] = {"frameworks": ["pytorch"], "sweep": {
+        sub_studies["pytorch_compiled_bf16"] = {"frameworks": ["pytorch"], "sweep": {
             "device": [device], "batch_size": [512], "compile": ["compiled"], "precision": ["bf16"]}}
     if new_paths and "jax" in sites:
-        studies["jax_bf16"] = {"frameworks": ["jax"], "sweep": {"device": [device], "batch_size": [512],
+        sub_studies["jax_bf16"] = {"frameworks": ["jax"], "sweep": {"device": [device], "batch_size": [512],
                                                                 "precision": ["bf16"]}}
     return {
         "datasets": ["digits"], "frameworks": list(sites), "preset": ["caffe"],
         "sweep": {"iterations": [gpu_iterations], "threads": [threads], "learning_rate": [0.01]},
-        "studies": studies,
+        "studies": sub_studies,
         "monitor": {"interval_s": 0.1},
         # Bounded: a point that hangs or runs on is ended and recorded, and the others still run.
         "limits": {"time_s": float(env.get("GPU_CHECK_POINT_S", 150)),
@@ -95,12 +97,12 @@ def expected_points(study_path: Path) -> list[dict]:
 def record_of(work: Path, point: dict) -> tuple[dict | None, str]:
     """The point's record and where it came from: its result, else its last attempt (a point cut short)."""
     folder = work / "results" / "runs" / point["framework"] / point["dataset"] / point["id"]
-    record = point_records.read_or_skip(folder / point_records.RESULT)
+    record = store.read_or_skip(folder / store.RESULT)
     if record is not None:
         return record, "result"
-    attempts = sorted((folder / point_records.ATTEMPTS).glob(f"*/{point_records.RESULT}"))
+    attempts = sorted((folder / store.ATTEMPTS).glob(f"*/{store.RESULT}"))
     for path in reversed(attempts):
-        if (record := point_records.read_or_skip(path)) is not None:
+        if (record := store.read_or_skip(path)) is not None:
             return record, "attempt"
     return None, "none"
 
@@ -192,8 +194,8 @@ def summary(work: Path, out: Path, study_path: Path, snakemake_rc: int, took_s: 
                  f"(driver {host.get('gpu_driver')}), {host.get('cpu_model')}, {host.get('cpu_cores_usable')} cores")
     text = "\n".join(lines) + "\n"
     print(text, end="")
-    (out / "summary.txt").write_text(text)
-    (out / "records.json").write_text(json.dumps(rows, indent=1, default=str))
+    atomic.write_text(out / "summary.txt", text)
+    atomic.write_text(out / "records.json", json.dumps(rows, indent=1, default=str))
     for name in ("runs.parquet", "samples.parquet", "findings.md"):
         if (work / "results" / name).exists():
             shutil.copy(work / "results" / name, out / name)
@@ -210,7 +212,7 @@ def main(argv: list[str]) -> int:
         out, device, *pairs = rest
         sites = dict(pair.split("=", 1) for pair in pairs)
         threads = min(4, len(os.sched_getaffinity(0)))  # a local run refuses more threads than the machine has
-        Path(out).write_text(yaml.safe_dump(study(device, sites, threads), sort_keys=False))
+        atomic.write_text(out, yaml.safe_dump(study(device, sites, threads), sort_keys=False))
         return 0
     if command == "summary" and len(rest) == 5:
         work, out, study_path, rc, took = rest

@@ -5,7 +5,8 @@ thread variables the runner gives a trainer):
 
     ENV_PYTHON bench/hand_loops.py FRAMEWORK VARIANT DATASET_DIR ITERATIONS BATCH THREADS
 
-FRAMEWORK/VARIANT: pytorch/loop, pytorch/channels_last, tensorflow/function, tensorflow/function_xla,
+FRAMEWORK/VARIANT: pytorch/loop (PyTorch's own layout, contiguous), pytorch/channels_last (the opt-in layout,
+paired with dlbench's `memory_format: channels_last` point), tensorflow/function, tensorflow/function_xla,
 tensorflow/fit, theano/givens. Prints one JSON line: train_time_s and throughput_img_s (every
 iteration), steady_time_s and steady_throughput_img_s (the iterations after the first), final loss.
 

@@ -1,30 +1,47 @@
 """Each framework's own way of training its own-defaults network, the yardstick of bench/script_parity.py.
 
-Run inside the framework's environment (bench/script_parity.py starts it there):
+Run inside the framework's environment (bench/script_parity.py starts it there, with the variables the runner
+gives a trainer):
 
-    ENV_PYTHON bench/own_ways.py FRAMEWORK DATASET_DIR ITERATIONS THREADS
+    ENV_PYTHON bench/own_ways.py FRAMEWORK POINT_JSON DATASET_DIR
 
-Prints one JSON line: train_time_s (every training step, the first included, nothing else: no data
-loading, no graph building, no tests), accuracy on the whole test split, final loss.
+POINT_JSON is the own-defaults point dlbench trains on the other side of the pair: its data (the prepared dataset
+after the point's input handling, read by dlbench.datasets.loading as the adapters read it), batch size, learning
+rate and number of iterations. The training itself is written here as the framework's own documentation writes
+it, not with dlbench's code. Prints one JSON line: train_time_s (every training step, the first included, with what
+the documented loop does around each step: fetching the batch, the learning-rate schedule, keeping the loss;
+nothing else: no data loading, no graph building or compiling, no tests), accuracy on the test split, final loss,
+and the network's trained parameters (params: the spec's count where it is the same network).
 
 - tensorflow: the study's mnist_deep.py as TensorFlow 1 ran it, in graph mode under tf.compat.v1:
   placeholders fed from numpy every step, conv 5x5 SAME 32 and 64 with ReLU and 2x2 SAME max pooling,
   dense 1024 ReLU, dropout (keep 0.5), dense 10, softmax cross-entropy, AdamOptimizer(1e-4), batches of
-  50 drawn like its reader's next_batch (a new permutation each epoch), the first 5,000 training images
-  kept apart, pixels / 255, truncated normals of 0.1 and biases of 0.1. Written here from reading the
-  script; what the script does beside training (its training-accuracy print every 100 steps, a
+  50 drawn like its reader's next_batch (a new permutation each epoch), truncated normals of 0.1 and
+  biases of 0.1. What the script does beside training (its training-accuracy print every 100 steps, a
   summary writer) is left out, as dlbench's training time leaves out its tests. The session takes the
-  point's intra-op threads and TensorFlow's own default inter-op pool (one thread per core), as the
-  script's plain tf.Session() does.
-- pytorch: a bare loop of Torch's MNIST example network (torch_mnist: 32x32 inputs standardised per
-  split, conv 32 5x5 tanh, 3x3 max pooling stride 3 pad 1, conv 64 5x5 tanh, 2x2 max pooling, dense 200
-  tanh, dense 10) with SGD at 0.05 and Torch's learningRateDecay 5e-7, batch 10, the images in file order,
-  the first 2,000 training and 1,000 test images (the preset's subset).
-- jax: Flax's MNIST example (examples/mnist, Linen) as its train.py runs it: conv 32 3x3 SAME, ReLU, 2x2
-  average pooling, conv 64 3x3 SAME, ReLU, 2x2 average pooling, dense 256 ReLU, dense 10; optax.sgd(0.1,
-  momentum 0.9); batches of 128 cut from a new permutation each epoch in numpy and fed to a jitted
-  step (value_and_grad, apply_gradients); pixels / 255. The step is compiled before the clock starts,
-  as dlbench's compiled points compile in their `compile` phase.
+  point's intra-op threads and TensorFlow's own default inter-op pool, as the script's plain tf.Session() does.
+- pytorch: PyTorch's MNIST example (pytorch/examples mnist/main.py) as its train() runs it: a DataLoader over
+  the dataset (batches of the point's size, in order, no workers: the example's CPU settings), model.train(),
+  then per batch data.to(device), optimizer.zero_grad(), the forward pass, the loss, backward, optimizer.step(),
+  and loss.item() every log_interval (10) batches; on the point's network (Torch's MNIST network, torch_mnist:
+  conv 32 5x5 tanh, 3x3 max pooling stride 3 pad 1, conv 64 5x5 tanh, 2x2 max pooling, dense 200 tanh, dense
+  10) with PyTorch's own initialisation, SGD at the point's rate and Torch's learningRateDecay as a LambdaLR
+  schedule stepped every batch.
+- jax: Flax's MNIST example (examples/mnist/train.py, Linen) as its train_epoch runs it: the images a jnp array
+  on the device, a jax.random.permutation per epoch cut into batches (the last incomplete batch dropped), each
+  batch gathered from the device arrays, then apply_model (jitted: value_and_grad of the one-hot softmax
+  cross-entropy, and the accuracy) and update_model (jitted: TrainState.apply_gradients), the loss and accuracy
+  kept per step; conv 32 3x3 SAME, ReLU, 2x2 average pooling, conv 64 3x3 SAME, ReLU, 2x2 average pooling, dense
+  256 ReLU, dense 10; optax.sgd(lr, momentum). The two jitted functions and the gather are called once on the
+  first batch before the clock (their compilation), as dlbench's compiled points compile in their `compile` phase.
+- theano: the Theano deep learning tutorial's LeNet (convolutional_mlp.py) on the Theano preset's network
+  (lenet5_tanh): the data in shared variables, rows of 784 reshaped in the graph, two LeNetConvPoolLayers (conv2d
+  with the image and filter shapes given, 2x2 max pooling with ignore_border, tanh of pooled + bias), a tanh
+  HiddenLayer of 500, LogisticRegression's softmax and negative log-likelihood, plain SGD updates, and
+  train_model = theano.function([index], cost, updates=updates, givens={x: train_set_x[index * batch_size:
+  (index + 1) * batch_size], ...}) called once per minibatch index in file order; Theano configured as the
+  adapter configures it (its flags, its compile cache, the point's floatX). The tutorial's validation inside
+  the loop is left out, as dlbench's training time leaves its validation out.
 """
 
 from __future__ import annotations
@@ -35,22 +52,25 @@ import time
 
 import numpy as np
 
-
-def load(dataset_dir: str):
-    with np.load(f"{dataset_dir}/data.npz") as z:
-        return z["train_x"], z["train_y"], z["test_x"], z["test_y"]
+from dlbench.datasets.loading import load_inputs
 
 
-def tensorflow_v1(dataset_dir: str, iterations: int, threads: int) -> dict:
+def _expects(point: dict, network: str) -> None:
+    if point["network"] != network:
+        raise SystemExit(f"this own way trains {network}; the point trains {point['network']} (its own-defaults "
+                         "point is the one to compare)")
+
+
+def tensorflow_v1(point: dict, dataset_dir: str) -> dict:
     import tensorflow as tf
 
+    _expects(point, "mnist_deep")
     v1 = tf.compat.v1
     v1.disable_eager_execution()
-    train_x, train_y, test_x, test_y = load(dataset_dir)
-    train_x = train_x[5000:].reshape(-1, 784).astype(np.float32) / 255.0  # the reader keeps 5,000 apart
-    train_y = train_y[5000:]
-    test_x = test_x.reshape(-1, 784).astype(np.float32) / 255.0
-    v1.set_random_seed(1)
+    data = load_inputs(dataset_dir, point)
+    train_x, train_y = data.train_x.reshape(len(data.train_y), -1), data.train_y.astype(np.int64)
+    test_x, test_y = data.test_x.reshape(len(data.test_y), -1), data.test_y.astype(np.int64)
+    v1.set_random_seed(point["seed"])
 
     def weight(shape):
         return tf.Variable(v1.truncated_normal(shape, stddev=0.1))
@@ -69,118 +89,215 @@ def tensorflow_v1(dataset_dir: str, iterations: int, threads: int) -> dict:
     h = v1.nn.dropout(h, keep_prob=keep)
     logits = tf.matmul(h, weight([1024, 10])) + bias([10])
     loss = tf.reduce_mean(tf.nn.sparse_softmax_cross_entropy_with_logits(labels=y, logits=logits))
-    train_op = v1.train.AdamOptimizer(1e-4).minimize(loss)
+    train_op = v1.train.AdamOptimizer(point["learning_rate"]).minimize(loss)
     correct = tf.reduce_sum(tf.cast(tf.equal(tf.argmax(logits, 1), y), tf.int64))
-    config = v1.ConfigProto(intra_op_parallelism_threads=threads)  # inter-op: TensorFlow's default
-    rng = np.random.RandomState(1)
-    order = np.empty(0, np.int64)
-    batches = []
-    for _ in range(iterations):  # next_batch: a new permutation each epoch
-        if len(order) < 50:
-            order = np.concatenate([order, rng.permutation(len(train_y))])
-        batches.append(order[:50])
-        order = order[50:]
+    config = v1.ConfigProto(intra_op_parallelism_threads=point["threads"])  # inter-op: TensorFlow's default
+    rng = np.random.RandomState(point["seed"])
+    bs = point["batch_size"]
     with v1.Session(config=config) as sess:
         sess.run(v1.global_variables_initializer())
+        order = np.empty(0, np.int64)
         t0 = time.perf_counter()
-        for b in batches:
-            _, last = sess.run([train_op, loss], feed_dict={x: train_x[b], y: train_y[b], keep: 0.5})
+        for _ in range(point["iterations"]):
+            if len(order) < bs:  # next_batch: a new permutation each epoch
+                order = np.concatenate([order, rng.permutation(len(train_y))])
+            b, order = order[:bs], order[bs:]
+            sess.run(train_op, feed_dict={x: train_x[b], y: train_y[b], keep: 0.5})  # train_step.run(...)
         took = time.perf_counter() - t0
+        last = sess.run(loss, feed_dict={x: train_x[b], y: train_y[b], keep: 1.0})  # the last batch, after it
         right = sum(sess.run(correct, feed_dict={x: test_x[i:i + 1000], y: test_y[i:i + 1000], keep: 1.0})
                     for i in range(0, len(test_y), 1000))
-    return {"train_time_s": took, "accuracy": right / len(test_y), "final_loss": float(last),
-            "inter_op_threads": "TensorFlow's default"}
+        params = sum(int(np.prod(v.shape)) for v in v1.trainable_variables())
+    return {"train_time_s": took, "accuracy": right / len(test_y), "final_loss": float(last), "params": params}
 
 
-def pytorch_loop(dataset_dir: str, iterations: int, threads: int) -> dict:
+def pytorch_example(point: dict, dataset_dir: str) -> dict:
     import torch
     import torch.nn.functional as F
     from torch import nn
+    from torch.utils.data import DataLoader, TensorDataset
 
-    torch.set_num_threads(threads)
-    torch.manual_seed(1)
-    train_x, train_y, test_x, test_y = load(dataset_dir)
-
-    def prepared(x: np.ndarray, n: int) -> torch.Tensor:
-        x = np.pad(x[:n].astype(np.float32) / 255.0, ((0, 0), (0, 0), (2, 2), (2, 2)))
-        return torch.from_numpy((x - x.mean()) / x.std())  # each split by its own mean and std
-
-    xs, ys = prepared(train_x, 2000), torch.from_numpy(train_y[:2000].astype(np.int64))
-    xt, yt = prepared(test_x, 1000), torch.from_numpy(test_y[:1000].astype(np.int64))
-    model = nn.Sequential(nn.Conv2d(1, 32, 5), nn.Tanh(), nn.MaxPool2d(3, 3, padding=1), nn.Conv2d(32, 64, 5),
-                          nn.Tanh(), nn.MaxPool2d(2, 2), nn.Flatten(), nn.Linear(576, 200), nn.Tanh(),
-                          nn.Linear(200, 10))
-    opt = torch.optim.SGD(model.parameters(), lr=0.05)
-    batches = [torch.arange(i * 10 % 2000, i * 10 % 2000 + 10) for i in range(iterations)]  # file order
+    _expects(point, "torch_mnist")
+    torch.set_num_threads(point["threads"])
+    torch.manual_seed(point["seed"])
+    device = torch.device("cpu")
+    data = load_inputs(dataset_dir, point)
+    train = TensorDataset(torch.from_numpy(data.train_x), torch.from_numpy(data.train_y.astype(np.int64)))
+    bs, iterations, decay = point["batch_size"], point["iterations"], point["lr_policy"]["decay"]
+    model = nn.Sequential(nn.Conv2d(1, 32, 5), nn.Tanh(), nn.MaxPool2d(3, 3, padding=1),
+                          nn.Conv2d(32, 64, 5), nn.Tanh(), nn.MaxPool2d(2, 2), nn.Flatten(),
+                          nn.Linear(576, 200), nn.Tanh(), nn.Linear(200, 10)).to(device)
+    optimizer = torch.optim.SGD(model.parameters(), lr=point["learning_rate"])
+    scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda i: 1.0 / (1.0 + i * decay))  # Torch's decay
+    loader = DataLoader(train, batch_size=bs, shuffle=point.get("shuffle", True))
+    log_interval, done = 10, 0
+    model.train()
     t0 = time.perf_counter()
-    for i, b in enumerate(batches):
-        for group in opt.param_groups:
-            group["lr"] = 0.05 / (1 + i * 5e-7)
-        loss = F.cross_entropy(model(xs[b]), ys[b])
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        opt.step()
+    while done < iterations:
+        for batch_idx, (x, target) in enumerate(loader):
+            x, target = x.to(device), target.to(device)
+            optimizer.zero_grad()
+            output = model(x)
+            loss = F.cross_entropy(output, target)
+            loss.backward()
+            optimizer.step()
+            scheduler.step()
+            if batch_idx % log_interval == 0:
+                last = loss.item()
+            done += 1
+            if done == iterations:
+                break
     took = time.perf_counter() - t0
+    model.eval()
     with torch.no_grad():
-        right = int((model(xt).argmax(1) == yt).sum())
-    return {"train_time_s": took, "accuracy": right / len(yt), "final_loss": float(loss)}
+        logits = model(torch.from_numpy(data.test_x))
+    right = int((logits.argmax(1).numpy() == data.test_y).sum())
+    return {"train_time_s": took, "accuracy": right / len(data.test_y), "final_loss": float(last),
+            "params": sum(p.numel() for p in model.parameters())}
 
 
-def flax_example(dataset_dir: str, iterations: int, threads: int) -> dict:
+def flax_example(point: dict, dataset_dir: str) -> dict:
     import flax.linen as nn
     import jax
     import jax.numpy as jnp
     import optax
     from flax.training import train_state
 
+    _expects(point, "flax_cnn")
+
     class CNN(nn.Module):
         @nn.compact
         def __call__(self, x):
-            x = nn.avg_pool(nn.relu(nn.Conv(32, (3, 3))(x)), (2, 2), (2, 2))
-            x = nn.avg_pool(nn.relu(nn.Conv(64, (3, 3))(x)), (2, 2), (2, 2))
-            x = nn.relu(nn.Dense(256)(x.reshape((x.shape[0], -1))))
-            return nn.Dense(10)(x)
+            x = nn.avg_pool(nn.relu(nn.Conv(features=32, kernel_size=(3, 3))(x)), window_shape=(2, 2),
+                            strides=(2, 2))
+            x = nn.avg_pool(nn.relu(nn.Conv(features=64, kernel_size=(3, 3))(x)), window_shape=(2, 2),
+                            strides=(2, 2))
+            x = nn.relu(nn.Dense(features=256)(x.reshape((x.shape[0], -1))))
+            return nn.Dense(features=10)(x)
 
-    train_x, train_y, test_x, test_y = load(dataset_dir)
-    train_x = train_x.transpose(0, 2, 3, 1).astype(np.float32) / 255.0  # NHWC, as the example's tfds images
-    test_x = test_x.transpose(0, 2, 3, 1).astype(np.float32) / 255.0
-    model = CNN()
-    params = model.init(jax.random.PRNGKey(1), jnp.ones((1, 28, 28, 1)))["params"]
-    state = train_state.TrainState.create(apply_fn=model.apply, params=params, tx=optax.sgd(0.1, 0.9))
-
-    def step(state, images, labels):
+    @jax.jit
+    def apply_model(state, images, labels):
         def loss_fn(params):
             logits = state.apply_fn({"params": params}, images)
-            return optax.softmax_cross_entropy_with_integer_labels(logits, labels).mean()
+            loss = jnp.mean(optax.softmax_cross_entropy(logits=logits, labels=jax.nn.one_hot(labels, 10)))
+            return loss, logits
 
-        loss, grads = jax.value_and_grad(loss_fn)(state.params)
-        return state.apply_gradients(grads=grads), loss
+        (loss, logits), grads = jax.value_and_grad(loss_fn, has_aux=True)(state.params)
+        return grads, loss, jnp.mean(jnp.argmax(logits, -1) == labels)
 
-    rng = np.random.RandomState(1)
-    steps_per_epoch = len(train_y) // 128  # the example drops the last incomplete batch
-    batches = []
-    while len(batches) < iterations:
-        perm = rng.permutation(len(train_y))[:steps_per_epoch * 128].reshape(steps_per_epoch, 128)
-        batches.extend(perm)
-    batches = batches[:iterations]
-    compiled = jax.jit(step).lower(state, train_x[batches[0]], train_y[batches[0]].astype(np.int32)).compile()
+    @jax.jit
+    def update_model(state, grads):
+        return state.apply_gradients(grads=grads)
+
+    data = load_inputs(dataset_dir, point)
+    train_ds = {"image": jnp.asarray(data.train_x.transpose(0, 2, 3, 1)), "label": jnp.asarray(data.train_y)}
+    test_images = jnp.asarray(data.test_x.transpose(0, 2, 3, 1))
+    rng = jax.random.PRNGKey(point["seed"])
+    rng, init_rng = jax.random.split(rng)
+    cnn = CNN()
+    params = cnn.init(init_rng, jnp.ones([1, *train_ds["image"].shape[1:]]))["params"]
+    state = train_state.TrainState.create(apply_fn=cnn.apply, params=params,
+                                          tx=optax.sgd(point["learning_rate"], point["momentum"]))
+    bs, iterations = point["batch_size"], point["iterations"]
+    steps_per_epoch = len(data.train_y) // bs
+
+    def epoch_batches(key):
+        perms = jax.random.permutation(key, len(data.train_y))
+        return perms[:steps_per_epoch * bs].reshape((steps_per_epoch, bs))  # the incomplete batch dropped
+
+    # Every function the loop calls compiled now, on a batch whose results are dropped: the permutation, the
+    # slicing, the gathers and the two jitted steps (the state is immutable, so nothing trains).
+    first = next(iter(epoch_batches(jax.random.PRNGKey(0))[:min(iterations, steps_per_epoch)]))
+    jax.block_until_ready(update_model(state, apply_model(state, train_ds["image"][first, ...],
+                                                          train_ds["label"][first, ...])[0]))
+    done, epoch_loss = 0, []
     t0 = time.perf_counter()
-    for b in batches:
-        state, loss = compiled(state, train_x[b], train_y[b].astype(np.int32))
-    loss = float(loss)  # waits for the last step
+    while done < iterations:
+        rng, input_rng = jax.random.split(rng)
+        epoch_loss, epoch_accuracy = [], []
+        for perm in epoch_batches(input_rng)[:iterations - done]:
+            batch_images = train_ds["image"][perm, ...]
+            batch_labels = train_ds["label"][perm, ...]
+            grads, loss, accuracy = apply_model(state, batch_images, batch_labels)
+            state = update_model(state, grads)
+            epoch_loss.append(loss)
+            epoch_accuracy.append(accuracy)
+            done += 1
+        train_loss = np.mean(epoch_loss)  # as the example closes each epoch: waits for its steps
+    jax.block_until_ready(state)
     took = time.perf_counter() - t0
-    logits = model.apply({"params": state.params}, test_x)
-    right = int((np.asarray(logits).argmax(1) == test_y).sum())
-    return {"train_time_s": took, "accuracy": right / len(test_y), "final_loss": loss}
+    logits = cnn.apply({"params": state.params}, test_images)
+    right = int((np.asarray(logits).argmax(1) == data.test_y).sum())
+    return {"train_time_s": took, "accuracy": right / len(data.test_y), "final_loss": float(train_loss),
+            "params": sum(int(leaf.size) for leaf in jax.tree.leaves(state.params))}
 
 
-OWN_WAYS = {"tensorflow": tensorflow_v1, "pytorch": pytorch_loop, "jax": flax_example}
+def theano_tutorial(point: dict, dataset_dir: str) -> dict:
+    # Theano's flags, compile cache and BLAS as the adapter sets them (they are set before Theano is imported)
+    from dlbench.frameworks.theano_config import T, conv2d, pool_2d, theano
+
+    _expects(point, "lenet5_tanh")
+    floatx = theano.config.floatX
+    data = load_inputs(dataset_dir, point)
+    batch_size, lr = point["batch_size"], point["learning_rate"]
+    train_set_x = theano.shared(np.asarray(data.train_x.reshape(len(data.train_y), -1), dtype=floatx), borrow=True)
+    train_set_y = T.cast(theano.shared(np.asarray(data.train_y, dtype=floatx), borrow=True), "int32")
+    rng = np.random.RandomState(23455)
+
+    def conv_pool(inp, filter_shape, image_shape):
+        fan_in = np.prod(filter_shape[1:])
+        fan_out = filter_shape[0] * np.prod(filter_shape[2:]) // 4
+        bound = np.sqrt(6.0 / (fan_in + fan_out))
+        w = theano.shared(np.asarray(rng.uniform(-bound, bound, filter_shape), dtype=floatx), borrow=True)
+        b = theano.shared(np.zeros((filter_shape[0],), dtype=floatx), borrow=True)
+        out = conv2d(input=inp, filters=w, filter_shape=filter_shape, input_shape=image_shape)
+        pooled = pool_2d(input=out, ws=(2, 2), ignore_border=True)
+        return T.tanh(pooled + b.dimshuffle("x", 0, "x", "x")), [w, b]
+
+    def hidden(inp, n_in, n_out):
+        bound = np.sqrt(6.0 / (n_in + n_out))
+        w = theano.shared(np.asarray(rng.uniform(-bound, bound, (n_in, n_out)), dtype=floatx), borrow=True)
+        b = theano.shared(np.zeros((n_out,), dtype=floatx), borrow=True)
+        return T.tanh(T.dot(inp, w) + b), [w, b]
+
+    index, x, y = T.lscalar(), T.matrix("x"), T.ivector("y")
+    layer0, p0 = conv_pool(x.reshape((batch_size, 1, 28, 28)), (20, 1, 5, 5), (batch_size, 1, 28, 28))
+    layer1, p1 = conv_pool(layer0, (50, 20, 5, 5), (batch_size, 20, 12, 12))
+    layer2, p2 = hidden(layer1.flatten(2), 50 * 4 * 4, 500)
+    w3 = theano.shared(np.zeros((500, 10), dtype=floatx), borrow=True)  # LogisticRegression starts at 0
+    b3 = theano.shared(np.zeros((10,), dtype=floatx), borrow=True)
+    p_y_given_x = T.nnet.softmax(T.dot(layer2, w3) + b3)
+    cost = -T.mean(T.log(p_y_given_x)[T.arange(y.shape[0]), y])
+    params = [w3, b3] + p2 + p1 + p0
+    grads = T.grad(cost, params)
+    updates = [(p, p - np.asarray(lr, dtype=floatx) * g) for p, g in zip(params, grads)]
+    train_model = theano.function([index], cost, updates=updates,
+                                  givens={x: train_set_x[index * batch_size: (index + 1) * batch_size],
+                                          y: train_set_y[index * batch_size: (index + 1) * batch_size]})
+    n_train_batches = len(data.train_y) // batch_size
+    t0 = time.perf_counter()
+    for it in range(point["iterations"]):
+        cost_ij = train_model(it % n_train_batches)  # file order, epoch after epoch
+    took = time.perf_counter() - t0
+    test_x = theano.shared(np.asarray(data.test_x.reshape(len(data.test_y), -1), dtype=floatx), borrow=True)
+    predict = theano.function([index], T.argmax(p_y_given_x, axis=1),
+                              givens={x: test_x[index * batch_size: (index + 1) * batch_size]})
+    whole = len(data.test_y) // batch_size * batch_size  # the tutorial scores whole batches
+    right = sum(int((predict(i) == data.test_y[i * batch_size:(i + 1) * batch_size]).sum())
+                for i in range(whole // batch_size))
+    return {"train_time_s": took, "accuracy": right / whole, "final_loss": float(cost_ij),
+            "params": sum(int(p.get_value(borrow=True).size) for p in params)}
+
+
+OWN_WAYS = {"tensorflow": tensorflow_v1, "pytorch": pytorch_example, "jax": flax_example, "theano": theano_tutorial}
 
 
 def main(argv: list[str]) -> int:
-    framework, dataset_dir, iterations, threads = argv
-    got = OWN_WAYS[framework](dataset_dir, int(iterations), int(threads))
-    print(json.dumps({"framework": framework, "iterations": int(iterations), **got}))
+    framework, point_json, dataset_dir = argv
+    with open(point_json) as fh:
+        point = json.load(fh)
+    got = OWN_WAYS[framework](point, dataset_dir)
+    print(json.dumps({"framework": framework, "iterations": point["iterations"], **got}))
     return 0
 
 

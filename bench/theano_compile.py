@@ -17,7 +17,7 @@ import time
 
 import _common as c
 
-from dlbench.environments import build
+from dlbench.environments import key
 from dlbench.run import measure, runner
 from dlbench.run.options import RunOptions
 from dlbench.study.sweep import one_point
@@ -31,7 +31,7 @@ def main(argv: list[str] | None = None) -> int:
     ap = c.parser(__doc__, repeats=2)
     ap.add_argument("--points", type=int, default=4)
     args = ap.parse_args(argv)
-    cache = build.env_dir("theano") / "theano-cache"
+    cache = key.env_dir("theano") / "theano-cache"
     data, python = c.dataset("digits"), c.env_python("theano")
     load = c.busy_cores(1.0)
     c.header("Theano compile cache: a fresh process per point, only the learning rate differs", load)

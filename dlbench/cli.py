@@ -19,6 +19,7 @@ import json
 import sys
 import textwrap
 from dataclasses import dataclass
+from pathlib import Path
 
 
 @dataclass(frozen=True)
@@ -33,18 +34,18 @@ class Command:
 
 
 COMMANDS = {
-    "validate": Command("check a config file: one line naming what is wrong, else how many points it has",
+    "validate": Command("check a config file: each mistake in one line naming it, else how many points it has",
                         "dlbench.study.validate"),
     "plan": Command("estimate how long a study will take, from the points already measured (--probe: measure first)",
                     "dlbench.plan.command"),
-    "compare": Command("compare two result sets: per setting, B / A with its interval and a verdict",
-                       "dlbench.present.comparison"),
+    "compare": Command("compare result sets with a baseline, setting by setting, each with a verdict (--fail-on: "
+                       "a CI gate)", "dlbench.present.comparison"),
     "calibrate": Command("measure how often each sentence of the findings errs, by simulation (docs/verdicts.md)",
                          "dlbench.analysis.calibrate"),
     "evidence": Command("run config/evidence.yaml and write docs/reproduction.md's evidence tables",
                         "dlbench.evidence.command", alias="dlbench.evidence"),
     "envs": Command("build, check, list, key and lock the framework environments; write their conda files",
-                    "dlbench.environments.build"),
+                    "dlbench.environments.command"),
     "heavy": Command("run a command as heavy work: no point is measured on this node while it runs",
                      "dlbench.node.heavy"),
     "peak": Command("measure this machine's matrix-multiply peaks, the yardsticks for achieved GFLOP/s",
@@ -100,7 +101,6 @@ def docs(argv: list[str] | None = None) -> int:
     docs/record.md (dlbench.docgen.record_fields); with --site, then the site itself (MkDocs, mkdocs.yml, with
     warnings as errors: a broken link between pages, or a page missing from the nav, fails the build)."""
     import subprocess
-    from pathlib import Path
 
     from dlbench.docgen import MKDOCS, config_keys, record_fields
 
@@ -110,6 +110,9 @@ def docs(argv: list[str] | None = None) -> int:
     what.add_argument("--site", nargs="?", const="site", metavar="DIR",
                       help="also build the site into DIR (default: site/), offline, with warnings as errors")
     args = parser.parse_args(argv)
+    if args.site is not None and Path(args.site).exists() and not Path(args.site).is_dir():
+        print(f"dlbench docs: --site {args.site} is a file; name a new or empty folder", file=sys.stderr)
+        return 2
     if args.site is not None and not _site_dir_is_ours(Path(args.site)):
         # MkDocs empties the folder it builds into: never a folder of the user's own
         print(f"dlbench docs: --site {args.site} holds files that are not a site MkDocs built, and the build would "
@@ -151,20 +154,36 @@ def _point_json(text: str) -> dict:
                                          "object") from None
     if not isinstance(point, dict):
         raise argparse.ArgumentTypeError(f"a JSON {type(point).__name__}, not an object; give the point as one")
+    missing = [key for key in POINT_KEYS if key not in point]
+    if missing:
+        raise argparse.ArgumentTypeError(f"the point has no {', '.join(missing)}; give a whole point, as the "
+                                         "workflow writes it (a run folder's point.json)")
     return point
+
+
+# What every point holds and the runner reads before anything else (the whole point: dlbench.study.sweep).
+POINT_KEYS = ("id", "framework", "dataset", "device", "threads")
+
+
+def _not_a_file(text: str) -> str:
+    """--out of a job: the point's or the dataset's folder, never an existing file."""
+    if Path(text).exists() and not Path(text).is_dir():
+        raise argparse.ArgumentTypeError(f"{text} is a file; name the folder to write (it is created)")
+    return text
 
 
 def _job(name: str, argv: list[str]) -> int:
     """prepare and train, the workflow's jobs (dlbench.rules.jobs): their arguments."""
+    from dlbench import arguments
     from dlbench.rules import jobs
     from dlbench.run.options import RunOptions
 
     parser = argparse.ArgumentParser(prog=f"dlbench {name}", description=COMMANDS[name].summary)
     if name == "prepare":
         parser.add_argument("dataset")
-        parser.add_argument("--out", required=True)
+        parser.add_argument("--out", required=True, type=_not_a_file)
         parser.add_argument("--local", default="")
-        parser.add_argument("--downloads", default="resources/downloads")
+        parser.add_argument("--downloads", default="resources/downloads", type=_not_a_file)
         parser.add_argument("--test-copy", default="", help="for tests: the local copy is a test data set (say what "
                             "it is); its digest is not checked, and its records say so")
         args = parser.parse_args(argv)
@@ -172,24 +191,26 @@ def _job(name: str, argv: list[str]) -> int:
     parser.add_argument("--point", required=True, type=_point_json, help="the point, as JSON (an object)")
     parser.add_argument("--dataset-dir", required=True)
     parser.add_argument("--env", default="", help="the framework environment's JSON; empty: this Python")
-    parser.add_argument("--out", required=True)
-    parser.add_argument("--interval", type=float, default=0.2)
+    parser.add_argument("--out", required=True, type=_not_a_file)
+    parser.add_argument("--interval", type=arguments.positive, default=0.2)
     parser.add_argument("--no-monitor", dest="monitor", action="store_false")
-    parser.add_argument("--time-limit", type=float, default=None)
-    parser.add_argument("--memory-limit", type=float, default=None)
-    parser.add_argument("--hang-limit", type=float, default=None,
+    parser.add_argument("--time-limit", type=arguments.positive, default=None)
+    parser.add_argument("--memory-limit", type=arguments.positive, default=None)
+    parser.add_argument("--hang-limit", type=arguments.at_least_zero, default=None,
                         help="seconds without an event from the trainer before it is ended as hung (0: never)")
     parser.add_argument("--measure-lock", default="", help="node-local file to lock while measuring")
     parser.add_argument("--gpu-alone", dest="gpu_per_device", action="store_false",
                         help="GPU points measure one at a time per node (default: one per GPU)")
-    parser.add_argument("--attempt", type=int, default=1, help="this job's attempt (Snakemake counts from 1)")
-    parser.add_argument("--retries", type=int, default=0, help="reruns allowed: a failure of the machine before "
-                        "the last attempt exits 75, publishing nothing")
+    parser.add_argument("--attempt", type=arguments.count(1, "an attempt"), default=1,
+                        help="this job's attempt (Snakemake counts from 1)")
+    parser.add_argument("--retries", type=arguments.count(0, "a number of retries"), default=0,
+                        help="reruns allowed: a failure of the machine before the last attempt exits 75, publishing "
+                        "nothing")
     args = parser.parse_args(argv)
-    study = {"interval_s": args.interval, "monitor": args.monitor, "time_limit_s": args.time_limit,
-             "memory_limit_mb": args.memory_limit, "hang_s": args.hang_limit, "measure_lock": args.measure_lock or None,
-             "gpu_per_device": args.gpu_per_device}
-    options = RunOptions.of_job(study, env=jobs.environment(args.env or None), attempt=args.attempt,
+    settings = {"interval_s": args.interval, "monitor": args.monitor, "time_limit_s": args.time_limit,
+                "memory_limit_mb": args.memory_limit, "hang_s": args.hang_limit,
+                "measure_lock": args.measure_lock or None, "gpu_per_device": args.gpu_per_device}
+    options = RunOptions.of_job(settings, env=jobs.environment(args.env or None), attempt=args.attempt,
                                 retries=args.retries)
     return jobs.train(args.point, args.dataset_dir, args.out, options)
 

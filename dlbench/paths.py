@@ -18,7 +18,6 @@ WORKFLOW = ROOT / "workflow"
 # The conda files (for --sdm conda), generated from the pins in ENVS.
 CONDA_ENVS = WORKFLOW / "envs"
 SCHEMA = WORKFLOW / "schemas" / "config.schema.yaml"
-REPORT = WORKFLOW / "report"
 # The published study's figures (GTDLBench), which the charts and findings compare with.
 PUBLISHED_CSV = PACKAGE / "reference" / "gtdlbench_results.csv"
 

@@ -61,14 +61,14 @@ fi
 # pinned (dlbench/datasets/catalog.py) into $DLBENCH_CACHE/downloads/; a cached copy of that sha256 is kept.
 .venv/bin/python -m dlbench.datasets.wheels fetch
 
-# Framework environments, built once per machine and key (Caffe's from source: ~10 minutes once),
+# Framework environments, built once per machine and key (Caffe's from source: ~3 minutes on 2 cores, once),
 # each checked (--check: it imports and trains one step, unless checked since its inputs changed).
-mapfile -t environments < <(.venv/bin/python -m dlbench.environments.build list)
+mapfile -t environments < <(.venv/bin/python -m dlbench.environments.command list)
 if ((long_tests)); then  # the MKL variants (Caffe's from source again)
-  mapfile -t -O "${#environments[@]}" environments < <(.venv/bin/python -m dlbench.environments.build list --all | grep -- '-mkl$')
+  mapfile -t -O "${#environments[@]}" environments < <(.venv/bin/python -m dlbench.environments.command list --all | grep -- '-mkl$')
 fi
 for env in "${environments[@]}"; do
   log "framework environment: $env"
-  .venv/bin/python -m dlbench.environments.build build "$env" --check >/dev/null
+  .venv/bin/python -m dlbench.environments.command build "$env" --check >/dev/null
 done
 log "ready"

@@ -68,10 +68,12 @@ TINY_TARGETS = ("all", "results/findings.md")
 @pytest.fixture(scope="session")
 def tiny_run(tmp_path_factory) -> Path:
     """The tiny study (.test/config/config.yaml, as tiny.yaml) trained once per test session through the whole
-    workflow (points, aggregation, findings, charts, runs table) with its Snakemake report (report.html), in a copy
-    of the workflow. Read-only: a test that changes code, config or results works on `tiny_run_copy`."""
+    workflow (points, aggregation, findings, charts, the results page) with its Snakemake report (report.html), in a
+    copy of the workflow; run.out holds what the run printed. Read-only: a test that changes code, config or results
+    works on `tiny_run_copy`."""
     root = copy_workflow(tmp_path_factory.mktemp("tiny-run"), tiny_study(), "tiny.yaml")
-    snakemake(root, *TINY_TARGETS, "--configfile", "tiny.yaml")
+    proc = snakemake(root, *TINY_TARGETS, "--configfile", "tiny.yaml")
+    (root / "run.out").write_text(proc.stdout + proc.stderr)  # what the user saw (its last lines name the page)
     snakemake(root, *TINY_TARGETS, "--configfile", "tiny.yaml", "--report", "report.html")
     return root
 

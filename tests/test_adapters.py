@@ -207,7 +207,7 @@ def test_compile_and_precision_run_as_asked_and_are_recorded(train, framework):
 FUSED_UPDATE = """
 import json, sys
 import numpy as np, tensorflow as tf
-from dlbench.frameworks.tensorflow import FusedUpdate
+from dlbench.frameworks.tensorflow_update import FusedUpdate
 out = {}
 for kind, momentum in (("adam", 0.0), ("sgd", 0.9), ("sgd", 0.0)):
     w = tf.Variable(np.array([0.5, -0.25, 1e-3], np.float32))

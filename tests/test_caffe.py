@@ -1,7 +1,7 @@
 """Caffe adapter: generated prototxt, `caffe train` as a child, its log turned into the common record.
 
 The parser and the prototxt/solver generation are tested without Caffe; the rest needs the
-Caffe environment (dlbench envs build caffe: a from-source build, about 10 minutes
+Caffe environment (dlbench envs build caffe: a from-source build, about 3 minutes on 2 cores
 the first time, cached after) and is marked slow.
 """
 
@@ -501,14 +501,15 @@ def test_caffes_batchnorm_statistics_follow_the_specs_running_average():
     spec's decay and the blobs written by caffe_blobs (s = 1 / (1 - decay)), five updates by Caffe's rule give the
     spec's running mean and variance (decay * old + (1 - decay) * the batch's, unbiased variance) after every one;
     Caffe's own start (s = 0) would not."""
-    caffe_module = caffe_adapter()
+    from dlbench.frameworks import caffe_weights  # numpy and h5py only: no Caffe needed here
+
     layers = [networks.conv(3, 1, bias=False), networks.batchnorm(), networks.gap(), networks.dense(2)]
     rng = np.random.default_rng(5)
     w = rng.standard_normal((3, 2, 1, 1)).astype(np.float32)
     gamma, beta = np.float32([1.5, 0.5, 2.0]), np.float32([0.1, -0.2, 0.3])
     mean, var = np.float32([0.2, -1.0, 3.0]), np.float32([1.0, 0.5, 2.0])
     dense = (np.ones((2, 3), np.float32), np.zeros(2, np.float32))
-    blobs = dict(caffe_module.caffe_blobs(layers, [(w,), (gamma, beta, mean, var), dense], (2, 4, 4)))
+    blobs = dict(caffe_weights.caffe_blobs(layers, [(w,), (gamma, beta, mean, var), dense], (2, 4, 4)))
     assert list(blobs) == ["conv1", "bn1", "scale1", "ip1"]
     assert [b.shape for b in blobs["bn1"]] == [(3,), (3,), (1,)] and blobs["bn1"][2][0] == pytest.approx(10.0)
     assert np.array_equal(blobs["scale1"][0], gamma) and np.array_equal(blobs["scale1"][1], beta)
@@ -530,7 +531,7 @@ def test_caffes_batchnorm_statistics_follow_the_specs_running_average():
     # and back: a snapshot's blobs give the canonical arrays (the running statistics: the sums over s)
     data = {"conv1": {"0": w}, "bn1": {"0": mean_sum, "1": var_sum, "2": s}, "scale1": {"0": gamma, "1": beta},
             "ip1": {"0": dense[0], "1": dense[1]}}
-    back = caffe_module.canonical_from_blobs(layers, data, (2, 4, 4))
+    back = caffe_weights.canonical_from_blobs(layers, data, (2, 4, 4))
     assert np.array_equal(back[0][0], w) and np.array_equal(back[1][0], gamma) and np.array_equal(back[1][1], beta)
     np.testing.assert_allclose(back[1][2], want_mean, rtol=1e-6)
     np.testing.assert_allclose(back[1][3], want_var, rtol=1e-6)

@@ -16,7 +16,7 @@ import pandas as pd
 import pytest
 
 from dlbench import cli
-from dlbench.analysis import calibrate, groups, observations, simulate
+from dlbench.analysis import calibrate, designs, groups, observations, simulate
 
 # The CI tier's run: the null and the planted scenario, 5 repeats, 6 replications each (about 20 s on 2 cores).
 CI_REPLICATIONS = 6
@@ -33,14 +33,14 @@ def test_no_sentence_claims_what_the_truth_does_not_hold(ci_rows):
 
 
 def test_the_planted_differences_are_found_or_their_power_is_documented(ci_rows):
-    assert calibrate.short_of_power(ci_rows) <= calibrate.UNDERPOWERED, calibrate.text(ci_rows)
+    assert calibrate.short_of_power(ci_rows) <= designs.DEFAULT.underpowered, calibrate.text(ci_rows)
 
 
 @pytest.mark.long
 def test_the_documented_table_is_calibrated():
     rows = calibrate.run(100, repeats=(5,), jobs=2)
     assert [line for line in calibrate.failures(rows) if "power" not in line] == [], calibrate.text(rows)
-    assert calibrate.short_of_power(rows) <= calibrate.UNDERPOWERED, calibrate.text(rows)
+    assert calibrate.short_of_power(rows) <= designs.DEFAULT.underpowered, calibrate.text(rows)
 
 
 # -- the check fails on a wrong grouping, planted in the code the findings run
@@ -57,7 +57,7 @@ def _replace(monkeypatch, original, replacement) -> None:
 
 
 def _sentences(*names: str) -> list:
-    chosen = [s for s in calibrate.sentences() if s.name in names]
+    chosen = [s for s in designs.DEFAULT.sentences() if s.name in names]
     assert len(chosen) == len(names)
     return chosen
 
@@ -175,7 +175,7 @@ def test_the_command_prints_the_table_and_writes_json(tmp_path, capsys, monkeypa
     assert printed.splitlines()[0].split()[:3] == ["sentence", "scenario", "repeats"]
     assert "(a)" in printed and "framework effect, accuracy" in printed
     data = json.loads(out.read_text())
-    assert data["settings"]["replications"] == 2 and len(data["rows"]) == 2 * len(calibrate.sentences())
+    assert data["settings"]["replications"] == 2 and len(data["rows"]) == 2 * len(designs.DEFAULT.sentences())
     assert set(data["rows"][0]["rates"]) == set(calibrate.RATES)
 
 
@@ -185,3 +185,65 @@ def test_a_json_file_in_a_missing_folder_is_refused_before_the_simulation(tmp_pa
     assert cli.main(["calibrate", "--quick", "--json", str(out)]) == 2
     (line,) = capsys.readouterr().err.strip().splitlines()
     assert "--json" in line and "no-such-folder" in line and "create it" in line
+
+
+# -- the paper's design
+
+
+@pytest.fixture(scope="module")
+def paper_template():
+    return simulate.study_template(str(designs.PAPER.config), 3)
+
+
+def test_the_paper_design_simulates_every_sub_study_of_paper_yaml(paper_template):
+    t = paper_template
+    studies = set().union(*t["studies"].str.split(","))
+    assert {"defaults", "cross", "batch_size", "learning_rate", "length", "threads", "library", "tuning",
+            "float64_theano", "layout"} <= studies
+    assert set(t["dataset"]) == {"mnist", "cifar10"} and set(t["device"]) == {"cpu", "gpu"}
+    assert set(t["seed"]) == {1, 2, 3}  # the config's seed (1) plus each repeat, from 0
+    assert (t.loc[t["precision"] == "fp64", "framework"].isin(["theano", "pytorch"])).all()
+    assert t["test_count"].eq(10000).all()  # MNIST's and CIFAR-10's test sets: k / 10,000
+
+
+def test_the_paper_truths_are_the_planted_scenarios_arithmetic(paper_template):
+    """Each leader the paper design says holds (designs.PAPER_LEADERS) leads the own-defaults points of its dataset
+    and device by at least one planted step, as simulate.planted_paper's rules add up; the GPU is faster for every
+    framework and its gains rank in the published order; batch and length shift as the docstring says."""
+    k = 3.0
+    t = paper_template
+    shift = simulate._shifts(t, simulate.planted_paper(k), designs.PAPER.noise)
+    own = (t["reading"] == "own") & t["studies"].str.contains("defaults") & t["precision"].isna()
+    frame = t.assign(time=shift["time"], accuracy=shift["accuracy"], test_time=shift["test_time"])[own]
+    per = frame.groupby(["dataset", "device", "framework"])[["time", "accuracy", "test_time"]].mean()
+    for (dataset, device, metric), leader in designs.PAPER_LEADERS.items():
+        col = "time" if metric == "train_time_s" else "accuracy"
+        values = per.loc[(dataset, device), col]
+        best = values.idxmin() if col == "time" else values.idxmax()
+        gap = (values.drop(leader) - values[leader]).abs().min()
+        assert best == leader and gap >= k - 1e-9, (dataset, device, metric, values.to_dict())
+    gains = per["time"].xs("cpu", level="device") - per["time"].xs("gpu", level="device")
+    assert (gains >= k - 1e-9).all()  # (c): the GPU faster for every framework by a step or more
+    for dataset, order in (("mnist", ["pytorch", "theano", "tensorflow", "caffe"]),
+                           ("cifar10", ["pytorch", "caffe", "tensorflow", "theano"])):  # (i): the published order
+        ranked = gains.xs(dataset).sort_values(ascending=False)
+        assert list(ranked.index) == order and (-ranked.diff().dropna() >= k - 1e-9).all(), ranked
+    assert per.loc[("cifar10", "gpu", "tensorflow"), "test_time"] - per.loc[("cifar10", "cpu", "tensorflow"),
+                                                                               "test_time"] == pytest.approx(k)  # (j)
+    assert per.loc[("mnist", "gpu", "pytorch"), "accuracy"] == per.loc[("mnist", "gpu", "tensorflow"), "accuracy"]
+    # (e): a doubling of the batch, at the same epochs, k faster and k less accurate; (f): time proportional to images
+    sweep = t.assign(time=shift["time"], accuracy=shift["accuracy"])[t["studies"].str.contains("batch_size")]
+    torch = sweep[(sweep["framework"] == "caffe") & (sweep["dataset"] == "mnist") & (sweep["device"] == "cpu")
+                  & (sweep["seed"] == 2)].set_index("batch_size")
+    assert torch.loc[128, "accuracy"] - torch.loc[64, "accuracy"] == pytest.approx(-k)
+    length = t.assign(time=shift["time"])[t["studies"].str.contains("length") & (t["framework"] == "pytorch")
+                                          & (t["dataset"] == "mnist") & (t["device"] == "cpu") & (t["seed"] == 2)]
+    ratio = length.set_index("epochs")["time"] * designs.PAPER.noise.time_log_sd
+    assert ratio[20] - ratio[10] == pytest.approx(np.log(2))  # log time: twice the epochs, twice the time
+
+
+@pytest.mark.long
+def test_the_paper_design_is_calibrated():
+    rows = calibrate.run(20, repeats=(5,), jobs=2, design=designs.PAPER)
+    assert [line for line in calibrate.failures(rows) if "power" not in line] == [], calibrate.text(rows)
+    assert calibrate.short_of_power(rows) <= designs.PAPER.underpowered, calibrate.text(rows)

@@ -95,6 +95,16 @@ def _at_presets(runs: pd.DataFrame) -> pd.DataFrame:
     return groups.preset_points(frames.points(runs))
 
 
+def _in_panels(at: pd.DataFrame) -> pd.DataFrame:
+    """The preset points as the per-framework charts draw them: each once in its own panel, and a preset's owner's
+    own defaults once more in each panel of that preset applied to others (same dataset, device and knobs)."""
+    knobs = ["dataset", "device", "threads", "interop_threads", "library"]
+    applied = at[at["reading"] != "own"]
+    copies = [at[at["reading"] == "own"].merge(applied[["whose", "reading", *knobs]].drop_duplicates()
+                                               .rename(columns={"reading": "as"}), on=["whose", *knobs])]
+    return pd.concat([at, *copies], ignore_index=True)
+
+
 def _ok(runs: pd.DataFrame, *metrics: str, positive: bool = False) -> pd.DataFrame:
     """The ok points with every one of `metrics` (positive ones, if asked): what a chart of points draws a dot for."""
     df = _with_pct(runs)
@@ -226,7 +236,7 @@ def _per_point(metric: str, positive: bool):
     """A chart per framework: a dot per ok point of a preset at its own values (layer 2) and a red mark per failed
     one (layer 4)."""
     def count(runs):
-        at = _at_presets(runs)
+        at = _in_panels(_at_presets(runs))
         ok = _ok(at, metric, positive=positive)
         quiet = ~ok["contended"].astype(bool) if "contended" in ok else pd.Series(True, index=ok.index)
         return {"mark-symbol role-mark child_layer_2_marks": int(quiet.sum()),
@@ -295,9 +305,12 @@ def test_a_study_with_data_for_every_chart_draws_every_one(tmp_path):
     index = draw.draw_all(tmp_path / "runs.parquet", tmp_path / "curves.parquet", tmp_path / "samples.parquet", out)
     assert index == {"drawn": list(draw.CHARTS), "not_drawn": {}} == catalog.read_index(out)
     files = catalog.chart_files(str(out), index["drawn"])
-    assert len(files) == 2 * len(draw.CHARTS) == len(catalog.chart_files(str(out)))
+    assert len(files) == len(catalog.FORMATS) * len(draw.CHARTS) == len(catalog.chart_files(str(out)))
     assert files_in(out) == {Path(f).name for f in files} | {catalog.INDEX}
     for f in files:
+        if f.endswith((".png", ".pdf")):  # the drawing as images: real ones, drawn from the SVG beside them
+            assert Path(f).read_bytes()[:5] in (b"\x89PNG\r", b"%PDF-"), f
+            continue
         text = Path(f).read_text()
         assert "could not be drawn" not in text and draw.NO_DATA not in text, f
     assert {draw.category(f) for f in files} >= {"Time and accuracy", "Resources", "Default settings"}

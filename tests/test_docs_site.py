@@ -10,8 +10,9 @@ import pytest
 import yaml
 
 from dlbench import cli
-from dlbench.docgen import DOCS, MKDOCS
+from dlbench.docgen import DOCS, MKDOCS, site_search
 from dlbench.paths import ROOT
+from dlbench.testing.browser import CHROMIUM, MISSING, chromium
 
 pytest.importorskip("mkdocs", reason="mkdocs is a test tool (envs/base.txt): bash scripts/setup.sh")
 
@@ -19,6 +20,10 @@ pytest.importorskip("mkdocs", reason="mkdocs is a test tool (envs/base.txt): bas
 def build(config, site, cwd=ROOT) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "mkdocs", "build", "--strict", "--config-file", str(config),
                            "--site-dir", str(site)], cwd=cwd, capture_output=True, text=True, timeout=300)
+
+
+THEME = "dlbench/docgen"  # mkdocs.yml's theme.custom_dir and hooks live here
+GROUPS = {"Using dlbench", "Reference", "Developing dlbench"}
 
 
 def nav_pages(config=MKDOCS) -> list[str]:
@@ -76,6 +81,7 @@ def test_a_broken_link_a_missing_anchor_or_a_page_left_out_of_the_nav_fails_the_
         root = tmp_path / f"c{len(list(tmp_path.iterdir()))}"
         shutil.copytree(DOCS, root / "docs")
         shutil.copy(MKDOCS, root / "mkdocs.yml")
+        shutil.copytree(ROOT / THEME, root / THEME)  # the search's page script and its hook, as mkdocs.yml names
         return root, root / "mkdocs.yml"
 
     root, config = copy()
@@ -110,3 +116,67 @@ def test_the_readme_is_a_front_door_true_to_the_scripts():
     assert linked == {p.name for p in DOCS.glob("*.md")} - {"index.md"}
     for image in re.findall(r"!\[[^]]*\]\(([^)]+)\)", readme):
         assert (ROOT / image).is_file(), image
+
+
+def test_the_nav_is_in_groups_using_reference_developing():
+    nav = yaml.safe_load(MKDOCS.read_text())["nav"]
+    titles = [next(iter(item)) for item in nav]
+    assert titles == ["Home", "Using dlbench", "Reference", "Developing dlbench"], titles
+    groups = {next(iter(item)): [next(iter(p.values())) for p in next(iter(item.values()))] for item in nav[1:]}
+    assert {"usage.md", "studies.md", "findings.md"} <= set(groups["Using dlbench"])
+    assert {"config.md", "record.md", "changelog.md"} <= set(groups["Reference"])
+    assert {"layout.md", "testing.md", "performance.md"} <= set(groups["Developing dlbench"])
+    # the front page lists every page under the group the nav puts it in
+    front = (DOCS / "index.md").read_text()
+    for group, pages in groups.items():
+        section = front.split(f"**{group}**")[1].split("\n**")[0]
+        assert sorted(re.findall(r"\]\(([\w-]+\.md)\)", section)) == sorted(pages), group
+
+
+def test_the_front_page_holds_the_two_commands_and_what_a_first_run_gives():
+    front = (DOCS / "index.md").read_text()
+    readme = (ROOT / "README.md").read_text()
+    block = re.compile(r"## The two commands.*?```sh\n(.*?)```", re.S)
+    assert block.search(front).group(1) == block.search(readme).group(1)  # the README's two lines, as it has them
+    assert "README" not in front  # the front door itself, not a pointer to another
+    first = front.split("## What a first run gives")[1].split("## These pages")[0]
+    for what in ("index.html", "findings.md", "charts/", "runs.parquet", "summary.parquet", "metrics.json",
+                 "28 points", "points done"):
+        assert what in first, what
+    config = yaml.safe_load((ROOT / "config/config.yaml").read_text())
+    assert config["repeats"] == 4 and "four seeds each" in first  # the default study, as the config has it
+
+
+def test_the_built_search_needs_no_worker_and_no_request():
+    script = (ROOT / THEME / "theme/search/main.js").read_text()
+    assert "Worker(" not in script and "XMLHttpRequest" not in script and "fetch(" not in script
+    assert f'var INDEX = "{site_search.VARIABLE}"' in script
+
+
+@pytest.mark.skipif(CHROMIUM is None, reason=MISSING)
+def test_the_search_works_where_the_site_is_opened_from_the_file_system(tmp_path):
+    site = tmp_path / "site"
+    proc = build(MKDOCS, site)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    index = (site / "search" / "search_index.js").read_text()
+    assert index.startswith(f"var {site_search.VARIABLE} = ") and '"location": "usage.html"' in index
+    # as a reader opens it: file://, no flag that lets a file read another (MkDocs' own search fails here)
+    page = (site / "index.html").as_uri() + "?q=benjamini"
+    dom = chromium(tmp_path / "profile", "--virtual-time-budget=10000", "--dump-dom", page).stdout
+    results = re.search(r'<div id="mkdocs-search-results"[^>]*>(.*?)</div>', dom, re.S)
+    assert results, dom[-2000:]
+    found = re.findall(r'<a href="\./([\w-]+\.html)[^"]*">', results.group(1))
+    assert "usage.html" in found and "findings.html" in found, results.group(1)[:2000]
+
+
+def test_the_catalog_says_only_what_is_so():
+    catalog = yaml.safe_load((ROOT / ".snakemake-workflow-catalog.yml").read_text())
+    environments = " ".join((DOCS / "environments.md").read_text().split())
+    # conda support declared only once the conda files have been solved
+    unsolved = "these files have not been solved there" in environments
+    assert catalog["usage"]["software-stack-deployment"]["conda"] is not unsolved
+    # Caffe's build takes the same time wherever it is said
+    said = {name: re.findall(r"Caffe[^.]*?about (\d+) minutes", " ".join(text.split()))
+            for name, text in [("README.md", (ROOT / "README.md").read_text()), ("environments.md", environments),
+                               ("catalog", catalog["usage"]["mandatory-flags"]["desc"])]}
+    assert all(len(found) == 1 for found in said.values()) and len({f[0] for f in said.values()}) == 1, said

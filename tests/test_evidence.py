@@ -4,6 +4,7 @@ tier) the command for real, on one framework at a tiny scale."""
 
 from __future__ import annotations
 
+import json
 import re
 import subprocess
 import sys
@@ -180,3 +181,28 @@ def test_the_command_runs_the_study_in_its_own_folder_and_writes_the_doc(tmp_pat
     effect = text.split("<!-- evidence:framework_effect -->")[1]
     assert [row(effect, str(seed))[1] != "-" for seed in range(1, 6)] == [True] * 5
     assert "tests nothing here" in effect  # one framework: nothing to compare it with
+
+
+def test_render_only_after_a_failed_run_stamps_the_table_with_its_own_scale(tmp_path, capsys):
+    """A run at scale 0.5 that fails (a real Snakemake, refused config) leaves the last finished run's table and
+    scale (0.05) as they were: --render-only stamps that table with 0.05, never with the failed run's 0.5."""
+    workdir = tmp_path / "work"
+    (workdir / "results").mkdir(parents=True)
+    make_runs().to_parquet(workdir / study.RUNS)
+    study.record_finished(workdir, {"scale": 0.05, "cores": 2, "wall_s": 60, "returncode": 0})
+    broken = tmp_path / "broken.yaml"
+    broken.write_text("datasets: [digits]\nframworks: [pytorch]\n")
+    with pytest.raises(study.StudyFailed):
+        study.run(workdir, broken, scale=0.5, cores=1, timeout_s=300)
+    assert json.loads((workdir / study.FAILED_INFO).read_text())["scale"] == 0.5
+    doc = tmp_path / "doc.md"
+    doc.write_text(DOC)
+    assert command.main(["--render-only", "--workdir", str(workdir), "--doc", str(doc)]) == 0
+    text = doc.read_text()
+    assert "every length × 0.05 (`--scale 0.05`)" in text and "× 0.5 " not in text
+    # a runs table that another run changed since its info was written: its scale is unknown, refused in one line
+    make_runs().head(4).to_parquet(workdir / study.RUNS)
+    capsys.readouterr()
+    assert command.main(["--render-only", "--workdir", str(workdir), "--doc", str(doc)]) == 1
+    (line,) = capsys.readouterr().err.strip().splitlines()
+    assert "is not the table the run of" in line and doc.read_text() == text

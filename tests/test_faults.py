@@ -6,17 +6,17 @@ import pytest
 
 from dlbench.frameworks import protocol
 from dlbench.node import memcap
-from dlbench.testing import faults as faultmatrix
+from dlbench.testing import faults
 
 
 @pytest.fixture(scope="module")
 def lab(tmp_path_factory):
-    return faultmatrix.Lab(tmp_path_factory.mktemp("faults"))
+    return faults.Lab(tmp_path_factory.mktemp("faults"))
 
 
 @pytest.mark.slow
 def test_divergence_stops_early_with_the_iteration_and_the_curve(lab):
-    row = faultmatrix.diverged(lab)
+    row = faults.diverged(lab)
     assert row["survived"] and not row["data_lost"]
     r = row["record"]
     assert r["status"] == "diverged" and 0 < r["diverged_at_iteration"] < 300
@@ -25,7 +25,7 @@ def test_divergence_stops_early_with_the_iteration_and_the_curve(lab):
 
 @pytest.mark.slow
 def test_a_raising_trainer_is_an_error_with_the_exception_and_the_log(lab):
-    row = faultmatrix.trainer_raises(lab)
+    row = faults.trainer_raises(lab)
     r = row["record"]
     assert r["status"] == "error" and "FileNotFoundError" in r["reason"]
     assert "Traceback" in r["log_tail"]
@@ -33,7 +33,7 @@ def test_a_raising_trainer_is_an_error_with_the_exception_and_the_log(lab):
 
 @pytest.mark.slow
 def test_a_killed_trainer_is_recorded_as_killed(lab):
-    row = faultmatrix.trainer_killed(lab)
+    row = faults.trainer_killed(lab)
     r = row["record"]
     assert r["status"] == "killed" and "SIGKILL" in r["reason"]
     assert not row["data_lost"]
@@ -50,7 +50,7 @@ def test_a_killed_trainer_is_recorded_as_killed(lab):
 
 @pytest.mark.slow
 def test_time_budget_ends_the_point_as_timeout_with_its_progress(lab):
-    row = faultmatrix.time_budget(lab)
+    row = faults.time_budget(lab)
     r = row["record"]
     assert r["status"] == "timeout" and r["iterations_done"] > 0, r["reason"]
     assert row["time_limit_s"] <= r["wall_time_s"] < row["time_limit_s"] + 10
@@ -58,7 +58,7 @@ def test_time_budget_ends_the_point_as_timeout_with_its_progress(lab):
 
 @pytest.mark.slow
 def test_memory_budget_is_enforced_and_the_peak_recorded(lab):
-    row = faultmatrix.memory_budget(lab)
+    row = faults.memory_budget(lab)
     r = row["record"]
     assert r["status"] == "oom" and r["rss_peak_mb"] > 150
     assert r["wall_time_s"] < 60
@@ -66,13 +66,13 @@ def test_memory_budget_is_enforced_and_the_peak_recorded(lab):
 
 @pytest.mark.slow
 def test_gpu_point_without_gpu(lab):
-    row = faultmatrix.gpu_missing(lab)
+    row = faults.gpu_missing(lab)
     assert row["record"]["status"] == "unavailable" and "GPU" in row["record"]["reason"]
 
 
 @pytest.mark.long
 def test_a_cancelled_job_leaves_an_attempt_no_result_and_no_orphan(lab):
-    row = faultmatrix.job_cancelled(lab)
+    row = faults.job_cancelled(lab)
     assert row["exit_code"] != 0
     assert row["attempt_status"] == "cancelled"
     assert not row["orphan_trainer"] and not row["data_lost"] and row["survived"]
@@ -83,14 +83,14 @@ def test_a_cancelled_job_leaves_an_attempt_no_result_and_no_orphan(lab):
 
 
 def test_a_corrupt_dataset_file_is_refused_naming_file_and_digests(lab):
-    row = faultmatrix.corrupt_dataset(lab)
+    row = faults.corrupt_dataset(lab)
     assert row["survived"] and not row["data_lost"]
     assert ".gz" in row["message"] and "expected" in row["message"] and "found" in row["message"]
 
 
 @pytest.mark.long
 def test_sigkill_of_the_whole_workflow_then_rerun_loses_nothing(lab):
-    row = faultmatrix.workflow_killed(lab)
+    row = faults.workflow_killed(lab)
     assert row["finished_before_kill"] >= 1
     assert row["orphan_trainers"] == 0
     assert not row["finished_points_rerun"]
@@ -100,7 +100,7 @@ def test_sigkill_of_the_whole_workflow_then_rerun_loses_nothing(lab):
 
 @pytest.mark.slow
 def test_a_rerun_that_fails_keeps_the_earlier_good_measurement(lab):
-    row = faultmatrix.rerun_fails(lab)
+    row = faults.rerun_fails(lab)
     assert row["attempts"] == ["ok", "timeout"] and row["result_status"] == "timeout"
     assert row["aggregated_attempts"] == 2
     assert row["survived"] and not row["data_lost"]
@@ -108,7 +108,7 @@ def test_a_rerun_that_fails_keeps_the_earlier_good_measurement(lab):
 
 @pytest.mark.slow
 def test_a_result_that_is_not_a_record_is_a_damaged_row_until_made_again(lab):
-    row = faultmatrix.bad_record(lab)
+    row = faults.bad_record(lab)
     assert row["rows_after"] == 3, row  # no point dropped from the tables
     assert set(row["statuses"].values()) == {"damaged"}, row
     assert all("cannot be read" in r and "--forcerun" in r for r in row["reasons"]), row["reasons"]
@@ -118,7 +118,7 @@ def test_a_result_that_is_not_a_record_is_a_damaged_row_until_made_again(lab):
 
 @pytest.mark.slow
 def test_a_hung_trainer_is_ended_as_hung_with_its_last_events(lab):
-    row = faultmatrix.trainer_hangs(lab)
+    row = faults.trainer_hangs(lab)
     r = row["record"]
     assert r["status"] == "hung" and f"no event from the trainer for {row['hang_s']:g} s" in r["reason"], r["reason"]
     assert "step" in r["reason"] or "phase_start" in r["reason"]  # its last events are named
@@ -127,7 +127,7 @@ def test_a_hung_trainer_is_ended_as_hung_with_its_last_events(lab):
 
 @pytest.mark.slow
 def test_a_fast_allocation_past_the_budget_is_stopped_by_the_hard_cap(lab):
-    row = faultmatrix.memory_overshoot(lab)
+    row = faults.memory_overshoot(lab)
     r = row["record"]
     assert r["status"] == "oom" and r["oom_by"] == "cap", (r["status"], r.get("reason"), r.get("log_tail"))
     assert r["memory_cap"] in ("cgroup", "rlimit_data")
@@ -169,7 +169,7 @@ def test_kill_tree_ends_the_group_also_when_its_leader_has_exited():
 
 @pytest.mark.long
 def test_only_snakemake_killed_its_live_job_is_not_run_twice_and_nothing_is_lost(lab):
-    row = faultmatrix.snakemake_main_killed(lab)
+    row = faults.snakemake_main_killed(lab)
     assert row["second_run_exit"] != 0 and row["said"], row
     assert row["partial_kept"] and row["trainers_alive"] == 1
     assert row["third_run_exit"] == 0 and row["attempts"] == ["ok"], row  # measured once, not again

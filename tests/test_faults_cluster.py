@@ -4,23 +4,22 @@ measurement."""
 
 import pytest
 
-from dlbench.testing import faults as faultmatrix
-from dlbench.testing import faults_cluster as cluster
+from dlbench.testing import faults, faults_cluster
 
 
 @pytest.fixture(scope="module")
 def lab(tmp_path_factory):
-    return faultmatrix.Lab(tmp_path_factory.mktemp("faults-cluster"))
+    return faults.Lab(tmp_path_factory.mktemp("faults-cluster"))
 
 
 def test_a_failing_squeue_keeps_the_marks_and_the_locks_and_says_so(tmp_path):
-    row = cluster.squeue_fails(tmp_path)
+    row = faults_cluster.squeue_fails(tmp_path)
     assert row["survived"] and not row["data_lost"], row
     assert row["mark_kept"] and row["lock_kept"] and row["removed"] == 0 and row["said"], row
 
 
 def test_a_refused_requeue_ends_the_point_as_a_failed_record_with_scontrols_words(lab):
-    row = cluster.requeue_refused(lab)
+    row = faults_cluster.requeue_refused(lab)
     assert row["status"] == "preempted" and "presently disabled" in row["reason"], row
     assert row["whole"] and row["attempts"] == ["preempted"] and row["said"], row
     assert row["exit_code"] != 0, row  # the job still ends as SLURM's preemption ended it
@@ -29,19 +28,19 @@ def test_a_refused_requeue_ends_the_point_as_a_failed_record_with_scontrols_word
 def test_a_jobs_memory_request_covers_the_runners_own_cap():
     """SLURM's cgroup must not end a point before the runner's guards would (1.5 x the budget did, below 2 GB)."""
     from dlbench.node import memcap
-    from dlbench.rules import cluster_request as slurm_resources
+    from dlbench.rules import cluster_request
 
     for budget in (150, 1000, 2000, 16000):
-        asked = slurm_resources.mem_mb({"limits": {"memory_mb": budget}})
+        asked = cluster_request.mem_mb({"limits": {"memory_mb": budget}})
         assert asked >= memcap.hard_cap_mb(budget) + memcap.JOB_OVERHEAD_MB, (budget, asked)
 
 
 def test_a_trainer_oom_killed_by_its_jobs_memory_cgroup_is_recorded_oom(lab):
-    row = cluster.cgroup_oom_kill(lab)
+    row = faults_cluster.cgroup_oom_kill(lab)
     if row.get("skipped"):
         pytest.skip(row["skipped"])
     assert row["status"] == "oom" and row["oom_by"] == "cgroup" and row["returncode"] == -9, row
-    assert f"limit of {cluster.CGROUP_LIMIT_MB} MB" in row["reason"] and row["oom_kills"] >= 1, row
+    assert f"limit of {faults_cluster.CGROUP_LIMIT_MB} MB" in row["reason"] and row["oom_kills"] >= 1, row
     assert not row["cgroup_left"], row
 
 

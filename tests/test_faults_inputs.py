@@ -15,7 +15,8 @@ from pathlib import Path
 import pytest
 
 from dlbench import atomic
-from dlbench.environments import build as envs
+from dlbench.environments import build, check, command, key, steps
+from dlbench.environments.errors import EnvError
 from dlbench.node.procs import alive
 from dlbench.paths import ENVS, ROOT
 from dlbench.run.options import RunOptions
@@ -28,7 +29,7 @@ def cache(tmp_path, monkeypatch):
     """An empty cache and a node lock of its own; builds that are real processes but tiny (build_steps)."""
     monkeypatch.setenv("DLBENCH_CACHE", str(tmp_path / "cache"))
     monkeypatch.setenv("DLBENCH_NODE_LOCK", str(tmp_path / "node.lock"))
-    monkeypatch.setattr(envs, "probe", lambda framework, python: {"framework_version": "1.0"})
+    monkeypatch.setattr(check, "probe", lambda framework, python: {"framework_version": "1.0"})
     return tmp_path / "cache" / "envs"
 
 
@@ -63,10 +64,10 @@ def _gone(pid: int, timeout_s: float = 5, started: int | None = None) -> bool:
 def test_a_failed_build_ends_the_children_of_its_step(cache, tmp_path, monkeypatch):
     child = tmp_path / "child.pid"
     # A step that starts a child (a compiler, a pip worker) and fails without it: before, the child ran on.
-    monkeypatch.setattr(envs, "build_steps",
-                        lambda env, tmp: [["bash", "-c", f"sleep 300 & echo $! > {child}; exit 3"]])
-    with pytest.raises(envs.EnvError, match="exit 3"):
-        envs.build("pytorch")
+    monkeypatch.setattr(build, "build_steps",
+                        lambda env, tmp: [("recipe", ["bash", "-c", f"sleep 300 & echo $! > {child}; exit 3"])])
+    with pytest.raises(EnvError, match="exit 3"):
+        build.build("pytorch")
     pid = int(_wait_for(child))
     assert _gone(pid), f"the build step's child {pid} outlived the failed build"
     assert not list(cache.glob("*.building-*"))
@@ -74,11 +75,11 @@ def test_a_failed_build_ends_the_children_of_its_step(cache, tmp_path, monkeypat
 
 def test_an_interrupted_build_ends_its_step_and_leaves_no_folder(cache, tmp_path):
     child, started = tmp_path / "child.pid", tmp_path / "step.pid"
-    script = (f"from dlbench.environments import build as envs\n"
-              f"envs.probe = lambda framework, python: {{}}\n"
-              f"envs.build_steps = lambda env, tmp: [['bash', '-c', 'echo $$ > {started}; sleep 300 & "
-              f"echo $! > {child}; wait']]\n"
-              f"raise SystemExit(envs.main(['build', 'pytorch']))\n")
+    script = (f"from dlbench.environments import build, check, command\n"
+              f"check.probe = lambda framework, python: {{}}\n"
+              f"build.build_steps = lambda env, tmp: [('recipe', ['bash', '-c', 'echo $$ > {started}; sleep 300 & "
+              f"echo $! > {child}; wait'])]\n"
+              f"raise SystemExit(command.main(['build', 'pytorch']))\n")
     builder = subprocess.Popen([sys.executable, "-c", script], cwd=ROOT, env=dict(os.environ, PYTHONPATH=str(ROOT)),
                                stderr=subprocess.PIPE, text=True)
     try:
@@ -98,27 +99,27 @@ def test_an_interrupted_build_ends_its_step_and_leaves_no_folder(cache, tmp_path
 def test_the_build_log_is_never_written_through_a_planted_link(cache, tmp_path, monkeypatch):
     victim = tmp_path / "victim"
     victim.write_text("precious\n")
-    log = envs.env_dir("pytorch").with_name(envs.env_dir("pytorch").name + ".build.log")
+    log = key.env_dir("pytorch").with_name(key.env_dir("pytorch").name + ".build.log")
     log.parent.mkdir(parents=True)
     log.symlink_to(victim)  # another user of a shared cache points the log at a file of ours
-    monkeypatch.setattr(envs, "build_steps", lambda env, tmp: [["bash", "-c", "echo step output; exit 1"]])
-    with pytest.raises(envs.EnvError):
-        envs.build("pytorch")
+    monkeypatch.setattr(build, "build_steps", lambda env, tmp: [("recipe", ["bash", "-c", "echo step output; exit 1"])])
+    with pytest.raises(EnvError):
+        build.build("pytorch")
     assert victim.read_text() == "precious\n"
     assert not log.is_symlink() and "step output" in log.read_text()
 
 
-def _fake_venv(env: str, tmp: Path) -> list[list[str]]:
-    return [["bash", "-c", f"mkdir -p {tmp}/bin && ln -s {sys.executable} {tmp}/bin/python"]]
+def _fake_venv(env: str, tmp: Path) -> list[tuple[str, list[str]]]:
+    return [("venv", ["bash", "-c", f"mkdir -p {tmp}/bin && ln -s {sys.executable} {tmp}/bin/python"])]
 
 
 def test_a_rebuild_swaps_the_new_environment_in_and_keeps_the_old_one_for_its_points(cache, tmp_path, monkeypatch):
-    final = envs.env_dir("pytorch")
+    final = key.env_dir("pytorch")
     (final / "bin").mkdir(parents=True)
     (final / "old-marker").write_text("old\n")
     atomic.write_text(final / "READY", "ok\n")
     (final / "ENV_INFO.json").write_text('{"env": "pyto')  # torn: READY alone no longer makes it whole
-    assert not envs.ready(final)
+    assert not build.ready(final)
     stop, misses = tmp_path / "stop", tmp_path / "misses"
     # A point running from the old environment: its working folder inside it, and its interpreter's path read
     # all along (a rebuild that deletes first leaves a moment with no bin/ at all).
@@ -128,8 +129,8 @@ def test_a_rebuild_swaps_the_new_environment_in_and_keeps_the_old_one_for_its_po
          f"print(os.path.exists('old-marker'))\n"], cwd=final, stdout=subprocess.PIPE, text=True)
     try:
         time.sleep(0.2)
-        monkeypatch.setattr(envs, "build_steps", _fake_venv)
-        assert envs.build("pytorch") == final and envs.ready(final)
+        monkeypatch.setattr(build, "build_steps", _fake_venv)
+        assert build.build("pytorch") == final and build.ready(final)
         time.sleep(0.1)
         cwd = os.readlink(f"/proc/{watcher.pid}/cwd")
         stop.write_text("")
@@ -144,23 +145,66 @@ def test_a_rebuild_swaps_the_new_environment_in_and_keeps_the_old_one_for_its_po
 
 
 def test_a_ready_environment_whose_info_is_missing_or_foreign_is_not_whole(cache, monkeypatch):
-    monkeypatch.setattr(envs, "build_steps", _fake_venv)
-    final = envs.build("pytorch")
-    assert envs.ready(final)
+    monkeypatch.setattr(build, "build_steps", _fake_venv)
+    final = build.build("pytorch")
+    assert build.ready(final)
     info = json.loads((final / "ENV_INFO.json").read_text())
     (final / "ENV_INFO.json").write_text(json.dumps({**info, "key": "0123456789ab"}))  # copied from another key
-    assert not envs.ready(final)
+    assert not build.ready(final)
     (final / "ENV_INFO.json").unlink()
-    assert not envs.ready(final)
-    assert envs.build("pytorch") == final and envs.ready(final)
+    assert not build.ready(final)
+    assert build.build("pytorch") == final and build.ready(final)
     assert len(list(final.parent.glob(f"{final.name}.replaced-*"))) == 1
 
 
 def test_build_steps_are_the_real_ones():
-    steps = envs.build_steps("pytorch", Path("/x/tmp"))
-    assert steps[0][1:] == ["-m", "venv", "/x/tmp"] and "--require-hashes" in steps[1]
-    assert str(ENVS / "pytorch.lock") in steps[1]
-    assert [s[0] for s in envs.build_steps("caffe", Path("/x/tmp"))][-1] == "bash"
+    steps = dict(build.build_steps("pytorch", Path("/x/tmp")))
+    assert list(steps) == ["venv", "install"]  # each with its own time limit (dlbench.environments.steps)
+    assert steps["venv"][1:] == ["-m", "venv", "/x/tmp"] and "--require-hashes" in steps["install"]
+    assert str(ENVS / "pytorch.lock") in steps["install"]
+    assert [kind for kind, _ in build.build_steps("caffe", Path("/x/tmp"))] == ["venv", "install", "recipe"]
+    assert build.build_steps("caffe", Path("/x/tmp"))[-1][1][:2] == ["bash", str(ENVS / "caffe" / "build.sh")]
+
+
+def test_a_hung_build_step_is_ended_at_its_limit_in_one_line(cache, tmp_path, monkeypatch, capsys):
+    child = tmp_path / "child.pid"
+    monkeypatch.setenv(steps.LIMIT_ENV, "1")
+    # A step that never ends (a download that stopped answering), with a child of its own.
+    monkeypatch.setattr(build, "build_steps",
+                        lambda env, tmp: [("recipe", ["bash", "-c", f"sleep 300 & echo $! > {child}; wait"])])
+    started = time.monotonic()
+    assert command.main(["build", "pytorch"]) == 2
+    assert time.monotonic() - started < 30
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1, err
+    assert "ran past its limit of 1 s and was ended" in err[0] and "sleep 300" in err[0]
+    assert ".build.log" in err[0] and f"{steps.LIMIT_ENV}=SECONDS" in err[0]
+    assert _gone(int(_wait_for(child))), "the hung step's child outlived it"
+    assert not list(cache.glob("*.building-*")) and not key.env_dir("pytorch").exists()
+
+
+def test_a_build_waits_for_another_builder_no_longer_than_a_whole_build_may_take(cache, monkeypatch, capsys):
+    monkeypatch.setenv(steps.LIMIT_ENV, "0.5")  # a whole build: its four kinds of step, 0.5 s each
+    final = key.env_dir("pytorch")
+    lock = final.with_name(final.name + ".lock")
+    lock.parent.mkdir(parents=True)
+    # Another builder of the same environment, hung while it holds the build lock.
+    holder = subprocess.Popen([sys.executable, "-c", f"import fcntl, os, time\nfd = os.open({str(lock)!r}, "
+                               "os.O_RDONLY | os.O_CREAT)\nfcntl.flock(fd, fcntl.LOCK_EX)\nprint('held', flush=True)\n"
+                               "time.sleep(60)\n"], stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        started = time.monotonic()
+        assert command.main(["build", "pytorch"]) == 2
+        waited = time.monotonic() - started
+    finally:
+        holder.kill()
+        holder.wait(timeout=10)
+    assert steps.build_limit() == 2.0 and 2.0 <= waited < 20
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1, err
+    assert str(lock) in err[0] and "it hangs" in err[0] and f"{steps.LIMIT_ENV}=SECONDS" in err[0]
+    assert not final.exists()
 
 
 
@@ -329,13 +373,13 @@ def _sdist(folder: Path, marker: Path) -> None:
 
 
 def test_the_version_resolver_takes_wheels_only_and_never_runs_a_setup_py(tmp_path):
-    from dlbench.study import versions
+    from dlbench.environments import lock
 
     index, marker = tmp_path / "index", tmp_path / "setup-py-ran"
     _sdist(index, marker)
     pins = tmp_path / "pins.txt"
     pins.write_text("markerpkg==1.0\n")
-    cmd = versions.resolve_command(pins, tmp_path / "report.json")
+    cmd = lock.resolve_command(pins, tmp_path / "report.json")
     assert cmd[cmd.index("--only-binary") + 1] == ":all:"
     offline = dict(os.environ, PIP_NO_INDEX="1", PIP_FIND_LINKS=str(index), PIP_DISABLE_PIP_VERSION_CHECK="1")
     refused = subprocess.run(cmd, env=offline, capture_output=True, text=True, timeout=120)

@@ -7,7 +7,8 @@ import pandas as pd
 import pytest
 from scipy import stats as sps
 
-from dlbench.analysis import observations, published, summary
+from dlbench.analysis import observations, published, stats, summary
+from dlbench.analysis.frames import points as frames_points
 from dlbench.present import findings
 from dlbench.testing.study import make_curves, make_runs, make_samples, one_default, preset_matrix
 
@@ -138,6 +139,31 @@ def test_observation_c_gpu_faster():
     assert v.verdict == "inconclusive" and "tensorflow on mnist 0.99x [" in v.evidence
     assert "tensorflow on mnist 0.99x [0.947, 1.03], inconclusive" in v.evidence
     assert observations.observe_gpu_faster(cpu).verdict == "not tested in this run (no ok GPU point)"
+    assert "Holm over the 2 pairs" in v.evidence
+
+
+def test_observation_c_reads_each_pair_at_holms_p_over_the_frameworks_and_datasets():
+    """Eight framework-dataset pairs where nothing differs but one pair's CPU is faster at p about 0.01: alone it
+    would say "disagrees"; read at Holm's p over the eight, it is told from nothing."""
+    fws = {"caffe": 10.0, "tensorflow": 10.0, "pytorch": 10.0, "theano": 10.0}
+    rows = []
+    for dataset in ("mnist", "cifar10"):
+        for device in ("cpu", "gpu"):
+            rows.append(own_points(fws, dict.fromkeys(fws, 0.9), dataset=dataset, device=device))
+    runs = repeated(pd.concat(rows, ignore_index=True))
+    # each pair: GPU the same as the CPU, with a spread of its own (the seeds' 2 %, and a wobble per pair)
+    wobble = {(f, d): 1 + 0.01 * i for i, (f, d) in enumerate((f, d) for f in fws for d in ("mnist", "cifar10"))}
+    gpu = runs["device"] == "gpu"
+    runs.loc[gpu, "train_time_s"] *= [wobble[(f, d)] for f, d in zip(runs.loc[gpu, "framework"],
+                                                                      runs.loc[gpu, "dataset"])]
+    one = gpu & (runs["framework"] == "theano") & (runs["dataset"] == "cifar10")
+    runs.loc[one, "train_time_s"] = [10.5, 10.8, 10.6]  # its CPU 9.8, 10.02, 10.18 s: alone, p about 0.013
+    pairs = published.device_pairs(runs, "train_time_s", own_only=False).set_index(["framework", "dataset"])
+    assert pairs.loc[("theano", "cifar10"), "told"] == "CPU faster"  # the pair by itself
+    assert pairs.loc[("theano", "cifar10"), "test"].p * 8 > stats.ALPHA  # but not at Holm's p over eight
+    v = observations.observe_gpu_faster(runs)
+    assert v.verdict == "inconclusive" and "Holm over the 8 pairs" in v.evidence, v
+    assert "theano on cifar10 0.9" in v.evidence and "CPU faster" not in v.evidence
 
 
 def presets_runs(own_acc: float, cross_acc: float) -> pd.DataFrame:
@@ -309,8 +335,14 @@ def test_consumer_guidance_names_the_soonest_to_a_target():
                            "accuracy": [0.94, 0.95, 0.90, 0.93]})
     lines = findings.consumer_guidance(runs, curves)
     assert lines[0].startswith("To reach 93.0% test accuracy on mnist/cpu") and "the soonest was caffe" in lines[0]
-    assert "2 s of training (test at iteration 50" in lines[0] and "then tensorflow 8 s" in lines[0]
+    assert ": 2 s (test at iteration 50; 1 of that setting's 1 counted runs reached it)" in lines[0]
+    assert "then tensorflow with own defaults" in lines[0] and ": 8 s (1 of that setting's 1 counted" in lines[0]
     assert "cannot be said" in findings.consumer_guidance(runs, pd.DataFrame())[0]
+    # a compile phase is part of the time to the target, and said (a few microseconds between phase marks is not)
+    compiled = runs.assign(compile_time_s=[1e-05, 0.5])
+    line = findings.consumer_guidance(compiled, curves)[0]
+    assert ": 8.5 s (0.5 s of it compiling; 1 of that setting's 1" in line
+    assert line.count("of it compiling") == 1, line
     assert "caffe 2 s (a single run: no interval); tensorflow 8 s (a single run: no interval): not testable (fewer " \
         "than 3 runs on a side)" in lines[0]
     # three seeds of each: caffe reaches 93 % in 1.95, 2.0, 2.05 s, tensorflow in 7.7, 8.0, 8.3 s (a ratio
@@ -499,3 +531,74 @@ def test_the_findings_test_the_framework_effect_as_docs_reproduction_cites_it():
     assert ("**the frameworks are equivalent within the margin** (TOST within +/-0.5 points: p = 0.0452, the "
             "widest pair)") in line
     assert "caffe 89.73% [89.4, 90.05], n 5" in line  # the interval docs/reproduction.md's table gives
+
+
+def test_the_switch_section_says_what_channels_last_bought_with_its_interval():
+    """PyTorch's layout as a switch, on a hand-made table: three seeds in each layout, everything else the same; the
+    findings give channels_last's speed-up over contiguous with its 95 % interval (paired t by seed on the log
+    scale), as they give compiling's, and no framework without the switch has the line."""
+    from dlbench.testing.study import make_modern_runs
+
+    base = make_modern_runs()
+    base = base[(base["compile"] == "eager") & (base["precision"] == "fp32") & (base["threads"] == 1)]
+    contiguous, opted = [2000.0, 2100.0, 1900.0], [2900.0, 2950.0, 2800.0]
+    rows = []
+    for seed in (1, 2, 3):
+        for r in base.to_dict("records"):
+            layouts = {"contiguous": contiguous, "channels_last": opted} if r["framework"] == "pytorch" else {None: []}
+            for layout, speeds in layouts.items():
+                img_s = speeds[seed - 1] if speeds else r["throughput_img_s"]
+                rows.append({**r, "run_id": f"{r['run_id']}-{layout}-s{seed}", "seed": seed, "repeat": seed - 1,
+                             "memory_format": layout, "throughput_img_s": img_s, "train_time_s": 60000 / img_s,
+                             "accuracy": r["accuracy"] + 0.001 * seed + 0.002 * (layout == "channels_last")})
+    runs = pd.DataFrame(rows)
+    section = findings.render(runs, make_curves(runs)).split("## Compiled or not, and in which precision", 1)[1]
+    section = section.split("\n## ", 1)[0]
+    log_ratios = np.log(np.array(opted) / np.array(contiguous))
+    half = T975_DF2 * log_ratios.std(ddof=1) / np.sqrt(3)
+    low, high = np.exp(log_ratios.mean() - half), np.exp(log_ratios.mean() + half)  # 1.36 to 1.53
+    speedup = np.mean(opted) / np.mean(contiguous)  # 1.44
+    assert ("PyTorch's channels-last layout (torch.channels_last), against contiguous with everything else the same"
+            in section)
+    line = next(li for li in section.splitlines() if li.startswith("- pytorch: channels_last trained"))
+    assert line.startswith(f"- pytorch: channels_last trained {speedup:.2f}-{speedup:.2f}x as fast as contiguous "
+                           "over 1 setting(s), told faster in 1, slower in 0")
+    assert f": {speedup:.3g}x [{low:.3g}, {high:.3g}], faster, accuracy +0.2 [+0.2, +0.2]" in line
+    assert [li for li in section.splitlines() if "channels_last trained" in li] == [line]
+
+
+def test_a_calibrated_studys_sentences_say_their_measured_power():
+    """A study run as config/config.yaml is quotes the power dlbench calibrate measured for that shape
+    (dlbench/analysis/calibration/default.json) beside each sentence found less than 80 % of the time at its
+    repeats; any other study says once that its shape was not simulated."""
+    from dlbench.analysis import designs
+    from dlbench.present import calibrated
+
+    power = designs.measured_power("default")
+    weak = {name for (name, repeats), (found, _) in power.items() if repeats == 4 and found < 0.8}
+    assert "(a)" in weak and "framework effect, train time" in weak  # what the measured table says at 4 seeds
+    runs = one_default(make_runs())
+    runs = pd.concat([runs.assign(seed=s, run_id=runs["run_id"] + f"-{s}") for s in (1, 2, 3, 4)],
+                     ignore_index=True)
+    quoted = calibrated.power_of(frames_points(runs), designs.DEFAULT.config)
+    assert quoted.repeats == 4 and quoted.design is designs.DEFAULT
+    found = power[("(a)", 4)][0]
+    assert quoted.note("(a)") == (f" (calibrated power: a planted 3-sd difference is found {found:.0%} of the "
+                                  "time at 4 repeats in simulated studies of this shape; docs/verdicts.md)")
+    strong = next(name for (name, repeats), (f, _) in power.items() if repeats == 4 and f >= 0.8)
+    assert quoted.note(strong) == ""
+    text = findings.render(runs, study_file=designs.DEFAULT.config)
+    assert f"**{observations.observations(runs)['a'].verdict}** (calibrated power: " in text
+    assert "this study's 4 repeats says how often" in text
+    other = findings.render(runs, study_file=None)
+    assert "calibrated power" not in other and "this study's shape was not simulated" in other
+
+
+def test_the_study_file_is_the_one_config_unchanged_by_overrides(tmp_path):
+    from dlbench.rules import context
+
+    config = tmp_path / "study.yaml"
+    assert context.study_file([config], {}) == str(config.resolve())
+    assert context.study_file([config], {"repeats": 2}) == ""  # --config changed the study: not its shape
+    assert context.study_file([config, tmp_path / "more.yaml"], {}) == ""
+    assert context.study_file([], {}) == ""

@@ -236,7 +236,7 @@ def test_a_build_started_while_a_point_trains_waits_until_the_point_is_done(tmp_
 
     lock = tmp_path / "measure.lock"
     env_json = tmp_path / "env.json"
-    env_json.write_text(json.dumps({"python": env_python("pytorch")}))
+    env_json.write_text(json.dumps({"env": "pytorch", "kind": "site", "python": env_python("pytorch")}))
     out = tmp_path / "point"
     point = subprocess.Popen([sys.executable, "-m", "dlbench.cli", "train", "--point",
                               json.dumps(one_point("pytorch", iterations=200, threads=1)), "--dataset-dir",

@@ -14,6 +14,7 @@ import pandas as pd
 import pytest
 
 from dlbench.plan import estimate
+from dlbench.present import packed
 from dlbench.present.charts import catalog
 from dlbench.rules import progress
 from dlbench.study import config, sweep
@@ -43,8 +44,11 @@ def test_partial_with_one_point_missing_trains_nothing_and_says_1_of_2(two_point
     snakemake(root, f"{run_dir(first)}/measurement.json", "--configfile", "two.yaml")
     dry = snakemake(root, "partial", "-n", "--configfile", "two.yaml").stdout
     assert re.search(r"^partial\s+1$", dry, re.M) and not re.search(r"^(train|aggregate)\s", dry, re.M), dry[-2000:]
-    snakemake(root, "partial", "--configfile", "two.yaml")
+    drawn = snakemake(root, "partial", "--configfile", "two.yaml")
     assert not (root / run_dir(second) / "metrics.json").exists()  # nothing trained
+    # its last lines say where the page is
+    said = f"dlbench: the results, on one page: {(root / 'results/partial/index.html').resolve().as_uri()}"
+    assert said in (drawn.stdout + drawn.stderr).splitlines()[-6:], (drawn.stdout + drawn.stderr)[-1500:]
     assert not (root / "results/runs.parquet").exists()  # nor the study's own tables written
     out = root / "results/partial"
     runs = pd.read_parquet(out / "runs.parquet")
@@ -54,10 +58,19 @@ def test_partial_with_one_point_missing_trains_nothing_and_says_1_of_2(two_point
     index = catalog.read_index(out / "charts")
     assert index["drawn"] and "gpu_timeline" in index["not_drawn"]  # the charts with data, and no file for the others
     for path in catalog.chart_files(str(out / "charts"), index["drawn"]):
-        assert "1 of 2 points" in Path(path).read_text(), path
+        if not path.endswith((".png", ".pdf")):  # the images are drawn from the SVG
+            assert "1 of 2 points" in Path(path).read_text(), path
     assert not (out / "charts/gpu_timeline.svg").exists()
     assert "Charts not drawn (no data in this study): " in findings and "GPU timeline (no GPU point)" in findings
-    assert (out / "runs.html").read_text().count("<tr") == 2  # the heading and the one finished run
+    # the results page of the one finished run, saying so, its links to the study's own run folders
+    page = (out / "index.html").read_text()
+    assert "Partial: drawn from 1 of 2 points (drawn while the study was unfinished)." in page
+    data = packed.blocks(page)["runs-data"]
+    assert [row[0] for row in data["rows"]] == [first["id"]]
+    assert data["folders"] == [f"../runs/pytorch/{first['dataset']}/{first['id']}/"]
+    assert (out / data["folders"][0] / data["log"]).is_file()
+    assert len(pd.read_csv(out / "runs.csv")) == 1 and set(pd.read_parquet(out / "summary.parquet").framework) == {
+        "pytorch"}
     # nothing new has finished: nothing to do
     again = snakemake(root, "partial", "-n", "--configfile", "two.yaml").stdout
     assert "Nothing to be done" in again, again[-1500:]

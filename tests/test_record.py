@@ -10,7 +10,7 @@ import pytest
 from dlbench.aggregate import collect
 from dlbench.analysis import frames
 from dlbench.docgen import record_fields
-from dlbench.record import fields as record_schema
+from dlbench.record import fields
 from dlbench.record.raw import Facts
 from dlbench.run.build_record import build_record
 from dlbench.run.measure import cap_suspected
@@ -108,8 +108,8 @@ def test_a_record_from_hand_made_events_has_the_figures_worked_out_by_hand(point
 
 def test_the_record_holds_the_schemas_fields_only_each_of_its_type(point):
     r = record_of(point, events(), SAMPLES, facts())
-    assert record_schema.problems(r) == []
-    always = {f.name for s in record_schema.SECTIONS if s.title != "The study" for f in s.fields if not f.where}
+    assert fields.problems(r) == []
+    always = {f.name for s in fields.SECTIONS if s.title != "The study" for f in s.fields if not f.where}
     # the runner's attempt fields come from the runner, attempt_id and files from dlbench.record.store.publish
     added_later = {"started_at", "monitor_interval_s", "lock_wait_s", "quiet_wait_s", "env_kind", "env_key",
                    "env_python", "dataset_dir", "dataset_source", "dataset_test_copy", "lost_attempts",
@@ -118,8 +118,8 @@ def test_the_record_holds_the_schemas_fields_only_each_of_its_type(point):
                    "python_runner", "gpu_model", "gpu_count", "gpu_driver", "gpu_state", "slurm_job_id",
                    "dlbench_version", "dlbench_commit", "dlbench_dirty"}
     assert always - set(r) == added_later
-    assert record_schema.problems({**r, "threads_in_efect": 2}) == ["threads_in_efect: no field of the record"]
-    assert record_schema.problems({**r, "batch_size": "32"}) == ["batch_size: str '32', not integer"]
+    assert fields.problems({**r, "threads_in_efect": 2}) == ["threads_in_efect: no field of the record"]
+    assert fields.problems({**r, "batch_size": "32"}) == ["batch_size: str '32', not integer"]
 
 
 @pytest.mark.parametrize("kw,status,oom_by", [
@@ -173,24 +173,24 @@ def test_gpu_energy_from_the_counter_interpolated_at_the_train_phase(point):
 
 
 def test_an_adapters_info_is_checked_against_the_record():
-    assert record_schema.check_info(INFO) is INFO
-    with pytest.raises(record_schema.InfoError, match="'threads_in_efect' is no field of the record"):
-        record_schema.check_info({**INFO, "threads_in_efect": 2})
-    with pytest.raises(record_schema.InfoError, match="'threads_in_effect' is str '2', the record wants integer"):
-        record_schema.check_info({**INFO, "threads_in_effect": "2"})
-    with pytest.raises(record_schema.InfoError, match="'build' is str"):
-        record_schema.check_info({**INFO, "build": "mkldnn"})
+    assert fields.check_info(INFO) is INFO
+    with pytest.raises(fields.InfoError, match="'threads_in_efect' is no field of the record"):
+        fields.check_info({**INFO, "threads_in_efect": 2})
+    with pytest.raises(fields.InfoError, match="'threads_in_effect' is str '2', the record wants integer"):
+        fields.check_info({**INFO, "threads_in_effect": "2"})
+    with pytest.raises(fields.InfoError, match="'build' is str"):
+        fields.check_info({**INFO, "build": "mkldnn"})
 
 
 def test_the_record_page_lists_the_schemas_fields():
     assert record_fields.main(["--check"]) == 0, "run `dlbench docs`"
     rows = [line for line in record_fields.PAGE.read_text().splitlines() if line.startswith("| `")]
-    assert [row.split("`")[1] for row in rows] == list(record_schema.FIELDS)
+    assert [row.split("`")[1] for row in rows] == list(fields.FIELDS)
     assert "| `rss_peak_mb` | number | MiB | the highest resident memory read |" in rows
     assert "| `throughput_img_s` | number | images/s |" in next(r for r in rows if "`throughput_img_s`" in r)
     assert "| `reason` | text | - | why it failed, in one line (points that did not end ok only) |" in rows
     headings = [line[3:] for line in record_fields.PAGE.read_text().splitlines() if line.startswith("## ")]
-    assert headings == [s.title for s in record_schema.SECTIONS]
+    assert headings == [s.title for s in fields.SECTIONS]
 
 
 def test_an_edited_field_makes_the_record_page_stale(tmp_path, monkeypatch):
@@ -199,13 +199,13 @@ def test_an_edited_field_makes_the_record_page_stale(tmp_path, monkeypatch):
     assert record_fields.main(["--check", "--out", str(out)]) == 1
     assert record_fields.main(["--out", str(out)]) == 0 and record_fields.main(["--check", "--out", str(out)]) == 0
     # a field dropped from the schema: the page still lists it
-    sections = tuple(record_schema.Section(s.title, s.source, s.fields[:-1]) for s in record_schema.SECTIONS)
-    monkeypatch.setattr(record_schema, "SECTIONS", sections)
+    sections = tuple(fields.Section(s.title, s.source, s.fields[:-1]) for s in fields.SECTIONS)
+    monkeypatch.setattr(fields, "SECTIONS", sections)
     assert record_fields.main(["--check", "--out", str(out)]) == 1
 
 
 def test_the_tables_read_columns_of_the_schema():
-    columns = set(record_schema.COLUMNS)
+    columns = set(fields.COLUMNS)
     assert set(frames.RUN_COLUMNS) <= columns
     assert set(frames.HYPER_PARAMETERS + frames.RESOURCES) <= columns
 
@@ -219,6 +219,6 @@ def test_the_runs_table_has_the_schemas_order_and_keeps_what_it_does_not_know(po
         (folder / "metrics.json").write_text(json.dumps({**record, "id": f"p{i}", **extra}))
         paths.append(folder / "metrics.json")
     runs, _, _ = collect.collect(paths)
-    order = [c for c in record_schema.COLUMNS if c in runs.columns]
+    order = [c for c in fields.COLUMNS if c in runs.columns]
     assert list(runs.columns) == [*order, "an_older_field"]
     assert list(runs["run_id"]) == ["p0", "p1"] and pd.isna(runs["an_older_field"][0])

@@ -11,14 +11,17 @@ import sys
 import zlib
 from pathlib import Path
 
+import markdown  # Python-Markdown (the docs site's): what the page's findings must agree with
 import numpy as np
 import pandas as pd
 import pytest
 from test_charts import DRAWS, SVG_MARKS, assert_draws_its_data, html_rows, svg_marks  # tests/ is on sys.path
+from test_markdown_html import words
+from test_results_page import assert_colours_drawn, assert_page_holds_the_results, open_in_chromium, screenshot
 
 from dlbench.analysis import frames, groups, guidance, observations, summary, verdicts
 from dlbench.datasets import catalog as datasets_catalog
-from dlbench.present import findings
+from dlbench.present import findings, results_page, tables_csv
 from dlbench.present.charts import catalog, draw
 from dlbench.present.charts.pieces import MAX_MARKS
 from dlbench.study import presets
@@ -51,7 +54,8 @@ def report_sections() -> list[list[str | None]]:
     findings'."""
     svgs = [f for f in catalog.chart_files("c") if f.endswith(".svg")]
     sections = {(catalog.category(f), catalog.subcategory(f)) for f in svgs}
-    return sorted([list(s) for s in sections | {("Findings", None), ("Runs", None)}], key=lambda s: (s[0], s[1] or ""))
+    return sorted([list(s) for s in sections | {("Findings", None), ("Results page", None)}],
+                  key=lambda s: (s[0], s[1] or ""))
 
 
 # A page that opens the report in a frame, walks every category and subcategory, opens every file in it and
@@ -122,7 +126,7 @@ def test_the_report_lists_every_chart_and_draws_it(study, tmp_path):
         svg = image["svg"]
         assert svg.lstrip().startswith("<svg") and 'class="mark-' in svg, name
         assert "could not be drawn" not in svg, name
-    assert "results/findings.md" in listed and seen["files"]["Runs"] == ["results/runs.html"]
+    assert "results/findings.md" in listed and seen["files"]["Results page"] == ["results/index.html"]
     # The tiny study has no GPU, no threads sweep and one preset: those charts are not drawn, not in the report,
     # and the findings say so in a line.
     for name in ("gpu_timeline", "speedup_vs_threads", "defaults_matrix_accuracy"):
@@ -137,18 +141,40 @@ def test_the_report_lists_every_chart_and_draws_it(study, tmp_path):
 
 
 @pytest.mark.slow
-def test_the_table_of_runs_lists_every_run_of_the_study(study):
+def test_the_results_page_holds_every_chart_and_run_of_the_study(study):
+    """results/index.html of the tiny study: every chart drawn and every run on it, its links resolving (the tables,
+    the charts' files, each run's folder and log), nothing from the network; in the report too; and the run's last
+    lines say where it is."""
+    page = study / "results/index.html"
+    blocks = assert_page_holds_the_results(page, study / "results")
     runs = pd.read_parquet(study / "results/runs.parquet")
-    page = (study / "results/runs.html").read_text()
-    body = page[page.index("<tbody>"):page.index("</tbody>")]
-    ids = re.findall(r"<tr(?: class=\"failed\")?><td>([^<]*)</td>", body)
-    assert sorted(ids) == sorted(runs.run_id) and len(ids) == len(TINY["frameworks"]) * 2
-    for run in runs.itertuples():
-        row = next(r for r in body.split("</tr>") if f"<td>{run.run_id}</td>" in r)
-        assert f"<td>{run.framework}</td>" in row and f"<td>{run.status}</td>" in row
-        assert f'data-v="{float(run.accuracy)!r}"' in row and f'data-v="{float(run.train_time_s)!r}"' in row
-    # in the report too, under its own category
-    assert "results/runs.html" in (study / "report.html").read_text()
+    assert len(blocks["runs-data"]["rows"]) == len(runs) == len(TINY["frameworks"]) * 2
+    drawn = catalog.read_index(study / "results/charts")["drawn"]
+    assert len(drawn) >= 8 and {"train_time_by_framework", "cpu_timeline"} <= set(drawn)
+    # the findings on the page are findings.md, as Python-Markdown reads it
+    text = page.read_text()
+    reference = markdown.markdown((study / "results/findings.md").read_text(), extensions=["tables"])
+    findings = text[text.index('<section id="findings" class="prose">'):text.index('<section id="charts">')]
+    assert words(findings) == words(reference) and len(reference) > 2000
+    assert "results/index.html" in (study / "report.html").read_text()
+    last = (study / "run.out").read_text().splitlines()[-6:]
+    assert f"dlbench: the results, on one page: {page.resolve().as_uri()}" in last, last
+
+
+@pytest.mark.slow
+@needs_chromium
+def test_the_results_page_of_the_study_draws_in_a_browser(study, tmp_path):
+    """Opened as a reader would, at 1,400 x 1,000: every chart draws as they scroll past, the table lists the runs,
+    and a picture of the charts holds the frameworks' colours (it is not blank)."""
+    page = study / "results/index.html"
+    seen = open_in_chromium(page, tmp_path / "profile")
+    drawn = catalog.read_index(study / "results/charts")["drawn"]
+    assert sorted(seen["charts"]) == sorted(drawn)
+    for name, chart in seen["charts"].items():
+        assert chart["drawn"] and chart["marks"] > 0 and chart["width"] > 300, (name, chart)
+    runs = pd.read_parquet(study / "results/runs.parquet")
+    assert seen["rows"] == len(runs) and seen["shown"] == f"1\u2013{len(runs)} of {len(runs)}"
+    assert_colours_drawn(screenshot(page, "charts", tmp_path / "profile", tmp_path / "charts.png"), TINY["frameworks"])
 
 
 def png_pixels(path: Path) -> np.ndarray:
@@ -275,6 +301,26 @@ def test_the_report_of_20000_points_opens_with_every_chart_drawn(large_study, tm
         assert image and image["width"] > 100 and image["height"] > 40, (name, image and image["width"])
         assert 'class="mark-' in image["svg"] and "could not be drawn" not in image["svg"], name
     assert "results/findings.md" in {f for files in seen["files"].values() for f in (files or [])}
+
+
+@pytest.mark.long
+@needs_chromium
+def test_the_results_page_of_20000_points_is_a_few_mb_and_draws_every_chart(large_study, tmp_path):
+    """The page of 20,000 runs: every chart and run on it in a few MB (bench/results_page.py times it), and in
+    Chromium every chart draws as it scrolls past and the table shows its first 100 runs."""
+    folder = large_study / "results"
+    for name in ("runs", "summary"):
+        tables_csv.write(folder / f"{name}.parquet", folder / f"{name}.csv")
+    page = results_page.write(folder)
+    assert page.stat().st_size < 10e6, page.stat().st_size
+    blocks = assert_page_holds_the_results(page, folder, run_folders=False)  # hand-made runs: no folders
+    assert len(blocks["runs-data"]["rows"]) == 20000
+    seen = open_in_chromium(page, tmp_path / "profile")
+    drawn = catalog.read_index(folder / "charts")["drawn"]
+    assert sorted(seen["charts"]) == sorted(drawn) and len(drawn) >= 15
+    for name, chart in seen["charts"].items():
+        assert chart["drawn"] and chart["marks"] > 0 and chart["width"] > 300, (name, chart)
+    assert seen["rows"] == 100 and seen["shown"] == "1\u2013100 of 20,000"
 
 
 @pytest.mark.slow

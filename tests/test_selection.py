@@ -83,7 +83,8 @@ def test_select_by_status_reads_each_points_record(tmp_path):
 
 
 def test_a_wrong_filter_is_refused_in_one_line():
-    with pytest.raises(config.ConfigError, match=r"select\.framework\.0: 'torch' is not allowed; choose one of"):
+    with pytest.raises(config.ConfigError,
+                       match=r"select\.framework\.0: 'torch' is not allowed \(did you mean 'pytorch'\?\); choose"):
         paper(select={"framework": ["torch"]})
     with pytest.raises(config.ConfigError, match=r"unknown key 'frameworks' in exclude"):
         paper(exclude={"frameworks": ["caffe"]})

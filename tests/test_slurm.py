@@ -11,8 +11,7 @@ import pytest
 
 from dlbench.record import store
 from dlbench.study import config, sweep
-from dlbench.testing import faults as faultmatrix
-from dlbench.testing import faults_slurm
+from dlbench.testing import faults, faults_slurm
 from dlbench.testing.faults_slurm import cluster_up, slurm_snakemake
 from dlbench.testing.sandbox import copy_workflow, tiny_study
 
@@ -174,7 +173,7 @@ def test_job_groups_pack_points_into_fewer_jobs_each_measured_alone(slurm_run, g
 
 @pytest.fixture(scope="module")
 def lab(tmp_path_factory):
-    return faultmatrix.Lab(tmp_path_factory.mktemp("slurm-faults"))
+    return faults.Lab(tmp_path_factory.mktemp("slurm-faults"))
 
 
 @pytest.mark.long

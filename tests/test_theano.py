@@ -34,7 +34,7 @@ def in_theano_env(env_python, code: str, env: dict | None = None) -> dict:
 
 VERSIONS = """
 import json
-from dlbench.frameworks import theano as adapter  # sets THEANO_FLAGS before Theano is imported
+from dlbench.frameworks import theano_config  # sets THEANO_FLAGS before Theano is imported
 import numpy, theano
 print(json.dumps({"theano": theano.__version__, "numpy": numpy.__version__}))
 """
@@ -74,7 +74,7 @@ LAYERS = """
 import json
 import numpy as np
 from dlbench.spec import networks
-from dlbench.frameworks import theano as adapter
+from dlbench.frameworks import theano_network
 import theano, theano.tensor as T
 
 def caffe_pool(x, mode, k, s, p):  # Caffe's pooling_layer.cpp, in numpy
@@ -96,12 +96,12 @@ worst = {}
 for mode in ("max", "avg"):
     for size, k, s, p in [(24, 2, 2, 0), (24, 3, 2, 0), (7, 2, 2, 0), (8, 3, 2, 1), (9, 3, 2, 1), (10, 3, 3, 1)]:
         out = networks.pool_out(size, k, s, p)
-        f = theano.function([x], adapter._pool(x, networks.pool(mode, k, s, p), size, out))
+        f = theano.function([x], theano_network.pool(x, networks.pool(mode, k, s, p), size, out))
         xv = rng.randn(2, 3, size, size).astype("float32")
         got = f(xv)
         assert got.shape == (2, 3, out, out), (mode, size, k, s, p, got.shape)
         worst[f"{mode}{size}k{k}s{s}p{p}"] = float(abs(got - caffe_pool(xv.astype(float), mode, k, s, p)).max())
-f = theano.function([x], adapter._lrn(x, networks.lrn(5, 0.001, 0.75, 2.0), 7))
+f = theano.function([x], theano_network.lrn(x, networks.lrn(5, 0.001, 0.75, 2.0), 7))
 xv = rng.randn(2, 7, 4, 4).astype("float32")
 sq = xv.astype(float) ** 2
 want = np.stack([xv[:, c] / (2.0 + 0.001 / 5 * sq[:, max(0, c - 2):c + 3].sum(1)) ** 0.75 for c in range(7)], 1)
@@ -110,7 +110,7 @@ shapes = {}
 for net, shape in networks.INPUT_SHAPES.items():
     if networks.kinds(networks.NETWORKS[net]) & set(networks.KINDS_BEYOND_STUDY):  # refused: test_resnet.py
         continue
-    outs = adapter.Network(networks.resolve(net, 10), shape).outputs(x, train=True)
+    outs = theano_network.Network(networks.resolve(net, 10), shape).outputs(x, train=True)
     got = theano.function([x], [o.shape for o in outs])(np.zeros((2, *shape), "float32"))
     shapes[net] = [[int(v) for v in s[1:]] for s in got]
 print(json.dumps({"worst": worst, "shapes": shapes}))
@@ -132,7 +132,7 @@ def test_layers_compute_what_caffe_computes(env_python):
 
 FLAGS = """
 import json
-from dlbench.frameworks import theano as adapter
+from dlbench.frameworks import theano as adapter  # its configuration, as a trainer imports it
 import sys, theano
 print(json.dumps({"floatX": theano.config.floatX, "device": theano.config.device,
                   "ldflags": theano.config.blas__ldflags, "compiledir": theano.config.compiledir,
@@ -150,13 +150,13 @@ def test_theano_is_configured_by_dlbench_not_by_the_user(env_python, tmp_path):
 
 TOOLCHAIN = """
 import json, sys
-from dlbench.frameworks import theano as adapter
+from dlbench.frameworks import theano_config
 import theano
 errors = []
 if sys.argv[1:] == ["no-blas"]:
     theano.config.blas__ldflags = "-lnosuchblas"
 try:
-    adapter.check_toolchain()
+    theano_config.check_toolchain()
 except RuntimeError as exc:
     errors.append(str(exc))
 print(json.dumps(errors))
@@ -201,9 +201,9 @@ def compiled_modules(cache: Path) -> Counter:
 @pytest.mark.long
 def test_two_theano_points_at_once_share_the_compile_cache(train):
     """Both compile into the environment's one cache at the same time; Theano's lock keeps them apart."""
-    from dlbench.environments import build as envs
+    from dlbench.environments import key
 
-    cache = envs.env_dir("theano") / "theano-cache"
+    cache = key.env_dir("theano") / "theano-cache"
     before = compiled_modules(cache)
     records, errors = {}, []
 
@@ -249,9 +249,9 @@ def test_two_theano_points_at_once_share_the_compile_cache(train):
 @pytest.mark.long
 def test_a_point_that_differs_only_in_its_learning_rate_compiles_nothing_new(train):
     """Each trainer is a new process: the compile cache must hit across processes (no module per point)."""
-    from dlbench.environments import build as envs
+    from dlbench.environments import key
 
-    cache = envs.env_dir("theano") / "theano-cache"
+    cache = key.env_dir("theano") / "theano-cache"
 
     def modules() -> int:
         return sum(1 for _ in cache.rglob("mod.cpp"))

@@ -251,3 +251,28 @@ def test_inconclusive_says_what_the_data_could_have_detected():
     # no equivalence could be shown either
     assert math.exp(j.detectable) > 1.05 and j.size().endswith("x")
     assert "would have been detected" in verdicts.judgement_text(j, " s")
+
+
+def test_a_published_tie_agrees_where_the_leader_is_one_of_them_told_better_than_the_rest():
+    """The study's MNIST GPU accuracy: TensorFlow and Torch tied. Here TensorFlow and PyTorch a hair apart (no test
+    tells them), both well above Caffe and Theano: the tie's claim agrees; a leader outside the tie, told better
+    than both, disagrees; the tie's members alone and within the margin, equivalent."""
+    def values(means: dict) -> dict:  # five seeds, each framework's spread its own (paired differences vary)
+        spread = (-0.2, 0.0, 0.25, 0.1, -0.15)
+        return {fw: {s: m + spread[(s + k) % 5] for s in range(5)} for k, (fw, m) in enumerate(means.items())}
+
+    tie = ["tensorflow", "pytorch"]
+    result = stats.leader(values({"tensorflow": 99.3, "pytorch": 99.25, "caffe": 97.0, "theano": 96.5}), True,
+                          "accuracy_pct")
+    assert verdicts.claim(result, "pytorch") != verdicts.AGREES  # not the leader: one name alone cannot agree
+    assert verdicts.claim_any(result, tie) == verdicts.AGREES
+    assert verdicts.claim_any(result, ["tensorflow"]) == verdicts.claim(result, "tensorflow")
+    other = stats.leader(values({"caffe": 99.9, "tensorflow": 97.0, "pytorch": 97.1, "theano": 96.5}), True,
+                         "accuracy_pct")
+    assert verdicts.claim_any(other, tie) == verdicts.DISAGREES
+    close = stats.leader(values({"tensorflow": 99.3, "pytorch": 99.25, "caffe": 99.2, "theano": 96.5}), True,
+                         "accuracy_pct")
+    assert verdicts.claim_any(close, tie) == verdicts.INCONCLUSIVE  # Caffe not told from the tie's leader
+    alone = stats.leader({fw: {s: 99.3 + 0.01 * ((s + k) % 5) for s in range(5)} for k, fw in enumerate(tie)}, True,
+                         "accuracy_pct")
+    assert verdicts.claim_any(alone, tie) == verdicts.EQUIVALENT

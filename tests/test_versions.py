@@ -7,10 +7,9 @@ import pandas as pd
 import pytest
 import yaml
 
-from dlbench.environments import build as envs
-from dlbench.environments import choice
+from dlbench.environments import choice, pins, versions
 from dlbench.present import comparison, findings
-from dlbench.study import config, sweep, versions
+from dlbench.study import config, sweep
 from dlbench.testing.sandbox import copy_workflow, snakemake, tiny_study
 
 
@@ -41,11 +40,11 @@ def test_a_version_runs_in_its_own_environment_and_the_pins_version_in_the_usual
 
 
 def test_the_pins_of_a_version_replace_only_the_frameworks_own_packages():
-    pins = [ln for ln in versions.pins_text("pytorch-cuda@2.12.0").splitlines() if ln and not ln.startswith("#")]
-    assert pins == ["torch===2.12.0", "numpy==2.4.6"]
+    pinned = [ln for ln in versions.pins_text("pytorch-cuda@2.12.0").splitlines() if ln and not ln.startswith("#")]
+    assert pinned == ["torch===2.12.0", "numpy==2.4.6"]
     jax = versions.pins_text("jax@0.9.0")
     assert "jax==0.9.0" in jax and "jaxlib==0.9.0" in jax and "flax==0.12.8" in jax
-    assert envs.variant_of("pytorch-cuda@2.12.0") == "cuda" and envs.variant_of("pytorch@2.12.0") is None
+    assert pins.variant_of("pytorch-cuda@2.12.0") == "cuda" and pins.variant_of("pytorch@2.12.0") is None
 
 
 def test_versions_a_study_cannot_run_are_refused_in_one_line():

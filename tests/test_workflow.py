@@ -110,7 +110,7 @@ def test_changing_a_parameter_reruns_those_points_and_the_aggregation(workflow_c
     trains = [wc for rule, wc in jobs if rule == "train"]
     assert len(trains) == 2 and all("lr0.03" in wc["point"] for wc in trains)
     assert {rule for rule, _ in jobs} == {"train", "records", "aggregate", "summary", "charts", "findings",
-                                          "runs_table", "all"}
+                                          "tables_csv", "page", "all"}
 
 
 @pytest.mark.slow
@@ -169,7 +169,7 @@ def test_each_one_line_change_plans_exactly_what_it_invalidates(workflow_copy):
     """On the finished tiny study (two frameworks, two points each): a comment in the runner or the measurement, a
     record field's description, a chart colour plan nothing; a statement in how a record is made the record rule
     (one job, every record) and no training; a statement in one adapter that framework's points; in the initial
-    weights every point. tests/test_codedigest.py checks the same on the digests alone."""
+    weights every point. tests/test_code_digest.py checks the same on the digests alone."""
     assert planned_after(workflow_copy, "run/runner.py", "\nimport shutil\n", "\n# why\nimport shutil\n") == {}
     assert planned_after(workflow_copy, "run/measure.py", "\nimport glob\n", "\n# why\nimport glob\n") == {}
     assert planned_after(workflow_copy, "record/fields.py", '"the framework that trained it"',

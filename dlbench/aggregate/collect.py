@@ -12,10 +12,9 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.csv as pa_csv
 
-from dlbench.aggregate import cache as aggcache
+from dlbench.aggregate.cache import MISSING, RunCache, record_key
 from dlbench.atomic import atomic_path
-from dlbench.record import fields, raw, statuses
-from dlbench.record import store as records
+from dlbench.record import fields, raw, statuses, store
 
 KEYS = ("id", "framework", "dataset")
 CSVS = ("curve.csv", "samples.csv")
@@ -91,7 +90,7 @@ def _row(path: Path, record: dict) -> dict:
     """The record as a row of the runs table."""
     record = {k: v for k, v in record.items() if k != "files"}  # the record's own integrity: no column
     # How many finished attempts the point has had (this one included): a rerun that failed is visible.
-    record["attempts"] = max(1, len(records.attempts(path.parent)))
+    record["attempts"] = max(1, len(store.attempts(path.parent)))
     return record
 
 
@@ -105,22 +104,22 @@ def collect(metrics_paths, cache: str | Path | None = None) -> tuple[pd.DataFram
     runs = []
     # per CSV: its tables (or their places in the cache), whose they are, and how many rows
     found: dict[str, tuple[list, list[dict], list[int]]] = {name: ([], [], []) for name in CSVS}
-    store = aggcache.RunCache(cache) if cache else None
+    run_cache = RunCache(cache) if cache else None
     for path in map(Path, metrics_paths):
         try:
-            record = records.read(path)
+            record = store.read(path)
         except FileNotFoundError:
             continue
-        except (OSError, records.BadRecord) as exc:
+        except (OSError, store.BadRecord) as exc:
             row = unreadable(path, str(exc))
             if row is not None:
                 runs.append(_row(path, row))
             continue
-        key = aggcache.record_key(path, CSVS) if store else None
-        problem, parsed = records.disagreement(path, record, CSVS), {}
+        key = record_key(path, CSVS) if run_cache else None
+        problem, parsed = store.disagreement(path, record, CSVS), {}
         for name in CSVS if problem is None else ():
-            table = store.get(key, name) if store else aggcache.MISSING
-            fresh = table is aggcache.MISSING  # (a cached table was checked when it was parsed)
+            table = run_cache.get(key, name) if run_cache else MISSING
+            fresh = table is MISSING  # (a cached table was checked when it was parsed)
             if fresh:
                 table, problem = _read_csv(path.parent / name, (record.get("files") or {}).get(name))
                 if problem:
@@ -132,15 +131,15 @@ def collect(metrics_paths, cache: str | Path | None = None) -> tuple[pd.DataFram
         runs.append(_row(path, record))
         for name, (tables, owners, rows) in found.items():
             table, fresh = parsed[name]
-            if store and fresh:
-                store.put(key, name, table)
+            if run_cache and fresh:
+                run_cache.put(key, name, table)
             if table is not None:
                 tables.append(table)
                 owners.append(record)
                 rows.append(table.num_rows)
-    if store:
-        found = {name: (store.tables(tables), owners, rows) for name, (tables, owners, rows) in found.items()}
-        store.save()
+    if run_cache:
+        found = {name: (run_cache.tables(tables), owners, rows) for name, (tables, owners, rows) in found.items()}
+        run_cache.save()
     runs_df = pd.DataFrame(runs).rename(columns=fields.RENAMED)
     runs_df = runs_df[fields.ordered_columns(runs_df.columns)]
     return runs_df, _stack(*found["curve.csv"]), _stack(*found["samples.csv"])

@@ -1,17 +1,19 @@
 """How often each sentence of the findings errs, measured by simulation: whole runs tables with a known truth.
 
-    dlbench calibrate [--replications 200] [--seed 0] [--jobs 2] [--quick] [--config PATH] [--json PATH]
+    dlbench calibrate [--design default|paper] [--replications 200] [--seed 0] [--jobs 2] [--quick]
+                      [--repeats N ...] [--config PATH] [--markdown] [--json PATH]
     python -m dlbench.analysis.calibrate ...
 
-Each replication simulates a whole study's runs table (dlbench.analysis.simulate: the config's own points, with
-their unequal batch sizes, lengths and images trained, sweeps beside the default points, a missing seed,
-contended runs and accuracies of k / n test images) under a Scenario whose truth is known, and passes it through
-the functions the findings rule runs (observations.observations, summary.framework_leaders,
-summary.framework_effect, summary.own_vs_cross, summary.best_values), reading the words they
-give the findings. Nothing here re-implements a test. Each Sentence states its truth under each scenario, from
-the simulation's design (never from the code it checks); the table says, per sentence, scenario and repeats, how
-often it claimed a difference the truth does not hold (a "better" the wrong way included), claimed an equivalence
-where the truth differs, said "agrees" where the truth does not, and found the truth, each with its simulation
+Each replication simulates a whole runs table of a design (dlbench.analysis.designs: the default study or the
+paper's, each with its truth; dlbench.analysis.simulate: the config's own points, with their unequal batch sizes,
+lengths and images trained, sweeps beside the default points, a missing seed, contended runs and accuracies of
+k / n test images) under a Scenario whose truth is known, and passes it through the functions the findings rule
+runs (observations.observations, summary.framework_leaders, summary.framework_effect, summary.own_vs_cross,
+summary.best_values), reading the words they give the findings (dlbench.analysis.sentences). Nothing here
+re-implements a test. Each Sentence states its truth under each scenario, from the simulation's design (never
+from the code it checks); the table says, per sentence, scenario and repeats, how often it claimed a difference
+the truth does not hold (a "better" the wrong way included), claimed an equivalence where the truth differs, said
+"agrees" where the truth does not, and found the truth, each with its simulation
 standard error sqrt(p (1 - p) / R).
 """
 
@@ -21,199 +23,25 @@ import argparse
 import json
 import math
 import os
-import re
 import sys
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import asdict, dataclass, field
-from functools import cached_property
 from pathlib import Path
 
 import numpy as np
-import pandas as pd
 
-from dlbench.analysis import frames, simulate, stats, summary
-from dlbench.analysis.observations import OBSERVATIONS, observations
-from dlbench.analysis.simulate import NULL, Noise, Scenario, planted
+from dlbench import atomic
+from dlbench.analysis import simulate, stats
+from dlbench.analysis.designs import DEFAULT, DESIGNS, POWER_EFFECT, Design
+from dlbench.analysis.sentences import BY, DIFFERENCE, EQUIVALENCE, NOT_TESTED, SAME, Replica, Sentence
+from dlbench.analysis.simulate import Noise, Scenario
+from dlbench.study.config import ConfigError
 
-# A sentence's word, classed: it claims a difference (one way), an equivalence, or nothing (inconclusive, not
-# testable, not tested).
-DIFFERENCE, EQUIVALENCE, NOTHING = "difference", "equivalence", "nothing"
-BY = " (by"  # a word's route: "differ (by one-way ANOVA, not blocked)" claims what "differ" claims
-SAME = "same"  # a truth of no difference: an equivalence claim holds, any difference claim is false
-NOT_TESTED = "not tested"  # a truth of no data: any claim is false
-
-REPEATS, REPLICATIONS, POWER_EFFECT = (4, 5), 200, 3.0  # 4: the default study's seeds; 5: the power's
+REPLICATIONS = 200
 QUICK_REPEATS, QUICK_REPLICATIONS = (5,), 60
 NOMINAL_FALSE, NOMINAL_POWER = stats.ALPHA, stats.POWER
-# The sentences whose measured power on the planted 3-sigma difference at 5 repeats lies under NOMINAL_POWER
-# (docs/verdicts.md states it, 0.77 to 0.78 at 100 replications): Caffe's one contended run is left out of its
-# own defaults, so it is told fastest from 4 runs against the others' 5.
-UNDERPOWERED = frozenset({"(a)", "(g)", "leader, own defaults, train time", "framework effect, train time"})
-
-
-def scenarios(effect: float = POWER_EFFECT) -> list[Scenario]:
-    return [NULL, planted(effect)]
-
-
-@dataclass(frozen=True)
-class Replica:
-    """One replication: the simulated study (`runs`) and the findings' tables of it, each computed once."""
-    runs: pd.DataFrame
-
-    @cached_property
-    def points(self) -> pd.DataFrame:
-        return frames.points(self.runs)  # the findings hand every table one points() frame, as here
-
-    @cached_property
-    def observations(self) -> dict:
-        return observations(self.points)
-
-    @cached_property
-    def _leaders(self) -> dict:
-        return {}
-
-    def leaders(self, metric: str) -> pd.DataFrame:
-        if metric not in self._leaders:
-            self._leaders[metric] = summary.framework_leaders(self.points, metric)
-        return self._leaders[metric]
-
-    @cached_property
-    def effect(self) -> pd.DataFrame:
-        return summary.framework_effect(self.points)
-
-    @cached_property
-    def own_vs_cross(self) -> pd.DataFrame:
-        return summary.own_vs_cross(self.points)
-
-    @cached_property
-    def best_batch(self) -> pd.DataFrame:
-        return summary.best_values(self.points, "batch_size")
-
-
-@dataclass(frozen=True)
-class Sentence:
-    """A sentence of the findings: `word` reads its word off a Replica; `classes` says which words claim a
-    difference or an equivalence (others claim nothing); `truth` maps a scenario's name to the word that holds
-    (SAME: no difference; NOT_TESTED: no data)."""
-    name: str
-    table: str  # the findings' section it is read from
-    word: Callable[[Replica], str]
-    classes: dict
-    truth: dict
-
-    def claim(self, word: str) -> str:
-        return self.classes.get(word.split(BY)[0], NOTHING)
-
-
-# ---------------------------------------------------------------------------------------------- reading the words
-
-
-def _observation_word(key: str, rep: Replica) -> str:
-    verdict = rep.observations[key].verdict
-    if verdict.startswith("not tested"):
-        return NOT_TESTED
-    if verdict.startswith(stats.UNTESTABLE):
-        return stats.UNTESTABLE
-    return "equivalent" if verdict.startswith("equivalent") else verdict
-
-
-def _batch_accuracy_word(rep: Replica) -> str:
-    """Observation (e)'s word for accuracy's change in its first sweep: "(lower; ..." or "(higher; ...)"."""
-    found = re.search(r"\), accuracy [^;]*?\(([a-z ]+);", rep.observations["e"].evidence)
-    return found.group(1) if found else NOT_TESTED
-
-
-def _leader_word(metric: str, comparison_name: str, rep: Replica) -> str:
-    table = rep.leaders(metric)
-    row = table[table["comparison"] == comparison_name]
-    if not len(row):
-        return NOT_TESTED
-    result = row["result"].iloc[0]
-    return f"{result.name} leads" if result.state == "distinct" else result.state
-
-
-def _effect_word(metric: str, rep: Replica) -> str:
-    """The framework effect's verdict; a difference told by a test that does not block on the seed (the design's
-    test blocks wherever three or more seeds are shared, as the simulated studies' are) says by which: the truth
-    found by the wrong test is not found."""
-    row = rep.effect[rep.effect["metric"] == metric]
-    if not len(row):
-        return NOT_TESTED
-    verdict, test = str(row["verdict"].iloc[0]), row["test"].iloc[0]
-    blocked = "block" in test.name or "paired" in test.name
-    return verdict if blocked or verdict != "differ" else f"{verdict}{BY} {test.name}, not blocked)"
-
-
-def _own_vs_cross_word(framework: str, rep: Replica) -> str:
-    table = rep.own_vs_cross
-    row = table[table["framework"] == framework]
-    word = str(row["told"].iloc[0]) if len(row) else NOT_TESTED
-    return "equivalent" if word.startswith("equivalent") else word
-
-
-def _best_batch_word(framework: str, rep: Replica) -> str:
-    table = rep.best_batch
-    row = table[table["framework"] == framework]
-    if not len(row):
-        return NOT_TESTED
-    state = row["state"].iloc[0]
-    return f"batch {row['batch_size'].iloc[0]:g} best" if state == "distinct" else state
-
-
-# ---------------------------------------------------------------------------------------------- the sentences
-
-PLANTED = planted(POWER_EFFECT).name.split(" ")[0]  # "planted": scenario names beyond the effect's size
-
-
-def _truth(null: str, at_planted: str) -> dict:
-    return {NULL.name: null, PLANTED: at_planted}
-
-
-def _differences(*words: str) -> dict:
-    return {w: DIFFERENCE for w in words}
-
-
-EQUIV = {"equivalent": EQUIVALENCE}
-
-
-def sentences() -> list[Sentence]:
-    """Every sentence calibrated, with its truth under the null and the planted scenario (simulate.planted)."""
-    from functools import partial  # partials of module functions: a worker process receives them pickled
-    obs_truth = {"a": "agrees", "b": "agrees", "d": "agrees", "e": "agrees", "g": "agrees", "h": "agrees"}
-    out = []
-    for o in OBSERVATIONS:
-        classes = {**_differences("agrees", "disagrees"), **EQUIV}
-        null = SAME
-        if o.key == "d":  # disagrees: more than half the pairs carry over, equivalent within the margin
-            classes["disagrees"] = EQUIVALENCE
-            null = "disagrees"
-        truth = _truth(null, obs_truth[o.key]) if o.key in obs_truth else _truth(NOT_TESTED, NOT_TESTED)
-        out.append(Sentence(f"({o.key})", "observations", partial(_observation_word, o.key), classes, truth))
-    out.append(Sentence("(e) accuracy's change in words", "observations", _batch_accuracy_word,
-                        {**_differences("lower", "higher"), **EQUIV}, _truth(SAME, "lower")))
-    leads = [("own defaults", "train_time_s", "caffe"), ("own defaults", "accuracy_pct", "tensorflow"),
-             ("caffe's whole preset", "train_time_s", "caffe"), ("caffe's whole preset", "accuracy_pct", "pytorch")]
-    for what, metric, leader in leads:
-        out.append(Sentence(f"leader, {what}, {_metric_words(metric)}", "leaders",
-                            partial(_leader_word, metric, what),
-                            {**_differences(*(f"{fw} leads" for fw in ("caffe", "pytorch", "tensorflow", "theano"))),
-                             **EQUIV}, _truth(SAME, f"{leader} leads")))
-    for metric in ("train_time_s", "accuracy_pct"):
-        out.append(Sentence(f"framework effect, {_metric_words(metric)}", "framework effect",
-                            partial(_effect_word, metric), {"differ": DIFFERENCE, **EQUIV}, _truth(SAME, "differ")))
-    for framework, told in (("pytorch", "other better"), ("tensorflow", "own better")):
-        out.append(Sentence(f"own defaults best, {framework}", "own defaults best",
-                            partial(_own_vs_cross_word, framework),
-                            {**_differences("own better", "other better"), **EQUIV}, _truth(SAME, told)))
-    out.append(Sentence("best batch size, pytorch", "best batch size", partial(_best_batch_word, "pytorch"),
-                        {**_differences("batch 64 best", "batch 256 best"), **EQUIV}, _truth(SAME, "batch 64 best")))
-    return out
-
-
-def _metric_words(metric: str) -> str:
-    return "train time" if metric.endswith("_s") else "accuracy"
 
 
 # ---------------------------------------------------------------------------------------------- the run
@@ -270,15 +98,18 @@ def _judge_block(config_path: str, repeats: int, scenario: Scenario, noise: Nois
     return out
 
 
-def run(replications: int = REPLICATIONS, seed: int = 0, repeats: Sequence[int] = REPEATS,
-        chosen: Sequence[Sentence] | None = None, noise: Noise = Noise(), jobs: int = 1,
-        config_path: str | Path = simulate.DEFAULT_CONFIG, effect: float = POWER_EFFECT,
-        only: Sequence[str] | None = None) -> list[Row]:
-    """Every sentence under every scenario (`only`: those of these names, "null" or "planted") at every repeats:
-    one Row each. Each replication's draws come from its own child of `seed`, so that the table is the same for
-    any `jobs`."""
-    chosen = list(chosen or sentences())
-    cells = [(n, sc) for n in repeats for sc in scenarios(effect) if only is None or sc.name.split(" ")[0] in only]
+def run(replications: int = REPLICATIONS, seed: int = 0, repeats: Sequence[int] | None = None,
+        chosen: Sequence[Sentence] | None = None, noise: Noise | None = None, jobs: int = 1,
+        config_path: str | Path | None = None, effect: float = POWER_EFFECT,
+        only: Sequence[str] | None = None, design: Design = DEFAULT) -> list[Row]:
+    """Every sentence of `design` under its every scenario (`only`: those of these names, "null" or "planted") at
+    every repeats (default: the design's): one Row each. `config_path` and `noise` replace the design's. Each
+    replication's draws come from its own child of `seed`, so that the table is the same for any `jobs`."""
+    chosen = list(chosen or design.sentences())
+    repeats = tuple(repeats or design.repeats)
+    config_path, noise = config_path or design.config, noise or design.noise
+    cells = [(n, sc) for n in repeats for sc in design.scenarios(effect)
+             if only is None or sc.name.split(" ")[0] in only]
     children = np.random.SeedSequence(seed).spawn(len(cells))
     tasks = []
     for (n, sc), child in zip(cells, children):
@@ -307,22 +138,24 @@ def _short_of_power(r: Row, power_repeats: int) -> bool:
 
 
 def short_of_power(rows: Sequence[Row], power_repeats: int = 5) -> set[str]:
-    """The sentences (as UNDERPOWERED names them) whose planted difference is found below NOMINAL_POWER (minus two
-    standard errors) at `power_repeats` repeats; a sentence's name holds commas, so it is read from the rows."""
+    """The sentences whose planted difference is found below NOMINAL_POWER (minus two standard errors) at
+    `power_repeats` repeats (a design's `underpowered` names them; a name holds commas, so it is read from the
+    rows)."""
     return {r.sentence for r in rows if _short_of_power(r, power_repeats)}
 
 
-def failures(rows: Sequence[Row], power_repeats: int = 5) -> list[str]:
+def failures(rows: Sequence[Row], power_repeats: int = 5, documented: frozenset = frozenset()) -> list[str]:
     """The sentences that fail calibration, one line each: a false difference, equivalence or agreement above
     NOMINAL_FALSE (plus two standard errors) under any scenario; the planted difference found below
-    NOMINAL_POWER (minus two) at `power_repeats` repeats."""
+    NOMINAL_POWER (minus two) at `power_repeats` repeats, unless the sentence is one whose power is `documented`
+    (a design's underpowered sentences, whose measured power docs/verdicts.md states)."""
     out = []
     for r in rows:
         where = f"{r.sentence}, {r.scenario}, {r.repeats} repeats"
         for what in RATES[:3]:
             if r.rate(what) > NOMINAL_FALSE + 2 * r.se[what]:
                 out.append(f"{where}: {what} {r.rate(what):.3f} > {NOMINAL_FALSE:g} + 2 x {r.se[what]:.3f}")
-        if _short_of_power(r, power_repeats):
+        if _short_of_power(r, power_repeats) and r.sentence not in documented:
             out.append(f"{where}: power {r.rate('found'):.3f} < {NOMINAL_POWER:g} - 2 x {r.se['found']:.3f}")
     return out
 
@@ -366,46 +199,74 @@ def as_json(rows: Sequence[Row], settings: dict) -> dict:
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--replications", type=int, default=None,
+    from dlbench import arguments
+
+    parser.add_argument("--design", choices=sorted(DESIGNS), default=DEFAULT.name,
+                        help="the study simulated: default (config/config.yaml) or paper (config/paper.yaml, every "
+                        "sub-study); default: default")
+    parser.add_argument("--replications", type=arguments.count(2, "a number of replications"), default=None,
                         help=f"replications per scenario and repeats (default {REPLICATIONS}; --quick: "
                         f"{QUICK_REPLICATIONS})")
     parser.add_argument("--seed", type=int, default=0, help="the simulation's seed (the same seed, the same table)")
-    parser.add_argument("--jobs", type=int, default=min(2, os.cpu_count() or 1), help="worker processes")
+    parser.add_argument("--jobs", type=arguments.count(1, "a number of workers"), default=min(2, os.cpu_count() or 1),
+                        help="worker processes")
     parser.add_argument("--quick", action="store_true", help=f"{QUICK_REPLICATIONS} replications, "
                         f"{QUICK_REPEATS[0]} repeats")
-    parser.add_argument("--repeats", type=int, nargs="+", default=None,
-                        help=f"the seeds of each point (default {' and '.join(map(str, REPEATS))}; --quick: "
-                        f"{QUICK_REPEATS[0]})")
-    parser.add_argument("--config", type=Path, default=simulate.DEFAULT_CONFIG,
-                        help="the study whose shape is simulated (default config/config.yaml)")
+    parser.add_argument("--repeats", type=arguments.count(1, "a number of seeds"), nargs="+", default=None,
+                        help="the seeds of each point (default: the design's, 4 and 5 for the default study, 3 and 5 "
+                        f"for the paper's; --quick: {QUICK_REPEATS[0]})")
+    parser.add_argument("--config", type=Path, default=None,
+                        help="another config of the design's shape to simulate (default: the design's own)")
     parser.add_argument("--markdown", action="store_true", help="print the table as Markdown")
     parser.add_argument("--json", type=Path, default=None, help="also write the table as JSON to this file")
 
 
 def command(args: argparse.Namespace) -> int:
-    repeats = args.repeats or (QUICK_REPEATS if args.quick else REPEATS)
+    design = DESIGNS[args.design]
+    repeats = args.repeats or (QUICK_REPEATS if args.quick else design.repeats)
     replications = args.replications or (QUICK_REPLICATIONS if args.quick else REPLICATIONS)
     if replications < 2:
         print("dlbench calibrate: --replications must be 2 or more", file=sys.stderr)
+        return 2
+    config_path = args.config or design.config
+    try:  # the study simulated, read and checked here: a bad config is one line, not a traceback from a worker
+        simulate.study_template(str(config_path), repeats[0])
+    except ConfigError as exc:
+        print(exc.said(), file=sys.stderr)
+        return 2
+    if args.json and args.json.is_dir():
+        print(f"dlbench calibrate: --json {args.json} is a folder; name a file in it", file=sys.stderr)
         return 2
     if args.json and not args.json.parent.is_dir():  # refused before minutes of simulation, not after
         print(f"dlbench calibrate: --json {args.json}: no folder {args.json.parent}; create it or name another",
               file=sys.stderr)
         return 2
-    started = time.perf_counter()
-    rows = run(replications, args.seed, repeats, jobs=max(1, args.jobs), config_path=args.config)
-    wall = time.perf_counter() - started
+    from dlbench.node import locks
+
+    try:
+        # heavy work: minutes on every core it is given, so never beside a measurement on this node
+        with locks.heavy_work(locks.node_lock(), "dlbench calibrate"):
+            started = time.perf_counter()
+            rows = run(replications, args.seed, repeats, jobs=max(1, args.jobs), config_path=config_path,
+                       design=design)
+            wall = time.perf_counter() - started
+    except (locks.LockTimeout, locks.LockUnusable) as exc:
+        print(f"dlbench calibrate: {exc}", file=sys.stderr)
+        return 1
     print(markdown(rows) if args.markdown else text(rows), end="")
-    bad = failures(rows)
+    bad = failures(rows, documented=design.underpowered)
     print(f"\n{len(rows)} rows, {replications} replications each, seed {args.seed}, {wall:.0f} s on {args.jobs} "
-          f"jobs (load average {os.getloadavg()[0]:.1f}); study {args.config}; noise {asdict(Noise())}; "
-          f"margins {asdict(stats.Margins())}")
+          f"jobs (load average {os.getloadavg()[0]:.1f}); design {design.name}, study {config_path}; noise "
+          f"{asdict(design.noise)}; margins {asdict(stats.Margins())}")
+    short = sorted(short_of_power(rows) & design.underpowered)
+    if short:
+        print("short of power, as docs/verdicts.md states: " + "; ".join(short))
     print("miscalibrated:\n  " + "\n  ".join(bad) if bad else "every sentence within calibration")
     if args.json:
-        settings = {"replications": replications, "seed": args.seed, "repeats": list(repeats),
-                    "effect_sd": POWER_EFFECT, "noise": asdict(Noise()), "margins": asdict(stats.Margins()),
-                    "config": str(args.config), "wall_s": round(wall, 1)}
-        args.json.write_text(json.dumps(as_json(rows, settings), indent=1) + "\n")
+        settings = {"design": design.name, "replications": replications, "seed": args.seed,
+                    "repeats": list(repeats), "effect_sd": POWER_EFFECT, "noise": asdict(design.noise),
+                    "margins": asdict(stats.Margins()), "config": str(config_path), "wall_s": round(wall, 1)}
+        atomic.write_text(args.json, json.dumps(as_json(rows, settings), indent=1) + "\n")
     return 0
 
 

@@ -1,6 +1,10 @@
-"""Two result sets side by side, in numbers: each set read, their settings joined, what differs between them as
+"""Result sets side by side, in numbers: each set read, their settings joined, what differs between them as
 a whole named, and per setting and metric both means, the ratio B / A and a verdict by a named test (the
 statistics, vectorised: dlbench.analysis.comparison_stats). dlbench.present.comparison words and draws it.
+
+A series (a baseline A and several sets B1, B2, ...: a framework's releases, a cluster's nodes, a project's
+commits) is each set compared with the baseline on the settings all of them are keyed by, the p of every test of
+every set adjusted together (compare_series). offending() is the gate: the settings whose verdict a CI job fails on.
 
 RESULTS_A and RESULTS_B are result folders (holding runs.parquet, or only runs/<framework>/<dataset>/<point>/
 metrics.json) or runs.parquet files. Their points are joined on their settings: every point parameter but the
@@ -15,6 +19,7 @@ runs, no spread).
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from pathlib import Path
 
 import numpy as np
@@ -36,7 +41,7 @@ ONLY_A, ONLY_B = "only in A", "only in B"
 FAILED_A, FAILED_B = "no finished run in A", "no finished run in B"
 CONTENDED = " (contended runs)"
 ALPHA = stats.ALPHA
-# The settings of a point, for records made before `setting_id` (tables.SETTINGS, plus what it leaves implied).
+# The settings of a point, for records made before `setting_id` (frames.SETTINGS, plus what it leaves implied).
 EXTRA_SETTINGS = ["init", "lr_policy_json", "input_json", "validation_json", "test_batch_size", "test_interval",
                   "shuffle", "ema_decay", "version"]
 # What a result set holds that is not a setting: compared as a whole, per framework where it is the framework's.
@@ -49,6 +54,18 @@ FRAMEWORK_FACTS = ["env_name", "env_kind", "env_key", "framework_version", "fram
 OUTPUTS = ("comparison.parquet", "comparison.md", "comparison_ratios.html", "comparison_ratios.svg")
 # Settings listed in comparison.md at most; the parquet holds every one.
 MD_ROWS = 200
+# What describes a setting in a comparison's rows, beside its readable `label`.
+LABEL_COLUMNS = ["framework", "dataset", "device", "whose", "reading", "network", "batch_size", "learning_rate",
+                 "length", "length_unit", "threads", "library", "compile", "precision"]
+# A comparison's columns, in order (comparison.parquet; a series adds `set` and `order` before them).
+KEEP = ["setting", "label", *LABEL_COLUMNS, "metric", "a_n", "a_mean", "a_ci_low", "a_ci_high", "a_failed",
+        "a_contended", "b_n", "b_mean", "b_ci_low", "b_ci_high", "b_failed", "b_contended", "ratio", "ratio_ci_low",
+        "ratio_ci_high", "difference", "difference_ci_low", "difference_ci_high", "test", "p_value", "p_adjusted",
+        "tost_p", "margin", "beyond_margin", "detectable", "contended", "verdict", "why"]
+# The gate's names (`--fail-on`) for the verdicts a CI job may fail on.
+GATE_WORDS = {"slower": "slower", "faster": "faster", "less-accurate": "less accurate",
+              "more-accurate": "more accurate", "inconclusive": INCONCLUSIVE, "untestable": UNTESTABLE,
+              "failed": FAILED_B}
 
 
 class CompareError(ValueError):
@@ -71,32 +88,60 @@ def baseline_runs(path: str | Path, own: str | Path = "results/runs.parquet") ->
     return str(found)
 
 
-def read_set(path: str | Path) -> pd.DataFrame:
-    """One result set's runs: runs.parquet (the file, or in the folder or its results/), else its records."""
+def find_set(path: str | Path) -> Path:
+    """Where a result set's runs are: its runs.parquet (the file, or in the folder or its results/; its schema
+    read, so that a file that is not a table of runs is said here), else the folder of its records
+    (runs/<framework>/<dataset>/<point>/metrics.json). Cheap: a command says what is wrong before any work."""
+    import pyarrow.parquet as pq
+
     path = Path(path)
     for candidate in (path, path / "runs.parquet", path / "results" / "runs.parquet"):
         if candidate.is_file() and candidate.suffix == ".parquet":
-            return pd.read_parquet(candidate)
+            try:
+                columns = set(pq.read_schema(candidate).names)
+            except (OSError, ValueError) as exc:  # pyarrow's errors are both
+                raise CompareError(f"{candidate} is not a Parquet table ({str(exc).splitlines()[0][:160]}); give a "
+                                   "study's runs.parquet") from None
+            missing = [c for c in ("framework", "status") if c not in columns]
+            if missing:
+                raise CompareError(f"{candidate} is not a table of runs (no {' or '.join(missing)} column); give a "
+                                   "study's results/runs.parquet")
+            return candidate
     for runs in (path / "runs", path / "results" / "runs"):
-        if runs.is_dir():
-            found = [r for p in sorted(runs.glob("*/*/*/metrics.json")) if (r := store.read_or_skip(p))]
-            if found:
-                return pd.DataFrame(found).rename(columns={"id": "run_id"})
+        if runs.is_dir() and next(runs.glob("*/*/*/metrics.json"), None) is not None:
+            return runs
     raise CompareError(f"{path} holds no results: give a results folder (runs.parquet, or runs/.../metrics.json) "
                        "or a runs.parquet file")
 
 
+def read_set(path: str | Path) -> pd.DataFrame:
+    """One result set's runs: runs.parquet (the file, or in the folder or its results/), else its records."""
+    found = find_set(path)
+    if found.is_dir():
+        records = [r for p in sorted(found.glob("*/*/*/metrics.json")) if (r := store.read_or_skip(p))]
+        if not records:
+            raise CompareError(f"{path}: no record under {found} can be read; give another result set")
+        return pd.DataFrame(records).rename(columns={"id": "run_id"})
+    return pd.read_parquet(found)
+
+
 def settings_key(a: pd.DataFrame, b: pd.DataFrame) -> tuple[pd.Series, pd.Series]:
     """Each run's setting: its `setting_id` where every record of both sets has one, else its setting columns."""
-    if all("setting_id" in df and df["setting_id"].notna().all() for df in (a, b)):
-        return a["setting_id"].astype(str), b["setting_id"].astype(str)
-    columns = [c for c in dict.fromkeys(frames.SETTINGS + EXTRA_SETTINGS) if c in a or c in b]
+    key_a, key_b = settings_keys(a, b)
+    return key_a, key_b
+
+
+def settings_keys(*sets: pd.DataFrame) -> list[pd.Series]:
+    """settings_key of any number of sets, one key for all of them: the same setting has the same key in each."""
+    if all("setting_id" in df and df["setting_id"].notna().all() for df in sets):
+        return [df["setting_id"].astype(str) for df in sets]
+    columns = [c for c in dict.fromkeys(frames.SETTINGS + EXTRA_SETTINGS) if any(c in df for df in sets)]
 
     def key(df: pd.DataFrame) -> pd.Series:
         frame = df.reindex(columns=columns).astype(object).where(lambda x: x.notna(), None).astype(str)
-        return frame.agg("|".join, axis=1)
+        return frame.agg("|".join, axis=1) if len(frame) else pd.Series([], index=df.index, dtype=str)
 
-    return key(a), key(b)
+    return [key(df) for df in sets]
 
 
 def _with_settings(df: pd.DataFrame, key: pd.Series) -> pd.DataFrame:
@@ -153,8 +198,10 @@ def _joined(pa: pd.DataFrame, pb: pd.DataFrame) -> pd.DataFrame:
     return pd.concat(rows).reset_index(names="setting")
 
 
-def _tested(out: pd.DataFrame, margins: stats.Margins, alpha: float) -> pd.DataFrame:
-    """Each row's test: Welch's t on log(B / A) for a ratio metric, on B - A for accuracy (Margins.for_metric)."""
+def _tested(out: pd.DataFrame, margins: stats.Margins) -> pd.DataFrame:
+    """Each row's test: Welch's t on log(B / A) for a ratio metric, on B - A for accuracy (Margins.for_metric). Its
+    se and df are kept (`_se`, `_df`, `_log`) for the change it could have detected, sized once the whole family
+    of tests is known (_adjusted)."""
     scales = {m: margins.for_metric(m) for m in METRICS}
     log = out["metric"].map({m: s[1] for m, s in scales.items()}).to_numpy(dtype=bool)
     margin = out["metric"].map({m: s[0] for m, s in scales.items()}).to_numpy(dtype=float)
@@ -162,10 +209,7 @@ def _tested(out: pd.DataFrame, margins: stats.Margins, alpha: float) -> pd.DataF
     on_log, on_diff = comparison_stats.log_ratio(*sides), comparison_stats.difference(*sides)
     estimate, se, df = (np.where(log, x, y) for x, y in zip(on_log, on_diff))
     why = comparison_stats.untestable(out["a_n"], out["b_n"], estimate, se)
-    # the change a test could have detected, at the level its adjusted p is read at for the smallest p among the
-    # family's tests (alpha / m): sized at alpha itself it would promise changes the adjusted verdict cannot find
-    family = max(int((why == "").sum()), 1)
-    test = comparison_stats.welch_test(estimate, se, df, margin, why, alpha / family)
+    test = comparison_stats.welch_test(estimate, se, df, margin, why)
     ratio_low, ratio_high = comparison_stats.interval(*on_log)  # every metric's ratio, for the chart
     testable = why == ""
     with np.errstate(invalid="ignore", divide="ignore"):
@@ -179,24 +223,20 @@ def _tested(out: pd.DataFrame, margins: stats.Margins, alpha: float) -> pd.DataF
         "difference_ci_high": np.where(log, np.nan, test["high"]),
         "test": np.where(log, comparison_stats.TEST_LOG, comparison_stats.TEST_DIFFERENCE),
         "p_value": test["p_value"], "tost_p": test["tost_p"],
-        # the margin and the detectable change on the metric's own scale: a ratio for times, a difference else
+        # the margin on the metric's own scale: a ratio for times, a difference else
         "margin": np.where(log, np.exp(margin), margin),
-        "detectable": np.where(log, np.exp(test["detectable"]), test["detectable"]),
-        "estimate": test["estimate"], "why": why}, index=out.index)
+        # the tested change lies outside the margin (the gate fails a told change only where it does)
+        "beyond_margin": testable & (np.abs(np.nan_to_num(test["estimate"])) > margin),
+        "estimate": test["estimate"], "why": why,
+        "_se": np.where(testable, se, np.nan), "_df": df, "_log": log}, index=out.index)
 
 
-def compare(a: pd.DataFrame, b: pd.DataFrame, alpha: float = ALPHA,
-            margins: stats.Margins | None = None) -> pd.DataFrame:
-    """One row per setting and metric: both sets' n, mean and interval, the ratio B / A with its interval (and
-    for accuracy the difference B - A), the test's p (Benjamini-Hochberg-adjusted over every test of the
-    comparison: `p_adjusted`), its TOST p within the metric's margin, the change it could have detected, and
-    the verdict."""
-    key_a, key_b = settings_key(a, b)
+def _pair(a: pd.DataFrame, b: pd.DataFrame, key_a: pd.Series, key_b: pd.Series,
+          margins: stats.Margins) -> pd.DataFrame:
+    """One comparison's rows before the family's adjustment: per setting and metric both sides and the test."""
     pa, pb = _with_settings(a, key_a), _with_settings(b, key_b)
     describe = pd.concat([pa, pb]).drop_duplicates("setting").set_index("setting")
-    label_cols = ["framework", "dataset", "device", "whose", "reading", "network", "batch_size", "learning_rate",
-                  "length", "length_unit", "threads", "library", "compile", "precision"]
-    labels = describe[label_cols].copy()
+    labels = describe[LABEL_COLUMNS].copy()
     labels["label"] = frames.settings_label(describe, set())
     out = _joined(pa, pb)
     for side in "ab":
@@ -210,19 +250,53 @@ def compare(a: pd.DataFrame, b: pd.DataFrame, alpha: float = ALPHA,
         mean = out[f"{side}_mean"].to_numpy(dtype=float)
         out[f"{side}_ci_low"] = np.where(on_log, np.fmin(np.exp(log_low), mean), low)
         out[f"{side}_ci_high"] = np.where(on_log, np.fmax(np.exp(log_high), mean), high)
-    out = out.join(_tested(out, margins or stats.Margins(), alpha))
-    out["p_adjusted"] = stats.benjamini_hochberg(out["p_value"])
+    out = out.join(_tested(out, margins))
     out["contended"] = (out["a_contended"].fillna(0) + out["b_contended"].fillna(0)) > 0
-    out["verdict"] = _verdicts(out, alpha)
-    compared = out["a_present"] & out["b_present"] & (out["a_n"] > 0) & (out["b_n"] > 0)
-    out["why"] = out["why"].where(compared, "")  # a setting one set lacks says so in its verdict
-    out = out.join(labels, on="setting")
-    keep = ["setting", "label", *label_cols, "metric", "a_n", "a_mean", "a_ci_low", "a_ci_high", "a_failed",
-            "a_contended", "b_n", "b_mean", "b_ci_low", "b_ci_high", "b_failed", "b_contended", "ratio",
-            "ratio_ci_low", "ratio_ci_high", "difference", "difference_ci_low", "difference_ci_high", "test",
-            "p_value", "p_adjusted", "tost_p", "margin", "detectable", "contended", "verdict", "why"]
-    return out[keep].sort_values(["metric", "framework", "dataset", "device", "label"], kind="stable",
-                                 ignore_index=True)
+    return out.join(labels, on="setting")
+
+
+def _adjusted(tables: list[pd.DataFrame], alpha: float) -> list[pd.DataFrame]:
+    """Every comparison of a run as one family: p adjusted by Benjamini-Hochberg over all their tests, the change
+    each test could have detected sized at the level the smallest adjusted p is read at (alpha / m over the m
+    tests: sized at alpha itself it would promise changes the adjusted verdict cannot find), the verdicts."""
+    family = max(sum(int(t["p_value"].notna().sum()) for t in tables), 1)
+    adjusted = stats.benjamini_hochberg(pd.concat([t["p_value"] for t in tables], ignore_index=True))
+    done, start = [], 0
+    for out in tables:
+        out = out.copy()
+        out["p_adjusted"] = np.asarray(adjusted, dtype=float)[start:start + len(out)]
+        start += len(out)
+        found = comparison_stats.detectable(out["_se"].to_numpy(), out["_df"].to_numpy(), alpha / family)
+        out["detectable"] = np.where(out["_log"], np.exp(found), found)
+        out["verdict"] = _verdicts(out, alpha)
+        compared = out["a_present"] & out["b_present"] & (out["a_n"] > 0) & (out["b_n"] > 0)
+        out["why"] = out["why"].where(compared, "")  # a setting one set lacks says so in its verdict
+        done.append(out[KEEP].sort_values(["metric", "framework", "dataset", "device", "label"], kind="stable",
+                                          ignore_index=True))
+    return done
+
+
+def compare(a: pd.DataFrame, b: pd.DataFrame, alpha: float = ALPHA,
+            margins: stats.Margins | None = None) -> pd.DataFrame:
+    """One row per setting and metric: both sets' n, mean and interval, the ratio B / A with its interval (and
+    for accuracy the difference B - A), the test's p (Benjamini-Hochberg-adjusted over every test of the
+    comparison: `p_adjusted`), its TOST p within the metric's margin, the change it could have detected, and
+    the verdict."""
+    key_a, key_b = settings_key(a, b)
+    return _adjusted([_pair(a, b, key_a, key_b, margins or stats.Margins())], alpha)[0]
+
+
+def compare_series(baseline: pd.DataFrame, sets: list[tuple[str, pd.DataFrame]], alpha: float = ALPHA,
+                   margins: stats.Margins | None = None) -> pd.DataFrame:
+    """Each named set (in the order given) compared with the baseline, as compare() does, in one table: its
+    `set` and `order` (1, 2, ...) on every row; the p of every test of every set adjusted together, so that a
+    longer series does not find more changes by chance."""
+    keys = settings_keys(baseline, *(df for _, df in sets))
+    margins = margins or stats.Margins()
+    pairs = [_pair(baseline, df, keys[0], key, margins) for (_, df), key in zip(sets, keys[1:])]
+    tables = _adjusted(pairs, alpha)
+    return pd.concat([t.assign(set=name, order=k) for k, ((name, _), t) in enumerate(zip(sets, tables), start=1)],
+                     ignore_index=True)[["set", "order", *KEEP]]
 
 
 def _verdicts(out: pd.DataFrame, alpha: float) -> pd.Series:
@@ -234,6 +308,20 @@ def _verdicts(out: pd.DataFrame, alpha: float) -> pd.Series:
         [ONLY_B, ONLY_A, FAILED_A, FAILED_B, UNTESTABLE, out["more"], out["less"], EQUIVALENT], default=INCONCLUSIVE)
     verdict = pd.Series(verdict, index=out.index, dtype=object)
     return verdict.where(~out["contended"], verdict + CONTENDED)
+
+
+# ---------------------------------------------------------------------------------------------- the gate
+
+
+def offending(table: pd.DataFrame, fail_on: Iterable[str]) -> pd.DataFrame:
+    """The rows a gate fails on (`fail_on`: names of GATE_WORDS): a verdict of a direction named (slower, less
+    accurate, ...) whose tested change lies beyond the margin, not a point estimate alone; and a verdict named
+    that tells no direction (inconclusive, not testable, no finished run in B), whatever the change."""
+    words = {GATE_WORDS[name] for name in fail_on}
+    base = table["verdict"].str.replace(CONTENDED, "", regex=False)
+    directions = {w for pair in METRICS.values() for w in pair}
+    hit = base.isin(words) & (~base.isin(directions) | table["beyond_margin"].astype(bool))
+    return table[hit]
 
 
 def per_framework(table: pd.DataFrame, alpha: float = ALPHA, margins: stats.Margins | None = None) -> pd.DataFrame:

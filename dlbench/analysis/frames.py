@@ -362,24 +362,26 @@ def sweep_table(runs: pd.DataFrame, param: str, metric: str) -> pd.DataFrame:
     """Mean `metric` of ok points per (settings group, `param` value), groups where `param` takes 2+ values.
 
     Failed points are kept as rows with `failed` > 0 (and a missing mean when all failed); ok points timed under
-    outside load are counted in `contended`, not averaged in. ci_low/ci_high: the mean's 95 % interval (n_ok >= 2).
+    outside load are counted in `contended` and averaged apart (`contended_mean`), never into the mean.
+    ci_low/ci_high: the mean's 95 % interval (n_ok >= 2).
     """
     df = points(runs)
     if param == "length" and df["length_unit"].nunique() > 1:  # mixed units: compare in iterations
         df = df.assign(length=df["iterations_configured"], length_unit="iterations")
     df = in_studies_varying(df, param)
     cols = ["framework", "dataset", "device", "group", "settings", param, "length_unit", metric, "ci_low", "ci_high",
-            "n_ok", "failed", "contended", "statuses"]
+            "n_ok", "failed", "contended", "contended_mean", "statuses"]
     df = df[df[param].notna()]
     if df.empty:
         return pd.DataFrame(columns=cols)
     df = df.assign(group=group_key(df, {param}), settings=settings_label(df, {param}),
                    ok=(df["status"] == "ok") & df[metric].notna() & ~df["contended"],
                    busy=(df["status"] == "ok") & df["contended"])
-    df = df.assign(val=df[metric].where(df["ok"]))
+    df = df.assign(val=df[metric].where(df["ok"]), busy_val=df[metric].where(df["busy"]))
     agg = df.groupby(["framework", "dataset", "device", "group", "settings", param, "length_unit"],
                      as_index=False).agg(**{metric: ("val", "mean"), "sd": ("val", "std"), "n_ok": ("ok", "sum"),
                                             "n": ("ok", "size"), "contended": ("busy", "sum"),
+                                            "contended_mean": ("busy_val", "mean"),
                                             "statuses": ("status", lambda s: ",".join(sorted(set(s) - {"ok"})))})
     agg["failed"] = agg["n"] - agg["n_ok"] - agg["contended"]
     # each mean's interval on its metric's scale (a time's on the log scale, an accuracy's within 0-100 %)

@@ -32,6 +32,7 @@ from dlbench.analysis.verdicts import (
     DISAGREES,
     INCONCLUSIVE,
     claim,
+    claim_any,
     combine,
     judgement_text,
     leader_text,
@@ -96,14 +97,27 @@ def observe_gpu_faster(runs: pd.DataFrame, margins: stats.Margins | None = None)
         if not (points(runs)["device"] == "gpu").any():
             return Verdict(not_tested("no ok GPU point"))
         return Verdict(not_tested("no framework has ok CPU and GPU points with the same settings"))
-    states = [_device_state(r.told, r.test, GPU_FASTER, CPU_FASTER) for r in pairs.itertuples()]
+    # every framework and dataset a test of its own: read at Holm's p over them, or one pair of many told apart
+    # by chance would make the claim about every framework disagree
+    told = [_holm_told(r.test, p, r.cpu_over_gpu) for r, p in
+            zip(pairs.itertuples(), stats.holm([r.test.p for r in pairs.itertuples()]))]
+    states = [_device_state(t, r.test, GPU_FASTER, CPU_FASTER) for t, r in zip(told, pairs.itertuples())]
     evidence = "CPU time / GPU time of training over matched settings (geometric mean [95 % interval]; " + \
-        pairs["test"].iloc[0].name + "): " + "; ".join(
-            f"{r.framework} on {r.dataset} {ratio_text(r)}, {r.told}" for r in pairs.itertuples())
+        pairs["test"].iloc[0].name + f", Holm over the {len(pairs)} pairs): " + "; ".join(
+            f"{r.framework} on {r.dataset} {ratio_text(r)}, {t}" for t, r in zip(told, pairs.itertuples()))
     untested = sorted(set(ok_points(points(runs))["framework"]) - set(pairs["framework"]))
     if untested:
         evidence += f"; not compared (no matched CPU and GPU points): {', '.join(untested)}"
     return Verdict(combine(states), evidence)
+
+
+def _holm_told(test: stats.Test, adjusted_p: float, cpu_over_gpu: float) -> str:
+    """A device pair's word at its Holm-corrected p: GPU_FASTER or CPU_FASTER where told apart."""
+    if test.why:
+        return stats.UNTESTABLE
+    if not adjusted_p < stats.ALPHA:
+        return stats.INCONCLUSIVE
+    return GPU_FASTER if cpu_over_gpu > 1 else CPU_FASTER
 
 
 def _device_state(told: str, test: stats.Test, claimed: str, other: str) -> str:
@@ -193,7 +207,7 @@ def _leaders_verdict(runs: pd.DataFrame, published: pd.DataFrame | None, what: s
             continue
         result = tested.loc[(r.dataset, r.device), "result"]
         published_leader = getattr(r, f"published_{what}").split(" and ")
-        state = combine([claim(result, p) for p in published_leader if p in result.intervals])
+        state = claim_any(result, [p for p in published_leader if p in result.intervals])
         states.append(state)
         figure = ""
         if r.figures_comparable:  # digits: the order only, no published figure beside them

@@ -14,9 +14,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from dlbench.analysis import stats
+from dlbench.analysis import frames, stats
 from dlbench.analysis.frames import TIE, group_key, points
-from dlbench.analysis.frames import told as tables_told
 from dlbench.analysis.groups import default_points, ok_points
 from dlbench.datasets import catalog
 from dlbench.frameworks import registry
@@ -55,7 +54,7 @@ def read_published(path: str | Path | None = None) -> pd.DataFrame:
 def published_ratios(runs: pd.DataFrame, published: pd.DataFrame) -> pd.DataFrame:
     """This run's figures next to the study's published ones, per dataset x framework x device.
 
-    Each framework's default point (tables.default_points), in the precision the study's scripts ran it where
+    Each framework's default point (frames.default_points), in the precision the study's scripts ran it where
     this run has it (Theano, and Torch on CIFAR-10, in float64: `precision` says which).
     train_time_ratio = this run's mean train time / published train time (same for test time);
     accuracy_diff_pp = this run's mean accuracy (%) - published accuracy (%).
@@ -187,7 +186,7 @@ def device_pairs(runs: pd.DataFrame, metric: str = "train_time_s", own_only: boo
         if any(len(v) < stats.MIN_RUNS for v in [*matched["cpu"], *matched["gpu"]]):
             result = stats.Contrast(result.estimate, math.nan, math.nan,
                                     stats.Test(result.test.name, why=f"fewer than {stats.MIN_RUNS} runs on a side"))
-        told = tables_told(result, GPU_FASTER, CPU_FASTER)
+        told = frames.told(result, GPU_FASTER, CPU_FASTER)
         rows.append({"framework": framework, "dataset": dataset,
                      "cpu_s": float(np.mean([np.mean(v) for v in matched["cpu"]])),
                      "gpu_s": float(np.mean([np.mean(v) for v in matched["gpu"]])),

@@ -203,16 +203,22 @@ class Test:
         if math.isnan(self.p):
             return f"{self.name}: not run ({self.why})" if self.why else f"{self.name}: not run"
         if not math.isnan(self.df2):
-            return f"{self.name}: F({self.df:g}, {self.df2:g}) = {_statistic(self.statistic)}, {format_p(self.p)}"
+            return f"{self.name}: F({self.df:g}, {self.df2:g}){_is(self.statistic)}, {format_p(self.p)}"
         symbol = "chi2" if self.name.startswith("Friedman") else "t"
         df = f"({self.df:.3g})" if not math.isnan(self.df) else ""
-        return f"{self.name}: {symbol}{df} = {_statistic(self.statistic)}, {format_p(self.p)}"
+        return f"{self.name}: {symbol}{df}{_is(self.statistic)}, {format_p(self.p)}"
 
 
 def _statistic(x: float) -> str:
     """A test statistic for a reader: three digits, and "< 0.001" for one that is zero to rounding (an F of
     8.96e-28 says nothing a reader can use that "< 0.001" does not)."""
     return "< 0.001" if abs(x) < 1e-3 else f"{x:.3g}"
+
+
+def _is(x: float) -> str:
+    """" = 8.38" or " < 0.001": a statistic after its symbol."""
+    text = _statistic(x)
+    return f" {text}" if text.startswith("<") else f" = {text}"
 
 
 def format_p(p: float) -> str:

@@ -1,7 +1,7 @@
 """The study's summary with its uncertainty: results/summary.parquet, frameworks compared as far as the data
 can tell, the framework effect, and how many repeats a target interval needs.
 
-Every mean here is over a setting's ok runs timed without outside load (tables.ok_points); failed runs and
+Every mean here is over a setting's ok runs timed without outside load (frames.ok_points); failed runs and
 contended ones are counted apart. Intervals and tests come from dlbench.analysis.stats; dlbench.present.findings words
 them.
 """
@@ -119,7 +119,7 @@ def _values(g: pd.DataFrame, metric: str) -> dict:
 
 def comparisons(runs: pd.DataFrame) -> list[tuple[str, str, str, pd.DataFrame]]:
     """The sets of points on which frameworks are compared, per dataset and device: each framework's own
-    defaults (its default point, tables.default_points: no swept value; frameworks matched on the machine's
+    defaults (its default point, frames.default_points: no swept value; frameworks matched on the machine's
     knobs, "own defaults" for the combination most of them ran, "own defaults (1 threads)" for any other), and
     each preset applied to several frameworks at its own point (groups.preset_points), per reading (that preset's
     owner on its own defaults beside the others under it). Points: ok and uncontended."""
@@ -226,10 +226,6 @@ def setting_values(df: pd.DataFrame, metric: str, by: str) -> dict[object, dict]
 # ---------------------------------------------------------------------------------------------
 # The framework effect: the same network, data and settings on several frameworks
 # ---------------------------------------------------------------------------------------------
-
-EFFECT_WORDS = {"differ": "the frameworks differ", "equivalent": "equivalent within the margin",
-                "inconclusive": "inconclusive", "untestable": "not testable"}
-
 
 def framework_effect(runs: pd.DataFrame, min_seeds: int = stats.MIN_RUNS,
                      margins: stats.Margins | None = None) -> pd.DataFrame:
@@ -517,7 +513,7 @@ def repeats_by_metric(table: pd.DataFrame) -> pd.DataFrame:
 
 def top_throughput(df: pd.DataFrame) -> pd.Series | None:
     """The ok point of a framework with the compile and precision switches (registry) with the most achieved
-    GFLOP/s, where the machine's float32 peak is known; None where there is none. df: tables.points."""
+    GFLOP/s, where the machine's float32 peak is known; None where there is none. df: frames.points."""
     ok = ok_points(df, "achieved_gflops", positive=True)
     ok = ok[ok["framework"].map(lambda f: f in registry.FRAMEWORKS and registry.get(f).honours("precision", "bf16"))]
     if ok.empty or "peak_fraction_fp32" not in df.columns or not ok["peak_fraction_fp32"].notna().any():

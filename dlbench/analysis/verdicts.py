@@ -9,8 +9,6 @@ leader shares the lead within the margin) or is inconclusive; it counts as answe
 
 from __future__ import annotations
 
-import math
-
 from dlbench.analysis import stats
 
 AGREES, DISAGREES = "agrees", "disagrees"
@@ -121,6 +119,25 @@ def claim(result: stats.Leader, claimed: str) -> str:
     return EQUIVALENT if rival.equivalent else INCONCLUSIVE
 
 
+def claim_any(result: stats.Leader, claimed: list[str]) -> str:
+    """Does the data say the leader is among `claimed`, a published tie ("tensorflow and torch")? One name: as
+    claim(). Several: AGREES where the leader is one of them and is told better than every framework outside
+    them; DISAGREES where each of them is told worse than another; EQUIVALENT where none is outside them and they
+    lie within the margin; else INCONCLUSIVE (or not testable)."""
+    if len(claimed) <= 1:
+        return claim(result, claimed[0]) if claimed else not_tested("no published leader ran here")
+    if result.state == "untestable":
+        return untestable(_untestable_why(result))
+    if result.name in claimed:
+        outside = [r for r in result.rivals if r.name not in claimed]
+        if outside:
+            return AGREES if all(r.distinct for r in outside) else INCONCLUSIVE
+        inside = [r for r in result.rivals if r.name in claimed]
+        return EQUIVALENT if all(r.equivalent for r in inside) else INCONCLUSIVE
+    states = [claim(result, c) for c in claimed]
+    return DISAGREES if all(s == DISAGREES for s in states) else INCONCLUSIVE
+
+
 def combine(states: list[str]) -> str:
     """One verdict from several (datasets, devices): any disagreement disagrees; all agreeing agrees; agreeing or
     equivalent throughout is equivalent; else inconclusive where one was, else not testable."""
@@ -141,10 +158,6 @@ def answered(verdict: str) -> bool:
     return verdict in (AGREES, DISAGREES, EQUIVALENT)
 
 
-def half_width_text(half: float, unit: str) -> str:
-    return "-" if half is None or (isinstance(half, float) and math.isnan(half)) else f"{half:.3g}{unit}"
-
-
 def work_text(work: dict, per_image: stats.Leader | None = None) -> str:
     """What the frameworks compared did not do alike (groups.unequal_work), and the times per 1,000 images where
     they trained different numbers of images: "" where their work was the same."""
@@ -154,7 +167,7 @@ def work_text(work: dict, per_image: stats.Leader | None = None) -> str:
     if "length" in work:
         parts.append("lengths " + ", ".join(f"{fw} {length}" for fw, length in work["length"].items()))
     if per_image is not None:
-        parts.append("per 1,000 images trained: " + headline(per_image, "train_time_s", "the same work")
+        parts.append(headline(per_image, "train_time_s", "the same work (time per 1,000 images trained)")
                      .replace("**", ""))
     return "; ".join(parts)
 

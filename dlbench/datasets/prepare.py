@@ -7,6 +7,7 @@ import hashlib
 import json
 import os
 import tempfile
+import time
 import urllib.request
 from pathlib import Path
 
@@ -99,18 +100,29 @@ def download(name: str, filename: str, dest_dir: Path) -> Path:
                        f"download it by hand and set data.{name} in the config to its folder")
 
 
-def _fetch(url: str, dest: Path, max_bytes: int) -> None:
-    """Stream url into dest; more than max_bytes (a wrong or hostile file) stops the download."""
-    got = 0
-    with urllib.request.urlopen(url, timeout=60) as resp, open(dest, "wb") as out:
+# A download's limits: each read from the server, and the whole transfer (CIFAR-10's 170 MB at 100 kB/s is half
+# an hour). A server that trickles a byte at a time never trips the first: the second ends it. The preparation that
+# downloads is heavy work, which keeps the node's points waiting, so neither may be unbounded.
+READ_TIMEOUT_S = 60.0
+DOWNLOAD_TIMEOUT_S = 1800.0
+
+
+def _fetch(url: str, dest: Path, max_bytes: int, timeout_s: float = DOWNLOAD_TIMEOUT_S) -> None:
+    """Stream url into dest; more than max_bytes (a wrong or hostile file), or a transfer longer than timeout_s (a
+    stalled or trickling server: ended at the first read past it, each read bounded by READ_TIMEOUT_S), stops the
+    download."""
+    got, deadline = 0, time.monotonic() + timeout_s
+    with urllib.request.urlopen(url, timeout=min(READ_TIMEOUT_S, timeout_s)) as resp, open(dest, "wb") as out:
         declared = resp.headers.get("Content-Length")
         if declared and int(declared) > max_bytes:
             raise DatasetError(f"{url} announces {declared} bytes, more than the {max_bytes} expected")
-        for chunk in iter(lambda: resp.read(1 << 20), b""):
+        for chunk in iter(lambda: resp.read1(1 << 20), b""):  # read1: what one read from the server gave
             got += len(chunk)
             if got > max_bytes:
                 raise DatasetError(f"{url} sent more than the {max_bytes} bytes expected")
             out.write(chunk)
+            if time.monotonic() > deadline:
+                raise DatasetError(f"{url}: the download did not finish within {timeout_s:g} s ({got} bytes came)")
 
 
 def _find(folder: Path, base: str) -> Path | None:
@@ -287,10 +299,12 @@ def prepare_again(folder: str | Path) -> str:
     (meta.json's `prepared_with`), under a lock of its own so that the retries of its points do it once. Where
     it comes out as prepared before (the same digest), both files get their old times back, so Snakemake reruns
     nothing downstream. One line saying what was done; DatasetError where it cannot be done."""
-    from dlbench.node.locks import flocked
+    from dlbench.node.locks import flocked, lock_timeout
 
     folder = Path(folder)
-    with flocked(folder.with_name(f".{folder.name}.prepare.lock")):
+    # Bounded as every wait of a job is (measurement.lock_timeout_s): another job's preparation that hangs must not
+    # hold this one, and the node's points behind its heavy work, for ever (LockTimeout, one line).
+    with flocked(folder.with_name(f".{folder.name}.prepare.lock"), timeout_s=lock_timeout()):
         meta = json.loads((folder / "meta.json").read_text())
         try:
             store.load(folder)

@@ -39,6 +39,10 @@ def run(args: argparse.Namespace) -> int:
     from dlbench.analysis.published import read_published
     from dlbench.evidence.render import render
 
+    if not args.doc.is_file():  # said before the study, not as a traceback after hours of it
+        print(f"dlbench evidence: --doc {args.doc}: {'a folder' if args.doc.is_dir() else 'no such file'}; name the "
+              "document whose marked tables are rewritten (default docs/reproduction.md)", file=sys.stderr)
+        return 2
     try:
         # The markers are checked before the study runs: hours of training must not end in a doc it cannot write.
         markers.replace_blocks(args.doc.read_text(), {name: "" for name in study.STUDIES}, where=str(args.doc))

@@ -29,7 +29,7 @@ def counted(df: pd.DataFrame) -> pd.DataFrame:
     return df.assign(contended=False)
 
 
-def in_study(df: pd.DataFrame, name: str) -> pd.DataFrame:
+def in_sub_study(df: pd.DataFrame, name: str) -> pd.DataFrame:
     return df[study_names(df).map(lambda s: name in s)]
 
 
@@ -131,7 +131,7 @@ def own_defaults_table(df: pd.DataFrame, scale: float, published: pd.DataFrame |
 
 def own_defaults(df: pd.DataFrame, scale: float, published: pd.DataFrame | None, cores: int | None = None) -> str:
     if df.empty:
-        return f"No point of the `{OWN_DEFAULTS}` study is in this run's runs table."
+        return f"No point of the `{OWN_DEFAULTS}` sub-study is in this run's runs table."
     return "\n".join([stamp(df, scale, cores), "", own_defaults_table(df, scale, published)])
 
 
@@ -180,7 +180,7 @@ def _tests(r) -> list:
 
 def framework_effect_block(df: pd.DataFrame, scale: float, cores: int | None = None) -> str:
     if df.empty:
-        return f"No point of the `{FRAMEWORK_EFFECT}` study is in this run's runs table."
+        return f"No point of the `{FRAMEWORK_EFFECT}` sub-study is in this run's runs table."
     out = [stamp(df, scale, cores), ""]
     for (dataset, device, whose), g in df.groupby(["dataset", "device", "whose"]):
         effect = framework_effect(counted(g))
@@ -195,5 +195,5 @@ def framework_effect_block(df: pd.DataFrame, scale: float, cores: int | None = N
 def render(runs: pd.DataFrame, scale: float, published: pd.DataFrame | None, cores: int | None = None) -> dict:
     """{marker name: Markdown} for each evidence table, from the runs table (results/runs.parquet)."""
     df = points(runs)
-    return {OWN_DEFAULTS: own_defaults(in_study(df, OWN_DEFAULTS), scale, published, cores),
-            FRAMEWORK_EFFECT: framework_effect_block(in_study(df, FRAMEWORK_EFFECT), scale, cores)}
+    return {OWN_DEFAULTS: own_defaults(in_sub_study(df, OWN_DEFAULTS), scale, published, cores),
+            FRAMEWORK_EFFECT: framework_effect_block(in_sub_study(df, FRAMEWORK_EFFECT), scale, cores)}

@@ -1,6 +1,6 @@
 """What a measured table says of itself: the commit it ran at, when, at what scale, on what machine, under what load.
 
-Read from the records (tables.points), which carry each of these facts from the run itself: a point Snakemake
+Read from the records (frames.points), which carry each of these facts from the run itself: a point Snakemake
 kept from an earlier run says its own commit, not the one the command ran at.
 """
 
@@ -84,6 +84,6 @@ def scale_text(scale: float) -> str:
 
 
 def stamp(df: pd.DataFrame, scale: float, cores: int | None = None) -> str:
-    """The line above a measured table. df: the table's points (tables.points)."""
+    """The line above a measured table. df: the table's points (frames.points)."""
     return (f"*Measured at commit {commits(df)} {when(df)}, {scale_text(scale)}, on a {machine(df, cores)}; "
             f"{load(df)}.*")

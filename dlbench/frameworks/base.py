@@ -25,8 +25,8 @@ import numpy as np
 
 from dlbench.frameworks import protocol, registry
 from dlbench.record.fields import Info, check_info
-from dlbench.spec import initial_weights as initialisers
 from dlbench.spec import lr_policies, networks
+from dlbench.spec.initial_weights import draw
 
 
 def check_library(point: dict, in_effect: str | None, where: str) -> None:
@@ -94,12 +94,12 @@ def _plain(obj):
 
 def initial_weights(point: dict, input_shape: tuple[int, int, int]) -> list[tuple[np.ndarray, np.ndarray]]:
     """The point's initial (W, b) per conv and dense layer, canonical layout: the same numbers in every framework."""
-    return initialisers.draw(point["layers"], tuple(input_shape), point.get("init"), point["seed"])
+    return draw(point["layers"], tuple(input_shape), point.get("init"), point["seed"])
 
 
 def parameter_groups(layers: list[dict]) -> list[tuple[float, float]]:
     """(lr multiplier, decay multiplier) of every trained parameter, in the order W0, b0, W1, b1, ... of the
-    conv, dense and batchnorm layers (models.trainable's order; a conv without bias has no b, a batchnorm's
+    conv, dense and batchnorm layers (networks.trainable's order; a conv without bias has no b, a batchnorm's
     gamma and beta stand for W and b): the spec's lr_mult / decay_mult (weights) and bias_lr_mult /
     bias_decay_mult."""
     return [pair for layer in networks.leaves(layers) if layer["type"] in networks.PARAMETRISED
@@ -258,7 +258,7 @@ class Adapter(ABC):
     @abstractmethod
     def params(layers: list[dict], input_shape: tuple[int, int, int]) -> int:
         """Trainable parameters of the network of `layers` as this adapter builds it, counting a sparse conv's
-        connected weights only (masked weights are not parameters): it must equal models.param_count."""
+        connected weights only (masked weights are not parameters): it must equal networks.param_count."""
 
     def close(self) -> None:  # noqa: B027 (an optional hook)
         """Release what prepare() and load() made (temporary files, child processes)."""

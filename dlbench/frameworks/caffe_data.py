@@ -34,7 +34,7 @@ import os
 import sys
 from pathlib import Path
 
-from dlbench.node.locks import flocked, heavy_work, node_lock
+from dlbench.node.locks import flocked, heavy_work, lock_timeout, node_lock
 
 FORMAT = 2  # bump when the files change meaning: every input key changes with it
 AUGMENT_SEED = 1
@@ -94,7 +94,10 @@ def prepare(dataset_dir: str | os.PathLike, input_cfg: dict | None, out: str | o
     cfg = dict(input_cfg or {})
     # Heavy work, never beside a measurement (a point's trainer preparing its own input is part of that point);
     # the heavy side first, then the folder's lock (dlbench/node/locks.py: the order that cannot deadlock).
-    with heavy_work(node_lock(), "preparing Caffe's input"), flocked(out.parent / f".{out.name}.lock"):
+    # The folder's lock bounded as every wait of a job (measurement.lock_timeout_s): inside a point's measurement
+    # a writer that hangs would hold the node's lock with it.
+    with heavy_work(node_lock(), "preparing Caffe's input"), flocked(out.parent / f".{out.name}.lock",
+                                                                     timeout_s=lock_timeout()):
         if is_current(out, dataset_dir, cfg):
             return json.loads((out / "meta.json").read_text())
         inputs = load_inputs(dataset_dir, {"input": cfg, "seed": AUGMENT_SEED})

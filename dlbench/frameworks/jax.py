@@ -2,7 +2,7 @@
 
 Images are NHWC (the layout of Flax's convolutions); a dense layer after a convolution takes its
 input flattened in C, H, W order (transposed back first), so the canonical dense weights load as
-they are. Pooling follows Caffe (models.pool_out: windows from -pad, the last one may overhang;
+they are. Pooling follows Caffe (networks.pool_out: windows from -pad, the last one may overhang;
 max pooling ignores the padding, average pooling divides by the window clipped to the padded input)
 with lax.reduce_window. A sparse convolution is Flax's masked Conv: the kernel times the connection
 table's 0/1 mask in every pass, so the unconnected weights (0 from the start) get a zero gradient
@@ -32,7 +32,7 @@ jax.nn.dot_product_attention with the spec's scale), the exact GELU. `optimizer:
 each parameter moves by -lr x its multiplier x (Adam's step + its weight decay x the parameter): decoupled decay,
 as torch.optim.AdamW.
 
-Batch normalisation is this module's BatchNorm, the spec's definition (models.py): Flax's nn.BatchNorm
+Batch normalisation is this module's BatchNorm, the spec's definition (networks.py): Flax's nn.BatchNorm
 (momentum = the spec's decay) updates its running variance with the biased batch variance, where the spec
 (and PyTorch) use the unbiased one. Its running statistics are the `batch_stats` collection, in the state
 beside the parameters; the training step applies the module with them mutable. A residual block's layers
@@ -61,8 +61,8 @@ from jax import lax
 from dlbench.frameworks.base import initial_weights, no_gpu, parameter_groups
 from dlbench.frameworks.stepped import SteppedAdapter, warms_up
 from dlbench.record.fields import Info
-from dlbench.spec import initial_weights as initialisers
 from dlbench.spec import networks
+from dlbench.spec.initial_weights import connection_mask
 
 XLA_POOL_THREAD = "tf_XLAEigen"  # how XLA's CPU intra-op pool names its threads
 
@@ -78,7 +78,7 @@ def caffe_counts(size: int, kernel: int, stride: int, pad: int, out: int) -> np.
 
 
 def pool(x: jax.Array, layer: dict, size_in: int, size_out: int) -> jax.Array:
-    """The spec's pooling on NHWC, with Caffe's output size (models.pool_out) and Caffe's padding rules."""
+    """The spec's pooling on NHWC, with Caffe's output size (networks.pool_out) and Caffe's padding rules."""
     k, s, pad = layer["kernel"], layer["stride"], layer.get("pad", 0)
     after = max((size_out - 1) * s + k - size_in - pad, 0)  # the last window's overhang
     padding = ((0, 0), (pad, after), (pad, after), (0, 0))
@@ -160,7 +160,7 @@ class Tokens(nn.Module):
 
 class Network(nn.Module):
     """The spec's layers as one Linen module; each conv, dense and batchnorm layer is named `layer<path>`
-    (models.walk: the spec index, `layer3_body0` inside a residual block)."""
+    (networks.walk: the spec index, `layer3_body0` inside a residual block)."""
 
     layers: list
     input_shape: tuple
@@ -194,7 +194,7 @@ class Network(nn.Module):
                 k, pad, stride = layer["kernel"], layer.get("pad", 0), layer.get("stride", 1)
                 mask = None
                 if "table" in layer:  # (out, in, 1, 1) -> the kernel's (kh, kw, in, out)
-                    mask = np.broadcast_to(initialisers.connection_mask(layer, prev[0]).transpose(2, 3, 1, 0),
+                    mask = np.broadcast_to(connection_mask(layer, prev[0]).transpose(2, 3, 1, 0),
                                            (k, k, prev[0], layer["filters"]))
                 x = nn.Conv(layer["filters"], (k, k), strides=(stride, stride), padding=((pad, pad), (pad, pad)),
                             use_bias=networks.has_bias(layer), mask=None if mask is None else jnp.asarray(mask),
@@ -222,13 +222,13 @@ class Network(nn.Module):
 
 
 def layer_names(layers: list[dict], input_shape: tuple) -> list[str]:
-    """The module names of the conv, dense and batchnorm layers, in models.trainable's order."""
+    """The module names of the conv, dense and batchnorm layers, in networks.trainable's order."""
     return [f"layer{path}" for path, layer, _, _ in networks.walk(layers, tuple(input_shape))
             if layer["type"] in networks.PARAMETRISED]
 
 
 def param_names(layer: dict) -> list[tuple[str, ...]]:
-    """A layer's Flax parameters (their paths inside the layer's module) in the canonical order (models.arrays'
+    """A layer's Flax parameters (their paths inside the layer's module) in the canonical order (networks.arrays'
     trained ones)."""
     if layer["type"] in ("batchnorm", "layernorm"):
         return [("scale",), ("bias",)]

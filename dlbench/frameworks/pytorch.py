@@ -31,7 +31,7 @@ projections around F.scaled_dot_product_attention with the spec's scale; GELU Py
 `optimizer: adamw` is torch.optim.AdamW (Loshchilov and Hutter's decoupled weight decay, each parameter's decay
 multiplied by its group's rate).
 
-Batch normalisation is PyTorch's BatchNorm2d with momentum = 1 - the spec's decay (models.py: PyTorch's
+Batch normalisation is PyTorch's BatchNorm2d with momentum = 1 - the spec's decay (networks.py: PyTorch's
 running variance follows the unbiased batch variance, the spec's definition as it stands); a residual block
 is a module adding its body's and its shortcut's outputs (an empty shortcut: the identity); global average
 pooling the mean over H and W. The untimed step of the `compile` phase puts the running statistics back too.
@@ -49,8 +49,8 @@ from torch import nn
 from dlbench.frameworks.base import initial_weights, no_gpu, parameter_groups
 from dlbench.frameworks.stepped import SteppedAdapter, ema_rate, warms_up
 from dlbench.record.fields import Info
-from dlbench.spec import initial_weights as initialisers
 from dlbench.spec import networks
+from dlbench.spec.initial_weights import connection_mask
 
 
 class MaskedConv2d(nn.Conv2d):
@@ -58,7 +58,7 @@ class MaskedConv2d(nn.Conv2d):
 
     def __init__(self, planes_in: int, layer: dict):
         super().__init__(planes_in, layer["filters"], layer["kernel"], layer.get("stride", 1), layer.get("pad", 0))
-        self.register_buffer("mask", torch.from_numpy(initialisers.connection_mask(layer, planes_in)))
+        self.register_buffer("mask", torch.from_numpy(connection_mask(layer, planes_in)))
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self._conv_forward(x, self.weight * self.mask, self.bias)
@@ -186,7 +186,7 @@ def trained_tensors(mod: nn.Module) -> list[torch.Tensor]:
 
 
 def canonical_tensors(mod: nn.Module) -> list[torch.Tensor]:
-    """Its canonical arrays (models.arrays): the parameters, and a batchnorm's running mean and variance."""
+    """Its canonical arrays (networks.arrays): the parameters, and a batchnorm's running mean and variance."""
     extra = [mod.running_mean, mod.running_var] if isinstance(mod, nn.BatchNorm2d) else []
     return trained_tensors(mod) + extra
 

@@ -35,8 +35,10 @@ points a build: the running jobs of the other kind finish and no new ones start.
 lock alike: a lock file lies where any local user can lock it, so one user's process, or one hung build, could
 otherwise stop the node's points for good. A point that waits longer ends as `lock_timeout` (recorded, run
 again: dlbench.record.statuses); heavy work that waits longer fails in one line. Both waits are in the record's
-`lock_wait_s`. Every lock held through a point's measurement (the node lock, its GPU's lock) is checked at its
-end for having been removed or replaced meanwhile (`Slot.intact`); heavy work says so in its log.
+`lock_wait_s`, and heavy work that has waited a second says in one line what waits and for what. Every lock held
+through a point's measurement (the node lock, its GPU's lock) is checked at its end for having been removed or
+replaced meanwhile (`Slot.intact`); heavy work says so in its log. The node lock's folder is never made here: it
+must exist (a mistyped `measurement.lock_file` is refused, not created).
 
 Snakemake's own lock files, left by a killed run, are told apart from live ones by dlbench.rules.stale_locks.
 
@@ -52,7 +54,7 @@ import re
 import stat
 import sys
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -69,7 +71,7 @@ LOCK_TIMEOUT_ENV = "DLBENCH_LOCK_TIMEOUT_S"  # the workflow's measurement.lock_t
 LOCK_MODE = 0o644  # every user may open it to lock it (an flock needs only read access); only its owner may change it
 HEAVY_HELD = "DLBENCH_HEAVY_HELD"  # set while a process does heavy work: its children are inside it too
 MEASURING = "DLBENCH_MEASURING"  # set while a process measures: its trainer's own preparation is part of it
-WAIT_NOTE_S = 1.0  # a heavy job that waited longer for a measurement says so in its log
+WAIT_NOTE_S = 1.0  # a heavy job that waits longer for a measurement says so, when it has waited that long and after
 
 
 class LockTimeout(TimeoutError):
@@ -116,31 +118,38 @@ def _plain_file(fd: int, path: Path) -> int:
 
 
 @contextlib.contextmanager
-def flocked(path: str | os.PathLike, *, shared: bool = False, wait: bool = True, timeout_s: float | None = None):
+def flocked(path: str | os.PathLike, *, shared: bool = False, wait: bool = True, timeout_s: float | None = None,
+            make_folder: bool = True, waiting: Callable[[], None] | None = None):
     """Hold an flock on `path` (created if need be) for the block, exclusive unless `shared`; yields the seconds
     waited. With wait=False it takes the lock only if it is free now, else yields None at once; with
-    timeout_s it waits at most that long, then raises LockTimeout."""
+    timeout_s it waits at most that long, then raises LockTimeout. make_folder=False: the lock's folder must
+    exist (a node lock's folder is the site's, never made here). waiting(): called at every try that finds the
+    lock taken (every POLL_S), and once before a wait without a limit: the caller says, when it chooses, that it
+    waits."""
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
+    if make_folder:
+        path.parent.mkdir(parents=True, exist_ok=True)
     t0 = time.monotonic()
     mode = fcntl.LOCK_SH if shared else fcntl.LOCK_EX
     while True:
         fd = _open_for_lock(path)
-        if wait and timeout_s is None:
-            fcntl.flock(fd, mode)
-        else:
-            while True:
-                try:
-                    fcntl.flock(fd, mode | fcntl.LOCK_NB)
+        while True:
+            try:
+                fcntl.flock(fd, mode | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if not wait or (timeout_s is not None and time.monotonic() - t0 >= timeout_s):
+                    os.close(fd)
+                    if not wait:
+                        yield None
+                        return
+                    raise LockTimeout(f"{path} stayed locked for {timeout_s:.1f} s") from None
+                if waiting is not None:
+                    waiting()
+                if timeout_s is None:  # no limit: the kernel wakes us (only where the caller bounds it otherwise)
+                    fcntl.flock(fd, mode)
                     break
-                except BlockingIOError:
-                    if not wait or time.monotonic() - t0 >= timeout_s:
-                        os.close(fd)
-                        if not wait:
-                            yield None
-                            return
-                        raise LockTimeout(f"{path} stayed locked for {timeout_s:g} s") from None
-                    time.sleep(POLL_S)
+                time.sleep(POLL_S)
         if _same_file(fd, path):
             break
         # The path was removed (or replaced) while we waited: the lock held is on a file nobody else will open,
@@ -267,10 +276,30 @@ def private_to_job(lock: str | os.PathLike) -> str | None:
 
 
 def _refuse_private(node_lock: str | os.PathLike) -> None:
-    Path(node_lock).parent.mkdir(parents=True, exist_ok=True)  # what flocked would make: then it can be compared
+    """LockUnusable where the node lock's folder is missing (it is never made: a mistyped measurement.lock_file
+    would otherwise create folders anywhere) or private to this SLURM job."""
+    folder = Path(node_lock).absolute().parent
+    if not folder.is_dir():
+        raise LockUnusable(f"the folder {folder} of the lock file {node_lock} does not exist on this node, and dlbench "
+                           "does not make it; create it, or set measurement.lock_file to a file in a node-local "
+                           "folder that exists")
     why = private_to_job(node_lock)
     if why:
         raise LockUnusable(why)
+
+
+def _waiting_line(what: str, whom: str, node_lock: str | os.PathLike, timeout_s: float) -> Callable[[], None]:
+    """What says, once the wait for the node's locks (the gate, .heavy, the node lock together) has lasted
+    WAIT_NOTE_S, what waits and for what, in one line on stderr; once, however many locks it waits for. A wait
+    shorter than that (a point just leaving) is not worth a line."""
+    since, said = time.monotonic(), []
+
+    def say() -> None:
+        if not said and time.monotonic() - since >= WAIT_NOTE_S:
+            said.append(True)
+            print(f"dlbench: {what} waits for {whom} to end (the node's lock {node_lock}; at most {timeout_s:g} s, "
+                  "measurement.lock_timeout_s)", file=sys.stderr, flush=True)
+    return say
 
 
 def _left(deadline: float) -> float:
@@ -278,7 +307,8 @@ def _left(deadline: float) -> float:
 
 
 @contextlib.contextmanager
-def _measurement_entry(node_lock: str | os.PathLike, *, shared: bool, deadline: float):
+def _measurement_entry(node_lock: str | os.PathLike, *, shared: bool, deadline: float,
+                       waiting: Callable[[], None] | None = None):
     """Through the gate: no heavy work runs, then the node lock (shared for a GPU point); yields the node lock held.
 
     Every wait ends by the deadline (LockTimeout): the gate and .heavy too, as any local user can hold them.
@@ -286,17 +316,18 @@ def _measurement_entry(node_lock: str | os.PathLike, *, shared: bool, deadline: 
     if _heavy_inside(node_lock):
         raise RuntimeError(f"a measurement was asked for inside heavy work on {node_lock}: it would wait for itself")
     with contextlib.ExitStack() as held:
-        with flocked(gate_lock(node_lock), timeout_s=_left(deadline)):
-            with flocked(heavy_lock(node_lock), timeout_s=_left(deadline)):
+        with flocked(gate_lock(node_lock), timeout_s=_left(deadline), make_folder=False, waiting=waiting):
+            with flocked(heavy_lock(node_lock), timeout_s=_left(deadline), make_folder=False, waiting=waiting):
                 pass  # no heavy job runs now, and none gets in while this process holds the gate
-            held.enter_context(flocked(node_lock, shared=shared, timeout_s=_left(deadline)))
+            held.enter_context(flocked(node_lock, shared=shared, timeout_s=_left(deadline), make_folder=False,
+                                       waiting=waiting))
         with _marked(MEASURING, str(node_lock)):
             yield
 
 
 @contextlib.contextmanager
 def measuring(node_lock: str | os.PathLike, devices: Sequence[str] | None, *, per_device: bool,
-              timeout_s: float | None = None) -> Iterator[Slot]:
+              timeout_s: float | None = None, what: str | None = None) -> Iterator[Slot]:
     """Hold the node's measurement lock for one point, with no heavy work running (see the module's docstring).
 
     A CPU point (devices None), or any point when per_device is False: the node lock exclusively, so it
@@ -304,23 +335,26 @@ def measuring(node_lock: str | os.PathLike, devices: Sequence[str] | None, *, pe
     the first free device (tried every POLL_S), then the node lock shared, so GPU points on other devices
     measure beside it and a CPU point waits for all of them. Past timeout_s (None: lock_timeout()) of waiting,
     for a GPU, the gate, heavy work or other measurements: LockTimeout. A lock folder private to this SLURM
-    job: LockUnusable.
+    job: LockUnusable. what: said in one line on stderr once the wait has lasted WAIT_NOTE_S (a command run by hand);
+    None: not said (a point's wait is in its record's lock_wait_s).
     """
     t0 = time.monotonic()
     timeout_s = lock_timeout() if timeout_s is None else timeout_s
     deadline = t0 + timeout_s
     _refuse_private(node_lock)
+    waiting = _waiting_line(what, "the other measurement or heavy work on this node", node_lock, timeout_s) \
+        if what else None
     if not devices or not per_device:
-        with _measurement_entry(node_lock, shared=False, deadline=deadline):
+        with _measurement_entry(node_lock, shared=False, deadline=deadline, waiting=waiting):
             yield Slot("exclusive", devices[0] if devices else None, time.monotonic() - t0, (_taken(node_lock),))
         return
     while True:
         for device in devices:
-            with flocked(device_lock(node_lock, device), wait=False) as got:
+            with flocked(device_lock(node_lock, device), wait=False, make_folder=False) as got:
                 if got is None:
                     continue
                 held = (_taken(device_lock(node_lock, device)),)
-                with _measurement_entry(node_lock, shared=True, deadline=deadline):
+                with _measurement_entry(node_lock, shared=True, deadline=deadline, waiting=waiting):
                     yield Slot("per_device", device, time.monotonic() - t0, held + (_taken(node_lock),))
                 return
         if time.monotonic() >= deadline:
@@ -346,11 +380,13 @@ def heavy_work(node_lock: str | os.PathLike | None, what: str = "heavy work",
     timeout_s = lock_timeout() if timeout_s is None else timeout_s
     deadline = t0 + timeout_s
     _refuse_private(node_lock)
+    say = _waiting_line(what, "the measurement on this node", node_lock, timeout_s)
     with contextlib.ExitStack() as held:
         try:
-            with flocked(gate_lock(node_lock), timeout_s=_left(deadline)):
-                held.enter_context(flocked(heavy_lock(node_lock), shared=True, timeout_s=_left(deadline)))
-                with flocked(node_lock, timeout_s=_left(deadline)):
+            with flocked(gate_lock(node_lock), timeout_s=_left(deadline), make_folder=False, waiting=say):
+                held.enter_context(flocked(heavy_lock(node_lock), shared=True, timeout_s=_left(deadline),
+                                           make_folder=False, waiting=say))
+                with flocked(node_lock, timeout_s=_left(deadline), make_folder=False, waiting=say):
                     pass  # no measurement runs now, and none gets in while this process holds the gate
         except LockTimeout as exc:
             raise LockTimeout(f"{what} waited {timeout_s:g} s (measurement.lock_timeout_s) for the node's locks, "

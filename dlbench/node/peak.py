@@ -1,7 +1,12 @@
 """This machine's matrix-multiply peaks, the yardsticks for the adapters' achieved GFLOP/s.
 
-    dlbench peak --threads 1 2 --out results/machine/peak.json [--bf16-python PYTHON]
+    dlbench peak --threads 1 2 --out results/machine/peak.json [--bf16-python PYTHON] [--lock FILE]
     python -m dlbench.node.peak --bf16 --threads 1 2          (in the PyTorch environment: prints JSON)
+
+A measurement like a CPU point: it holds the node's measurement lock (`--lock`, default the workflow's or
+measurement.lock_file's default; `--lock ''`: none), so it never runs beside a point or heavy work, waiting at
+most measurement.lock_timeout_s. The bfloat16 peak's own process is given BF16_TIMEOUT_S: a hung PyTorch must
+not hold the node's lock for ever.
 
 float32: numpy's BLAS, in the base environment. bfloat16: numpy has no bfloat16 product, so the
 bfloat16 peak is PyTorch's (torch.matmul of bfloat16 matrices, oneDNN's kernels, which use the CPU's
@@ -15,6 +20,7 @@ the float32 one.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import subprocess
@@ -24,6 +30,7 @@ import time
 import numpy as np
 
 from dlbench.atomic import write_json
+from dlbench.node import locks, procs
 from dlbench.paths import ROOT
 
 
@@ -97,12 +104,28 @@ def bf16_here(thread_counts: list[int], n: int) -> dict:
             "bf16_measured_with": f"torch {torch.__version__} matmul (oneDNN: {torch.backends.mkldnn.is_available()})"}
 
 
-def bf16_in(python: str, thread_counts: list[int], n: int) -> dict:
-    """The bfloat16 peaks measured by another interpreter (the PyTorch environment's)."""
+# The longest the bfloat16 peak's process may take: it runs under the node's measurement lock, so a hang would stop
+# every point on the node. Its products are sized to BF16_PRODUCT_S each (six per thread count, and an import of
+# PyTorch): minutes only on a machine far slower than any it was measured on.
+BF16_TIMEOUT_S = 600.0
+
+
+def bf16_in(python: str, thread_counts: list[int], n: int, timeout_s: float = BF16_TIMEOUT_S) -> dict:
+    """The bfloat16 peaks measured by another interpreter (the PyTorch environment's), within timeout_s (then
+    RuntimeError; its process group ended)."""
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH")) if p),
            "CUDA_VISIBLE_DEVICES": ""}
-    proc = subprocess.run([python, "-m", "dlbench.node.peak", "--bf16", "--n", str(n), "--threads",
-                           *map(str, thread_counts)], capture_output=True, text=True, env=env, cwd=ROOT)
+    cmd = [python, "-m", "dlbench.node.peak", "--bf16", "--n", str(n), "--threads", *map(str, thread_counts)]
+    child = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, cwd=ROOT,
+                             start_new_session=True, preexec_fn=procs.die_with_parent)
+    try:
+        stdout, stderr = child.communicate(timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        procs.kill_tree(child.pid)
+        child.communicate()
+        raise RuntimeError(f"{python} did not measure the bfloat16 peak within {timeout_s:g} s (ended); see whether "
+                           "its PyTorch imports (`python -c 'import torch'`), or leave the bf16 points out") from None
+    proc = subprocess.CompletedProcess(cmd, child.returncode, stdout, stderr)
     if proc.returncode != 0:
         raise RuntimeError(f"{python} could not measure the bfloat16 peak: {proc.stderr.strip()[-500:]}")
     return json.loads(proc.stdout.strip().splitlines()[-1])
@@ -125,8 +148,12 @@ def measure(thread_counts: list[int], n: int = 2048, bf16_python: str | None = N
     return out
 
 
-def write(out: str, thread_counts: list[int], n: int = 2048, bf16_python: str | None = None) -> int:
-    result = measure(thread_counts, n, bf16_python)
+def write(out: str, thread_counts: list[int], n: int = 2048, bf16_python: str | None = None,
+          lock: str | None = None, what: str | None = None) -> int:
+    """Measure the peaks under the node's measurement lock (`lock`; None: none), alone on the node, and write them
+    to `out`. what: said in one line if the wait for the lock begins (a command run by hand)."""
+    with locks.measuring(lock, None, per_device=False, what=what) if lock else contextlib.nullcontext():
+        result = measure(thread_counts, n, bf16_python)
     write_json(out, result)
     print(result["gflops_by_threads"], result.get("bf16_gflops_by_threads", ""))
     return 0
@@ -136,18 +163,32 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="dlbench peak",
                                      description="measure this machine's matrix-multiply peaks, the yardsticks for "
                                      "achieved GFLOP/s")
-    parser.add_argument("--threads", type=int, nargs="+", default=[1])
-    parser.add_argument("--n", type=int, default=2048)
-    parser.add_argument("--out", help="write peak.json here (float32, and bfloat16 with --bf16-python)")
+    from dlbench import arguments
+
+    parser.add_argument("--threads", type=arguments.count(1, "a number of threads"), nargs="+", default=[1])
+    parser.add_argument("--n", type=arguments.count(1, "a matrix size"), default=2048)
+    parser.add_argument("--out", type=arguments.not_a_folder,  # said before the measurement, not after it
+                        help="write peak.json here (float32, and bfloat16 with --bf16-python)")
     parser.add_argument("--bf16-python", help="the PyTorch environment's Python, to measure the bfloat16 peak")
     parser.add_argument("--bf16", action="store_true", help="print the bfloat16 peaks of this (PyTorch) interpreter")
+    parser.add_argument("--lock", default=locks.node_lock() or "",
+                        help="the node's measurement lock held while measuring (default %(default)s; '': none)")
     args = parser.parse_args(argv)
     if args.bf16:
         print(json.dumps(bf16_here(args.threads, args.n)))
         return 0
     if not args.out:
         parser.error("--out is required (or --bf16)")
-    return write(args.out, args.threads, args.n, args.bf16_python)
+    try:
+        return write(args.out, args.threads, args.n, args.bf16_python, lock=args.lock or None, what="dlbench peak")
+    except locks.LockTimeout as exc:
+        print(f"dlbench peak: waited {locks.lock_timeout():g} s (measurement.lock_timeout_s) for the node's "
+              f"measurement lock, and another measurement or heavy work held it the whole time ({exc})",
+              file=sys.stderr)
+        return 1
+    except (locks.LockUnusable, RuntimeError) as exc:  # the node's lock unusable here, or the bf16 process
+        print(f"dlbench peak: {exc}", file=sys.stderr)
+        return 1
 
 
 if __name__ == "__main__":

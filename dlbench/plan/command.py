@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 
+from dlbench import arguments
 from dlbench.plan import estimate, probes
 
 
@@ -17,7 +18,8 @@ def main(argv: list[str] | None = None) -> int:
                                  "measured (--probe: measure first)")
     ap.add_argument("config", help="the study's config file (as for --configfile)")
     ap.add_argument("--probe", action="store_true", help="first run one short point of every unmeasured kind")
-    ap.add_argument("--iterations", type=int, default=probes.PROBE_ITERATIONS, help="a probe's length")
+    ap.add_argument("--iterations", type=arguments.count(1, "a number of iterations"), default=probes.PROBE_ITERATIONS,
+                    help="a probe's length")
     args = ap.parse_args(argv)
     try:
         cfg = config.load(args.config, schema_path=SCHEMA)
@@ -30,7 +32,15 @@ def main(argv: list[str] | None = None) -> int:
         return f"results/runs/{p['framework']}/{p['dataset']}/{p['id']}"
 
     if args.probe:
-        probes.probe(cfg, points, run_dir, args.iterations)
+        from dlbench.datasets.prepare import DatasetError
+        from dlbench.environments.errors import EnvError
+        from dlbench.node.locks import LockTimeout, LockUnusable
+
+        try:
+            probes.probe(cfg, points, run_dir, args.iterations)
+        except (LockTimeout, LockUnusable, DatasetError, EnvError) as exc:  # the node's locks, its data, its builds
+            print(f"dlbench plan: {exc}", file=sys.stderr)
+            return 1
     print(estimate.describe(estimate.estimate(points, run_dir)))
     return 0
 

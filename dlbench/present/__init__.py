@@ -1,1 +1,2 @@
-"""What people read: findings in words, charts, the runs table, a partial look, two result sets side by side."""
+"""What people read: the results page, findings in words, charts, the table of runs, the tables as CSV, a partial look,
+two result sets side by side."""

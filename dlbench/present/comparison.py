@@ -1,17 +1,28 @@
-"""Two result sets side by side: the same settings measured twice (another machine, framework version, dlbench).
+"""Result sets side by side: the same settings measured again (another machine, framework version, dlbench), and
+a gate a CI job can fail on.
 
-    dlbench compare RESULTS_A RESULTS_B --out DIR     (or python -m dlbench.present.comparison ...)
+    dlbench compare BASELINE RESULTS [RESULTS ...] --out DIR [--fail-on slower,less-accurate]
+    python -m dlbench.present.comparison ...      the same
 
-RESULTS_A and RESULTS_B are result folders (holding runs.parquet, or only runs/<framework>/<dataset>/<point>/
+BASELINE and each RESULTS are result folders (holding runs.parquet, or only runs/<framework>/<dataset>/<point>/
 metrics.json) or runs.parquet files. Their points are joined on their settings: every point parameter but the
 repeat and seed (the record's `setting_id`; older records by their setting columns), so that the repeats of a
 setting are its sample. What differs between the sets as a whole (host, CPU, GPU, environment, framework
-version, dlbench commit) is named, not joined on. Per setting and metric, DIR/comparison.parquet holds both
-sets' means with their intervals, the ratio B / A with its interval and a verdict by a named test, one of four
-words each earned: B slower / faster (more / less accurate) where its Benjamini-Hochberg-adjusted p is below
+version, dlbench commit) is named, not joined on. Per setting and metric, each set against the baseline: both
+means with their intervals, the ratio (set / baseline) with its interval and a verdict by a named test, one of
+four words each earned: slower / faster (more / less accurate) where its Benjamini-Hochberg-adjusted p is below
 alpha, equivalent within a stated margin (two one-sided tests), inconclusive (with the change it could have
-detected), not testable (too few runs, no spread); DIR/comparison.md says it in words and
-DIR/comparison_ratios.{html,svg} draws the ratios per framework.
+detected), not testable (too few runs, no spread).
+
+Two sets (A, B) write DIR/comparison.parquet, DIR/comparison.md and DIR/comparison_ratios.{html,svg} (the ratios
+per framework), as the workflow's rule compare does. Three or more (a framework's releases, a cluster's nodes, a
+project's commits) write DIR/series.parquet, DIR/series.md and DIR/series_trend.{html,svg}
+(dlbench.present.comparison_series), every test of every set adjusted together.
+
+--fail-on names the verdicts that fail the gate: a direction (slower, less-accurate, ...) counts only where the
+tested change lies beyond the margin, never on a point estimate alone. Exit status 0 (compared; the gate, if
+any, passed), 1 (the gate failed: one line per setting and metric on stdout), 2 (could not compare: one line on
+stderr naming the problem and the fix, before any work where the input is wrong).
 
 The numbers are dlbench.analysis.comparison's; this module words them, draws the ratios and is the command.
 """
@@ -19,13 +30,14 @@ The numbers are dlbench.analysis.comparison's; this module words them, draws the
 from __future__ import annotations
 
 import argparse
-import math
+import difflib
 import sys
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
+from dlbench import arguments
 from dlbench.aggregate.collect import write_parquet
 from dlbench.analysis import comparison_stats, stats
 from dlbench.analysis.comparison import (
@@ -33,6 +45,7 @@ from dlbench.analysis.comparison import (
     ALPHA,
     CONTENDED,
     EQUIVALENT,
+    GATE_WORDS,
     INCONCLUSIVE,
     MD_ROWS,
     METRICS,
@@ -43,16 +56,21 @@ from dlbench.analysis.comparison import (
     CompareError,
     baseline_runs,
     compare,
+    compare_series,
     differences,
+    find_set,
+    offending,
     per_framework,
     read_set,
 )
 from dlbench.atomic import atomic_path
 from dlbench.node import locks
+from dlbench.present import comparison_series
 from dlbench.present.markdown import escape
 
-__all__ = ["CONTENDED", "EQUIVALENT", "INCONCLUSIVE", "METRICS", "OUTPUTS", "UNTESTABLE", "CompareError",
-           "baseline_runs", "compare", "per_framework"]  # what the workflow's rules and scripts take from here
+__all__ = ["CONTENDED", "EQUIVALENT", "GATE_WORDS", "INCONCLUSIVE", "METRICS", "OUTPUTS", "UNTESTABLE",
+           "CompareError", "baseline_runs", "compare", "compare_series", "offending",
+           "per_framework"]  # what the workflow's rules and scripts take from here
 
 
 # ---------------------------------------------------------------------------------------------- writing
@@ -226,13 +244,40 @@ def write(table: pd.DataFrame, text: str, out_dir: str | Path) -> list[Path]:
 
 
 def run(path_a: str | Path, path_b: str | Path, out_dir: str | Path, alpha: float = ALPHA,
-        name_b: str | None = None, margins: stats.Margins | None = None) -> pd.DataFrame:
-    """Compare the result sets at path_a (A) and path_b (B) into out_dir (OUTPUTS)."""
+        name_b: str | None = None, margins: stats.Margins | None = None, name_a: str | None = None,
+        require_common: bool = False) -> pd.DataFrame:
+    """Compare the result sets at path_a (A) and path_b (B) into out_dir (OUTPUTS). `require_common`: B sharing
+    no setting that has finished runs in both is a CompareError, and nothing is written (the command's rule; the
+    workflow's rule writes what one set alone holds)."""
     a, b = read_set(path_a), read_set(path_b)
     table = compare(a, b, alpha, margins)
-    text = markdown(table, differences(a, b), str(path_a), name_b or str(path_b), len(a), len(b), alpha, margins)
+    if require_common:
+        _require_common(table, name_b or str(path_b), name_a or str(path_a))
+    text = markdown(table, differences(a, b), name_a or str(path_a), name_b or str(path_b), len(a), len(b), alpha,
+                    margins)
     write(table, text, out_dir)
     return table
+
+
+def _require_common(table: pd.DataFrame, name: str, baseline: str) -> None:
+    """A set that shares no setting with finished runs with the baseline cannot be compared with it: a gate would
+    pass it having tested nothing."""
+    if not ((table["a_n"] > 0) & (table["b_n"] > 0)).any():
+        raise CompareError(f"{name} and {baseline} share no setting with finished runs in both; compare result sets "
+                           "of the same study (the same points)")
+
+
+def run_series(paths: list[str], names: list[str], out_dir: str | Path, alpha: float = ALPHA,
+               margins: stats.Margins | None = None) -> pd.DataFrame:
+    """Each set at paths[1:] against the baseline at paths[0] into out_dir (comparison_series.SERIES_OUTPUTS)."""
+    margins = margins or stats.Margins()
+    sets = [read_set(p) for p in paths]
+    series = compare_series(sets[0], list(zip(names[1:], sets[1:])), alpha, margins)
+    for name in names[1:]:
+        _require_common(series[series["set"] == name], name, names[0])
+    comparison_series.write(series, comparison_series.markdown(series, sets, names, list(map(str, paths)), alpha,
+                                                               margins), names, out_dir)
+    return series
 
 
 # ---------------------------------------------------------------------------------------------- versions
@@ -282,46 +327,134 @@ def _level(text: str) -> float:
     return value
 
 
-def _margin(text: str) -> float:
-    """An equivalence margin: a finite number above 0 (a margin of 0 or less makes nothing equivalent)."""
-    value = float(text)
-    if not (math.isfinite(value) and value > 0):
-        raise argparse.ArgumentTypeError(f"{text} is not a margin: give a finite number above 0")
-    return value
+def _gate_words(text: str) -> list[str]:
+    """--fail-on: verdicts by their gate names (GATE_WORDS), comma-separated; a near miss is named."""
+    words = [w.strip() for w in text.split(",") if w.strip()]
+    for word in words:
+        if word not in GATE_WORDS:
+            near = difflib.get_close_matches(word, GATE_WORDS, n=1)
+            hint = f" (did you mean {near[0]!r}?)" if near else ""
+            raise argparse.ArgumentTypeError(f"{word!r} is not a verdict the gate knows{hint}; give some of "
+                                             f"{', '.join(GATE_WORDS)}, comma-separated")
+    if not words:
+        raise argparse.ArgumentTypeError(f"no verdict given; give some of {', '.join(GATE_WORDS)}, comma-separated")
+    return words
+
+
+def set_names(paths: list[str], given: str | None) -> list[str]:
+    """Each result set's name in the outputs: --names (one per set, the baseline first), else the last part of
+    its path that is not `results` or `runs.parquet` (the folder of a run); where two would read the same, the
+    paths as given."""
+    if given is not None:
+        names = [n.strip() for n in given.split(",")]
+        if len(names) != len(paths) or not all(names) or len(set(names)) != len(names):
+            raise CompareError(f"--names gives {len(names)} names for {len(paths)} result sets; give one distinct "
+                               "name per set, the baseline first, comma-separated")
+        return names
+    short = []
+    for text in paths:
+        parts = [p for p in Path(text).parts if p not in (".", "/")]
+        while parts and parts[-1] in ("results", "runs.parquet"):
+            parts.pop()
+        short.append(parts[-1].removesuffix(".parquet") if parts else text)
+    if len(set(short)) == len(short):
+        return short
+    names = []
+    for text in paths:  # the same path twice: numbered, so that the trend draws each
+        names.append(text if text not in names else f"{text} ({sum(n.startswith(text) for n in names) + 1})")
+    return names
+
+
+def _gate_lines(table: pd.DataFrame, fail_on: list[str], names: list[str], margins: stats.Margins) -> list[str]:
+    """One line per setting and metric the gate fails on: the set, the setting, the metric, the verdict and the
+    tested change with its interval, and the margin it lies beyond."""
+    lines = []
+    for _, r in offending(table, fail_on).iterrows():
+        where = r["set"] if "set" in r else names[1]
+        told = is_changed(pd.Series([r["verdict"]])).iloc[0]
+        change = f", {_change(r)} beyond the margin of {margins.text(r['metric'])}" if told else ""
+        lines.append(f"dlbench: compare: gate: {where}: {r['framework']} {r['dataset']} {r['device']} {r['label']}: "
+                     f"{r['metric']} {r['verdict']}{change}")
+    return lines
+
+
+# Exit statuses: the gate passed (or none was asked for), the gate failed, and the sets could not be compared.
+EXIT_PASSED, EXIT_GATE_FAILED, EXIT_NOT_COMPARED = 0, 1, 2
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="dlbench compare",
-                                     description="compare two result sets: per setting, B / A with its interval and a "
-                                     "verdict")
-    parser.add_argument("a", help="result set A (the baseline): a results folder or a runs.parquet")
-    parser.add_argument("b", help="result set B, compared with A")
-    parser.add_argument("--out", required=True, help="folder for comparison.parquet, comparison.md and the chart")
+    parser = argparse.ArgumentParser(
+        prog="dlbench compare",
+        description="compare result sets with a baseline, setting by setting, each with a verdict (--fail-on: a CI "
+        "gate): per setting and metric, each set's mean over the baseline's with its interval",
+        epilog="Exit status: 0 compared (and the gate, if any, passed); 1 the gate failed, one line per setting "
+        "on stdout; 2 could not compare (bad input, or the node's measurement lock held too long), one line on "
+        "stderr. Two sets write DIR/comparison.{parquet,md} and DIR/comparison_ratios.{html,svg}; three or more "
+        "write DIR/series.{parquet,md} and DIR/series_trend.{html,svg}.")
+    parser.add_argument("baseline", metavar="BASELINE", help="the baseline (A): a results folder or a runs.parquet")
+    parser.add_argument("results", nargs="+", metavar="RESULTS",
+                        help="result sets compared with the baseline, in order (releases, nodes, commits)")
+    parser.add_argument("--out", required=True, metavar="DIR", help="folder for the comparison's files (created)")
+    parser.add_argument("--names", default=None, metavar="NAME,...",
+                        help="each set's name in the outputs, the baseline first (default: from their paths)")
+    parser.add_argument("--fail-on", type=_gate_words, default=None, metavar="VERDICT,...",
+                        help="exit 1 where a setting of any set gets one of these verdicts: slower, faster, "
+                        "less-accurate, more-accurate (only where the tested change lies beyond the margin), "
+                        "inconclusive, untestable, failed (no finished run where the baseline has one); "
+                        "for CI: --fail-on slower,less-accurate")
     parser.add_argument("--alpha", type=_level, default=ALPHA,
-                        help=f"the tests' level: the false discovery rate of {ADJUSTMENT}, and each one-sided test's")
-    parser.add_argument("--time-margin-pct", type=_margin, default=stats.Margins.time_pct,
-                        help="times within this many per cent (B / A) are equivalent (default %(default)g)")
-    parser.add_argument("--accuracy-margin-pp", type=_margin, default=stats.Margins.accuracy_pp,
+                        help="the tests' level: the false discovery rate of Benjamini-Hochberg's adjustment, and "
+                        "each one-sided test's (default %(default)g)")
+    parser.add_argument("--time-margin-pct", type=arguments.positive, default=stats.Margins.time_pct,
+                        help="times within this many per cent (set / baseline) are equivalent (default %(default)g)")
+    parser.add_argument("--accuracy-margin-pp", type=arguments.positive, default=stats.Margins.accuracy_pp,
                         help="accuracies within this many points are equivalent (default %(default)g)")
     args = parser.parse_args(argv)
-    if Path(args.out).exists() and not Path(args.out).is_dir():
-        print(f"dlbench: compare: --out {args.out} is a file, not a folder; name a folder (it is created)",
-              file=sys.stderr)
-        return 2
-    margins = stats.Margins(accuracy_pp=args.accuracy_margin_pp, time_pct=args.time_margin_pct)
+    paths = [args.baseline, *args.results]
     try:
-        # heavy work (reading two result sets, its tests, its chart): never beside a measurement on this node
-        with locks.heavy_work(locks.node_lock(), "the comparison"):
-            table = run(args.a, args.b, args.out, args.alpha, margins=margins)
+        if Path(args.out).exists() and not Path(args.out).is_dir():
+            raise CompareError(f"--out {args.out} is a file, not a folder; name a folder (it is created)")
+        names = set_names(paths, args.names)
+        for path in paths:
+            find_set(path)  # every set there before any is read
     except CompareError as exc:
         print(f"dlbench: compare: {exc}", file=sys.stderr)
-        return 2
+        return EXIT_NOT_COMPARED
+    margins = stats.Margins(accuracy_pp=args.accuracy_margin_pp, time_pct=args.time_margin_pct)
+    try:
+        # heavy work (reading the result sets, their tests, the charts): never beside a measurement on this node
+        with locks.heavy_work(locks.node_lock(), "the comparison"):
+            if len(paths) == 2:
+                table = run(paths[0], paths[1], args.out, args.alpha, name_b=args.names and names[1],
+                            margins=margins, name_a=args.names and names[0], require_common=True)
+            else:
+                table = run_series(paths, names, args.out, args.alpha, margins)
+    except CompareError as exc:
+        print(f"dlbench: compare: {exc}", file=sys.stderr)
+        return EXIT_NOT_COMPARED
     except (locks.LockTimeout, locks.LockUnusable) as exc:  # the node's locks: held too long, or unusable here
         print(f"dlbench: compare: {exc}", file=sys.stderr)
-        return 1
-    changed = int(is_changed(table["verdict"]).sum())
-    print(f"{args.out}/comparison.md: {changed} of {len(table)} comparisons changed beyond the noise")
-    return 0
+        return EXIT_NOT_COMPARED
+    if len(paths) == 2:
+        changed = int(is_changed(table["verdict"]).sum())
+        print(f"{args.out}/comparison.md: {changed} of {len(table)} comparisons changed beyond the noise")
+    else:
+        per_set = ", ".join(f"{name} {int(is_changed(rows['verdict']).sum())}"
+                            for name, rows in table.groupby("set", sort=False))
+        print(f"{args.out}/series.md: comparisons changed beyond the noise, per set: {per_set}")
+    if not args.fail_on:
+        return EXIT_PASSED
+    lines = _gate_lines(table, args.fail_on, names, margins)
+    unsure = int(table["verdict"].str.replace(CONTENDED, "", regex=False).isin([INCONCLUSIVE, UNTESTABLE]).sum())
+    for line in lines:
+        print(line)
+    told = f"; {unsure} could not be told ({INCONCLUSIVE} or {UNTESTABLE})" if unsure else ""
+    if lines:
+        print(f"dlbench: compare: the gate fails: {len(lines)} settings and metrics {' or '.join(args.fail_on)}"
+              f"{told}")
+        return EXIT_GATE_FAILED
+    print(f"dlbench: compare: the gate passes: no setting {' or '.join(args.fail_on)}{told}")
+    return EXIT_PASSED
 
 
 if __name__ == "__main__":

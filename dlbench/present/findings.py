@@ -25,6 +25,7 @@ from dlbench.analysis.guidance import efficiency, fastest_configurations, knob_w
 from dlbench.analysis.joint_grids import tuning_table
 from dlbench.analysis.observations import OBSERVATIONS, Verdict, observations  # noqa: F401 - Verdict: the findings' type
 from dlbench.analysis.published import PUBLISHED_CSV, leaders_vs_published, published_ratios, speedups_vs_published
+from dlbench.analysis.sentences import metric_words
 from dlbench.analysis.summary import (
     TARGETS,
     best_values,
@@ -51,7 +52,9 @@ from dlbench.analysis.verdicts import (
     work_text,
 )
 from dlbench.present import comparison, markdown
+from dlbench.present.calibrated import Power, power_of
 from dlbench.present.charts import catalog
+from dlbench.record import statuses
 
 LISTED = 20  # sweeps worded one by one in a section (the rest counted)
 EXAMPLES = 3  # settings worded in full per framework (the rest are in the chart)
@@ -115,6 +118,18 @@ def provider_guidance(runs: pd.DataFrame) -> list[str]:
     return out
 
 
+def _compile_part(row) -> str:
+    """"3.31 s of it compiling; " where the time to a target holds a compile phase worth saying (a framework
+    without one reports a few microseconds between its phase marks)."""
+    c = row.compile_time_s
+    return f"{c:.3g} s of it compiling; " if c is not None and not pd.isna(c) and c >= 0.01 else ""
+
+
+def _reaching(row) -> str:
+    """How many of the soonest setting's counted runs reached the target."""
+    return f"{row.runs_reaching} of that setting's {row.runs} counted runs reached it"
+
+
 def consumer_guidance(runs: pd.DataFrame, curves: pd.DataFrame | None) -> list[str]:
     """For a consumer: which framework and settings reach a target accuracy soonest (guidance.time_to_target)."""
     ttt = time_to_target(runs, curves)
@@ -125,12 +140,12 @@ def consumer_guidance(runs: pd.DataFrame, curves: pd.DataFrame | None) -> list[s
     for (dataset, device), g in ttt.groupby(["dataset", "device"]):
         first = g.iloc[0]
         line = (f"To reach {first.target_pct:.1f}% test accuracy on {dataset}/{device} (the best accuracy every "
-                f"framework here reached), the soonest was {first.framework} with {first.settings}: "
-                f"{first.time_to_target_s:.4g} s of training (test at iteration {first.iteration:g}; "
-                f"{first.runs_reaching} of that setting's {first.runs} counted runs reached it)")
+                f"framework here reached in at least one run), the soonest was {first.framework} with "
+                f"{first.settings}: {first.time_to_target_s:.4g} s (test at iteration {first.iteration:g}; "
+                f"{_compile_part(first)}{_reaching(first)})")
         if len(g) > 1:
-            line += "; then " + "; ".join(f"{r.framework} {r.time_to_target_s:.4g} s with {r.settings}"
-                                           for r in g.iloc[1:].itertuples())
+            line += "; then " + "; ".join(f"{r.framework} with {r.settings}: {r.time_to_target_s:.4g} s "
+                                           f"({_compile_part(r)}{_reaching(r)})" for r in g.iloc[1:].itertuples())
             result = stats.leader({r.framework: r.setting_by_seed for r in g.itertuples()}, False, "train_time_s")
             line += (". Each framework's soonest setting, mean time to the target over its runs that reached it "
                      f"[95 % interval]: {leader_text(result, 'train_time_s')}")
@@ -213,7 +228,7 @@ def _config_name(r) -> str:
 def modern_section(runs: pd.DataFrame, curves: pd.DataFrame | None, margins: stats.Margins | None = None) -> list[str]:
     """Which framework, compiled or not, in which precision, is fastest to a target accuracy on this machine; what
     compiling, bfloat16 and PyTorch's channels-last layout each bought per framework, and what they cost in
-    accuracy. runs: tables.points."""
+    accuracy. runs: frames.points."""
     out = ["## Compiled or not, and in which precision", ""]
     fast = fastest_configurations(runs, curves)
     speed = {axis: axis_speedups(runs, axis, margins) for axis in AXIS_PAIRS}
@@ -287,7 +302,8 @@ def _contended_line(df: pd.DataFrame, contended: int) -> str:
             "left out of every mean, interval, test and verdict below; the charts mark them.")
 
 
-def _leaders_section(runs: pd.DataFrame, published: pd.DataFrame | None, margins: stats.Margins) -> list[str]:
+def _leaders_section(runs: pd.DataFrame, published: pd.DataFrame | None, margins: stats.Margins,
+                     power: Power) -> list[str]:
     out = ["## Fastest and most accurate framework", "",
            "Per dataset and device, among each framework's own defaults (its default point: no swept value; the "
            "frameworks matched on threads and library) and among the frameworks that ran one preset (at that "
@@ -308,7 +324,9 @@ def _leaders_section(runs: pd.DataFrame, published: pd.DataFrame | None, margins
             where += ", own defaults" if r.comparison == "own defaults" else ""
             notes = "".join(f" {text[0].upper()}{text[1:]}." for text in
                             (work_text(r.work, r.per_image), shortened_text(r.shortened)) if text)
-            out.append(f"- {headline(r.result, metric, where)}. {leader_text(r.result, metric)}.{notes}")
+            said = power.note(f"leader, {r.comparison}, {metric_words(metric)}",
+                              f"leader, {r.comparison}, {r.dataset}/{r.device}, {metric_words(metric)}")
+            out.append(f"- {headline(r.result, metric, where)}{said}. {leader_text(r.result, metric)}.{notes}")
     if len(out) == 4:
         out.append("No dataset and device where two frameworks ran ok with the same defaults.")
     vs = leaders_vs_published(runs, published)
@@ -323,7 +341,7 @@ def _leaders_section(runs: pd.DataFrame, published: pd.DataFrame | None, margins
     return out
 
 
-def _framework_effect_section(runs: pd.DataFrame, margins: stats.Margins) -> list[str]:
+def _framework_effect_section(runs: pd.DataFrame, margins: stats.Margins, power: Power) -> list[str]:
     out = ["## Does the framework matter? (the same network, data and settings)", ""]
     effect = framework_effect(runs, margins=margins)
     if effect.empty:
@@ -352,7 +370,7 @@ def _framework_effect_section(runs: pd.DataFrame, margins: stats.Margins) -> lis
                          for fw, seeds in r.seeds_left_out.items())
         blocked = f" (left out of the blocked test, which the other frameworks did not run: {left})" if left else ""
         out.append(f"- {r.dataset}/{r.device}, {r.settings}, {what}: {means}. {tests}{blocked}: "
-                   f"**{words[r.verdict]}**{detail}.")
+                   f"**{words[r.verdict]}**{detail}{power.note(f'framework effect, {metric_words(r.metric)}')}.")
     return out + [""]
 
 
@@ -394,12 +412,16 @@ def not_drawn_line(not_drawn: dict[str, str]) -> str:
 
 
 def render(runs: pd.DataFrame, curves: pd.DataFrame | None = None, published: pd.DataFrame | None = None,
-           margins: stats.Margins | None = None, not_drawn: dict[str, str] | None = None) -> str:
+           margins: stats.Margins | None = None, not_drawn: dict[str, str] | None = None,
+           study_file: str | Path | None = None) -> str:
     """The findings in Markdown. `not_drawn`: the charts the study did not draw and why (their folder's index,
-    chartlist.read_index), said in a line under the study's counts; None: not said."""
+    catalog.read_index), said in a line under the study's counts; None: not said. `study_file`: the config file
+    the study ran as it is (none where --config changed it): a calibrated design's sentences quote their power
+    (present.calibrated)."""
     margins = margins or stats.Margins()
     # The points once, handed to every table (each one's own points() is then a copy, not a recomputation).
     df = points(runs)
+    power = power_of(df, study_file)
     n_ok = int((df["status"] == "ok").sum())
     out = ["# Findings of this run", ""]
     if df.empty:
@@ -415,8 +437,8 @@ def render(runs: pd.DataFrame, curves: pd.DataFrame | None = None, published: pd
             _contended_line(df, contended), ""]
     if not_drawn:
         out += [not_drawn_line(not_drawn), ""]
-    out += _leaders_section(df, published, margins)
-    out += _framework_effect_section(df, margins)
+    out += _leaders_section(df, published, margins, power)
+    out += _framework_effect_section(df, margins, power)
     out += _repeats_section(df)
 
     out += ["## Best batch size and learning rate per framework", "",
@@ -470,7 +492,9 @@ def render(runs: pd.DataFrame, curves: pd.DataFrame | None = None, published: pd
             "one-sided tests) or is B's best itself, and falls short where B's best is told better (else "
             "inconclusive, or not testable below three runs a side).", "",
             md_table(carry.assign(reading=carry["reading"].map(READINGS),
-                                  test_text=[judgement_text(t, " points") for t in carry["test"]]),
+                                  test_text=[judgement_text(t, " points") if a != b else "none needed: B's best itself"
+                                             for t, a, b in zip(carry["test"], carry["best_preset"],
+                                                                carry["to_best_preset"])]),
                      {"dataset": "dataset", "device": "device", "reading": "applied as",
                       "from_framework": "A", "best_preset": "A's best preset", "to_framework": "B",
                       "accuracy_with_pct": "B with it (%)", "to_best_preset": "B's best preset",
@@ -487,8 +511,13 @@ def render(runs: pd.DataFrame, curves: pd.DataFrame | None = None, published: pd
         out += ["None: every point finished ok.", ""]
     else:
         by_status = ", ".join(f"{s} {n}" for s, n in fails.groupby("status")["n"].sum().items())
-        out += [f"{int(fails['n'].sum())} of {len(df)} points failed ({by_status}).", "",
-                md_table(fails, {"framework": "framework", "status": "status", "n": "points",
+        out += [f"{int(fails['n'].sum())} of {len(df)} points failed ({by_status}).", ""]
+        unread = int(fails.loc[fails["status"] == statuses.DAMAGED, "n"].sum())
+        if unread:  # planned and run, but no record the tables can trust: said apart, with the fix
+            out += [f"{unread} of the {len(df)} planned points {'has' if unread == 1 else 'have'} no readable record "
+                    "(`damaged`: its metrics.json cannot be read, or its files disagree with it); `snakemake "
+                    "--forcerun records` makes each one again from its raw measurement, as its reason says.", ""]
+        out += [md_table(fails, {"framework": "framework", "status": "status", "n": "points",
                                  "example_reason": "a reason"}), ""]
 
     ratios = published_ratios(df, published) if published is not None else pd.DataFrame()
@@ -521,10 +550,11 @@ def render(runs: pd.DataFrame, curves: pd.DataFrame | None = None, published: pd
     out += [f"Answered (agrees, disagrees or equivalent within the margin) for {told} of {len(OBSERVATIONS)} "
             "observations; an observation agrees or disagrees only where a named test tells the frameworks or "
             "settings apart, and is equivalent only where two one-sided tests place them within the margin; "
-            "inconclusive and not testable are no answer.", ""]
+            "inconclusive and not testable are no answer. " + power.intro(), ""]
     for obs in OBSERVATIONS:
         v = verdicts[obs.key]
-        out.append(f"- ({obs.key}) {obs.text} **{v.verdict}**" + (f". {v.evidence}" if v.evidence else ""))
+        out.append(f"- ({obs.key}) {obs.text} **{v.verdict}**{power.note(f'({obs.key})')}"
+                   + (f". {v.evidence}" if v.evidence else ""))
     out.append("")
 
     out += ["## Guidance", "", "### For a service provider: throughput per core and per GB", "",
@@ -532,22 +562,22 @@ def render(runs: pd.DataFrame, curves: pd.DataFrame | None = None, published: pd
             "a point was given; per GB: divided by its peak resident memory.", ""]
     out += [f"- {line}" for line in provider_guidance(df)]
     out += ["", "### For a consumer: the soonest to a target accuracy", "",
-            "From the learning curves: a run is timed at its first test at or above the target, so a run tested "
-            "only at its end counts its whole training time.", ""]
+            "From the learning curves: a run is timed at its first test at or above the target, its compile phase "
+            "included where it has one, so a run tested only at its end counts its whole training time.", ""]
     out += [f"- {line}" for line in consumer_guidance(df, curves)]
     out.append("")
     return "\n".join(out)
 
 
 def write_findings(runs_df, curves_df, path, published_csv=None, margins: stats.Margins | None = None,
-                   not_drawn: dict[str, str] | None = None) -> str:
+                   not_drawn: dict[str, str] | None = None, study_file: str | Path | None = None) -> str:
     """Write the findings as Markdown to `path` (atomically); runs/curves: DataFrames or Parquet paths; `margins`:
     the equivalence margins (config `verdicts`); `not_drawn`: the charts not drawn and why (render)."""
     runs = _frame(runs_df)
     curves = _frame(curves_df)
     pub_path = Path(published_csv) if published_csv else PUBLISHED_CSV
     published = pd.read_csv(pub_path) if pub_path.exists() else None
-    text = render(runs, curves, published, margins, not_drawn)
+    text = render(runs, curves, published, margins, not_drawn, study_file)
     with atomic.atomic_path(path, suffix=".md") as tmp:
         tmp.chmod(0o644)
         tmp.write_text(text)

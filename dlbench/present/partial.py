@@ -1,4 +1,4 @@
-"""A look at a study before it ends: its findings, charts and table of runs from the points finished so far.
+"""A look at a study before it ends: its results page, findings, charts and tables from the points finished so far.
 
 `snakemake partial` draws them into results/partial/ without training anything or waiting for the rest (only
 for the point being measured on this node, as all heavy work does: dlbench.node.locks.heavy_work). It
@@ -6,10 +6,11 @@ reads only finished records (a record is written whole or not at all, dlbench.re
 study itself writes, and says "k of N points" in the findings and under every chart's title, so that a
 partial chart is never taken for the study's.
 
+    results/partial/index.html                     the results page (dlbench.present.results_page), headed by k of N
     results/partial/{runs,curves,samples}.parquet   the finished points' tables
-    results/partial/charts/<chart>.{html,svg}      every chart with data, its subtitle saying k of N; index.json
+    results/partial/summary.parquet                the summary of them; runs.csv and summary.csv
+    results/partial/charts/                        every chart with data, its subtitle saying k of N; index.json
     results/partial/findings.md                    the findings, headed by k of N
-    results/partial/runs.html                      the table of the finished runs
 """
 
 from __future__ import annotations
@@ -47,9 +48,12 @@ def note(k: int, n: int) -> str:
 
 
 def draw(metrics_paths: list[str], out: dict, *, membership=None, tuning=None, peak_path=None,
-         published=None, verdicts=None) -> int:
-    """Findings, charts and the table of runs from the records of metrics_paths that exist; how many there were.
-    `verdicts`: the config's equivalence margins (stats.Margins.from_config)."""
+         published=None, verdicts=None, study_file=None) -> int:
+    """The page, findings, charts and tables from the records of metrics_paths that exist; how many there were.
+    `out`: the rule's outputs by name (runs, curves, samples, summary, runs_csv, summary_csv, findings, charts,
+    page).
+    `verdicts`: the config's equivalence margins (stats.Margins.from_config); `study_file`: the config file the
+    study ran unchanged (findings.render)."""
     done = [path for path in finished(metrics_paths) if store.read_or_skip(path) is not None]
     k, n = len(done), len(metrics_paths)
     if not k:
@@ -59,31 +63,39 @@ def draw(metrics_paths: list[str], out: dict, *, membership=None, tuning=None, p
     # waits for the point being measured on this node (at most measurement.lock_timeout_s, then LockTimeout).
     with locks.heavy_work(locks.node_lock(), "the partial report"):
         _draw(done, n, out, membership=membership, tuning=tuning, peak_path=peak_path, published=published,
-              verdicts=verdicts)
+              verdicts=verdicts, study_file=study_file)
     return k
 
 
-def _draw(done: list[str], n: int, out: dict, *, membership, tuning, peak_path, published, verdicts) -> None:
+def _draw(done: list[str], n: int, out: dict, *, membership, tuning, peak_path, published, verdicts,
+          study_file) -> None:
     """draw's work, on the records `done` of a study of n points."""
     import pandas as pd  # here, not above: the workflow imports this module (state) every time it starts
 
     from dlbench.aggregate import collect
+    from dlbench.aggregate.collect import write_parquet
     from dlbench.analysis import stats
-    from dlbench.present import findings, runs_table
-    from dlbench.present.charts import draw as charts
+    from dlbench.analysis.summary import summary_table
+    from dlbench.present import findings, results_page, tables_csv
+    from dlbench.present.charts.draw import draw_all
 
     k = len(done)
     peak = peak_path if peak_path and Path(peak_path).exists() else None
     runs = collect.aggregate(done, out["runs"], out["curves"], out["samples"], membership=membership,
                              peak_path=peak, tuning=tuning)
     line = note(k, n)
-    index = charts.draw_all(out["runs"], out["curves"], out["samples"], out["charts"], published=published,
-                            subtitle=line)
+    index = draw_all(out["runs"], out["curves"], out["samples"], out["charts"], published=published, subtitle=line)
     reference = pd.read_csv(published) if published and Path(published).exists() else None
     margins = stats.Margins.from_config({"verdicts": verdicts})
-    text = findings.render(runs, pd.read_parquet(out["curves"]), reference, margins, index["not_drawn"])
+    text = findings.render(runs, pd.read_parquet(out["curves"]), reference, margins, index["not_drawn"],
+                           study_file)
     atomic.write_text(out["findings"], headed(text, k, n))
-    runs_table.write(out["runs"], out["runs_html"], title=f"Every run so far: {line}")
+    write_parquet(summary_table(runs), out["summary"])
+    tables_csv.write(out["runs"], out["runs_csv"])
+    tables_csv.write(out["summary"], out["summary_csv"])
+    # the points' own folders are the study's: results/runs/, beside results/partial/
+    results_page.write(Path(out["page"]).parent, out["page"], runs_root=Path(out["page"]).parent.parent / "runs",
+                       title="Results so far", note=f"Partial: drawn from {line}.")
 
 
 def headed(text: str, k: int, n: int) -> str:

@@ -1,18 +1,24 @@
-"""Every run of a study as one HTML page: sortable by any column, filterable by any text, offline.
+"""Every run of a study as a table a reader pages through, sorts and filters, offline: the results page's table
+of runs (dlbench.present.results_page), and `dlbench runs-table` for any runs.parquet.
 
-The page needs nothing but itself (no CDN, no external script): the rows are plain HTML, every value escaped
-(a reason may hold `</script>` or `<`), and a few lines of inline script sort and filter them. Each cell's
-sort key is its raw value (numbers compare as numbers, text as text, blanks last).
+The runs travel as data inside the page (dlbench.present.packed: JSON, compressed), and a small script of the
+page's own draws one page of rows at a time, so that 20,000 runs load, sort and filter in a moment. The columns fit
+a 1,400 px screen: a setting every run shares is said once above the table rather than repeated in a column, and
+what varies is shown, with the measurements (times, accuracy in %, peak memory) and whether a run was timed while
+other work loaded the machine (`contended`). Each run's id links to its folder (its record, curve, samples and
+logs) and `log` beside it to the framework's own output; a failed run's reason is the line under it. Every value
+reaches the page as data and is escaped where it is shown (a reason may hold `</script>` or `<`).
 
-    python -m dlbench.present.runs_table results/runs.parquet results/runs.html
+    python -m dlbench.present.runs_table results/runs.parquet runs.html
 """
 
 from __future__ import annotations
 
 import argparse
 import html
-import math
+import os
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 
 import pandas as pd
@@ -20,137 +26,340 @@ import pyarrow as pa
 
 from dlbench import atomic
 from dlbench.node import locks
+from dlbench.present import packed
 
-# (column of runs.parquet, heading, decimals: None for text). A column a study lacks is left blank.
-COLUMNS: list[tuple[str, str, int | None]] = [
-    ("run_id", "id", None),
-    ("framework", "framework", None),
-    ("dataset", "dataset", None),
-    ("preset", "preset", None),
-    ("cross_apply", "applied as", None),
-    ("network", "network", None),
-    ("optimizer", "optimizer", None),
-    ("batch_size", "batch size", 0),
-    ("learning_rate", "learning rate", 6),
-    ("iterations", "iterations", 0),
-    ("epochs", "epochs", 0),
-    ("device", "device", None),
-    ("threads", "threads", 0),
-    ("library", "library", None),
-    ("compile", "compile", None),
-    ("precision", "precision", None),
-    ("repeat", "repeat", 0),
-    ("status", "status", None),
-    ("reason", "reason", None),
-    ("train_time_s", "training time (s)", 2),
-    ("test_time_s", "testing time (s)", 2),
-    ("wall_time_s", "whole run (s)", 1),
-    ("accuracy", "accuracy", 4),
-    ("rss_peak_mb", "peak memory (MB)", 0),
-    ("gpu_mem_peak_mb", "peak GPU memory (MB)", 0),
-    ("started_at", "started", None),
+# A point's folder under results/runs/, as dlbench.rules.context.run_dir lays it out, and its framework's output.
+FOLDER = "{framework}/{dataset}/{run_id}/"
+LOG = "trainer.log"
+
+
+@dataclass(frozen=True)
+class Column:
+    key: str  # the column of runs.parquet
+    head: str
+    kind: str = "text"  # text | num | pct (a fraction shown in %) | flag (yes or blank)
+    decimals: int | None = None  # a number's decimals (None: as it is, e.g. a learning rate)
+    width: int = 70  # px at 13 px type
+    setting: bool = False  # said once above the table where every run shares it
+
+
+def _setting(key: str, head: str, kind: str = "text", width: int = 70) -> Column:
+    return Column(key, head, kind, 0 if kind == "num" else None, width, setting=True)
+
+
+COLUMNS: list[Column] = [
+    Column("run_id", "id", width=0),  # its width: what the others leave of the screen (id_width)
+    Column("framework", "framework", width=78),
+    _setting("dataset", "dataset", width=66),
+    _setting("preset", "defaults", width=64),
+    _setting("cross_apply", "applied as", width=64),
+    _setting("network", "network", width=84),
+    _setting("optimizer", "optimizer", width=64),
+    _setting("batch_size", "batch", "num", width=46),
+    Column("learning_rate", "learning rate", "num", None, 56, setting=True),
+    _setting("iterations", "iterations", "num", width=64),
+    _setting("epochs", "epochs", "num", width=50),
+    _setting("device", "device", width=50),
+    _setting("threads", "threads", "num", width=60),
+    _setting("library", "library", width=58),
+    _setting("compile", "compile", width=60),
+    _setting("precision", "precision", width=64),
+    _setting("repeat", "repeat", "num", width=50),
+    Column("status", "status", width=78),
+    Column("train_time_s", "training (s)", "num", 2, 60),
+    Column("test_time_s", "testing (s)", "num", 2, 54),
+    Column("accuracy", "accuracy (%)", "pct", 2, 60),
+    Column("rss_peak_mb", "peak MB", "num", 0, 50),
+    Column("gpu_mem_peak_mb", "GPU MB", "num", 0, 50),
+    Column("contended", "contended", "flag", width=58),
 ]
+OPTIONAL = {"gpu_mem_peak_mb"}  # shown only where some run has a value
+# Where a heading's long word may break, hyphenated, when its column is narrow (the columns fit 1,400 px so).
+BREAKS = {"framework": "frame|work", "learning": "learn|ing", "iterations": "iter|ations", "optimizer": "opti|mizer",
+          "precision": "pre|cision", "accuracy": "accu|racy", "contended": "con|tended", "defaults": "de|faults",
+          "training": "train|ing", "testing": "test|ing", "device": "de|vice", "repeat": "re|peat",
+          "compile": "com|pile", "library": "li|brary", "network": "net|work", "dataset": "data|set"}
+
+
+def heading_html(head: str) -> str:
+    """A column's heading as HTML, its long words with a soft hyphen where they may break."""
+    return " ".join("&shy;".join(map(html.escape, BREAKS.get(word, word).split("|"))) for word in head.split(" "))
+PAGE_ROWS = 100
+# The id column (a run's log and folder) takes what the others leave of a 1,400 px screen (its page's margins and
+# scroll bar apart), within these bounds: px.
+SCREEN_WIDTH, ID_WIDTHS = 1360, (140, 320)
+
+
+def id_width(shown: list[Column]) -> int:
+    low, high = ID_WIDTHS
+    return max(low, min(high, SCREEN_WIDTH - sum(c.width for c in shown if c.key != "run_id")))
 
 STYLE = """
-body { font: 13px system-ui, sans-serif; margin: 1em; }
-table { border-collapse: collapse; }
-th, td { border: 1px solid #ccc; padding: 2px 6px; vertical-align: top; }
-th { background: #eee; cursor: pointer; position: sticky; top: 0; white-space: nowrap; }
-th[aria-sort=ascending]::after { content: " \\25B2"; }
-th[aria-sort=descending]::after { content: " \\25BC"; }
-td.num { text-align: right; font-variant-numeric: tabular-nums; }
-td.reason { max-width: 40em; }
-tr.failed td { background: #fdecea; }
-#filter { width: 30em; }
+.runs-table .controls { margin: .4em 0; display: flex; gap: 1em; align-items: center; flex-wrap: wrap; }
+.runs-table .filter { width: 34em; font: inherit; padding: 2px 4px; }
+.runs-table .pager button { font: inherit; min-width: 2.2em; }
+.runs-table .wrap { overflow-x: auto; }
+.runs-table table { border-collapse: collapse; table-layout: fixed; width: 100%; }
+.runs-table table { font-size: 12.5px; }
+.runs-table th, .runs-table td { border: 1px solid #ddd; padding: 2px 4px; overflow: hidden;
+  text-overflow: ellipsis; white-space: nowrap; }
+.runs-table th { background: #eee; cursor: pointer; user-select: none; white-space: normal; vertical-align: bottom;
+  font-size: 11.5px; font-weight: 600; }
+.runs-table th[aria-sort=ascending]::after { content: " \\25B2"; }
+.runs-table th[aria-sort=descending]::after { content: " \\25BC"; }
+.runs-table td.num { text-align: right; font-variant-numeric: tabular-nums; }
+.runs-table tr.failed td { background: #fdecea; }
+.runs-table tr.reason td { white-space: normal; color: #7a1f1f; font-size: 12px; border-top: 0;
+  background: #fdf6f5; }
+.runs-table tr.reason div { display: -webkit-box; -webkit-line-clamp: 2; -webkit-box-orient: vertical;
+  overflow: hidden; }
+.runs-table td.flag { color: #b35900; }
+.runs-table td.id a:first-child { font-size: 11px; margin-right: .3em; }
 """
 
-# Sort on a header click (again: the other way); show the rows holding every word of the filter.
+# Draw a page of rows; sort on a heading's click (again: the other way); keep the rows holding every word typed
+# (`column:value` looks in one column). The data: {columns, rows, folders, reasons} (see table_data).
 SCRIPT = """
 (function () {
-  var table = document.getElementById('runs'), body = table.tBodies[0];
-  var rows = Array.prototype.slice.call(body.rows), shown = document.getElementById('shown');
-  var texts = rows.map(function (r) { return r.textContent.toLowerCase(); });
-  function key(row, i, numeric) {
-    var c = row.cells[i], v = c.hasAttribute('data-v') ? c.getAttribute('data-v') : c.textContent;
-    if (v === '') return null;
-    return numeric ? parseFloat(v) : v.toLowerCase();
+  var root = document.getElementById('runs-table'), body = root.querySelector('tbody');
+  var heads = root.querySelectorAll('thead th'), box = root.querySelector('.filter');
+  var info = root.querySelector('.shown'), where = root.querySelector('.where'), PAGE = %(page)d;
+  function esc(s) {
+    return String(s).replace(/[&<>"']/g, function (c) {
+      return {'&': '&amp;', '<': '&lt;', '>': '&gt;', '"': '&quot;', "'": '&#39;'}[c]; });
   }
-  Array.prototype.forEach.call(table.tHead.rows[0].cells, function (th, i) {
-    th.addEventListener('click', function () {
-      var numeric = th.hasAttribute('data-num'), down = th.getAttribute('aria-sort') === 'ascending';
-      Array.prototype.forEach.call(table.tHead.rows[0].cells, function (c) { c.removeAttribute('aria-sort'); });
-      th.setAttribute('aria-sort', down ? 'descending' : 'ascending');
-      var order = rows.map(function (r, n) { return [key(r, i, numeric), n]; });
-      order.sort(function (a, b) {
-        if (a[0] === b[0]) return a[1] - b[1];
-        if (a[0] === null) return 1;
-        if (b[0] === null) return -1;
-        return (a[0] < b[0] ? -1 : 1) * (down ? -1 : 1);
+  function fmt(n) { return n.toLocaleString('en-US'); }
+  unpack('runs-data').then(function (d) {
+    var cols = d.columns, rows = d.rows, n = rows.length, idCol = cols.findIndex(function (c) {
+      return c.key === 'run_id'; });
+    // one number format per column, made once (toLocaleString makes one per call: seconds at 20,000 runs)
+    var formats = cols.map(function (c) {
+      return c.decimals === null ? null : new Intl.NumberFormat('en-US', {minimumFractionDigits: c.decimals,
+                                                                          maximumFractionDigits: c.decimals}); });
+    function show(i, v) {
+      var col = cols[i];
+      if (v === null || v === undefined) return '';
+      if (col.kind === 'flag') return v ? 'yes' : '';
+      if (col.kind === 'text') return String(v);
+      if (col.kind === 'pct') v = v * 100;
+      if (col.decimals === null) return String(v);
+      if (v !== 0 && Math.abs(v) < Math.pow(10, -col.decimals)) return v.toPrecision(2);
+      return formats[i].format(v);
+    }
+    // what a filter searches: each cell's text in lower case, and the row's with its reason; made a slice at a time
+    // while the page is idle (half a second at 20,000 runs), the rest at once if a filter comes first
+    var lower = [], whole = [];
+    function index(upto) {
+      for (var k = lower.length; k < upto; k++) {
+        lower.push(rows[k].map(function (v, i) { return show(i, v).toLowerCase(); }));
+        whole.push(lower[k].join(' ') + ' ' + (d.reasons[k] || '').toLowerCase());
+      }
+    }
+    function searchable() { index(n); }
+    (function later() {
+      index(Math.min(n, lower.length + 2000));
+      if (lower.length < n) setTimeout(later, 0);
+    })();
+    var keys = cols.map(function (c) { return c.key.toLowerCase(); });
+    var heads_ = cols.map(function (c) { return c.head.toLowerCase(); });
+    var order = rows.map(function (r, k) { return k; }), shown = order, page = 0;
+    function cell(k, i) {
+      var c = cols[i], t = show(i, rows[k][i]);
+      if (i === idCol) return '<td class="id" title="' + esc(t) + '"><a href="' + esc(d.folders[k] + d.log) +
+                              '">log</a> <a href="' + esc(d.folders[k]) + '">' + esc(t) + '</a></td>';
+      var cls = c.kind === 'text' ? '' : ' class="' + (c.kind === 'flag' ? 'flag' : 'num') + '"';
+      return '<td' + cls + (c.kind === 'text' ? ' title="' + esc(t) + '"' : '') + '>' + esc(t) + '</td>';
+    }
+    function draw() {
+      var pages = Math.max(1, Math.ceil(shown.length / PAGE));
+      page = Math.min(Math.max(page, 0), pages - 1);
+      var html = [], from = page * PAGE, to = Math.min(shown.length, from + PAGE);
+      for (var j = from; j < to; j++) {
+        var k = shown[j], failed = d.reasons[k] !== null;
+        html.push('<tr' + (failed ? ' class="failed"' : '') + '>' + cols.map(function (c, i) { return cell(k, i); })
+                  .join('') + '</tr>');
+        if (failed && d.reasons[k])
+          html.push('<tr class="reason"><td colspan="' + cols.length + '"><div title="' + esc(d.reasons[k]) +
+                    '">' + esc(d.reasons[k]) + '</div></td></tr>');
+      }
+      body.innerHTML = html.join('');
+      info.textContent = shown.length ? fmt(from + 1) + '\\u2013' + fmt(to) + ' of ' + fmt(shown.length) +
+        (shown.length < n ? ' shown (of ' + fmt(n) + ')' : '') :
+        'no run holds every word of ' + JSON.stringify(box.value);
+      where.textContent = 'page ' + fmt(page + 1) + ' of ' + fmt(pages);
+    }
+    function filter() {
+      var words = box.value.toLowerCase().split(/\\s+/).filter(Boolean).map(function (w) {
+        var at = w.indexOf(':'), i = at > 0 ? keys.indexOf(w.slice(0, at)) : -1;
+        if (at > 0 && i < 0) i = heads_.indexOf(w.slice(0, at));
+        return i >= 0 ? [i, w.slice(at + 1)] : [-1, w];
       });
-      order.forEach(function (o) { body.appendChild(rows[o[1]]); });
+      if (words.length) searchable();
+      shown = !words.length ? order : order.filter(function (k) {
+        return words.every(function (w) {
+          return (w[0] < 0 ? whole[k] : lower[k][w[0]]).indexOf(w[1]) >= 0; });
+      });
+      page = 0;
+      draw();
+    }
+    Array.prototype.forEach.call(heads, function (th, i) {
+      if (i >= cols.length) return;
+      th.addEventListener('click', function () {
+        var down = th.getAttribute('aria-sort') === 'ascending', text = cols[i].kind === 'text';
+        Array.prototype.forEach.call(heads, function (h) { h.removeAttribute('aria-sort'); });
+        th.setAttribute('aria-sort', down ? 'descending' : 'ascending');
+        var sign = down ? -1 : 1;
+        var keyed = rows.map(function (r) {
+          var v = r[i];
+          return v === null || v === undefined ? null : text ? String(v).toLowerCase() : v; });
+        order = order.slice().sort(function (a, b) {
+          var x = keyed[a], y = keyed[b];
+          if (x === null || y === null) return x === y ? a - b : (x === null ? 1 : -1);  // blanks last
+          return x < y ? -sign : x > y ? sign : a - b;
+        });
+        filter();
+      });
     });
-  });
-  document.getElementById('filter').addEventListener('input', function (ev) {
-    var words = ev.target.value.toLowerCase().split(/\\s+/).filter(Boolean), n = 0;
-    rows.forEach(function (r, k) {
-      var hit = words.every(function (w) { return texts[k].indexOf(w) >= 0; });
-      r.hidden = !hit;
-      if (hit) n += 1;
+    var timer = null;
+    box.addEventListener('input', function () { clearTimeout(timer); timer = setTimeout(filter, 120); });
+    root.querySelector('.pager').addEventListener('click', function (ev) {
+      var step = ev.target.getAttribute('data-step');
+      if (step === null) return;
+      page = step === 'first' ? 0 : step === 'last' ? Infinity : page + Number(step);
+      draw();
     });
-    shown.textContent = n;
+    filter();
+  }).catch(function (e) {
+    body.innerHTML = '<tr><td colspan="' + heads.length + '">' + esc(e.message) + '</td></tr>';
   });
 })();
-"""
+""".replace("%(page)d", str(PAGE_ROWS))
 
 
-def _blank(value) -> bool:
-    return value is None or (isinstance(value, float) and math.isnan(value)) or value is pd.NA or value is pd.NaT
+def _value(value):
+    """A cell's value as JSON carries it: numbers and text as they are, blanks as null."""
+    if value is None or value is pd.NA or value is pd.NaT or (isinstance(value, float) and value != value):
+        return None
+    if hasattr(value, "item"):  # a numpy scalar
+        value = value.item()
+    return value if isinstance(value, (bool, int, float, str)) else str(value)
 
 
-def _cell(value, decimals: int | None, css: str = "") -> str:
-    if _blank(value):
-        return '<td data-v=""></td>'
-    if decimals is not None:
-        number = float(value)
-        shown = f"{number:,.{decimals}f}" if decimals else f"{round(number):,}"
-        if decimals and number and abs(number) < 10 ** -decimals:
-            shown = f"{number:.2g}"
-        return f'<td class="num" data-v="{number!r}">{shown}</td>'
-    text = html.escape(str(value), quote=True)
-    css = f' class="{css}"' if css else ""
-    return f"<td{css}>{text}</td>"  # sorted by its text
+def _flag(value) -> bool:
+    return value is True or (not isinstance(value, str) and _value(value) == 1)
 
 
-def render(runs: pd.DataFrame, title: str = "Every run") -> str:
-    """The page: one row per run, the columns of COLUMNS, every value escaped."""
-    heads = "".join(f"<th{' data-num' if decimals is not None else ''}>{html.escape(head)}</th>"
-                    for _, head, decimals in COLUMNS)
-    lines = []
-    records = runs.to_dict("records")
-    for record in records:
-        cells = "".join(_cell(record.get(column), decimals, "reason" if column == "reason" else "")
-                        for column, _, decimals in COLUMNS)
-        failed = "" if record.get("status") == "ok" else ' class="failed"'
-        lines.append(f"<tr{failed}>{cells}</tr>")
+def _column(runs: pd.DataFrame, key: str, flag: bool = False) -> list:
+    """A column's values as the page carries them (a column the runs lack: blanks), one list for all the runs."""
+    if key not in runs:
+        return [False if flag else None] * len(runs)
+    return [_flag(v) if flag else _value(v) for v in runs[key].tolist()]
+
+
+def columns_for(runs: pd.DataFrame) -> tuple[list[Column], list[tuple[Column, object]]]:
+    """The columns the table shows, and the settings every run shares (each with its value) said once above it.
+    A setting with at most one value among the runs is shared (a blank where a run lacks it says nothing)."""
+    shown, shared = [], []
+    for col in COLUMNS:
+        values = runs[col.key].dropna().unique() if col.key in runs else []
+        if col.setting and len(values) <= 1:
+            if len(values):
+                shared.append((col, _value(values[0])))
+            continue
+        if col.key in OPTIONAL and not len(values):
+            continue
+        shown.append(col)
+    return shown, shared
+
+
+def table_data(runs: pd.DataFrame, runs_href: str) -> dict:
+    """What the page's script draws: the columns shown, a row of raw values per run, each run's folder (relative to
+    the page: runs_href is the folder holding results/runs/'s folders, as seen from the page), and the reason of
+    each failed run (null for an ok one)."""
+    shown, _ = columns_for(runs)
+    prefix = runs_href.rstrip("/") + "/" if runs_href else ""
+    columns = [_column(runs, c.key, c.kind == "flag") for c in shown]
+    status, reason = _column(runs, "status"), _column(runs, "reason")
+    return {
+        "columns": [{"key": c.key, "head": c.head, "kind": c.kind, "decimals": c.decimals} for c in shown],
+        "rows": [list(row) for row in zip(*columns)] if columns else [[] for _ in range(len(runs))],
+        "folders": [prefix + FOLDER.format(framework=fw, dataset=ds, run_id=rid) for fw, ds, rid in
+                    zip(_column(runs, "framework"), _column(runs, "dataset"), _column(runs, "run_id"))],
+        "reasons": [None if s == "ok" else str(r or "") for s, r in zip(status, reason)],
+        "log": LOG,
+    }
+
+
+def _shared_line(shared: list[tuple[Column, object]]) -> str:
+    if not shared:
+        return ""
+    said = "; ".join(f"{html.escape(col.head)} {html.escape(str(value))}" for col, value in shared)
+    return f'<p class="shared">Every run (where it applies): {said}.</p>'
+
+
+def counts_line(runs: pd.DataFrame) -> str:
+    """'N runs (k ok, ...)': the statuses in order of how many."""
     counts = runs["status"].value_counts() if "status" in runs else pd.Series(dtype=int)
-    summary = ", ".join(f"{n} {html.escape(str(status))}" for status, n in counts.items())
+    said = ", ".join(f"{n:,} {status}" for status, n in counts.items())
+    return f"{len(runs):,} runs ({said})" if said else f"{len(runs):,} runs"
+
+
+def section(runs: pd.DataFrame, runs_href: str) -> str:
+    """The table of runs as a block of a page (its data, markup and script; the page supplies STYLE, and
+    dlbench.present.packed.SCRIPT for `unpack`)."""
+    shown, shared = columns_for(runs)
+    widths = [id_width(shown) if c.key == "run_id" else c.width for c in shown]
+    cols = "".join(f'<col style="width:{w}px">' for w in widths)
+    # the columns' widths are their least: a wider screen shares the room left among them all; a narrower one
+    # scrolls the table sideways
+    least = sum(widths)
+    heads = "".join(f'<th data-key="{c.key}" title="sort by {html.escape(c.head)}">{heading_html(c.head)}</th>'
+                    for c in shown)
+    return "\n".join([
+        '<div class="runs-table" id="runs-table">',
+        f"<p>{html.escape(counts_line(runs))}. Click a heading to sort by it (again: the other way). Type to keep "
+        "the runs holding every word (<code>column:value</code> looks in one column: <code>status:oom</code>, "
+        "<code>framework:caffe</code>). A run's id opens its folder (record, curve, samples, logs), and "
+        "<code>log</code> beside it the framework's own output; a failed run's "
+        "reason is the line under it.</p>",
+        _shared_line(shared),
+        '<div class="controls"><input class="filter" type="search" aria-label="filter the runs" '
+        'placeholder="filter: e.g. pytorch diverged, or status:oom"> <span class="shown"></span> '
+        '<span class="pager"><button data-step="first" title="first page">&laquo;</button>'
+        '<button data-step="-1" title="previous page">&lsaquo;</button> <span class="where"></span> '
+        '<button data-step="1" title="next page">&rsaquo;</button>'
+        '<button data-step="last" title="last page">&raquo;</button></span></div>',
+        f'<div class="wrap"><table style="min-width:{least}px"><colgroup>{cols}</colgroup>'
+        f'<thead><tr>{heads}</tr></thead>'
+        f'<tbody><tr><td colspan="{len(shown)}">loading the runs</td></tr></tbody></table></div>',
+        packed.block("runs-data", table_data(runs, runs_href)),
+        f"<script>{SCRIPT}</script>",
+        "</div>",
+    ])
+
+
+def render(runs: pd.DataFrame, title: str = "Every run", runs_href: str = "runs") -> str:
+    """The table of runs as a page of its own."""
     return "\n".join([
         "<!doctype html>", '<html lang="en"><head><meta charset="utf-8">',
-        f"<title>{html.escape(title)}</title>", f"<style>{STYLE}</style></head><body>",
-        f"<h1>{html.escape(title)}</h1>",
-        f"<p>{len(records)} runs ({summary}). Click a heading to sort by it (again: the other way); type to show "
-        "only the rows holding every word you type (a framework, a status, a word of a reason).</p>",
-        '<p><input id="filter" type="search" placeholder="filter: e.g. pytorch oom" aria-label="filter"> '
-        f'<span id="shown">{len(records)}</span> of {len(records)} shown</p>',
-        f'<table id="runs"><thead><tr>{heads}</tr></thead><tbody>', *lines, "</tbody></table>",
-        f"<script>{SCRIPT}</script>", "</body></html>", ""])
+        f"<title>{html.escape(title)}</title>",
+        f"<style>body {{ font: 13px system-ui, sans-serif; margin: 1em; }}{STYLE}</style></head><body>",
+        f"<h1>{html.escape(title)}</h1>", f"<script>{packed.SCRIPT}</script>", section(runs, runs_href),
+        "</body></html>", ""])
+
+
+def href_between(page: str | os.PathLike, folder: str | os.PathLike) -> str:
+    """The relative address of `folder` from the page `page` (links that work wherever the results are moved)."""
+    return Path(os.path.relpath(Path(folder).resolve(), Path(page).resolve().parent)).as_posix()
 
 
 def write(runs_parquet: str | Path, out: str | Path, title: str = "Every run") -> Path:
-    """results/runs.html from results/runs.parquet, written whole or not at all. Heavy work (seconds of CPU at
-    thousands of runs, and its rule runs while the study measures): never beside a measurement on this node."""
+    """The table of the runs of runs_parquet as the page `out`, written whole or not at all; its links lead to the
+    runs/ folder beside runs_parquet. Heavy work (seconds of CPU at thousands of runs, and the workflow runs it while
+    the study measures): never beside a measurement on this node."""
     with locks.heavy_work(locks.node_lock(), "the runs table"):
-        atomic.write_text(out, render(pd.read_parquet(runs_parquet), title))
+        runs_href = href_between(out, Path(runs_parquet).parent / "runs")
+        atomic.write_text(out, render(pd.read_parquet(runs_parquet), title, runs_href))
     return Path(out)
 
 
@@ -159,7 +368,7 @@ def main(argv: list[str] | None = None) -> int:
                                      description="write every run of a study as one HTML page, sortable and "
                                      "filterable")
     parser.add_argument("runs", help="results/runs.parquet")
-    parser.add_argument("out", help="the page to write, e.g. results/runs.html")
+    parser.add_argument("out", help="the page to write, e.g. runs.html")
     args = parser.parse_args(argv)
     if not Path(args.runs).is_file():
         print(f"dlbench runs-table: no file {args.runs}; name a study's results/runs.parquet (snakemake writes it)",

@@ -64,7 +64,7 @@ class Facts:
     gpu_readings_stopped: str | None = None
     monitor_died: tuple[float, str] | None = None  # (monotonic time, error): Monitor.died
     gpu_idle: dict = field(default_factory=dict)  # the device's idle memory and power, read before the start
-    machine: dict = field(default_factory=dict)  # the machine and dlbench's build (record_schema: The machine)
+    machine: dict = field(default_factory=dict)  # the machine and dlbench's build (dlbench.record.fields: The machine)
     attempt: dict = field(default_factory=dict)  # the runner's fields of the attempt: lock, environment, dataset
     log_tail: str = ""  # the trainer's last lines of output (trainer.log's; not kept in measurement.json)
 

@@ -12,7 +12,7 @@ worked out depends on the reader:
   - a job's own Snakemake (a SLURM job's `--mode remote`, or `--mode subprocess`) does only what its
     job's DAG needs, and prints nothing: it reads no record (a selection by status keeps every point
     there, its job's among them), locks nothing, and probes no interpreter (the main process's probes
-    reach its jobs in SITE_ENVS_VAR, which they inherit).
+    reach its jobs through their environment: dlbench.environments.site).
 """
 
 from __future__ import annotations
@@ -20,28 +20,29 @@ from __future__ import annotations
 import contextlib
 import functools
 import inspect
-import json
 import os
 import re
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from dlbench.datasets import prepare
 from dlbench.datasets.catalog import INFO as DATASETS
-from dlbench.environments import build, choice, site_probes
+from dlbench.environments import choice, pins, site
+from dlbench.environments.environment import DESCRIPTION, SITE
+from dlbench.environments.errors import EnvError
+from dlbench.environments.key import env_key
 from dlbench.frameworks import caffe_data, registry
 from dlbench.node import locks
 from dlbench.paths import as_workflow_input
 from dlbench.record import incomplete, raw, store
-from dlbench.rules import cluster_request, stale_locks
+from dlbench.rules import cluster_request, stale_locks, yte_guard
 from dlbench.rules.code_digest import record_digest, training_digest
 from dlbench.run import earlier_layout
 from dlbench.study import config as dlconfig
-from dlbench.study import selection, sweep, versions
+from dlbench.study import selection, sweep
 
-# The site environments the main process probed, as JSON, for its jobs' own Snakemake (see the module's doc).
-SITE_ENVS_VAR = "DLBENCH_SITE_ENVS"
 POINT_PATTERN = r"[A-Za-z0-9][A-Za-z0-9._-]*"
 BASE_CONDA = "../envs/base.yaml"
 
@@ -74,17 +75,23 @@ def own_package(root: str, environ=os.environ) -> None:
     environ["PYTHONPATH"] = os.pathsep.join(p for p in (root, environ.get("PYTHONPATH")) if p)
 
 
+def study_file(configfiles, overrides) -> str:
+    """The config file a study ran as it is, where one was given and --config changed nothing in it (the findings
+    quote its calibration, dlbench.present.calibrated); "" otherwise."""
+    files = [Path(f).resolve() for f in configfiles]
+    return str(files[-1]) if len(set(files)) == 1 and not overrides else ""
+
+
 def read_config(config: dict, configfiles, schema: str) -> dict:
     """The validated config, or StudyError. Each file is read strictly too (keys given twice, alias bombs:
     Snakemake's own reading lets them by)."""
     try:
         for path in configfiles:
-            raw = dlconfig.read_file(path)
-            if isinstance(raw, dict) and "__use_yte__" in raw:
-                # Snakemake renders a yte template (and runs its code) before the Snakefile is read, so this
-                # can only refuse it afterwards; `dlbench validate` refuses the same file before anything runs
-                raise dlconfig.ConfigError(f"{path}: __use_yte__: a yte template runs code when it is read; "
-                                           "dlbench reads plain YAML only: write its values out")
+            problem = yte_guard.template_problem(path, dlconfig.read_file(path))
+            if problem:
+                # Snakemake renders a yte template (and runs its code) before the Snakefile is read: the workflow
+                # profile refuses it before that (yte_guard); here only where that profile was not read
+                raise dlconfig.ConfigError(problem)
         return dlconfig.validate(config, schema_path=schema)
     except dlconfig.ConfigError as exc:
         raise StudyError(exc.said()) from None
@@ -135,7 +142,6 @@ class Study:
         measurement = cfg["measurement"]
         # The node's measurement lock (dlbench.node.locks.measuring), which the runner and machine_peak hold.
         self.measure_lock = measurement["lock_file"] if measurement["exclusive"] else None
-        self.point_envs = {key: choice.point_env(cfg, p) for key, p in self.points.items()}
         self._environments()
         self.caffe_inputs = {(p["dataset"], caffe_data.input_key(p["input"])): p["input"]
                              for p in self.points.values() if registry.get(p["framework"]).prepared_input}
@@ -224,68 +230,15 @@ class Study:
                 raise StudyError(f"dlbench: dataset {name}: {problem}")
 
     def _environments(self) -> None:
-        """Each framework version's environment written and locked (main process), each built environment's
-        key, and each site interpreter's description (probed by the main process only)."""
-        built = {env for env, site in self.point_envs.values() if not site}
-        self.version_envs = sorted(env for env in built if build.split_version(env)[1])
-        unlocked = []
-        if self.reader.main:
-            # Pins written and, the first time, locked (the package index answers) before any job; a version
-            # that does not resolve stops the run here. A dry run asks no index: it names what the run will lock.
-            for env in self.version_envs:
-                try:
-                    if not versions.prepare(env, lock=not self.reader.dryrun, heavy=self._heavy):
-                        unlocked.append(env)
-                except build.EnvError as exc:
-                    raise StudyError(f"dlbench: {exc}") from None
-            if unlocked:
-                self._say("dlbench: not locked yet, locked by the run before any job (it asks the package "
-                          "index): " + ", ".join(unlocked))
-        # The digest of each built environment's pins and recipe, read once (not once per point).
-        self.env_keys = {env: "not locked yet" if env in unlocked else build.env_key(env) for env in built}
-        self.site_envs = self._site_envs()
-
-    def _site_envs(self) -> dict[tuple[str, str], dict]:
-        """(environment, interpreter) -> its description: the main process probes each once, before any job
-        (its versions, or one line and stop), and hands them to the jobs it starts."""
-        wanted = {}
-        for (framework, _, _), (env, python) in self.point_envs.items():
-            if python:
-                wanted.setdefault((env, python), framework)
-        if not self.reader.main:
-            probed = json.loads(os.environ.get(SITE_ENVS_VAR) or "[]")
-            known = {(d["env"], d["python"]): d for d in probed}
-            return {key: known.get(key) or {"env": key[0], "framework": fw, "kind": "site", "python": key[1]}
-                    for key, fw in wanted.items()}
-        if self.reader.dryrun:  # a dry run runs no user code: the last real run's probes, else none
-            return self._site_envs_unprobed(wanted)
-        out = {}
-        with self._heavy("probing the site interpreters") if wanted else contextlib.nullcontext():
-            for (env, python), framework in wanted.items():
-                try:
-                    out[(env, python)] = build.site_env(framework, env, python)
-                except build.EnvError as exc:
-                    raise StudyError(f"dlbench: {exc}") from None
-        if out:
-            site_probes.remember(out.values())
-        return out
-
-    def _site_envs_unprobed(self, wanted: dict) -> dict[tuple[str, str], dict]:
-        """A dry run's descriptions of the site interpreters: what the last real run probed of the same
-        interpreter file (site_probes.recall), else a description without versions, said in one line (the dry run
-        then plans those points as changed: the real run probes them and knows)."""
-        known = site_probes.recall()
-        out, unknown = {}, []
-        for (env, python), framework in wanted.items():
-            found = known.get((env, python))
-            if found is None:
-                unknown.append(python)
-                found = {"env": env, "framework": framework, "kind": "site", "python": python}
-            out[(env, python)] = found
-        if unknown:
-            self._say("dlbench: dry run: not probing the site interpreters (running them runs their code), and no "
-                      "earlier run probed " + ", ".join(sorted(set(unknown))) + "; the run itself probes them")
-        return out
+        """Each point's Environment (dlbench.environments.choice), worked out once: the framework versions'
+        environments locked and the site interpreters probed by the main process, before any job; where one
+        does not resolve or does not work, one line and stop."""
+        try:
+            chosen = choice.choose(self.cfg, self.points, main=self.reader.main, dryrun=self.reader.dryrun,
+                                   use_conda=self.reader.use_conda, say=self._say, heavy=self._heavy)
+        except EnvError as exc:
+            raise StudyError(f"dlbench: {exc}") from None
+        self.environments, self.version_envs, self.env_keys = chosen.of_point, chosen.version_envs, chosen.keys
 
     @contextlib.contextmanager
     def _heavy(self, what: str):
@@ -306,8 +259,9 @@ class Study:
         wait for it (dlbench.node.locks.lock_timeout), and the site interpreters the main process probed."""
         environ[locks.NODE_LOCK_ENV] = self.measure_lock or ""
         environ[locks.LOCK_TIMEOUT_ENV] = f"{self.runner_options['lock_timeout_s']:g}"  # heavy jobs wait no longer
-        if self.reader.main and self.site_envs:
-            environ[SITE_ENVS_VAR] = json.dumps(list(self.site_envs.values()))
+        sites = {(env.name, env.python): env for env in self.environments.values() if env.kind == SITE}
+        if self.reader.main and sites:
+            environ[site.SITE_ENVS_VAR] = site.handed_on(sites.values())
 
     def model(self):
         """The time model of the finished points, read once (main process) for the dry run's estimate, the
@@ -384,22 +338,19 @@ class Study:
     # per point -----------------------------------------------------------------------------------
 
     def env_file(self, p: dict) -> list[str]:
-        """The description of the point's built environment; none for a site one or under --sdm conda."""
-        env, site = self.point_envs[_key(p)]
-        return [] if self.reader.use_conda or site else [f"resources/envs/{env}.json"]
+        """What the point's job waits for: its environment's build (none for a site one, or under --sdm conda)."""
+        built = self.environments[_key(p)].description_file
+        return [built] if built else []
 
     def env_params(self, p: dict) -> dict:
-        """The point's environment as its job sees it; a site one with its versions, so that another site build
-        of the framework reruns the framework's points (a built one reruns through its description's file)."""
-        env, site = self.point_envs[_key(p)]
-        if site:
-            return self.site_envs[(env, site)]
-        return {"env": env, "kind": "conda" if self.reader.use_conda else "built", "key": self.env_keys[env]}
+        """The point's Environment, as the job makes it again (Environment.of_params): its name and key, or a site
+        one's interpreter and versions, so that another site build of the framework reruns its points."""
+        return self.environments[_key(p)].params()
 
     def conda_file(self, p: dict) -> str:
         """The point's environment's conda file; a site point's job (only the runner) runs in the base one."""
-        env, site = self.point_envs[_key(p)]
-        return BASE_CONDA if site else f"../envs/{env}.yaml"
+        env = self.environments[_key(p)]
+        return BASE_CONDA if env.kind == SITE else f"../envs/{env.name}.yaml"
 
     def prepared_files(self, p: dict) -> list[str]:
         """The files a point's train job reads that the workflow prepares for its framework (Caffe's HDF5
@@ -433,12 +384,12 @@ class Study:
         return self.cfg["data_test_copy"].get(wildcards.dataset, "")
 
     def env_pins(self, wildcards) -> str:
-        return as_workflow_input(build.pins_file(wildcards.env))  # a moved checkout rebuilds and reruns nothing
+        return as_workflow_input(pins.pins_file(wildcards.env))  # a moved checkout rebuilds and reruns nothing
 
     def env_recipe_key(self, wildcards) -> str:
         """A digest of the pins and build recipe: a changed recipe is a new environment (one a dry run has not
         locked yet has no key)."""
-        return self.env_keys.get(wildcards.env) or build.env_key(wildcards.env)
+        return self.env_keys.get(wildcards.env) or env_key(wildcards.env)
 
     def caffe_input_settings(self, wildcards) -> dict:
         return self.caffe_inputs[(wildcards.dataset, wildcards.input_key)]
@@ -449,7 +400,7 @@ class Study:
         if self.reader.use_conda or not any(p.get("precision") == "bf16" and p["device"] == "cpu"
                                         for p in self.points.values()):
             return []
-        return [f"resources/envs/{registry.bf16_peak_framework().name}.json"]
+        return [DESCRIPTION.format(env=registry.bf16_peak_framework().name)]
 
     def point_runtime(self, wildcards, attempt: int) -> int:
         """Minutes a cluster job asks for: its first attempt's (first_runtime), times the attempt, so that a point

@@ -10,7 +10,9 @@ from __future__ import annotations
 import json
 import signal
 import sys
+from collections.abc import Mapping
 
+from dlbench.environments.environment import Environment
 from dlbench.run.options import RunOptions
 
 
@@ -31,15 +33,16 @@ def prepare(dataset: str, out: str, local: str | None = None, downloads: str = "
     return 0
 
 
-def environment(env_json: str | None = None, chosen: dict | None = None) -> dict:
-    """The framework environment a point runs in: `chosen`, the one the workflow chose (a site one names its
-    interpreter), with a built one's description over it (env_json: dlbench.environments.build.provide);
-    neither: {} (this Python)."""
-    env = dict(chosen or {})
-    if env_json:
-        with open(env_json) as fh:
-            env.update(json.load(fh))
-    return env
+def environment(built: str | None = None, chosen: Mapping | None = None) -> Environment | None:
+    """The Environment a point's job runs in, from one place: the one the workflow chose (`chosen`, the train rule's
+    `env` param: Environment.params), else the one a description file names (`built`: `dlbench train --env FILE`,
+    the framework_env rule's output); neither: None, this Python. The train rule names the description file of a
+    built one too, as its input: that is the build the job waits for, not a second source of the environment."""
+    if chosen:
+        return Environment.of_params(chosen)
+    if built:
+        return Environment.read(built)
+    return None
 
 
 def train(point: dict, dataset_dir: str, out: str, options: RunOptions = RunOptions()) -> int:

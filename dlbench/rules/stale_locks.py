@@ -10,7 +10,6 @@ safe to remove.
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import json
 import os
 import socket
@@ -19,10 +18,11 @@ from pathlib import Path
 
 from dlbench import atomic
 from dlbench.node import procs
+from dlbench.node.locks import LockUnusable, flocked
 from dlbench.node.slurm_job import queued_in as _slurm_jobs_in
 from dlbench.node.slurm_job import running as _slurm_job_running
 
-_held = None  # this run's open lock file, kept for the life of the process
+_held: contextlib.ExitStack | None = None  # this run's lock, held for the life of the process
 
 
 LIVE_JOBS = "dlbench-jobs"  # under .snakemake/: one file per running training job of this working directory
@@ -39,6 +39,7 @@ def live_job(meta: str | os.PathLike = ".snakemake"):
     folder = Path(meta) / LIVE_JOBS
     mark = folder / f"{socket.gethostname()}-{os.getpid()}"
     atomic.write_text(mark, json.dumps({"host": socket.gethostname(), "pid": os.getpid(),
+                                        "started": procs.identity(os.getpid()),  # a pid taken again is not this job
                                         "slurm_job_id": os.environ.get("SLURM_JOB_ID")}))
     try:
         yield mark
@@ -49,7 +50,9 @@ def live_job(meta: str | os.PathLike = ".snakemake"):
 def live_jobs(meta: str | os.PathLike = ".snakemake") -> list[str]:
     """The marked jobs that are still alive (a description each); marks of jobs known to be gone are removed.
 
-    A job of this host is alive while its pid is; one with a SLURM job id while SLURM runs or queues it; one of
+    A job of this host is alive while its process is: its pid, started as the mark says (`started`; a mark without
+    it, while no process took the pid after the mark was written); one with a SLURM job id while SLURM runs or
+    queues it; one of
     another host without a SLURM id cannot be checked from here, so it counts as alive. So does a mark that
     cannot be read: it is kept, with a warning, as nobody can tell whose job it was.
     """
@@ -70,7 +73,7 @@ def live_jobs(meta: str | os.PathLike = ".snakemake") -> list[str]:
                 print(f"dlbench: SLURM did not say whether job {job['slurm_job_id']} still runs (squeue failed); "
                       f"its live-job mark {mark} is kept, and asked about again at the next run", file=sys.stderr)
         elif job.get("host") == socket.gethostname():
-            running = procs.alive(pid)
+            running = procs.alive_as(pid, job.get("started"), procs.mtime(mark))
         else:
             running = None
         if running is False:
@@ -92,14 +95,15 @@ def hold_and_clear_stale(workdir: str | os.PathLike = ".") -> tuple[int, list[st
     if _held is not None:
         return 0, []
     meta = Path(workdir) / ".snakemake"
-    meta.mkdir(exist_ok=True)
-    fh = open(meta / "dlbench.lock", "w")
+    held = contextlib.ExitStack()
     try:
-        fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except OSError:  # another dlbench run is alive in this directory: its locks are real
-        fh.close()
+        taken = held.enter_context(flocked(meta / "dlbench.lock", wait=False))
+    except LockUnusable:  # not a lock file this run can take: nothing proves the others dead, nothing is removed
         return 0, []
-    _held = fh
+    if taken is None:  # another dlbench run is alive in this directory: its locks are real
+        held.close()
+        return 0, []
+    _held = held
     stale = sorted((meta / "locks").glob("*.lock")) if (meta / "locks").is_dir() else []
     alive = live_jobs(meta)
     if stale and not alive:  # asked only where there is something to remove: squeue is a call to the controller

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import shutil
 import socket
+import sys
 from pathlib import Path
 
 from dlbench.node import procs, slurm_job
@@ -33,7 +34,7 @@ def run_point(point: dict, dataset_dir: str | Path, out_dir: str | Path, options
     (dlbench.record.statuses): the attempt is kept and, unless it is the last one allowed, nothing is published.
 
     In a job SLURM requeued, a point this job already finished is published again, not measured twice. An
-    attempt that died with its node leaves only a mark (records.mark_started); where every earlier run of
+    attempt that died with its node leaves only a mark (store.mark_started); where every earlier run of
     the point did (Snakemake's attempts and SLURM's own requeues of the job alike, `tries`), the last
     allowed one publishes `node_lost` rather than try again, so that the study's tables are drawn from what
     finished. The attempt after the last allowed one (options.after_last) only publishes `node_lost` where that
@@ -75,7 +76,7 @@ def run_point(point: dict, dataset_dir: str | Path, out_dir: str | Path, options
 def cancel_stands(out_dir: str | Path) -> bool:
     """Whether the point's last attempt was cancelled by somebody (scancel; SIGTERM to a job off SLURM), so
     that a retry of its job would undo what they asked for. SLURM's SIGTERM at a job's time limit is no such
-    cancel: its job ends TIMEOUT, and its retry asks for more time (wiring.point_runtime). Where SLURM's
+    cancel: its job ends TIMEOUT, and its retry asks for more time (context.Study.point_runtime). Where SLURM's
     accounting cannot say how the job ended, the retry runs."""
     record = store.cancelled_last(out_dir)
     if record is None:
@@ -121,12 +122,23 @@ def _run_point(point: dict, dataset_dir: str | Path, out_dir: str | Path, option
 
 
 def _keep(work: Work) -> None:
-    """Keep a cancelled attempt's measurement (where it was written whole) under attempts/."""
+    """Keep a cancelled attempt's measurement under attempts/, where the disk lets it. Where its measurement could not
+    be written whole, or kept (a full disk: ENOSPC, EDQUOT; any other error of the file system), that is said in one
+    line, the half-kept attempt removed, and the cancel's own exit status stands (a traceback must not replace it).
+    A cancel before the trainer was started (while the node's lock was waited for) leaves nothing to keep."""
+    if not work.log.exists():
+        return
+    name = None
     try:
         made = derive.record_of(work.folder)
-    except (OSError, ValueError):
-        return
-    store.keep_attempt(work.out_dir, made.record, work.folder, store.attempt_name(made.wall))
+        name = store.attempt_name(made.wall)
+        store.keep_attempt(work.out_dir, made.record, work.folder, name)
+    except (OSError, ValueError) as exc:  # ValueError: raw.NotWhole, a measurement the full disk cut short
+        if name is not None:
+            shutil.rmtree(work.out_dir / store.ATTEMPTS / name, ignore_errors=True)
+        why = exc.strerror if isinstance(exc, OSError) and exc.strerror else exc
+        print(f"dlbench: the cancelled attempt could not be kept in {work.out_dir / store.ATTEMPTS} ({why}): "
+              "nothing of it is kept or published; the cancel stands", file=sys.stderr)
 
 
 def publish(work: Work, options: RunOptions) -> dict:

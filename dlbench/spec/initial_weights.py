@@ -121,7 +121,7 @@ def _truncated_normal(rng: np.random.RandomState, std: float, shape: tuple) -> n
 
 def draw(layers: list[dict], input_shape: tuple[int, int, int], init: str | dict | None,
          seed: int) -> list[tuple[np.ndarray, ...]]:
-    """The canonical arrays (models.arrays) of every conv, dense and batchnorm layer, in spec order, float32:
+    """The canonical arrays (networks.arrays) of every conv, dense and batchnorm layer, in spec order, float32:
     (W, b) of a conv or dense layer, (W,) of a conv without bias, (gamma, beta, mean, var) of a batchnorm."""
     check(init, layers)
     spec = normalise(init)

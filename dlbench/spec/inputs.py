@@ -25,6 +25,22 @@ def model_input_shape(point: dict) -> tuple[int, int, int]:
     return (c, size, size) if size else (c, h, w)
 
 
+def size_problem(input_cfg: dict, shape, of: str = "") -> str | None:
+    """Why `pad_to` or `crop` cannot be applied to images of `shape` (channels, height, width), as "<key>: ..."; None
+    where both can (`of`: " of <dataset>", for the words). Padding cannot shrink an image, and a crop larger than
+    the (padded) image would slice past its edge: numpy's slicing gives a sliver (a 29 crop of 28 rows is one row),
+    not an error."""
+    _, h, w = shape
+    pad, crop = input_cfg.get("pad_to"), input_cfg.get("crop")
+    if pad is not None and pad < max(h, w):
+        return (f"pad_to: {pad} is smaller than the {h}x{w} images{of}, and padding cannot shrink them; give at "
+                f"least {max(h, w)}, or remove it")
+    side, size = (pad, f"{pad}x{pad} padded") if pad is not None else (min(h, w), f"{h}x{w}")
+    if crop is not None and crop > side:
+        return f"crop: {crop} is larger than the {size} images{of}; give at most {side}"
+    return None
+
+
 def subset(x: np.ndarray, y: np.ndarray, n: int | None) -> tuple[np.ndarray, np.ndarray]:
     return (x, y) if not n else (x[:n], y[:n])
 

@@ -15,7 +15,7 @@ from dlbench.datasets import catalog
 from dlbench.frameworks import registry
 from dlbench.paths import SCHEMA
 from dlbench.record import statuses
-from dlbench.spec import initial_weights, networks
+from dlbench.spec import initial_weights, inputs, networks
 from dlbench.study import presets, selection, strictyaml
 
 
@@ -120,11 +120,11 @@ def _fill_defaults(schema: dict, data: dict) -> None:
             _fill_defaults(sub, data[key])
 
 
-def check_axes(where: str, study: dict) -> None:
-    """Every run-axis value of a (sub-)study can be honoured by every framework it names."""
+def check_axes(where: str, part: dict) -> None:
+    """Every run-axis value of the top level or a sub-study can be honoured by every framework it names."""
     for axis in registry.AXIS_DEFAULTS:
-        for value in study.get("sweep", {}).get(axis, []):
-            for name in study["frameworks"]:
+        for value in part.get("sweep", {}).get(axis, []):
+            for name in part["frameworks"]:
                 framework = registry.get(name)
                 if not framework.honours(axis, value):
                     raise ConfigError(f"{where}sweep.{axis}: {name} cannot honour {value!r} (it accepts: "
@@ -132,21 +132,28 @@ def check_axes(where: str, study: dict) -> None:
                                       "frameworks that accept it")
 
 
-def check_presets(where: str, study: dict, custom: dict) -> None:
-    """Every framework of a (sub-)study has settings for every dataset under every preset it names."""
-    for dataset in study["datasets"]:
-        for framework in study["frameworks"]:
-            for name in study["preset"]:
-                for how in study["cross_apply"]:
+def check_presets(where: str, part: dict, custom: dict) -> None:
+    """Every framework of the top level or a sub-study has settings for every dataset under every preset it names,
+    and their input handling fits the dataset's images (a pad_to below them, a crop beyond them: refused before any
+    job)."""
+    for dataset in part["datasets"]:
+        for framework in part["frameworks"]:
+            for name in part["preset"]:
+                for how in part["cross_apply"]:
                     why = presets.missing(name, framework, dataset, custom, how)
                     if why:
                         raise ConfigError(f"{where}preset: {why}")
+                    given = presets.resolve(name, framework, dataset, custom, how).get("input") or {}
+                    why = inputs.size_problem(given, catalog.INFO[dataset]["shape"], f" of {dataset}")
+                    if why:
+                        key = f"presets.{name}.input" if name in custom else f"{where}preset: {name} ({framework})'s"
+                        raise ConfigError(f"{key}.{why}")
 
 
-def check_tune(where: str, study: dict) -> None:
+def check_tune(where: str, part: dict) -> None:
     """A tuning grid holds the defaults (factor 1) on every axis, and tunes no axis its own sweep also sets."""
-    sweep = study.get("sweep", {})
-    for axis, factors in (study.get("tune") or {}).items():
+    sweep = part.get("sweep", {})
+    for axis, factors in (part.get("tune") or {}).items():
         if 1 not in factors:
             raise ConfigError(f"{where}tune.{axis}: {factors} lacks 1, the defaults themselves, against which "
                               "the tuned settings are compared; add 1 to the list")
@@ -203,8 +210,8 @@ def validate(raw: dict[str, Any], *, local_cores: int | None = None,
     sweep = cfg["sweep"]
     if "epochs" in sweep and "iterations" in sweep:
         raise ConfigError("sweep: give either epochs or iterations, not both")
-    for name, study in cfg.get("studies", {}).items():
-        inner = study.get("sweep", {})
+    for name, given in cfg.get("studies", {}).items():
+        inner = given.get("sweep", {})
         if "epochs" in inner and "iterations" in inner:
             raise ConfigError(f"studies.{name}.sweep: give either epochs or iterations, not both")
     for name, preset in cfg["presets"].items():
@@ -220,24 +227,28 @@ def validate(raw: dict[str, Any], *, local_cores: int | None = None,
         except initial_weights.InitError as e:
             raise ConfigError(f"presets.{name}.{e} of network {preset['network']}") from None
     known = presets.preset_names() | {"own"} | set(cfg["presets"])
-    studies = {"": cfg, **{f"studies.{k}.": v for k, v in cfg.get("studies", {}).items()}}
-    for where, study in studies.items():
-        for name in study.get("preset", []):
+    parts = {"": cfg, **{f"studies.{k}.": v for k, v in cfg.get("studies", {}).items()}}  # the top, each sub-study
+    for where, part in parts.items():
+        for name in part.get("preset", []):
             if name not in known:
                 raise ConfigError(f"{where}preset: unknown preset {name!r}; known: {', '.join(sorted(known))} "
                                   "(declare custom ones under `presets:`)")
         if where or not cfg.get("studies"):  # the top level runs only where there are no sub-studies
-            check_presets(where, {k: study.get(k, cfg[k]) for k in ("datasets", "frameworks", "preset",
+            check_presets(where, {k: part.get(k, cfg[k]) for k in ("datasets", "frameworks", "preset",
                                                                      "cross_apply")}, cfg["presets"])
         # Its own tuning grid (else the top level's) against its own sweep.
-        check_tune(where, {"tune": study.get("tune", cfg.get("tune")), "sweep": study.get("sweep", {})})
+        check_tune(where, {"tune": part.get("tune", cfg.get("tune")), "sweep": part.get("sweep", {})})
         # What the sub-study runs: its own frameworks (else the top level's), its sweep merged over the top level's.
-        check_axes(where, {"frameworks": study.get("frameworks", cfg["frameworks"]),
-                           "sweep": {**cfg["sweep"], **study.get("sweep", {})}})
-        bound = point_bound(cfg, study)
+        check_axes(where, {"frameworks": part.get("frameworks", cfg["frameworks"]),
+                           "sweep": {**cfg["sweep"], **part.get("sweep", {})}})
+        bound = point_bound(cfg, part)
         if bound > cfg["max_points"]:
             raise ConfigError(f"{where or 'the study '}asks for up to {bound:,} points, more than max_points "
                               f"({cfg['max_points']:,}); shorten its lists, or raise max_points if it means it")
+    lock_file = cfg["measurement"]["lock_file"]
+    if ".." in lock_file.split("/"):  # it would name another folder than it reads as, and nothing checks which
+        raise ConfigError(f"measurement.lock_file: {lock_file!r} has a `..` part; give the node-local file's path "
+                          "without it (its folder must exist on every node: dlbench does not make it)")
     if local_cores:
         check_local_cores(cfg, local_cores)
     check_versions(cfg)
@@ -259,21 +270,22 @@ def validate(raw: dict[str, Any], *, local_cores: int | None = None,
 
 def check_local_cores(cfg: dict, local_cores: int) -> None:
     """Refuse, in a validated config, threads above this machine's cores (Snakemake would cap them silently)."""
-    studies = {"": cfg, **{f"studies.{k}.": v for k, v in cfg.get("studies", {}).items()}}
-    for where, study in studies.items():
-        too_many = [t for t in study.get("sweep", {}).get("threads", []) if t > local_cores]
+    parts = {"": cfg, **{f"studies.{k}.": v for k, v in cfg.get("studies", {}).items()}}  # the top, each sub-study
+    for where, part in parts.items():
+        too_many = [t for t in part.get("sweep", {}).get("threads", []) if t > local_cores]
         if too_many:
             raise ConfigError(f"{where}sweep.threads: {too_many[0]} is more than this machine's {local_cores} "
                               f"cores; use at most {local_cores} here, or run on a cluster "
                               "(--profile profiles/slurm)")
 
 
-def point_bound(cfg: dict, study: dict) -> int:
-    """The most points a (sub-)study can expand to: the product of its lists, counted before expanding any."""
-    sweep = {**cfg["sweep"], **study.get("sweep", {})}
-    lists = [study.get(k, cfg.get(k)) or [None] for k in ("datasets", "frameworks", "preset", "cross_apply")]
-    lists += list(sweep.values()) + list((study.get("tune", cfg.get("tune")) or {}).values())
-    return math.prod(len(v) for v in lists if isinstance(v, list)) * int(study.get("repeats", cfg.get("repeats", 1)))
+def point_bound(cfg: dict, part: dict) -> int:
+    """The most points the top level or a sub-study can expand to: the product of its lists, counted before
+    expanding any."""
+    sweep = {**cfg["sweep"], **part.get("sweep", {})}
+    lists = [part.get(k, cfg.get(k)) or [None] for k in ("datasets", "frameworks", "preset", "cross_apply")]
+    lists += list(sweep.values()) + list((part.get("tune", cfg.get("tune")) or {}).values())
+    return math.prod(len(v) for v in lists if isinstance(v, list)) * int(part.get("repeats", cfg.get("repeats", 1)))
 
 
 def load(path: str | os.PathLike, **kw) -> dict[str, Any]:

@@ -5,8 +5,9 @@ A key is a point's framework, dataset, device or preset, a sub-study it belongs 
 its existing record (`status`; `none` where it has none yet). Each key is applied in turn, so that the dry
 run can say how many points each one removed.
 
-A point shared by several sub-studies (it runs once) stays while one of its studies does: excluding a study
-drops only the points no other study needs, and the sub-studies left out are taken off each point's list.
+A point shared by several sub-studies (it runs once) stays while one of its sub-studies does: excluding a
+sub-study drops only the points no other sub-study needs, and the sub-studies left out are taken off each point's
+list.
 """
 
 from __future__ import annotations
@@ -39,7 +40,7 @@ def apply(points: list[dict], membership: dict[str, list[str]], cfg: dict,
             if key not in rule:
                 continue
             wanted = set(rule[key])
-            if key == "study":  # what remains of each point's studies decides
+            if key == "study":  # a sub-study's name: what remains of each point's sub-studies decides
                 membership = {i: [s for s in m if (s in wanted) == (how == "select")] for i, m in membership.items()}
                 keep = [bool(membership.get(p["id"])) for p in kept]
             else:

@@ -46,7 +46,7 @@ def point_id(p: dict) -> str:
     if p["library"] != "default":
         parts.append(p["library"])
     parts += [p[axis] for axis in ("compile", "precision", "memory_format") if p.get(axis)]
-    if p.get("version"):  # only where the study lists several versions of the framework (dlbench.study.versions)
+    if p.get("version"):  # only where the study lists several versions of the framework (dlbench.environments.versions)
         parts.append(f"v{p['version']}")
     parts.append(f"r{p['repeat']}")
     body = {k: v for k, v in p.items() if k != "id"}
@@ -59,13 +59,13 @@ def sub_studies(cfg: dict) -> dict[str, dict]:
     if not cfg.get("studies"):
         return {"main": cfg}
     out = {}
-    for name, study in cfg["studies"].items():
+    for name, given in cfg["studies"].items():
         sub = {k: v for k, v in cfg.items() if k != "studies"}
-        sub.update({k: v for k, v in study.items() if k != "sweep"})
-        sub["sweep"] = {**cfg.get("sweep", {}), **study.get("sweep", {})}
-        if "epochs" in study.get("sweep", {}):
+        sub.update({k: v for k, v in given.items() if k != "sweep"})
+        sub["sweep"] = {**cfg.get("sweep", {}), **given.get("sweep", {})}
+        if "epochs" in given.get("sweep", {}):
             sub["sweep"].pop("iterations", None)
-        if "iterations" in study.get("sweep", {}):
+        if "iterations" in given.get("sweep", {}):
             sub["sweep"].pop("epochs", None)
         out[name] = sub
     return out
@@ -85,8 +85,8 @@ class Plan(NamedTuple):
 def plan(cfg: dict, status_of: Callable[[dict], str | None] | None = None) -> Plan:
     """Every point of every sub-study (each once, in a stable order), from one expansion of each sub-study.
 
-    `membership`: point id -> the sub-studies it belongs to (a point shared by two studies runs once).
-    `tuning`: point id -> its place in a tuning grid (config `tune`), for the points of the studies that tune:
+    `membership`: point id -> the sub-studies it belongs to (a point shared by two sub-studies runs once).
+    `tuning`: point id -> its place in a tuning grid (config `tune`), for the points of the sub-studies that tune:
     `tuning_grid`, one grid (its sub-study, and the settings it is tuned around, repeats together);
     `tuning_is_default`, the grid's point with every factor 1, the defaults it is tuned against.
     A point in two grids keeps the first.
@@ -125,12 +125,12 @@ def tuning(cfg: dict) -> dict[str, dict]:
 
 
 def expand_one(cfg: dict) -> list[dict]:
-    """Every point of one study, each once, in a stable order."""
+    """Every point of one sub-study (an entry of sub_studies), each once, in a stable order."""
     return [p for p, _, _ in _expand_one(cfg)]
 
 
 def _expand_one(cfg: dict) -> list[tuple[dict, dict, dict]]:
-    """(point, its tuning factors, the point it is tuned around) for every point of one study."""
+    """(point, its tuning factors, the point it is tuned around) for every point of one sub-study."""
     sweep = cfg.get("sweep", {})
     tune = cfg.get("tune") or {}
     custom = cfg.get("presets", {})
@@ -165,7 +165,7 @@ def _expand_one(cfg: dict) -> list[tuple[dict, dict, dict]]:
 
 def _versions(cfg: dict, framework: str) -> list[str | None]:
     """The framework versions a point takes into its id: those the study lists where it lists several, else
-    none (one listed version is the study's, and only picks the environment: dlbench.study.versions)."""
+    none (one listed version is the study's, and only picks the environment: dlbench.environments.versions)."""
     listed = (cfg.get("versions") or {}).get(framework, [])
     return list(listed) if len(listed) > 1 else [None]
 

@@ -1,4 +1,4 @@
-"""`dlbench validate CONFIG`: check a config file: one line naming what is wrong, else how many points it has."""
+"""`dlbench validate CONFIG`: check a config file: each mistake in one line naming it, else how many points it has."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import sys
 
 
 def validate(config_path: str) -> int:
-    """0 and the number of points of a valid config; 2 and one line on stderr for an invalid one."""
+    """0 and the number of points of a valid config; 2 and one line on stderr per mistake of an invalid one."""
     from dlbench.node import machine
     from dlbench.study import config, sweep
 

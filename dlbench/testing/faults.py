@@ -222,7 +222,7 @@ def job_cancelled(lab: Lab) -> dict:
     p = point(iterations=100000)
     out = lab.out("cancelled")
     env_json = lab.root / "cancelled-env.json"
-    env_json.write_text(json.dumps({"python": lab.trainer_python()}))
+    env_json.write_text(json.dumps({"env": "pytorch", "kind": "site", "python": lab.trainer_python()}))
     job = subprocess.Popen([sys.executable, "-m", "dlbench.cli", "train", "--point", json.dumps(p),
                             "--dataset-dir", str(lab.digits), f"--env={env_json}", "--out", str(out)], cwd=REPO)
     trainer = _wait_for_training(out)

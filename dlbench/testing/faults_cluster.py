@@ -90,7 +90,7 @@ def requeue_refused(lab: Lab) -> dict:
     env = {**_on_path(lab.root / "refusing-scontrol", "scontrol", REFUSING_SCONTROL), "SLURM_JOB_ID": "4242",
            "SLURM_RESTART_COUNT": "0"}
     env_json = lab.root / "requeue-refused-env.json"
-    env_json.write_text(json.dumps({"python": lab.trainer_python()}))
+    env_json.write_text(json.dumps({"env": "pytorch", "kind": "site", "python": lab.trainer_python()}))
     job = subprocess.Popen([sys.executable, "-c", JOB, json.dumps(point(iterations=100000)), str(lab.digits),
                             str(env_json), str(out)], cwd=REPO, env=env, stdout=subprocess.PIPE,
                            stderr=subprocess.PIPE, text=True)

@@ -30,8 +30,7 @@ from dlbench.frameworks import protocol
 from dlbench.node import locks
 from dlbench.paths import ROOT as REPO
 from dlbench.record import raw, store
-from dlbench.record import statuses as outcomes
-from dlbench.record.statuses import EXIT_RETRY
+from dlbench.record.statuses import DAMAGED, EXIT_RETRY
 from dlbench.run import measure, runner
 from dlbench.run.options import RunOptions
 from dlbench.study import config, sweep
@@ -48,7 +47,7 @@ def _job_command(lab: Lab, p: dict, out: Path, *extra: str, python: str | None =
     """The training job's command line as Snakemake runs it (dlbench.cli train), its environment's JSON written."""
     env_json = out.parent / f"{out.name}-env.json"
     out.parent.mkdir(parents=True, exist_ok=True)
-    env_json.write_text(json.dumps({"python": python or lab.trainer_python()}))
+    env_json.write_text(json.dumps({"env": "pytorch", "kind": "site", "python": python or lab.trainer_python()}))
     return [sys.executable, "-m", "dlbench.cli", "train", "--point", json.dumps(p), "--dataset-dir",
             str(lab.digits), f"--env={env_json}", "--out", str(out), *extra]
 
@@ -395,7 +394,7 @@ def files_disagree(lab: Lab) -> dict:
     row = runs.set_index("run_id").loc[json.loads((a / store.RESULT).read_text())["id"]]
     untouched = sorted(str(p.relative_to(a)) for p in a.rglob("*")) == before
     return _row("a record's files disagree", "another run's curve.csv copied into a published record's folder",
-                len(runs) == 2 and row["status"] == outcomes.DAMAGED and bool(named) and untouched,
+                len(runs) == 2 and row["status"] == DAMAGED and bool(named) and untouched,
                 not untouched, rows=len(runs), status=row["status"], reason=row["reason"], said=named[:1],
                 curve_runs=sorted(set(curves["run_id"])), untouched=untouched)
 

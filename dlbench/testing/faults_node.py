@@ -14,6 +14,7 @@ import json
 import os
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import threading
@@ -355,7 +356,7 @@ def cancel_sigint(lab: Lab) -> dict:
     return _cancelled_by(lab, signal.SIGINT)
 
 
-# The main process's probe of a site interpreter (envs.site) as Snakemake's parse runs it (wiring.Study), in a
+# The main process's probe of a site interpreter (envs.site) as Snakemake's parse runs it (context.Study), in a
 # folder of its own; a StudyError ends it with its one line on stderr, exit 1.
 PARSE = """
 import json, sys
@@ -379,9 +380,12 @@ def _small_records(lab: Lab) -> Path:
 
 
 def _partial_outputs(folder: Path) -> dict:
+    """The partial rule's outputs (workflow/rules/browse.smk) in folder."""
     return {"runs": str(folder / "runs.parquet"), "curves": str(folder / "curves.parquet"),
-            "samples": str(folder / "samples.parquet"), "findings": str(folder / "findings.md"),
-            "runs_html": str(folder / "runs.html"), "charts": str(folder / "charts")}
+            "samples": str(folder / "samples.parquet"), "summary": str(folder / "summary.parquet"),
+            "runs_csv": str(folder / "runs.csv"), "summary_csv": str(folder / "summary.csv"),
+            "findings": str(folder / "findings.md"), "charts": str(folder / "charts"),
+            "page": str(folder / "index.html")}
 
 
 def _draw_partial(metrics: list[str], folder: Path, timeout_s: float) -> dict:
@@ -432,9 +436,9 @@ def heavy_beside_a_measurement(lab: Lab) -> dict:
     try:
         with sandbox.environment({locks.NODE_LOCK_ENV: str(lock)}):
             seen["partial"] = _draw_partial(metrics, work / "partial", HEAVY_TIMEOUT_S)
-        seen["compare"] = _command(["-m", "dlbench.present.comparison", str(folder), str(folder),
-                                    "--out", str(work / "compare")],
-                                   env, REPO, work / "compare")
+        seen["compare"] = {**_command(["-m", "dlbench.present.comparison", str(folder), str(folder),
+                                       "--out", str(work / "compare")], env, REPO, work / "compare"),
+                           "refusal_exit": 2}  # compare's "could not compare" (1 is its gate's failure)
         seen["runs_table"] = _command(["-m", "dlbench.present.runs_table", str(work / "runs.parquet"),
                                        str(work / "runs.html")], env, REPO, work / "runs.html")
         seen["site_probe"] = _command(["-c", PARSE, json.dumps(cfg)], env, work, work / ".never")
@@ -466,10 +470,71 @@ def partial_after_a_measurement(lab: Lab) -> dict:
 
 
 def _refused_in_one_line(case: dict) -> bool:
-    """Whether heavy work failed in one line that names the setting, having written nothing."""
+    """Whether heavy work failed in one line that names the setting, having written nothing (the line that said,
+    while it waited, what it waits for is not a refusal)."""
     lines = [case["said"]] if isinstance(case["said"], str) else case["said"] or []
-    return (len(lines) == 1 and "measurement.lock_timeout_s" in lines[0] and not case["written"]
-            and case.get("exit", 1) == 1)
+    refused = [ln for ln in lines if not _says_it_waits(ln)]
+    return (len(refused) == 1 and "measurement.lock_timeout_s" in refused[0] and not case["written"]
+            and case.get("exit", 1) == case.get("refusal_exit", 1))
+
+
+def _says_it_waits(line: str) -> bool:
+    """The line heavy work says once it has waited a second for the node's locks (dlbench.node.locks)."""
+    return " waits for the measurement on this node to end (the node's lock " in line
+
+
+def said_it_waits(case: dict) -> bool:
+    """Whether a command's stderr held exactly one line saying, while it waited, what it waits for."""
+    lines = [case["said"]] if isinstance(case["said"], str) else case["said"] or []
+    return sum(_says_it_waits(ln) for ln in lines) == 1
+
+
+def pid_taken_again(lab: Lab) -> dict:
+    """A killed run's live-job mark, or a leftover folder, names a pid that another process took since: with the
+    start the mark recorded (another one), and without one (a mark written before the process started), the
+    next run knows the job gone and removes Snakemake's stale locks; the folder is removed as dead. A mark of
+    the process itself, with or without its start, keeps them."""
+    host, seen = socket.gethostname(), {}
+    other = subprocess.Popen(["sleep", "120"])  # the process that took the pid
+    time.sleep(0.1)
+    hour_ago = time.time() - 3600
+    try:
+        for name in ("another start", "written before it started", "its own start", "written after it started"):
+            meta = lab.root / f"pid-again-{name.split()[0]}-{name.split()[-1]}" / ".snakemake"
+            shutil.rmtree(meta.parent, ignore_errors=True)
+            (meta / "locks").mkdir(parents=True)
+            (meta / "locks" / "0.input.lock").write_text("")
+            mark = meta / stale_locks.LIVE_JOBS / f"{host}-{other.pid}"
+            mark.parent.mkdir()
+            job = {"host": host, "pid": other.pid, "slurm_job_id": None}
+            if name == "another start":
+                boot, ticks = procs.identity(other.pid)
+                job["started"] = [boot, ticks - 500]  # the job that had the pid before started 5 s earlier
+            elif name == "its own start":
+                job["started"] = procs.identity(other.pid)
+            mark.write_text(json.dumps(job))
+            if name == "written before it started":
+                os.utime(mark, (hour_ago, hour_ago))
+            run = subprocess.run([sys.executable, "-c", CLEAR, str(meta.parent)], cwd=REPO, capture_output=True,
+                                 text=True, timeout=120)
+            seen[name] = {"exit": run.returncode, "removed": run.stdout.splitlines()[:1],
+                          "locks_kept": (meta / "locks" / "0.input.lock").exists(), "mark_kept": mark.exists()}
+        leftover = lab.root / "pid-again-folders" / f".point.partial-{host}-{other.pid}"
+        shutil.rmtree(leftover.parent, ignore_errors=True)
+        leftover.mkdir(parents=True)
+        os.utime(leftover, (hour_ago, hour_ago))
+        removed = procs.remove_dead_leftovers(leftover.parent, ".point.partial-")
+        seen["leftover folder"] = {"removed": [p.name for p in removed], "left": leftover.exists()}
+    finally:
+        other.kill()
+        other.wait(timeout=60)
+    gone = all(not seen[n]["locks_kept"] and not seen[n]["mark_kept"]
+               for n in ("another start", "written before it started"))
+    kept = all(seen[n]["locks_kept"] and seen[n]["mark_kept"] for n in ("its own start", "written after it started"))
+    return _row("a killed job's pid taken again", "a live `sleep` named by a live-job mark with another start, or "
+                "written an hour before it started; a leftover folder as old", gone and kept
+                and not seen["leftover folder"]["left"], False, cases=seen)
 
 SCENARIOS = [gate_held, heavy_beside_a_measurement, private_lock_folder, pending_jobs, marks_cut_short,
-             lock_files_replaced, nvml_hangs, lone_sigcont, child_left_behind, cancel_sighup, cancel_sigint]
+             lock_files_replaced, nvml_hangs, lone_sigcont, child_left_behind, cancel_sighup, cancel_sigint,
+             pid_taken_again]

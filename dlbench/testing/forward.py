@@ -6,7 +6,7 @@ Runs in a framework's environment (numpy and that framework only). Several netwo
 the framework, four arguments each, so that one process (one framework start-up) checks them all.
 
 WEIGHTS.npz holds canonical weights, W<i> and b<i> for the i-th parametrised (conv, dense or
-batchnorm) layer of the spec, in spec order (models.trainable; inside a residual block, its body then
+batchnorm) layer of the spec, in spec order (networks.trainable; inside a residual block, its body then
 its shortcut):
   conv       W (out, in, kh, kw), a cross-correlation kernel (as PyTorch and Caffe apply it); b (out,),
              none for a conv without bias
@@ -21,7 +21,7 @@ off); without it, inference mode (the running statistics). With --train-then-inf
 the running statistics in the framework's own layers, then an inference-mode pass uses them: OUT.json gets both
 logits and the running statistics after the first pass (check_train_then_infer).
 
-The network is models.resolve(NETWORK, 10), run by the adapter's own `forward` (the Adapter
+The network is networks.resolve(NETWORK, 10), run by the adapter's own `forward` (the Adapter
 contract, dlbench/frameworks/base.py), which builds it as the adapter trains it and converts the
 weights to its layout. `numpy_forward` is the same pass written out in numpy from the spec's
 definitions (dlbench/spec/networks.py), in float64 and with no framework: the reference every framework's
@@ -87,7 +87,7 @@ def numpy_forward(layers: list[dict], weights: list[tuple[np.ndarray, ...]], x: 
 
 
 def batch_statistics(a: np.ndarray) -> tuple[np.ndarray, np.ndarray, int]:
-    """Per channel of (N, C, H, W): the mean, the biased variance, and m = N * H * W (models.py's batchnorm)."""
+    """Per channel of (N, C, H, W): the mean, the biased variance, and m = N * H * W (spec/networks.py's batchnorm)."""
     return a.mean(axis=(0, 2, 3)), a.var(axis=(0, 2, 3)), a.size // a.shape[1]
 
 

@@ -79,7 +79,7 @@ def make_runs() -> pd.DataFrame:
 def one_default(runs: pd.DataFrame) -> pd.DataFrame:
     """make_runs' points with each framework's own points at one setting only: epochs 8, 1 thread, the tuning
     grids' defaults (batch size 32, learning rate 0.01). make_runs is a full factorial whose own points split
-    evenly over every axis, so none of their settings is a framework's default point (tables.default_points: a
+    evenly over every axis, so none of their settings is a framework's default point (frames.default_points: a
     tie) and nothing is set beside the published figures; here that one setting is. The cross-applied points
     (Caffe's preset on the other frameworks) keep every sweep."""
     own = (runs["preset"] == "own") | (runs["preset"] == runs["framework"].map(OWN))  # Caffe's own is `caffe`

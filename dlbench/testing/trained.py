@@ -31,7 +31,7 @@ from dlbench.spec import networks
 def _caffe_blobs(path: Path, layers: list[dict]) -> list[tuple[np.ndarray, np.ndarray]]:
     import h5py
 
-    from dlbench.frameworks.caffe import LAYER_NAMES
+    from dlbench.frameworks.caffe_prototxt import LAYER_NAMES
 
     names, counts = [], {}
     for layer in layers:
@@ -61,7 +61,7 @@ def train(point: dict, dataset_dir: str, events: str) -> dict[str, np.ndarray]:
             if not snapshot.exists():
                 raise RuntimeError("no snapshot after training: give the point a test_interval that does not "
                                    "divide its iterations, so that Caffe snapshots its final weights")
-            from dlbench.frameworks.caffe import caffe_blobs
+            from dlbench.frameworks.caffe_weights import caffe_blobs
 
             trained = _caffe_blobs(snapshot, point["layers"])
             start = [tuple(arrays) for _, arrays in caffe_blobs(point["layers"], start, shape)]

@@ -26,6 +26,8 @@ if _OWN:
 # The schema beside these rules (a local copy of it where the workflow is fetched from a remote, github(...)).
 CONFIG_SCHEMA = workflow.source_path("../schemas/config.schema.yaml")
 CFG = context.read_config(config, workflow.configfiles, CONFIG_SCHEMA)
+# The config file the study ran unchanged by --config: its findings quote the calibration of its shape.
+STUDY_FILE = context.study_file(workflow.configfiles, workflow.config_settings.config)
 # Under --sdm conda a job runs in its rule's conda environment (workflow/envs/*.yaml); otherwise the base
 # environment runs every job and a training job's runner starts the framework's own Python.
 USE_CONDA = DeploymentMethod.CONDA in workflow.deployment_settings.deployment_method

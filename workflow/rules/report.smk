@@ -1,7 +1,7 @@
-# The study's charts (self-contained HTML + SVG) and its findings in words; the SVGs and
-# the findings are the Snakemake report (`snakemake --report report.html`). The charts
-# are a folder: those the study has data for, and index.json (drawn, and not drawn and
-# why; the findings say it in a line). The report takes every SVG found there, each
+# The study's charts (self-contained HTML, SVG, PNG, PDF, and the Vega spec the results page draws them from) and
+# its findings in words; the SVGs and the findings are the Snakemake report (`snakemake --report report.html`). The
+# charts are a folder: those the study has data for, and index.json (drawn, and not drawn and why; the findings say
+# it in a line). The report takes every SVG found there, each
 # under its chart's category and with its caption (its branch of workflow/report/charts.rst).
 
 
@@ -24,6 +24,8 @@ rule charts:
     localrule: True
     conda:
         "../envs/base.yaml"
+    params:
+        formats=catalog.FORMATS,  # the files of each chart: drawn again where they change
     script:
         "../scripts/charts.py"
 
@@ -47,5 +49,6 @@ rule findings:
         "../envs/base.yaml"
     params:
         verdicts=CFG["verdicts"],  # the equivalence margins: findings.md is written again where they change
+        study_file=STUDY_FILE,  # the calibration its sentences quote
     script:
         "../scripts/findings.py"

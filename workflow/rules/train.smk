@@ -7,6 +7,8 @@
 rule train:
     input:
         data="resources/datasets/{dataset}/data.npz",
+        # The build of the point's environment, which the job waits for (none for a site one, or under
+        # --sdm conda); the environment itself is params.env.
         env=TRAIN["env_file"],
         prepared=TRAIN["prepared_input"],
     output:
@@ -44,6 +46,7 @@ rule train:
         # What the job runs (dlbench/rules/code_digest.py): changing a framework's adapter reruns its points only,
         # the measurement or the shared trainer code every point; a comment, a record's field, a chart none.
         code=TRAIN["code"],
+        # The point's environment, one value (dlbench/environments/environment.py): another one reruns the point.
         env=TRAIN["env"],
         runner=RUNNER_OPTIONS,
     script:

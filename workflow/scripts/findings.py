@@ -13,7 +13,8 @@ def main() -> None:
     with heavy_work(node_lock(), "the findings"):  # never beside a measurement
         findings.write_findings(sm.input.runs, sm.input.curves, sm.output[0], sm.input.published,
                                 margins=stats.Margins.from_config({"verdicts": sm.params.verdicts}),
-                                not_drawn=catalog.read_index(sm.input.charts)["not_drawn"])
+                                not_drawn=catalog.read_index(sm.input.charts)["not_drawn"],
+                                study_file=sm.params.study_file)
 
 
 joblog.run(sm.log[0], main)

@@ -1,11 +1,9 @@
 """Rule machine_peak: this machine's GEMM peaks at the study's thread counts (dlbench.node.peak), measured alone:
 float32 here, bfloat16 in the PyTorch environment where the study has bf16 points."""
 
-import contextlib
 import json
 
 from dlbench.node import peak
-from dlbench.node.locks import measuring
 from dlbench.rules import joblog
 
 sm = snakemake  # noqa: F821 - the object Snakemake gives a script
@@ -14,8 +12,7 @@ sm = snakemake  # noqa: F821 - the object Snakemake gives a script
 def main() -> int:
     bf16_python = json.loads(open(sm.input.bf16_env[0]).read())["python"] if sm.input.bf16_env else None
     # A measurement like a CPU point: alone on the node, no heavy work and no GPU point beside it.
-    with measuring(sm.params.lock, None, per_device=False) if sm.params.lock else contextlib.nullcontext():
-        return peak.write(sm.output[0], sm.params.threads, bf16_python=bf16_python)
+    return peak.write(sm.output[0], sm.params.threads, bf16_python=bf16_python, lock=sm.params.lock or None)
 
 
 joblog.run(sm.log[0], main)

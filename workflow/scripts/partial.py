@@ -10,7 +10,7 @@ def main() -> int:
     try:
         k = partial.draw(sm.params.metrics, sm.output, membership=sm.params.membership, tuning=sm.params.tuning,
                          peak_path=sm.params.peak, published=sm.params.published,
-                         verdicts=sm.params.verdicts)
+                         verdicts=sm.params.verdicts, study_file=sm.params.study_file)
     except partial.NothingFinished as exc:
         print(f"dlbench: {exc}")
         return 2

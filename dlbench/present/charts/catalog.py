@@ -11,7 +11,9 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
-FORMATS = ("html", "svg")
+# Each chart's files: a page of its own (Vega inlined), the drawing (SVG, PNG, PDF) and its Vega spec, data computed
+# (the results page draws every chart from it, with one copy of Vega for them all).
+FORMATS = ("html", "svg", "png", "pdf", "vega.json")
 # A folder of charts holds the charts the study has data for, and this index of them: {"drawn": [name, ...],
 # "not_drawn": {name: why, ...}} (dlbench.present.charts.draw.draw_all writes it; the findings read it).
 INDEX = "index.json"
@@ -77,7 +79,7 @@ CHARTS: dict[str, Chart] = {
 
 
 def chart_files(root: str, names=None) -> list[str]:
-    """The files of the charts `names` (every registered chart, if None) in the folder root: an HTML and an SVG
+    """The files of the charts `names` (every registered chart, if None) in the folder root: one of each of FORMATS
     each. The charts a study drew: chart_files(root, read_index(root)["drawn"])."""
     return [f"{root}/{name}.{fmt}" for name in (CHARTS if names is None else names) for fmt in FORMATS]
 
@@ -93,7 +95,7 @@ def read_index(root) -> dict:
 
 def chart_name(path: str) -> str:
     """A chart's name from its file (or its name)."""
-    return Path(path).stem
+    return Path(path).name.split(".")[0]
 
 
 def category(path: str) -> str:

@@ -68,14 +68,12 @@ def per_framework(metric: str, label: str, log: bool):
         df = preset_points(points(runs))
         if df.empty:
             raise NoData("no framework's default point")
+        df = _with_owners(df.assign(where=df["dataset"] + "/" + df["device"]))
         shown = (df["status"] == "ok") & df[metric].notna() & ((df[metric] > 0) if log else True)
         good = shown & ~df["contended"]  # what the means count; contended points are drawn, marked, apart
         failed = df["status"] != "ok"
         if not shown.any() and not failed.any():
             raise NoData(f"no point has a {what.lower()}")
-        df = df.assign(defaults=settings_label(df, {"batch_size", "learning_rate", "length", "threads",
-                                                    "interop_threads", "library", "compile", "precision"}),
-                       where=df["dataset"] + "/" + df["device"])
         lo, hi = (df.loc[shown, metric].min(), df.loc[shown, metric].max()) if shown.any() else (1.0, 1.0)
         # failed points sit just below the lowest ok one: the scale shows the points, not the way down to zero
         bottom = lo / 1.5 if log else max(0.0, lo - max(0.5, 0.1 * (hi - lo)))
@@ -122,6 +120,37 @@ def per_framework(metric: str, label: str, log: bool):
     return make
 
 
+# The machine's knobs: a panel per value where a study varied them (a mean over 1 and 2 threads stands for neither).
+_KNOBS = ("threads", "interop_threads", "library")
+
+
+def _panel_exclude(df: pd.DataFrame) -> set[str]:
+    """What a per-framework panel's label leaves out: a preset's hyper-parameters (one value each at its point,
+    groups.preset_points), compile mode and precision (the natural and float32 ones), and the machine's knobs
+    wherever they do not vary among the points drawn."""
+    steady = {k for k in _KNOBS if k not in df.columns or df[k].astype(object).fillna("-").nunique() <= 1}
+    return {"batch_size", "learning_rate", "length", "compile", "precision"} | steady
+
+
+def _with_owners(df: pd.DataFrame) -> pd.DataFrame:
+    """Each preset point labelled with its panel (`defaults`: "own defaults", "caffe's preset", its layout where
+    not the default, the knobs where they vary), and each preset's owner drawn in that preset's panel too:
+    Caffe's own defaults are Caffe's preset, so "caffe's preset" shows Caffe beside the frameworks it was
+    applied to, as the leaders compare them (summary.comparisons)."""
+    exclude = _panel_exclude(df)
+    df = df.assign(defaults=settings_label(df, exclude))
+    panels = set(zip(df["defaults"], df["where"]))
+    own = df[df["reading"] == "own"]
+    copies = []
+    for reading in ("preset", "settings"):
+        if own.empty:
+            break
+        as_applied = own.assign(reading=reading)
+        as_applied = as_applied.assign(defaults=settings_label(as_applied, exclude))
+        copies.append(as_applied[[(d, w) in panels for d, w in zip(as_applied["defaults"], as_applied["where"])]])
+    return pd.concat([df, *copies], ignore_index=True)
+
+
 def _setting_means(counted: pd.DataFrame, metric: str) -> pd.DataFrame:
     """framework_means per setting panel: the mean of each framework under each setting, with its interval."""
     parts = [framework_means(g, metric).assign(defaults=defaults, where=where)
@@ -156,9 +185,10 @@ def against(param: str, metric: str, label: str, log_x: bool, log_y: bool):
         data, note = drawn_groups(table.assign(failed_at=bottom, good=good), "group", MAX_MARKS)
         values = sorted(table[param].unique())
         axis = alt.Axis(values=values, format="~g") if len(values) <= 12 else alt.Axis(format="~g")
+        # padding: the first and last values' marks and intervals drawn whole, inside the plot area
         x = alt.X(f"{param}:Q", title=x_title, axis=axis,
-                  scale=alt.Scale(type="log" if log_x else "linear", nice=False))
-        y_scale = alt.Scale(type="log") if log_y else alt.Scale(zero=False)
+                  scale=alt.Scale(type="log" if log_x else "linear", nice=False, padding=14))
+        y_scale = alt.Scale(type="log", padding=10) if log_y else alt.Scale(zero=False, padding=10)
         tip = ["framework", "settings", param, alt.Tooltip(f"{metric}:Q", format=".4g"), "n_ok", "failed",
                "statuses"]
         line = alt.Chart().transform_filter("datum.good").mark_line(point=True).encode(
@@ -167,9 +197,10 @@ def against(param: str, metric: str, label: str, log_x: bool, log_y: bool):
                            "contended"])
         bars = alt.Chart().transform_filter("datum.good && datum.n_ok >= 2").mark_rule(strokeWidth=1.5).encode(
             x=x, y=alt.Y("ci_low:Q", scale=y_scale), y2="ci_high:Q", color=framework_color(data), detail="group:N")
-        busy = alt.Chart().transform_filter("datum.contended > 0").mark_point(
+        busy = alt.Chart().transform_filter("datum.contended > 0 && isValid(datum.contended_mean)").mark_point(
             shape="diamond", size=90, filled=False, strokeWidth=2, color=CONTENDED_COLOR).encode(
-            x=x, y=alt.Y(f"{metric}:Q", scale=y_scale), tooltip=tip + ["contended"])
+            x=x, y=alt.Y("contended_mean:Q", scale=y_scale),
+            tooltip=tip + ["contended", alt.Tooltip("contended_mean:Q", format=".4g", title="their mean")])
         bad = alt.Chart().transform_filter("datum.failed > 0").mark_point(
             color="red", size=110, filled=False, strokeWidth=2, shape="cross").encode(
             x=x, y=alt.Y("failed_at:Q", scale=y_scale), tooltip=tip)
@@ -177,8 +208,8 @@ def against(param: str, metric: str, label: str, log_x: bool, log_y: bool):
         return faceted(chart, data).properties(title=titled(
             title, "one line per framework and fixed other settings (hover: which); mean over repeats of ok points, "
                    "with its 95 % interval where two or more ran",
-            "red crosses at the bottom: settings with failed points; orange diamonds: settings with points timed "
-            "under outside load (left out of the means)", *note))
+            "red crosses at the bottom: settings with failed points; orange diamonds: the mean of a setting's runs "
+            "timed under outside load (left out of the lines and means)", *note))
     return make
 
 
@@ -196,9 +227,8 @@ def defaults_matrix(metric: str):
         table["column"] = [w if r == "own" or not both else f"{w} ({READINGS[r]})"
                            for w, r in zip(table["whose"], table["reading"])]
         fmt = "{:.1f}%" if metric == "accuracy_pct" else "{:.3g} s"
-        table["label"] = [
-            ("\n".join([fmt.format(v)] + ([f"{nf} failed"] if nf else [])) if pd.notna(v) else f"all {nf} failed")
-            for v, nf in zip(table[metric], table["n_failed"])]
+        table["label"] = [_cell_label(fmt, v, nf, nc)
+                          for v, nf, nc in zip(table[metric], table["n_failed"], table["n_contended"])]
         vals = table[metric].dropna()
         if metric == "train_time_s":
             logv = np.log(vals.clip(lower=1e-9))
@@ -213,25 +243,39 @@ def defaults_matrix(metric: str):
         x = alt.X("column:N", title="whose default settings", sort=order)
         y = alt.Y("framework:N", title="framework", sort=FRAMEWORKS)
         scale = alt.Scale(type="log", scheme="blues") if metric == "train_time_s" else alt.Scale(scheme="blues")
-        cells = alt.Chart().mark_rect().encode(
-            x=x, y=y, color=alt.Color(f"{metric}:Q", title=what, scale=scale),
+        cells = alt.Chart().transform_filter(f"isValid(datum.{metric})").mark_rect().encode(
+            x=x, y=y, color=alt.Color(f"{metric}:Q", title=what, scale=scale,
+                                      legend=alt.Undefined if len(vals) else None),  # no scale of no value
             tooltip=["framework", "whose", "reading", alt.Tooltip(f"{metric}:Q", format=".4g"), "n_ok", "n_failed",
                      "is_own"])
-        empty = alt.Chart().transform_filter(f"!isValid(datum.{metric})").mark_rect(
+        # no counted run: red where every run failed, grey where the ok ones ran under outside load
+        empty = alt.Chart().transform_filter(f"!isValid(datum.{metric}) && datum.n_contended == 0").mark_rect(
             color="#fbe3e3", stroke="#d62728").encode(x=x, y=y)
+        busy = alt.Chart().transform_filter(f"!isValid(datum.{metric}) && datum.n_contended > 0").mark_rect(
+            color="#eeeeee", stroke=CONTENDED_COLOR).encode(x=x, y=y)
         own = alt.Chart().transform_filter("datum.is_own").mark_rect(
             fill=None, stroke="black", strokeWidth=2.5).encode(x=x, y=y)
         text = alt.Chart().mark_text(lineBreak="\n", fontSize=11).encode(
             x=x, y=y, text="label:N",
             color=alt.condition("datum.dark", alt.value("white"), alt.value("black")))
-        chart = alt.layer(cells, empty, own, text, data=table).properties(width=60 * len(order), height=50 * max(
+        chart = alt.layer(cells, empty, busy, own, text, data=table).properties(width=80 * len(order), height=50 * max(
             1, table["framework"].nunique()))
         applied = ("other frameworks' defaults applied as " + "; and as ".join(READING_TEXT[r] for r in readings)
                    if readings else "no other framework's defaults applied")
         return faceted(chart, table).properties(title=titled(
             title, "rows: framework trained; columns: whose defaults it trained with; black frame: its own defaults",
-            applied, "cell: mean over ok points; red cells: every point failed"))
+            applied, "cell: mean over the counted runs (ok, timed without outside load); red cells: every run "
+                     "failed; grey cells framed orange: no run counted, those that finished ran under outside load"))
     return make
+
+
+def _cell_label(fmt: str, mean: float, failed: int, contended: int) -> str:
+    """A defaults matrix cell's text: its mean, then what was left out of it ("2 failed", "1 under load"); where
+    nothing was counted, why ("all 3 failed", "3 under load" above "1 failed")."""
+    apart = [f"{n} {what}" for n, what in ((failed, "failed"), (contended, "under load")) if n]
+    if pd.notna(mean):
+        return "\n".join([fmt.format(mean), *apart])
+    return f"all {failed} failed" if not contended else "\n".join(apart[::-1])
 
 
 def tuning_chart(runs, curves=None, samples=None, published=None):
@@ -291,12 +335,13 @@ def speedup_chart(runs, curves=None, samples=None, published=None):
         raise NoData("one thread count per setting")
     table, note = drawn_groups(table, "group", MAX_MARKS)
     values = sorted(table["threads"].unique())
-    x = alt.X("threads:Q", title="threads", scale=alt.Scale(type="log", base=2, nice=False),
+    x = alt.X("threads:Q", title="threads", scale=alt.Scale(type="log", base=2, nice=False, padding=14),
               axis=alt.Axis(values=values, format="~g"))
     tip = ["framework", "settings", "threads", alt.Tooltip("train_time_s:Q", format=".4g"),
            alt.Tooltip("speedup:Q", format=".3g"), "base_threads"]
     lines = alt.Chart().mark_line(point=True).encode(
-        x=x, y=alt.Y("speedup:Q", title="speed-up over the fewest threads"), color=framework_color(table),
+        x=x, y=alt.Y("speedup:Q", title="speed-up over the fewest threads", scale=alt.Scale(padding=10)),
+        color=framework_color(table),
         detail="group:N", tooltip=tip)
     ideal = alt.Chart().mark_line(strokeDash=[4, 4], color="gray").encode(x=x, y="ideal:Q", detail="group:N")
     bars = alt.Chart().transform_filter("isValid(datum.speedup_low)").mark_rule(strokeWidth=1.5).encode(
@@ -328,21 +373,22 @@ def timeline(column: str, label: str, what: str):
         panel = dict(zip(chosen["run_id"], chosen["panel"]))
         s = samples[samples["run_id"].isin(panel)][["run_id", "t", "phase", column]].copy()
         spans = phase_spans(s)
-        # Long runs: about MAX_SAMPLES readings per run drawn, each bucket's lowest and highest (tables.thin: the
+        # Long runs: about MAX_SAMPLES readings per run drawn, each bucket's lowest and highest (frames.thin: the
         # peak is kept); the phase spans keep every boundary.
         s = thin(s, column, MAX_SAMPLES).copy()
         s["layer"], spans["layer"] = "sample", "phase"
         data = pd.concat([s, spans], ignore_index=True)
         data["panel"] = data["run_id"].map(panel)
         data["framework"] = data["run_id"].map(dict(zip(chosen["run_id"], chosen["framework"])))
-        x = alt.X("t:Q", title="time since launch (s)")
+        # padding: a reading at the first or last moment, or at 0, drawn whole inside the plot
+        x = alt.X("t:Q", title="time since launch (s)", scale=alt.Scale(padding=4))
         rects = alt.Chart().transform_filter("datum.layer == 'phase'").mark_rect(opacity=0.6).encode(
-            x=alt.X("start:Q", title="time since launch (s)"), x2="end:Q",
+            x=alt.X("start:Q", title="time since launch (s)", scale=alt.Scale(padding=4)), x2="end:Q",
             color=alt.Color("phase:N", scale=PHASE_COLORS, title="phase"),
             tooltip=["phase", alt.Tooltip("start:Q", format=".2f"), alt.Tooltip("end:Q", format=".2f")])
         line = alt.Chart().transform_filter("datum.layer == 'sample'").mark_line(
             color="#222222", strokeWidth=1.5, point=alt.OverlayMarkDef(size=12, color="#222222")).encode(
-            x=x, y=alt.Y(f"{column}:Q", title=label), tooltip=["phase", "t", column])
+            x=x, y=alt.Y(f"{column}:Q", title=label, scale=alt.Scale(padding=4)), tooltip=["phase", "t", column])
         chart = alt.layer(rects, line, data=data).properties(width=620, height=130)
         return chart.facet(row=alt.Row("panel:N", title=None, header=alt.Header(labelAngle=0, labelAlign="left",
                                                                                  labelOrient="top"))).properties(
@@ -356,6 +402,11 @@ def correlation_chart(runs, curves=None, samples=None, published=None):
     table = resource_correlations(runs)
     if table.empty or table["r"].notna().sum() == 0:
         raise NoData("no hyper-parameter varied alone over 3 or more ok points of a framework")
+    # only what varied: a framework none of whose hyper-parameters varied alone, and a hyper-parameter that
+    # varied alone for no framework, would be panels and columns of "n/a" and nothing else
+    told = table[table["r"].notna()]
+    table = table[table.set_index(["framework", "dataset"]).index.isin(told.set_index(["framework", "dataset"]).index)
+                  & table["hyper_parameter"].isin(set(told["hyper_parameter"]))].copy()
     table["label"] = table["r"].map(lambda r: f"{r:+.2f}" if pd.notna(r) else "n/a")
     x = alt.X("hyper_parameter:N", title="hyper-parameter", sort=HYPER_PARAMETERS)
     y = alt.Y("resource:N", title="resource", sort=RESOURCES)
@@ -366,9 +417,13 @@ def correlation_chart(runs, curves=None, samples=None, published=None):
                  alt.Tooltip("groups:Q", title="settings groups")])
     blank = alt.Chart().transform_filter("!isValid(datum.r)").mark_rect(color="#eeeeee").encode(x=x, y=y)
     text = alt.Chart().mark_text(fontSize=11).encode(x=x, y=y, text="label:N")
-    chart = alt.layer(cells, blank, text, data=table).properties(width=400, height=24 * table["resource"].nunique())
-    return chart.facet(column=alt.Column("framework:N", title="framework"),
-                       row=alt.Row("dataset:N", title="dataset")).properties(title=titled(
+    chart = alt.layer(cells, blank, text, data=table).properties(width=90 * table["hyper_parameter"].nunique(),
+                                                                 height=24 * table["resource"].nunique())
+    # the framework's header stays where one framework is drawn: it says whose correlations these are
+    by = {"column": alt.Column("framework:N", title="framework")}
+    if table["dataset"].nunique() > 1:
+        by["row"] = alt.Row("dataset:N", title="dataset")
+    return chart.facet(**by).properties(title=titled(
         title, "rank correlation within the settings groups in which the hyper-parameter varied alone (every other "
                "setting fixed), over a framework's counted points on one dataset; +1: more of the hyper-parameter, "
                "more of the resource; n/a: the hyper-parameter (or resource) did not vary alone"))
@@ -410,8 +465,8 @@ def pareto_chart(runs, curves=None, samples=None, published=None):
                        "the front is drawn whole, from all of them")
     shown = shown.assign(settings=settings_label(shown, set()))
     data = slim(shown, ["train_time_s", "accuracy_pct", "front", "settings"])
-    x = alt.X("train_time_s:Q", title="training time (s, log)", scale=alt.Scale(type="log"))
-    y = alt.Y("accuracy_pct:Q", title="test accuracy (%)", scale=alt.Scale(zero=False))
+    x = alt.X("train_time_s:Q", title="training time (s, log)", scale=alt.Scale(type="log", padding=10))
+    y = alt.Y("accuracy_pct:Q", title="test accuracy (%)", scale=alt.Scale(zero=False, padding=10))
     tip = ["framework", "settings", alt.Tooltip("train_time_s:Q", format=".4g"),
            alt.Tooltip("accuracy_pct:Q", format=".2f"), "front"]
     pts = alt.Chart().mark_circle(size=50, opacity=0.45).encode(x=x, y=y, color=framework_color(data), tooltip=tip)
@@ -442,13 +497,13 @@ def published_chart(runs, curves=None, samples=None, published=None):
            alt.Tooltip("test_time_ratio:Q", format=".3g"), alt.Tooltip("accuracy_pct:Q", format=".2f"),
            "published_accuracy_pct", alt.Tooltip("accuracy_diff_pp:Q", format="+.2f")]
     x = alt.X("framework:N", title=None, sort=FRAMEWORKS, axis=alt.Axis(labelAngle=0))
-    ratio_scale = alt.Scale(type="log")
+    ratio_scale = alt.Scale(type="log", padding=16)  # room for the ratio's label above its mark
     stick = alt.Chart().mark_rule(strokeWidth=3).encode(
         x=x, y=alt.Y("one:Q", scale=ratio_scale, title="train time: this run / published (log)"),
         y2="train_time_ratio:Q", color=framework_color(table))
     head = alt.Chart().mark_circle(size=90, opacity=1).encode(
         x=x, y=alt.Y("train_time_ratio:Q", scale=ratio_scale), color=framework_color(table), tooltip=tip)
-    ratio_text = alt.Chart().mark_text(dx=18, fontSize=10, align="left").encode(
+    ratio_text = alt.Chart().mark_text(dy=-12, fontSize=10, align="center").encode(
         x=x, y=alt.Y("train_time_ratio:Q", scale=ratio_scale), text="ratio_label:N")
     one = alt.Chart().mark_rule(color="gray", strokeDash=[4, 4]).encode(y=alt.datum(1))
     data = table.assign(one=1.0)

@@ -3,6 +3,8 @@ sample it draws of a large study (dlbench.present.charts.drawings draws the char
 
 from __future__ import annotations
 
+import textwrap
+
 import altair as alt
 import numpy as np
 import pandas as pd
@@ -55,8 +57,33 @@ def failed_shape(df: pd.DataFrame):
                      scale=alt.Scale(domain=present, range=[shapes.get(st, "circle") for st in present]))
 
 
+SUBTITLE_CHARS = 110  # a subtitle line's length: about 700 px, within a 1,400 px screen beside the legend
+
+
 def titled(text: str, *subtitle: str) -> alt.TitleParams:
-    return alt.TitleParams(text=text, subtitle=list(subtitle) or alt.Undefined, anchor="start", fontSize=15)
+    """A chart's title and its subtitle lines, each wrapped at its clauses ("; ") to SUBTITLE_CHARS, so that no
+    line runs past the screen (a clause longer than that at its words)."""
+    lines = [line for sub in subtitle for line in wrap_clauses(sub, SUBTITLE_CHARS)]
+    return alt.TitleParams(text=text, subtitle=lines or alt.Undefined, anchor="start", fontSize=15)
+
+
+def wrap_clauses(text: str, width: int) -> list[str]:
+    """`text` in lines of at most `width` characters, broken after a clause ("; ") where one fits, else at a word."""
+    clauses = text.split("; ")
+    tokens = [c + "; " for c in clauses[:-1]] + clauses[-1:]
+    lines, line = [], ""
+    for token in tokens:
+        if len(line) + len(token.rstrip()) <= width:
+            line += token
+            continue
+        if line:
+            lines.append(line.rstrip())
+        words = textwrap.wrap(token, width)
+        lines += words[:-1]
+        line = words[-1] + (" " if token.endswith(" ") else "") if words else ""
+    if line.strip():
+        lines.append(line.rstrip())
+    return lines
 
 
 class NoData(Exception):

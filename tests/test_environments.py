@@ -6,15 +6,19 @@ import shutil
 import subprocess
 import sys
 from pathlib import Path
+from types import SimpleNamespace
 
 import pandas as pd
 import pytest
 import yaml
 
-from dlbench.environments import build as envs
-from dlbench.environments import choice
-from dlbench.frameworks import pins, registry
+from dlbench.atomic import write_json
+from dlbench.environments import build, check, choice, command, conda, key, pins
+from dlbench.environments.environment import Environment
+from dlbench.frameworks import registry
 from dlbench.paths import CONDA_ENVS, ENVS, ROOT
+from dlbench.rules import context, jobs, stale_locks
+from dlbench.run.options import RunOptions
 from dlbench.study import config
 from dlbench.study.sweep import one_point
 from dlbench.testing.sandbox import copy_workflow, snakemake
@@ -66,30 +70,80 @@ def test_a_site_environment_replaces_the_variants_it_names():
         study(envs={"opt_in": ["pytorch-cuda"]})
 
 
+def point_of(study: context.Study, framework: str) -> tuple[dict, SimpleNamespace]:
+    p = next(p for p in study.points.values() if p["framework"] == framework)
+    return p, SimpleNamespace(framework=p["framework"], dataset=p["dataset"], point=p["id"])
+
+
+def test_one_environment_value_goes_whole_from_the_rule_to_the_runner(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(stale_locks, "_held", None)
+    monkeypatch.setenv("DLBENCH_CACHE", str(tmp_path / "cache"))
+    cfg = config.validate({"datasets": ["digits"], "frameworks": ["pytorch", "caffe"], "preset": ["caffe"],
+                           "sweep": {"iterations": [30], "batch_size": [32, 64], "threads": [1]}})
+    study = context.Study(cfg, context.Reader(main=True, dryrun=False, forcerun=False))
+    train = study.train_values()
+    torch, wildcards = point_of(study, "pytorch")
+    chosen = study.environments[(torch["framework"], torch["dataset"], torch["id"])]
+    # one value per environment, shared by its points
+    assert all(env is chosen for k, env in study.environments.items() if k[0] == "pytorch")
+    # the train rule's params: the same dict, key for key and in order, as before the Environment (Snakemake
+    # compares params by repr: another repr would rerun every finished point)
+    params = train["env"](wildcards)
+    assert repr(params) == f"{{'env': 'pytorch', 'kind': 'built', 'key': '{key.env_key('pytorch')}'}}"
+    assert train["env_file"](wildcards) == ["resources/envs/pytorch.json"]  # what the job waits for: the build
+    # the job makes it again from the params alone, and the runner gets its interpreter and its description
+    again = jobs.environment(train["env_file"](wildcards)[0], params)
+    assert again == chosen == Environment.of_params(params)
+    options = RunOptions.of_job(study.runner_options, env=again)
+    assert options.interpreter == str(key.env_dir("pytorch") / "bin" / "python")
+    assert (options.env["env"], options.env["kind"], options.env["key"]) == ("pytorch", "built", chosen.key)
+    # the interpreter is where the build of that key lies: what the framework_env rule's description names
+    folder = key.env_dir("pytorch")
+    folder.mkdir(parents=True)
+    write_json(folder / "ENV_INFO.json", {"key": chosen.key, "packages": []})
+    write_json(tmp_path / "pytorch.json", build.describe("pytorch", folder))
+    described = jobs.environment(str(tmp_path / "pytorch.json"))  # `dlbench train --env FILE`
+    assert described.interpreter == chosen.interpreter and described.params() == params
+    assert jobs.environment() is None  # neither: this Python
+
+
+def test_a_site_and_a_conda_environment_keep_their_params(tmp_path, monkeypatch):
+    versions = {"framework_version": "2.13.0", "python_version": "3.11.2"}
+    site = Environment.site("pytorch-cuda", "pytorch", "/opt/site/bin/python", versions)
+    assert repr(site.params()) == ("{'env': 'pytorch-cuda', 'framework': 'pytorch', 'kind': 'site', "
+                                   "'python': '/opt/site/bin/python', 'versions': " + repr(versions) + "}")
+    assert Environment.of_params(site.params()) == site and site.interpreter == "/opt/site/bin/python"
+    assert "versions" not in Environment.site("pytorch", "pytorch", "/opt/x").params()  # not probed here
+    assert RunOptions.of_job({}, env=site).env["versions"] == versions
+    conda_env = Environment.built("tensorflow", "0123456789ab", conda=True)
+    assert conda_env.params() == {"env": "tensorflow", "kind": "conda", "key": "0123456789ab"}
+    assert conda_env.interpreter is None and conda_env.description_file is None  # the job runs in it itself
+    assert RunOptions.of_job({}, env=conda_env).python is None
+
+
 @pytest.fixture
 def envs_copy(tmp_path, monkeypatch):
-    """A copy of envs/ (and of the conda files, workflow/envs/) that dlbench.environments.build reads instead of the
+    """A copy of envs/ (and of the conda files, workflow/envs/) that dlbench.environments reads instead of the
     repository's (so a test may edit it)."""
     shutil.copytree(ENVS, tmp_path / "envs")
     shutil.copytree(CONDA_ENVS, tmp_path / "workflow" / "envs")
-    monkeypatch.setattr(envs, "ENVS", tmp_path / "envs")
-    monkeypatch.setattr(pins, "ENVS", tmp_path / "envs")  # where the pins and locks are read
-    monkeypatch.setattr(envs, "CONDA_ENVS", tmp_path / "workflow" / "envs")
-    monkeypatch.setattr(envs, "ROOT", tmp_path)
+    monkeypatch.setattr(pins, "ENVS", tmp_path / "envs")  # where the pins, locks and recipes are read
+    monkeypatch.setattr(conda, "CONDA_ENVS", tmp_path / "workflow" / "envs")
     return tmp_path / "envs"
 
 
 def test_the_key_changes_with_its_own_pins_and_recipe_only(envs_copy):
     names = registry.env_names()
-    before = {env: envs.env_key(env) for env in names}
+    before = {env: key.env_key(env) for env in names}
     assert len(set(before.values())) == len(names)  # every environment is cached apart
     with open(envs_copy / "pytorch-cuda.txt", "a") as fh:
         fh.write("typing-extensions==4.16.0\n")
-    after = {env: envs.env_key(env) for env in names}
+    after = {env: key.env_key(env) for env in names}
     assert [env for env in names if after[env] != before[env]] == ["pytorch-cuda"]
     with open(envs_copy / "caffe" / "build.sh", "a") as fh:
         fh.write("# a changed recipe\n")
-    again = {env: envs.env_key(env) for env in names}
+    again = {env: key.env_key(env) for env in names}
     assert sorted(env for env in names if again[env] != after[env]) == ["caffe", "caffe-cuda", "caffe-mkl"]
 
 
@@ -99,14 +153,14 @@ def pip_pins(yaml_path: Path) -> list[str]:
 
 
 def test_the_conda_files_say_what_the_pins_say():
-    assert envs.write_conda(check=True) == [], "run `dlbench envs conda` after changing envs/*.txt"
-    for env in envs.conda_envs():
-        pins = [ln.strip() for ln in envs.pins_file(env).read_text().splitlines()
-                if ln.strip() and not ln.lstrip().startswith("#")]
+    assert conda.write_conda(check=True) == [], "run `dlbench envs conda` after changing envs/*.txt"
+    for env in conda.conda_envs():
+        pinned = [ln.strip() for ln in pins.pins_file(env).read_text().splitlines()
+                  if ln.strip() and not ln.lstrip().startswith("#")]
         in_yaml = pip_pins(CONDA_ENVS / f"{env}.yaml")
-        assert in_yaml[:len(pins)] == pins, env  # the same versions, through pip, in both ways
+        assert in_yaml[:len(pinned)] == pinned, env  # the same versions, through pip, in both ways
         assert not any(p.startswith("-r") for p in in_yaml)  # resolved by conda against a copy: gone
-    assert sorted(p.stem for p in CONDA_ENVS.glob("*.yaml")) == sorted(envs.conda_envs())  # none without pins
+    assert sorted(p.stem for p in CONDA_ENVS.glob("*.yaml")) == sorted(conda.conda_envs())  # none without pins
     assert not any("drop this line" in p.read_text() for p in CONDA_ENVS.glob("*.yaml"))
     assert not list(ENVS.glob("*.yaml"))  # the pins' folder holds pins and locks, the conda files live apart
     runner_needs = pip_pins(CONDA_ENVS / "pytorch-cuda.yaml")
@@ -119,23 +173,23 @@ def test_a_hand_edit_or_a_stale_conda_file_is_caught(envs_copy):
     (conda_files / "pytorch.yaml").write_text(text.replace("torch==2.13.0", "torch==2.5.0"))
     (envs_copy / "theano.txt").write_text((envs_copy / "theano.txt").read_text().replace("scipy==1.10.1",
                                                                                           "scipy==1.10.0"))
-    assert envs.write_conda(check=True) == ["pytorch", "theano"]
-    assert envs.main(["conda", "--check"]) == 1
-    envs.write_conda()
-    assert envs.write_conda(check=True) == []
+    assert conda.write_conda(check=True) == ["pytorch", "theano"]
+    assert command.main(["conda", "--check"]) == 1
+    conda.write_conda()
+    assert conda.write_conda(check=True) == []
     assert "scipy==1.10.0" in pip_pins(conda_files / "theano.yaml")
 
 
 def setup_builds(for_tests: int, long_tests: int) -> list[str]:
     """The environments scripts/setup.sh's framework section builds, in its order: that section of the script run
-    by bash as it is, its build command (`.venv/bin/python -m dlbench.environments.build build ENV ...`) only saying
+    by bash as it is, its build command (`.venv/bin/python -m dlbench.environments.command build ENV ...`) only saying
     ENV, every
     other call of .venv/bin/python made for real."""
     script = (ROOT / "scripts" / "setup.sh").read_text()
     start = script.index("# Framework environments")
     section = script[start:script.index('log "ready"', start)]
     # (fd 3: the script sends the build's output to /dev/null)
-    shim = ('function .venv/bin/python { if [[ "$1 $2 $3" == "-m dlbench.environments.build build" ]]; '
+    shim = ('function .venv/bin/python { if [[ "$1 $2 $3" == "-m dlbench.environments.command build" ]]; '
             'then echo "build $4" >&3; else "$BASE_PYTHON" "$@"; fi; }\n')
     proc = subprocess.run(["bash", "-c", f"set -euo pipefail\nexec 3>&1\nlog() {{ :; }}\n{shim}"
                                          f"for_tests={for_tests} long_tests={long_tests}\n{section}"],
@@ -150,7 +204,7 @@ def setup_builds(for_tests: int, long_tests: int) -> list[str]:
 def test_setup_builds_only_the_cpu_environments():
     # Each framework's CPU environment (the one named as the framework, built from envs/<name>.txt), each once.
     cpu = [f.name for f in registry.FRAMEWORKS.values()]
-    assert all(envs.pins_file(env).is_file() for env in cpu)
+    assert all(pins.pins_file(env).is_file() for env in cpu)
     for for_tests in (0, 1):
         built = setup_builds(for_tests, long_tests=0)
         assert built == cpu, built
@@ -195,10 +249,10 @@ def site_wrapper(path: Path, python: str | Path) -> str:
 @pytest.mark.long
 def test_a_site_environment_runs_its_points_and_another_build_reruns_them_only(env_python, tmp_path):
     first = env_python("pytorch")  # the built environment's own Python, as a site's
-    probe = envs.probe("pytorch", first)
+    probe = check.probe("pytorch", first)
     site_packages = next(Path(first).parent.parent.glob("lib/python3.*/site-packages"))
     second = other_python_with(site_packages, tmp_path / "other-python")
-    if second is None or envs.probe("pytorch", second)["python_version"] == probe["python_version"]:
+    if second is None or check.probe("pytorch", second)["python_version"] == probe["python_version"]:
         pytest.skip("no second Python 3.11 of another version here (/usr/bin/python3.11) to make another site build")
     env_python("tensorflow")
     site = site_wrapper(tmp_path / "python", first)
@@ -221,7 +275,7 @@ def test_a_site_environment_runs_its_points_and_another_build_reruns_them_only(e
     snakemake(wf, "results/runs.parquet", "--configfile", "site.yaml")
     again = pd.read_parquet(wf / "results/runs.parquet").set_index("framework").loc["pytorch"]
     assert again.status == "ok" and again.env_python == site
-    assert again.framework_python_version == envs.probe("pytorch", second)["python_version"]
+    assert again.framework_python_version == check.probe("pytorch", second)["python_version"]
     assert again.framework_python_version != torch.framework_python_version
 
 
@@ -241,7 +295,7 @@ def test_a_broken_site_environment_stops_the_run_in_one_line(tmp_path, broken):
 
 
 def test_the_probe_reports_what_the_framework_says(env_python):
-    got = envs.probe("pytorch", env_python("pytorch"))
+    got = check.probe("pytorch", env_python("pytorch"))
     # what the CPU environment (the one probed) is built from: envs/pytorch.txt's `name==version` pins
     pinned = dict(ln.split("==") for ln in (ENVS / "pytorch.txt").read_text().splitlines()
                   if ln.strip() and not ln.startswith("#"))

@@ -7,7 +7,7 @@ import shutil
 import pyarrow.parquet as pq
 import pytest
 
-from dlbench.aggregate import collect as results
+from dlbench.aggregate import collect
 from dlbench.testing import study
 
 TABLES = ("runs", "curves", "samples")
@@ -22,7 +22,7 @@ def folders(tmp_path_factory):
 
 def aggregate(out, paths, cache=None):
     out.mkdir(parents=True, exist_ok=True)
-    results.aggregate(paths, *(out / f"{t}.parquet" for t in TABLES), membership={}, cache=cache)
+    collect.aggregate(paths, *(out / f"{t}.parquet" for t in TABLES), membership={}, cache=cache)
     return {t: pq.read_table(out / f"{t}.parquet") for t in TABLES}
 
 
@@ -34,13 +34,13 @@ def assert_same_files(a: dict, b: dict) -> None:
 
 def counting_reads(monkeypatch) -> list:
     parsed = []
-    real = results._read_csv
+    real = collect._read_csv
 
     def read(path, facts=None):
         parsed.append(path)
         return real(path, facts)
 
-    monkeypatch.setattr(results, "_read_csv", read)
+    monkeypatch.setattr(collect, "_read_csv", read)
     return parsed
 
 
@@ -93,7 +93,7 @@ def test_records_that_left_the_study_are_dropped_from_the_cache(folders, tmp_pat
     before = sum(shard.stat().st_size for shard in cache.glob("*.arrow"))
     aggregate(tmp_path / "few", paths[:5], cache)  # the study shrank to 5 points: only their tables stay
     index = json.loads((cache / "index.json").read_text())
-    assert set(index["entries"]) == {results.aggcache.record_key(p, results.CSVS) for p in paths[:5]}
+    assert set(index["entries"]) == {collect.record_key(p, collect.CSVS) for p in paths[:5]}
     after = sum(shard.stat().st_size for shard in cache.glob("*.arrow"))
     assert 0 < after < before / 3
     assert_same_files(aggregate(tmp_path / "few2", paths[:5], cache), aggregate(tmp_path / "full", paths[:5]))

@@ -1,6 +1,11 @@
-"""The pins each framework environment is built from: envs/<env>.txt (and envs/versions/<env>@<version>.txt for
-another framework version), and the hash lock beside each. Read by the environments' builds
-(dlbench.environments.build) and by the study's framework-versions axis (dlbench.study.versions)."""
+"""The pins each framework environment is built from, and what an environment's name says.
+
+An environment (`pytorch`, a variant `pytorch-cuda`, a framework version `pytorch@2.12.0`: see
+frameworks/registry.py) is built from its pins, envs/<env>.txt (envs/versions/<env>@<version>.txt for another
+framework version: dlbench.environments.versions), the hash lock beside them (dlbench.environments.lock), and,
+for Caffe, its framework's build recipe envs/<framework>/. Every path under envs/ is named here (ENVS), so that
+a test may point it at a copy.
+"""
 
 from __future__ import annotations
 
@@ -10,17 +15,12 @@ from pathlib import Path
 from dlbench.frameworks import registry
 from dlbench.paths import ENVS
 
-
-class EnvError(RuntimeError):
-    """An environment that cannot be built or used; the message says what to do."""
-
-
-# The pins and locks of environments at another framework version (`pytorch@2.12.0`, dlbench.study.versions).
-VERSIONS = ENVS / "versions"
+# The pins and locks of environments at another framework version (`pytorch@2.12.0`, dlbench.environments.versions).
+VERSIONS = "versions"
 
 
 def _folder(env: str) -> Path:
-    return VERSIONS if registry.VERSION_SEP in env else ENVS
+    return ENVS / VERSIONS if registry.VERSION_SEP in env else ENVS
 
 
 def pins_file(env: str) -> Path:
@@ -32,10 +32,21 @@ def lock_file(env: str) -> Path:
     return _folder(env) / f"{env}.lock"
 
 
+def recipe_dir(env: str) -> Path:
+    """The build recipe of the environment's framework (envs/caffe/: build.sh, debian-packages.txt), if it has one."""
+    return ENVS / registry.framework_of_env(env).name
+
+
 def split_version(env: str) -> tuple[str, str | None]:
     """(`pytorch-cuda`, `2.12.0`) for `pytorch-cuda@2.12.0`; (env, None) for an environment at its pins' version."""
     base, _, version = env.partition(registry.VERSION_SEP)
     return base, version or None
+
+
+def variant_of(env: str) -> str | None:
+    """`cuda` for `pytorch-cuda` (and `pytorch-cuda@2.12.0`); None for a framework's CPU environment."""
+    name = registry.framework_of_env(env).name
+    return split_version(env)[0][len(name) + 1:] or None
 
 
 LOCK_LINE = re.compile(r"^([A-Za-z0-9_.-]+)(?:===|==)(\S+)")

@@ -5,18 +5,22 @@ from __future__ import annotations
 
 import inspect
 import re
+import subprocess
+import sys
 from types import SimpleNamespace
 
 import pytest
 
 from dlbench.atomic import write_json
-from dlbench.environments import build as envs
+from dlbench.environments import key, site, versions
+from dlbench.environments.environment import Environment
 from dlbench.frameworks import caffe_data, registry
 from dlbench.node import locks
+from dlbench.paths import ROOT
 from dlbench.plan import estimate
-from dlbench.record import store as records
+from dlbench.record import store
 from dlbench.rules import context, stale_locks
-from dlbench.study import config, versions
+from dlbench.study import config
 
 STUDY = {"datasets": ["digits"], "frameworks": ["pytorch", "caffe"], "preset": ["caffe"],
          "sweep": {"iterations": [30], "batch_size": [32, 64], "threads": [1]}}
@@ -62,9 +66,9 @@ def test_a_value_every_point_shares_is_plain_and_one_that_differs_is_looked_up(h
         f"resources/caffe/digits/{caffe_data.input_key(caffe['input'])}/{name}" for name in
         ("train.h5", "test.h5", "train.txt", "test.txt", "meta.json")]
     assert train["env_file"](wildcards(caffe)) == ["resources/envs/caffe.json"]
-    assert train["env"](wildcards(torch)) == {"env": "pytorch", "kind": "built", "key": envs.env_key("pytorch")}
-    key = caffe_data.input_key(caffe["input"])
-    assert s.caffe_input_settings(SimpleNamespace(dataset="digits", input_key=key)) == caffe["input"]
+    assert train["env"](wildcards(torch)) == {"env": "pytorch", "kind": "built", "key": key.env_key("pytorch")}
+    input_key = caffe_data.input_key(caffe["input"])
+    assert s.caffe_input_settings(SimpleNamespace(dataset="digits", input_key=input_key)) == caffe["input"]
     assert s.metrics == [f"results/runs/{p['framework']}/digits/{p['id']}/metrics.json" for p in s.points.values()]
 
 
@@ -99,17 +103,36 @@ def test_the_main_process_clears_stale_locks_and_says_what_it_removed(here):
     assert not list((here / ".snakemake" / "locks").iterdir())
 
 
+def test_snakemakes_locks_stay_while_another_run_holds_the_run_lock(here):
+    # another dlbench run in this folder, alive: it holds .snakemake/dlbench.lock (taken the one way dlbench takes
+    # a lock, dlbench.node.locks.flocked) for its lifetime
+    other = subprocess.Popen([sys.executable, "-c", "import sys, time\nfrom dlbench.rules import stale_locks\n"
+                              "print(*stale_locks.hold_and_clear_stale(sys.argv[1]), flush=True)\ntime.sleep(60)",
+                              str(here)], stdout=subprocess.PIPE, text=True, cwd=ROOT)
+    try:
+        assert other.stdout.readline().split() == ["0", "[]"]  # it took the run lock: nothing of a killed run
+        (here / ".snakemake" / "locks").mkdir()
+        (here / ".snakemake" / "locks" / "0.input.lock").write_text("x")  # that run's own lock: not stale
+        assert stale_locks.hold_and_clear_stale(here) == (0, [])
+        assert (here / ".snakemake" / "locks" / "0.input.lock").exists()
+    finally:
+        other.kill()
+        other.wait(timeout=10)
+    assert stale_locks.hold_and_clear_stale(here) == (1, [])  # it died: its lock file is stale now
+    assert not (here / ".snakemake" / "locks" / "0.input.lock").exists()
+
+
 def test_a_jobs_own_snakemake_reads_no_record_probes_nothing_and_says_nothing(here, monkeypatch):
-    site = {"envs": {"site": {"pytorch": "/opt/site/bin/python"}}, "select": {"status": ["none", "error"]}}
+    with_site = {"envs": {"site": {"pytorch": "/opt/site/bin/python"}}, "select": {"status": ["none", "error"]}}
     for name in ("status_in", "read_or_skip"):
-        forbid(monkeypatch, records, name)
-    forbid(monkeypatch, envs, "site_env")
+        forbid(monkeypatch, store, name)
+    forbid(monkeypatch, site, "probed")
     forbid(monkeypatch, versions, "prepare")
     forbid(monkeypatch, stale_locks, "hold_and_clear_stale")
     forbid(monkeypatch, estimate, "finished")
-    monkeypatch.delenv(context.SITE_ENVS_VAR, raising=False)
+    monkeypatch.delenv(site.SITE_ENVS_VAR, raising=False)
     said = []
-    job = study(JOB, said, **site)
+    job = study(JOB, said, **with_site)
     assert len(job.points) == 4 and said == []  # the selection by status keeps every point there
     torch = next(p for p in job.points.values() if p["framework"] == "pytorch")
     # without the main process's probe, the site environment as its job needs it: the interpreter
@@ -129,26 +152,26 @@ def test_a_dry_run_runs_no_site_interpreter_and_uses_what_the_last_run_probed(he
     python = tmp_path / "site-python"
     python.write_text(f"#!/bin/sh\necho x >> {mark}\nexec {env_python('pytorch')} \"$@\"\n")
     python.chmod(0o755)
-    site = {"envs": {"site": {"pytorch": str(python)}}, "sweep": {**STUDY["sweep"], "device": ["cpu"]}}
+    with_site = {"envs": {"site": {"pytorch": str(python)}}, "sweep": {**STUDY["sweep"], "device": ["cpu"]}}
     dry = context.Reader(main=True, dryrun=True, forcerun=False)
     said = []
-    first = study(dry, said, **site)
+    first = study(dry, said, **with_site)
     assert not mark.exists() and any("dry run: not probing the site interpreters" in line for line in said)
     torch = next(p for p in first.points.values() if p["framework"] == "pytorch")
     assert "versions" not in first.env_params(torch)
-    real = study(**site)  # the run itself probes it, once, and keeps what it found
+    real = study(**with_site)  # the run itself probes it, once, and keeps what it found
     assert mark.read_text().count("x") >= 1
     runs = mark.read_text().count("x")
     said.clear()
-    again = study(dry, said, **site)
+    again = study(dry, said, **with_site)
     assert mark.read_text().count("x") == runs and not any("not probing" in line for line in said)
     assert again.env_params(torch) == real.env_params(torch)  # the dry run plans what the run will
     python.write_text(python.read_text())  # the same bytes written again: still the probed interpreter
     said.clear()
-    assert study(dry, said, **site).env_params(torch) == real.env_params(torch) and not said
+    assert study(dry, said, **with_site).env_params(torch) == real.env_params(torch) and not said
     python.write_text(python.read_text() + "# rebuilt\n")  # another interpreter file: not the probed one
     said.clear()
-    assert "versions" not in study(dry, said, **site).env_params(torch) and said
+    assert "versions" not in study(dry, said, **with_site).env_params(torch) and said
 
 
 def test_a_yte_template_config_is_refused_as_validate_refuses_it(tmp_path):
@@ -161,20 +184,20 @@ def test_a_yte_template_config_is_refused_as_validate_refuses_it(tmp_path):
 def test_the_main_process_probes_each_site_interpreter_once_and_hands_it_to_its_jobs(here, monkeypatch):
     probed = []
 
-    def site_env(framework, env, python):
+    def probe(framework, env, python):
         probed.append((framework, env, python))
-        return {"env": env, "framework": framework, "kind": "site", "python": python, "versions": {"v": "1"}}
+        return Environment.site(env, framework, python, {"v": "1"})
 
-    monkeypatch.setattr(envs, "site_env", site_env)
-    site = {"envs": {"site": {"pytorch": "/opt/site/bin/python"}}, "sweep": {**STUDY["sweep"], "device": ["cpu"]}}
-    main = study(**site)
+    monkeypatch.setattr(site, "probed", probe)
+    with_site = {"envs": {"site": {"pytorch": "/opt/site/bin/python"}}, "sweep": {**STUDY["sweep"], "device": ["cpu"]}}
+    main = study(**with_site)
     assert probed == [("pytorch", "pytorch", "/opt/site/bin/python")]  # two points, one interpreter: one probe
     environ = {}
     main.export(environ)
     assert environ[locks.NODE_LOCK_ENV] == main.measure_lock
-    monkeypatch.setenv(context.SITE_ENVS_VAR, environ[context.SITE_ENVS_VAR])
-    monkeypatch.setattr(envs, "site_env", lambda *a: pytest.fail("a job's own Snakemake probed"))
-    job = study(JOB, **site)
+    monkeypatch.setenv(site.SITE_ENVS_VAR, environ[site.SITE_ENVS_VAR])
+    monkeypatch.setattr(site, "probed", lambda *a: pytest.fail("a job's own Snakemake probed"))
+    job = study(JOB, **with_site)
     torch = next(p for p in job.points.values() if p["framework"] == "pytorch")
     assert job.env_params(torch) == main.env_params(torch)  # the same params: the job reruns nothing
     assert job.env_params(torch)["versions"] == {"v": "1"}
@@ -183,11 +206,11 @@ def test_the_main_process_probes_each_site_interpreter_once_and_hands_it_to_its_
 def test_select_by_status_reads_each_record_once_and_names_the_forcerun(here, monkeypatch):
     first = study()
     p = next(iter(first.points.values()))
-    write_json(here / context.run_dir(p) / records.RESULT, {"id": p["id"], "framework": p["framework"],
+    write_json(here / context.run_dir(p) / store.RESULT, {"id": p["id"], "framework": p["framework"],
                                                                 "dataset": "digits", "status": "error"})
     reads = []
-    real = records.status_in
-    monkeypatch.setattr(records, "status_in", lambda d: reads.append(d) or real(d))
+    real = store.status_in
+    monkeypatch.setattr(store, "status_in", lambda d: reads.append(d) or real(d))
     said = []
     s = study(said=said, select={"status": ["error"]})
     assert list(s.points.values()) == [p] and len(reads) == 4  # each point's record read once

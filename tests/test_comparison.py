@@ -15,7 +15,7 @@ from scipy import stats
 import dlbench
 from dlbench.analysis import comparison_stats
 from dlbench.analysis import stats as dlstats
-from dlbench.present import comparison
+from dlbench.present import comparison, comparison_series
 from dlbench.testing.sandbox import copy_workflow, snakemake, tiny_study
 
 T_975_DF8 = 2.306004  # Student's t, 97.5% quantile, 8 degrees of freedom (a printed table's value)
@@ -364,6 +364,198 @@ def test_benjamini_hochberg_agrees_with_scipy():
     rng = np.random.default_rng(5)
     p = np.concatenate([rng.uniform(size=500), rng.uniform(0, 1e-4, 20)])
     assert np.allclose(dlstats.benjamini_hochberg(p), stats.false_discovery_control(p), atol=1e-12, rtol=0)
+
+
+# ---------------------------------------------------------------------------------------------- a series and the gate
+
+TIMES = [10.0, 10.2, 9.8, 10.1, 9.9]  # A's five seeds: 2 % spread
+
+
+def release(slow: float = 1.0, tie: float = 1.0, noise=(1, 1, 1, 1, 1), runs: int = 5, times=TIMES) -> pd.DataFrame:
+    """One result set of SLOW's setting (PyTorch) and TIE's (TensorFlow, twice as long), `runs` seeds each: the
+    seeds' times times `slow` and `tie`, each seed's also times its `noise`; accuracy the same in every set."""
+    rows = []
+    for i in range(runs):
+        t = times[i] * noise[i]
+        rows.append(run(SLOW, i, t * slow, acc=0.9 + i / 1000))
+        rows.append(run(TIE, i, 2 * t * tie, acc=0.8 + i / 1000))
+    return pd.DataFrame(rows)
+
+
+def releases(tmp_path: Path) -> list[str]:
+    """The baseline and three releases, each a results folder named for it: `same` (within 0.2 % of the baseline),
+    `regressed` (PyTorch's setting 1.5 x slower: a planted regression) and `noisy` (both settings 1.3 x slower by
+    their means, but three seeds of +-50 % noise)."""
+    sets = {"baseline": release(), "same": release(noise=(1.002, 0.999, 1.001, 0.998, 1.0)),
+            "regressed": release(slow=1.5), "noisy": release(slow=1.3, tie=1.3, noise=(0.6, 1.5, 1.0), runs=3)}
+    for name, df in sets.items():
+        (tmp_path / name / "results").mkdir(parents=True)
+        df.to_parquet(tmp_path / name / "results" / "runs.parquet")
+    return [str(tmp_path / name) for name in sets]
+
+
+def compare_main(capsys, *args) -> tuple[int, list[str], str]:
+    """The command's exit, its stdout's lines and its stderr, less the line saying it waited for a measurement
+    on this node (other work on the machine may hold the node's lock a while)."""
+    code = comparison.main([str(a) for a in args])
+    out, err = capsys.readouterr()
+    err = "".join(ln for ln in err.splitlines(keepends=True) if "for the measurement on this node" not in ln)
+    return code, out.splitlines(), err
+
+
+def test_a_series_compares_each_set_with_the_baseline_and_the_gate_fails_on_the_planted_regression(tmp_path, capsys):
+    paths = releases(tmp_path)
+    out = tmp_path / "out"
+    code, lines, err = compare_main(capsys, *paths, "--out", out, "--fail-on", "slower,less-accurate")
+    assert code == comparison.EXIT_GATE_FAILED == 1 and err == ""
+    gate = [ln for ln in lines if ln.startswith("dlbench: compare: gate: ")]
+    # one line per offending setting and metric: PyTorch's train and test time in `regressed`, nothing of `noisy`
+    assert len(gate) == 2 and all(ln.startswith("dlbench: compare: gate: regressed: pytorch digits cpu ")
+                                  for ln in gate), lines
+    assert any(" train_time_s slower, 1.500 [" in ln and "beyond the margin of 5 %" in ln for ln in gate), gate
+    assert lines[-1].startswith("dlbench: compare: the gate fails: 2 settings and metrics slower or less-accurate")
+
+    series = pd.read_parquet(out / "series.parquet")
+    assert [*series.drop_duplicates("set")[["set", "order"]].itertuples(index=False, name=None)] == [
+        ("same", 1), ("regressed", 2), ("noisy", 3)]
+    assert (series.baseline == "baseline").all() and len(series) == 3 * 2 * len(comparison.METRICS)
+    verdicts = {(r.set, r.framework, r.metric): r.verdict for r in series.itertuples()}
+    assert all(verdicts[("same", fw, m)] == "equivalent" for fw in ("pytorch", "tensorflow")
+               for m in comparison.METRICS)
+    assert verdicts[("regressed", "pytorch", "train_time_s")] == "slower"
+    assert verdicts[("regressed", "tensorflow", "train_time_s")] == "equivalent"
+    # the noisy set: 1.3 x by its means, far beyond the 5 % margin, yet neither equivalent nor slower
+    noisy = series[(series.set == "noisy") & (series.metric == "train_time_s")]
+    assert (noisy.ratio > 1.25).all() and (noisy.verdict == comparison.INCONCLUSIVE).all()
+    assert noisy.beyond_margin.all()  # its estimate is; no verdict says so, and the gate goes by the verdict
+    # Benjamini-Hochberg over every test of every set together, not per set
+    tested = series.p_value.notna()
+    assert tested.sum() == 18
+    assert np.allclose(series.p_adjusted[tested], stats.false_discovery_control(series.p_value[tested]))
+    alone = comparison.compare(pd.read_parquet(Path(paths[0]) / "results/runs.parquet"),
+                               pd.read_parquet(Path(paths[3]) / "results/runs.parquet"))
+    by_itself = alone.set_index(["setting", "metric"]).p_adjusted
+    pooled = series[series.set == "noisy"].set_index(["setting", "metric"]).p_adjusted
+    assert (pooled.loc[by_itself.index] >= by_itself - 1e-12).all() and (pooled.loc[by_itself.index] > by_itself).any()
+    # what the noisy test could have detected is sized at alpha / 18, the series' tests
+    ta, tb = np.array(TIMES), np.array(TIMES[:3]) * 1.3 * np.array([0.6, 1.5, 1.0])
+    va, vb = ta.var(ddof=1) / (5 * ta.mean() ** 2), tb.var(ddof=1) / (3 * tb.mean() ** 2)
+    df = (va + vb) ** 2 / (va ** 2 / 4 + vb ** 2 / 2)
+    hand = math.exp((stats.t.ppf(1 - 0.05 / (2 * 18), df) + stats.t.ppf(0.8, df)) * math.sqrt(va + vb))
+    assert row_of(noisy, "pytorch", 0.01, "train_time_s").detectable == pytest.approx(hand)
+
+    text = (out / "series.md").read_text()
+    assert text.startswith("# 3 result sets against baseline (the baseline)\n")
+    assert "over the series' 18 tests (every set's together)" in text
+    assert "| same | 0 | 0 | 0 | 0 | 6 | 0 | 0 | 0 |" in text
+    assert "| regressed | 2 | 0 | 0 | 0 | 4 | 0 | 0 | 0 |" in text
+    assert "| noisy | 0 | 0 | 0 | 0 | 2 | 4 | 0 | 0 |" in text
+    changed = text.split("## Changed beyond the noise in some set: ")[1].split("## Per framework")[0]
+    assert changed.startswith("2\n") and "| baseline (baseline) | same | regressed | noisy |" in changed
+    assert "| 1.500 [1.466, 1.535] slower |" in changed and "inconclusive |" in changed
+
+
+def test_the_trend_draws_each_set_in_order_with_each_settings_interval(tmp_path, capsys):
+    paths = releases(tmp_path)
+    out = tmp_path / "out"
+    assert compare_main(capsys, *paths, "--out", out)[0] == 0
+    series = pd.read_parquet(out / "series.parquet")
+    names = ["baseline", "same", "regressed", "noisy"]
+    points = comparison_series.trend_points(series, names)
+    # every setting and metric: the baseline's mean and one per set, in order, each with its interval
+    for _, group in points.groupby(["setting", "metric"]):
+        assert list(group.set) == names and list(group.order) == [0, 1, 2, 3]
+        assert (group.ci_low <= group["mean"]).all() and (group["mean"] <= group.ci_high).all()
+        assert group.verdict.iloc[0] == comparison_series.BASELINE
+    slow = points[(points.framework == "pytorch") & (points.metric == "train_time_s")].set_index("set")
+    assert slow.loc["regressed", "mean"] == pytest.approx(15.0) and slow.loc["baseline", "mean"] == pytest.approx(10.0)
+    svg = (out / "series_trend.svg").read_text()
+    assert svg.lstrip().startswith("<svg") and "Each setting across the result sets" in svg
+    labels = re.findall(r">(baseline|same|regressed|noisy)</text>", svg)
+    assert labels[:12] == names * 3  # an axis per metric's panel, the sets in order (then the legend's baseline)
+    html = (out / "series_trend.html").read_text()
+    assert "vegaEmbed" in html and all(f'"set":"{n}"' in html.replace(" ", "") for n in names)
+
+
+def test_equal_sets_pass_the_gate(tmp_path, capsys):
+    paths = releases(tmp_path)
+    code, lines, err = compare_main(capsys, paths[0], paths[1], "--out", tmp_path / "o", "--fail-on",
+                                    "slower,less-accurate")
+    assert code == 0 and err == "" and not any(" gate: " in ln for ln in lines)
+    assert lines[-1] == "dlbench: compare: the gate passes: no setting slower or less-accurate"
+    table = pd.read_parquet(tmp_path / "o" / "comparison.parquet")  # the two-set form's own files
+    assert (table.verdict == "equivalent").all()
+    assert all((tmp_path / "o" / name).exists() for name in comparison.OUTPUTS)
+
+
+def test_a_noisy_set_with_too_few_runs_neither_passes_as_equivalent_nor_fails_as_slower(tmp_path, capsys):
+    paths = releases(tmp_path)
+    code, lines, _ = compare_main(capsys, paths[0], paths[3], "--out", tmp_path / "o", "--fail-on",
+                                  "slower,less-accurate")
+    assert code == 0
+    assert lines[-1] == ("dlbench: compare: the gate passes: no setting slower or less-accurate; 4 could not be told "
+                         "(inconclusive or not testable)")
+    table = pd.read_parquet(tmp_path / "o" / "comparison.parquet")
+    times = table[table.metric != "accuracy"]
+    assert (times.verdict == comparison.INCONCLUSIVE).all() and (times.ratio > 1.25).all()
+    # a gate that asks for an answer fails on it, one line each
+    code, lines, _ = compare_main(capsys, paths[0], paths[3], "--out", tmp_path / "o2", "--fail-on",
+                                  "slower,inconclusive")
+    gate = [ln for ln in lines if " gate: " in ln]
+    assert code == 1 and len(gate) == 4 and all(ln.endswith(f"s {comparison.INCONCLUSIVE}") for ln in gate), gate
+
+
+def test_a_slowdown_told_within_the_margin_does_not_fail_the_gate_one_beyond_it_does(tmp_path, capsys):
+    tight = [10.0, 10.01, 9.99, 10.005, 9.995]  # 0.1 % spread: a 2 % slowdown is told, and lies within 5 %
+    release(times=tight).to_parquet(tmp_path / "a.parquet")
+    release(slow=1.02, times=tight).to_parquet(tmp_path / "b.parquet")
+    args = [tmp_path / "a.parquet", tmp_path / "b.parquet", "--fail-on", "slower"]
+    code, lines, _ = compare_main(capsys, *args, "--out", tmp_path / "o")
+    table = pd.read_parquet(tmp_path / "o" / "comparison.parquet")
+    told = row_of(table, "pytorch", 0.01, "train_time_s")
+    assert told.verdict == "slower" and told.ratio == pytest.approx(1.02) and not told.beyond_margin
+    assert code == 0 and lines[-1] == "dlbench: compare: the gate passes: no setting slower"
+    code, lines, _ = compare_main(capsys, *args, "--out", tmp_path / "o1", "--time-margin-pct", "1")
+    assert code == 1 and sum(" gate: b: pytorch " in ln and "beyond the margin of 1 %" in ln for ln in lines) == 2
+
+
+@pytest.mark.parametrize("case", ["missing set", "names", "no setting in common", "not parquet", "not runs"])
+def test_sets_that_cannot_be_compared_exit_2_in_one_line_having_written_nothing(tmp_path, capsys, case):
+    paths = releases(tmp_path)
+    (tmp_path / "junk.parquet").write_text("not a table")
+    pd.DataFrame({"run_id": ["x"], "step": [1]}).to_parquet(tmp_path / "curves.parquet")
+    other = release().assign(batch_size=64)  # another study: no setting of the baseline's
+    other.to_parquet(tmp_path / "other.parquet")
+    args, says = {
+        "missing set": ([*paths[:2], tmp_path / "nowhere"], "nowhere holds no results"),
+        "names": ([*paths, "--names", "a,b"], "--names gives 2 names for 4 result sets"),
+        "no setting in common": ([paths[0], paths[1], tmp_path / "other.parquet"],
+                                 "other and baseline share no setting with finished runs in both"),
+        "not parquet": ([paths[0], tmp_path / "junk.parquet"], "junk.parquet is not a Parquet table"),
+        "not runs": ([paths[0], tmp_path / "curves.parquet"], "curves.parquet is not a table of runs (no framework "
+                     "or status column)"),
+    }[case]
+    code, lines, err = compare_main(capsys, *args, "--out", tmp_path / "o", "--fail-on", "slower")
+    assert code == comparison.EXIT_NOT_COMPARED == 2 and lines == []
+    assert err.count("\n") == 1 and err.startswith("dlbench: compare: ") and says in err, err
+    assert not (tmp_path / "o").exists()
+
+
+def test_a_verdict_the_gate_does_not_know_is_refused_with_a_near_miss(tmp_path, capsys):
+    paths = releases(tmp_path)
+    with pytest.raises(SystemExit) as info:
+        comparison.main([*paths[:2], "--out", str(tmp_path / "o"), "--fail-on", "slower,less_accurate"])
+    err = capsys.readouterr().err
+    assert info.value.code == 2 and "'less_accurate' is not a verdict the gate knows (did you mean 'less-accurate'?)"\
+        in err and not (tmp_path / "o").exists()
+
+
+def test_set_names_are_the_folders_of_the_runs_unless_two_would_read_the_same():
+    assert comparison.set_names(["v1/results", "v2/results/runs.parquet", "v3.parquet"], None) == ["v1", "v2", "v3"]
+    assert comparison.set_names(["a/results", "b/a/results"], None) == ["a/results", "b/a/results"]
+    assert comparison.set_names(["x", "x"], None) == ["x", "x (2)"]
+    assert comparison.set_names(["x", "y"], "2.12, 2.13") == ["2.12", "2.13"]
+
 
 
 # ---------------------------------------------------------------------------------------------- two real runs
