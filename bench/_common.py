@@ -153,7 +153,7 @@ def env_ready(framework: str) -> bool:
 
 @contextlib.contextmanager
 def trainer_env(extra: dict[str, str]):
-    """Variables for the trainers started inside the block (runner.trainer_env starts from os.environ)."""
+    """Variables for the trainers started inside the block (measure.trainer_env starts from os.environ)."""
     with environment(extra):
         yield
 

@@ -30,7 +30,8 @@ from pathlib import Path
 
 import _common as c
 
-from dlbench.run import runner
+from dlbench.frameworks import protocol
+from dlbench.run import measure, runner
 from dlbench.run.options import RunOptions
 from dlbench.study.sweep import one_point
 
@@ -47,14 +48,14 @@ def dlbench_throughput(point: dict, ds: Path, out_root: Path) -> tuple[float, fl
     rec = runner.run_point(point, ds, out, RunOptions(python=c.env_python(point["framework"])))
     if rec["status"] != "ok":
         raise SystemExit(f"dlbench run failed: {rec['status']}: {rec['reason']}\n{rec.get('log_tail', '')}")
-    first = next(e for e in runner.read_events(out / "events.jsonl") if e["e"] == "step")
+    first = next(e for e in protocol.read(out / "events.jsonl") if e["e"] == "step")
     steady = (rec["iterations"] - first["iteration"]) * point["batch_size"] / (rec["train_time_s"]
                                                                               - first["train_time_s"])
     return rec["throughput_img_s"], steady
 
 
 def hand_throughput(point: dict, variant: str, ds: Path, iterations: int) -> tuple[float | None, float]:
-    env = runner.trainer_env(point)  # the thread variables the runner gives a trainer
+    env = measure.trainer_env(point)  # the thread variables the runner gives a trainer
     cmd = [c.env_python(point["framework"]), str(c.REPO / "bench" / "hand_loops.py"), point["framework"], variant,
            str(ds), str(iterations), str(point["batch_size"]), str(point["threads"])]
     proc = subprocess.run(cmd, env=env, capture_output=True, text=True)
@@ -89,7 +90,7 @@ def caffe_hand_throughput(point: dict, dlbench_out: Path, iterations: int) -> tu
         solver = re.sub(r'^snapshot_prefix: ".*"$', f'snapshot_prefix: "{tmp}/final"', solver, flags=re.M)
         Path(tmp, "net.prototxt").write_text(net)
         Path(tmp, "solver.prototxt").write_text(solver)
-        env = runner.trainer_env(point) | {"GLOG_logtostderr": "1"}
+        env = measure.trainer_env(point) | {"GLOG_logtostderr": "1"}
         proc = subprocess.run([str(binary), "train", f"--solver={tmp}/solver.prototxt"], env=env, cwd=tmp,
                               capture_output=True, text=True)
     if proc.returncode:

@@ -7,14 +7,17 @@ PyTorch with Caffe's preset, 10 learning rates x 10 batch sizes x N/100 repeats,
 a bare Snakefile with N jobs (one `touch` rule and an `all` rule). `--shaped` adds a bare Snakefile whose
 one rule has the train rule's shape: its input (two files made by other rules), output (three files), log,
 params, threads, resources and script, each a plain value (what Snakemake pays per job for that shape,
-without any of dlbench's functions); dlbench is then judged against it (target: within 1.10x). `--before DIR`
+without any of dlbench's functions); dlbench is then judged against it (target: within 1.10x). The shape is
+the train rule's as it was when the record was its output (three files; now one, the raw measurement, and
+one record job for all points): the yardstick the figures in docs/performance.md were measured against. `--before DIR`
 adds another side:
 the workflow files of another checkout (e.g. `git archive <commit> | tar -x -C DIR`), so that a
 change is measured before and after in the same run. Timed from outside, rotating the sides:
 - `snakemake -n` with nothing done yet;
-- a no-op rerun: every output the dry run lists is created (each metrics.json a real record's
-  text, so the workflow's own reading of finished points is real), `snakemake --touch` records
-  them as up to date, and `snakemake -n` is timed again (it must find nothing to do).
+- a no-op rerun: every output the dry run lists is created (and beside each point's raw measurement
+  its metrics.json, a real record's text, so the workflow's own reading of finished points is real),
+  `snakemake --touch` records them as up to date, and `snakemake -n` is timed again (it must find
+  nothing to do).
 `--no-noop` leaves the no-op rerun out (the shaped target is on `-n`).
 Each run is reported as wall seconds and as CPU seconds (user + sys of snakemake and its children,
 from getrusage(RUSAGE_CHILDREN)), which stays meaningful when others load the machine; the cores
@@ -169,10 +172,14 @@ def a_real_record() -> str:
 
 
 def materialise(folder: Path, dry_run: str, record: str) -> None:
+    """Every output the dry run lists; beside each train job's (its raw measurement, measurement.json) the point's
+    record too, as the job leaves it (a bare Snakefile's metrics.json is its output)."""
     for rel in outputs_of(dry_run):
         path = folder / rel
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(record if path.name == "metrics.json" else "")
+        if path.name == "measurement.json":
+            (path.parent / "metrics.json").write_text(record)
 
 
 def copy_checkout(source: Path, dest: Path, cfg: dict) -> Path:

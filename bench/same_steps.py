@@ -33,7 +33,7 @@ from dlbench.study.sweep import one_point
 
 def train(framework: str, point: dict, dataset_dir: str, work: Path, threads: int) -> tuple[dict, float]:
     (work / f"{framework}.json").write_text(json.dumps(dict(point, framework=framework)))
-    # The environment a training job gets (runner.trainer_env): the caller's, with the point's threads. It matters:
+    # The environment a training job gets (measure.trainer_env): the caller's, with the point's threads. It matters:
     # OPENBLAS_CORETYPE, where set, picks OpenBLAS's kernels, and with them Caffe's and Theano's rounding.
     env = {**os.environ, **thread_env(threads), "PYTHONPATH": str(ROOT), "CUDA_VISIBLE_DEVICES": "",
            "TF_CPP_MIN_LOG_LEVEL": "2"}

@@ -35,7 +35,7 @@ from pathlib import Path
 import _common as c
 from adapter_speed import caffe_hand_throughput
 
-from dlbench.run import runner
+from dlbench.run import measure, runner
 from dlbench.run.options import RunOptions
 from dlbench.study.sweep import one_point
 
@@ -60,7 +60,7 @@ def run_own(point: dict, ds: Path, out: Path) -> dict:
     if fw == "caffe":  # needs the solver dlbench wrote: the dlbench side of the pair has run
         img_s, _ = caffe_hand_throughput(point, out, iterations)
         return {"train_time_s": iterations * point["batch_size"] / img_s, "accuracy": None}
-    env = runner.trainer_env(point)  # the variables a trainer gets: threads, the framework's own
+    env = measure.trainer_env(point)  # the variables a trainer gets: threads, the framework's own
     env.pop("TF_NUM_INTEROP_THREADS", None)  # the script's plain Session: TensorFlow's own inter-op default
     spec = out.parent / f"{fw}-point.json"
     spec.write_text(json.dumps(point))

@@ -18,7 +18,7 @@ import time
 import _common as c
 
 from dlbench.environments import key
-from dlbench.run import runner
+from dlbench.run import measure, runner
 from dlbench.run.options import RunOptions
 from dlbench.study.sweep import one_point
 
@@ -42,7 +42,7 @@ def main(argv: list[str] | None = None) -> int:
             for _ in range(args.points):
                 point = one_point("theano", iterations=10, threads=1, learning_rate=round(next(rate), 6))
                 # the runner passes its own environment on; the Theano record's PYTHONHASHSEED is set over it
-                record_env = runner.registry.get("theano").env
+                record_env = measure.registry.get("theano").env
                 saved = dict(record_env)
                 record_env.pop("PYTHONHASHSEED", None)
                 os.environ.pop("PYTHONHASHSEED", None)

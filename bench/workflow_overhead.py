@@ -66,7 +66,7 @@ def main(argv: list[str] | None = None) -> int:
     for fw in frameworks:
         envs[fw] = c.WORK / "workflow_overhead" / f"{fw}.json"
         envs[fw].parent.mkdir(parents=True, exist_ok=True)
-        envs[fw].write_text(json.dumps({"python": c.env_python(fw)}))
+        envs[fw].write_text(json.dumps({"env": fw, "kind": "site", "python": c.env_python(fw)}))
     load = c.wait_quiet()
     c.header("workflow overhead: one point's job wall time, taken apart (seconds, medians)", load)
     got: dict[str, list[dict]] = {fw: [] for fw in frameworks}

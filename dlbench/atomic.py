@@ -63,10 +63,6 @@ def write_json(path: str | os.PathLike, obj) -> None:
     write_text(path, dumps(obj, indent=2, sort_keys=True, default=str) + "\n")
 
 
-# An event's fields whose values were not finite, by name ({"loss": "inf"}): JSON has no word for them.
-NOT_FINITE = "not_finite"
-
-
 def dumps(obj, **kw) -> str:
     """json.dumps, strict: NaN and Infinity (which Python writes and other parsers refuse) become null."""
     return json.dumps(finite(obj), allow_nan=False, **kw)

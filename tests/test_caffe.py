@@ -19,9 +19,9 @@ import numpy as np
 import pytest
 
 from dlbench.datasets import loading
-from dlbench.frameworks import base, caffe_data, caffe_log, caffe_prototxt
+from dlbench.frameworks import base, caffe_data, caffe_log, caffe_prototxt, protocol
 from dlbench.paths import ROOT as REPO
-from dlbench.run import build_record, runner
+from dlbench.run import build_record, measure, runner
 from dlbench.run.options import RunOptions
 from dlbench.spec import networks
 from dlbench.study.sweep import one_point
@@ -290,7 +290,7 @@ def test_lenet_on_digits_reaches_over_90_percent(lenet_10_epochs):
     kinds = {row.split(",")[0] for row in curve[1:]}
     assert kinds == {"train", "test"} and len(curve) > 100
     # the phases: build (caffe's start to `Starting Optimization`), then train, then the final test
-    spans = {name: (s, e) for name, s, e in build_record.phases(runner.read_events(r["_out"] / "events.jsonl"))}
+    spans = {name: (s, e) for name, s, e in build_record.phases(protocol.read(r["_out"] / "events.jsonl"))}
     assert spans["build"][1] <= spans["train"][0] <= spans["train"][1] <= spans["test"][0]
     assert r["train_time_s"] <= spans["train"][1] - spans["train"][0] + 0.05
 
@@ -369,12 +369,12 @@ def test_gpu_point_on_a_cpu_only_build_is_unavailable(caffe_python, digits_dir, 
     assert "GPU" in r["reason"] and r["iterations_done"] == 0
     # the adapter's own answer, where a GPU is visible (or the runner does not look): a CPU_ONLY build
     (tmp_path / "point.json").write_text(json.dumps(point))
-    env = runner.trainer_env(point)
+    env = measure.trainer_env(point)
     proc = subprocess.run([caffe_python, "-m", "dlbench.frameworks.trainer", str(tmp_path / "point.json"),
                            str(digits_dir), str(tmp_path / "events.jsonl")], cwd=REPO, env=env, capture_output=True,
                           text=True, timeout=300)
     assert proc.returncode == 3, proc.stdout[-2000:] + proc.stderr[-2000:]  # the trainer's exit code: unavailable
-    status = runner.read_events(tmp_path / "events.jsonl")[-1]
+    status = protocol.read(tmp_path / "events.jsonl")[-1]
     assert status["status"] == "unavailable" and "CPU_ONLY" in status["reason"] and "GPU" in status["reason"]
 
 
@@ -386,7 +386,7 @@ def test_interval_tests_and_a_final_test_by_caffe_test(caffe_python, digits_dir,
     r = run_caffe(point, digits_dir, tmp_path / "tf", caffe_python)
     assert r["status"] == "ok", r.get("log_tail")
     assert r["network"] == "mnist_deep" and r["optimizer"] == "adam"
-    tests = [e for e in runner.read_events(r["_out"] / "events.jsonl") if e["e"] == "test"]
+    tests = [e for e in protocol.read(r["_out"] / "events.jsonl") if e["e"] == "test"]
     assert [t["iteration"] for t in tests] == [27, 40]
     assert r["interval_test_time_s"] == pytest.approx(tests[0]["test_time_s"]) and r["interval_test_time_s"] > 0
     assert r["accuracy"] == tests[1]["accuracy"] and r["test_time_s"] == tests[1]["test_time_s"]
@@ -396,7 +396,7 @@ def test_interval_tests_and_a_final_test_by_caffe_test(caffe_python, digits_dir,
     point["test_interval"] = 23
     r = run_caffe(point, digits_dir, tmp_path / "c", caffe_python)
     assert r["status"] == "ok", r.get("log_tail")
-    tests = [e for e in runner.read_events(r["_out"] / "events.jsonl") if e["e"] == "test"]
+    tests = [e for e in protocol.read(r["_out"] / "events.jsonl") if e["e"] == "test"]
     assert [t["iteration"] for t in tests] == [23, 46]
     assert "Running for" not in (r["_out"] / "trainer.log").read_text()
 

@@ -4,8 +4,8 @@ import re
 
 import pytest
 
+from dlbench.frameworks import protocol
 from dlbench.node import memcap
-from dlbench.run import runner
 from dlbench.testing import faults
 
 
@@ -40,7 +40,7 @@ def test_a_killed_trainer_is_recorded_as_killed(lab):
     # Killed mid-training, after its first report of a step: its record keeps how far it got. The phases before
     # training ended (their times are in the record), training had started and not ended (the events kept beside
     # the record), and the iterations done are the last the trainer reported.
-    events = runner.read_events(lab.out("killed") / "events.jsonl")
+    events = protocol.read(lab.out("killed") / "events.jsonl")
     names = [(e["e"], e.get("name")) for e in events]
     assert ("phase_start", "train") in names and ("phase_end", "train") not in names, names[-5:]
     assert r["data_load_time_s"] > 0 and r["build_time_s"] > 0
@@ -107,12 +107,12 @@ def test_a_rerun_that_fails_keeps_the_earlier_good_measurement(lab):
 
 
 @pytest.mark.slow
-def test_a_result_that_is_not_a_record_is_a_damaged_row_until_measured_again(lab):
+def test_a_result_that_is_not_a_record_is_a_damaged_row_until_made_again(lab):
     row = faults.bad_record(lab)
     assert row["rows_after"] == 3, row  # no point dropped from the tables
     assert set(row["statuses"].values()) == {"damaged"}, row
     assert all("cannot be read" in r and "--forcerun" in r for r in row["reasons"]), row["reasons"]
-    assert row["remeasured"], row
+    assert row["made_again"], row
     assert row["survived"] and not row["data_lost"]
 
 

@@ -240,6 +240,7 @@ def test_write_json_writes_null_for_what_is_not_finite(tmp_path):
 
 
 def test_every_json_a_diverged_point_leaves_is_strict_json_and_keeps_its_loss(digits, tmp_path):
+    from dlbench.frameworks import protocol
     from dlbench.run import runner
     from dlbench.testing.faults import point, small_trainer
 
@@ -252,7 +253,7 @@ def test_every_json_a_diverged_point_leaves_is_strict_json_and_keeps_its_loss(di
     for path in written:
         strict_json(path)  # before: "final_loss": Infinity, and the events' "loss": Infinity
     assert strict_json(out / "metrics.json")[0]["final_loss"] is None
-    assert runner.read_events(out / "events.jsonl")[-2]["loss"] == float("inf")  # named, read back
+    assert protocol.read(out / "events.jsonl")[-2]["loss"] == float("inf")  # named, read back
     assert (out / "curve.csv").read_text().splitlines()[-1].split(",")[3] == "inf"
 
 
@@ -291,7 +292,7 @@ def test_a_monitor_that_dies_is_recorded_with_when_and_its_samples_stop_there(di
 
 def _train_job(folder: Path, out: Path, attempt: int, tmp_path: Path) -> subprocess.CompletedProcess:
     """One attempt of the train job, as the workflow's retry runs it (dlbench.cli train), on the small trainer."""
-    from dlbench.run.runner import TRAINER_VARIABLE
+    from dlbench.run.measure import TRAINER_VARIABLE
     from dlbench.testing.faults import SMALL_TRAINER, point
 
     env = dict(os.environ, PYTHONPATH=str(ROOT), DLBENCH_NODE_LOCK=str(tmp_path / "node.lock"),

@@ -193,9 +193,10 @@ def heavy_report(proc: subprocess.Popen) -> dict:
 
 def train_span(out: Path) -> tuple[float, float]:
     """The point's train phase, on the monotonic clock, from its events."""
-    from dlbench.run import build_record, runner
+    from dlbench.frameworks import protocol
+    from dlbench.run import build_record
 
-    (span,) = [(start, end) for name, start, end in build_record.phases(runner.read_events(out / "events.jsonl"))
+    (span,) = [(start, end) for name, start, end in build_record.phases(protocol.read(out / "events.jsonl"))
                if name == "train"]
     return span
 
@@ -235,7 +236,7 @@ def test_a_build_started_while_a_point_trains_waits_until_the_point_is_done(tmp_
 
     lock = tmp_path / "measure.lock"
     env_json = tmp_path / "env.json"
-    env_json.write_text(json.dumps({"python": env_python("pytorch")}))
+    env_json.write_text(json.dumps({"env": "pytorch", "kind": "site", "python": env_python("pytorch")}))
     out = tmp_path / "point"
     point = subprocess.Popen([sys.executable, "-m", "dlbench.cli", "train", "--point",
                               json.dumps(one_point("pytorch", iterations=200, threads=1)), "--dataset-dir",

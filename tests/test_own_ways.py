@@ -12,7 +12,7 @@ import pytest
 
 from dlbench.datasets import prepare
 from dlbench.paths import ROOT
-from dlbench.run import runner
+from dlbench.run import measure
 from dlbench.spec import networks
 from dlbench.study.sweep import one_point
 
@@ -30,7 +30,7 @@ def own_way(env_python, framework: str, point: dict, dataset, tmp_path) -> subpr
     spec = tmp_path / f"{framework}.json"
     spec.write_text(json.dumps(point))
     return subprocess.run([env_python(framework), str(ROOT / "bench" / "own_ways.py"), framework, str(spec),
-                           str(dataset)], env=runner.trainer_env(point), capture_output=True, text=True, timeout=600)
+                           str(dataset)], env=measure.trainer_env(point), capture_output=True, text=True, timeout=600)
 
 
 @pytest.mark.long

@@ -40,7 +40,8 @@ def two_points(tmp_path_factory):
 def test_partial_with_one_point_missing_trains_nothing_and_says_1_of_2(two_points):
     root = two_points
     first, second = planned(TWO)
-    snakemake(root, f"{run_dir(first)}/metrics.json", "--configfile", "two.yaml")  # one point trained, for real
+    # one point trained, for real (its job's output, the raw measurement; the record beside it)
+    snakemake(root, f"{run_dir(first)}/measurement.json", "--configfile", "two.yaml")
     dry = snakemake(root, "partial", "-n", "--configfile", "two.yaml").stdout
     assert re.search(r"^partial\s+1$", dry, re.M) and not re.search(r"^(train|aggregate)\s", dry, re.M), dry[-2000:]
     drawn = snakemake(root, "partial", "--configfile", "two.yaml")

@@ -11,7 +11,9 @@ from dlbench.aggregate import collect
 from dlbench.analysis import frames
 from dlbench.docgen import record_fields
 from dlbench.record import fields
-from dlbench.run.build_record import Facts, build_record, cap_suspected
+from dlbench.record.raw import Facts
+from dlbench.run.build_record import build_record
+from dlbench.run.measure import cap_suspected
 from dlbench.study.point_facts import derive
 from dlbench.study.sweep import one_point
 

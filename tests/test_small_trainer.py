@@ -7,9 +7,10 @@ import sys
 
 import pytest
 
-from dlbench.frameworks.trainer import EXIT
+from dlbench.frameworks import protocol
+from dlbench.frameworks.protocol import EXIT
 from dlbench.paths import ROOT
-from dlbench.run import runner
+from dlbench.run import measure, runner
 from dlbench.study import sweep
 
 SMALL = "dlbench.testing.small_trainer"
@@ -21,7 +22,7 @@ def _run_module(point: dict, dataset_dir, tmp_path) -> tuple[int, list[dict]]:
     events = tmp_path / "events.jsonl"
     proc = subprocess.run([sys.executable, "-m", SMALL, str(tmp_path / "point.json"), str(dataset_dir), str(events)],
                           cwd=ROOT, capture_output=True, text=True, timeout=120)
-    return proc.returncode, runner.read_events(events)
+    return proc.returncode, protocol.read(events)
 
 
 def test_it_imports_no_framework():
@@ -33,7 +34,7 @@ def test_it_imports_no_framework():
 
 
 def test_it_trains_the_digits_through_the_runner(digits_dir, tmp_path, monkeypatch):
-    monkeypatch.setenv(runner.TRAINER_VARIABLE, SMALL)
+    monkeypatch.setenv(measure.TRAINER_VARIABLE, SMALL)
     r = runner.run_point(sweep.one_point("pytorch", iterations=300), digits_dir, tmp_path / "ok")
     assert r["status"] == "ok" and r["iterations_done"] == r["iterations"] == 300, r["reason"]
     assert r["accuracy"] > 0.5 and r["framework_version"].startswith("small trainer")  # chance is 0.1
@@ -66,17 +67,17 @@ def test_a_missing_dataset_is_an_error_naming_it(tmp_path):
 @pytest.mark.parametrize("name", ["os", "dlbench.cli", "dlbench.testing", "dlbench.testingx.small_trainer",
                                   "dlbench.testing.small_trainer;id", "dlbench.testing..small_trainer"])
 def test_the_runner_refuses_a_trainer_outside_dlbench_testing(name, tmp_path, monkeypatch):
-    monkeypatch.setenv(runner.TRAINER_VARIABLE, name)
+    monkeypatch.setenv(measure.TRAINER_VARIABLE, name)
     with pytest.raises(ValueError) as refused:
         runner.run_point(sweep.one_point("pytorch", iterations=10), tmp_path / "data", tmp_path / "point")
     said = str(refused.value)
-    assert "\n" not in said and runner.TRAINER_VARIABLE in said and repr(name) in said
+    assert "\n" not in said and measure.TRAINER_VARIABLE in said and repr(name) in said
     assert not list(tmp_path.glob(".point.partial-*")) and not (tmp_path / "point" / "metrics.json").exists()
 
 
 def test_the_runner_starts_its_own_trainer_or_one_under_dlbench_testing(monkeypatch):
-    monkeypatch.delenv(runner.TRAINER_VARIABLE, raising=False)
-    assert runner.trainer_module() == "dlbench.frameworks.trainer"
+    monkeypatch.delenv(measure.TRAINER_VARIABLE, raising=False)
+    assert measure.trainer_module() == "dlbench.frameworks.trainer"
     for name in ("dlbench.frameworks.trainer", SMALL):
-        monkeypatch.setenv(runner.TRAINER_VARIABLE, name)
-        assert runner.trainer_module() == name
+        monkeypatch.setenv(measure.TRAINER_VARIABLE, name)
+        assert measure.trainer_module() == name

@@ -3,7 +3,7 @@
 import re
 
 from dlbench.paths import ROOT
-from dlbench.run import runner
+from dlbench.run import measure
 from dlbench.study import config, presets, sweep
 
 PAPER = ROOT / "config" / "paper.yaml"
@@ -154,8 +154,8 @@ def test_inter_op_threads_enter_the_point_only_when_set():
     set_ = one("tensorflow", "caffe", sweep={"iterations": [10], "interop_threads": [2]})
     assert "interop_threads" not in plain and set_["interop_threads"] == 2
     assert "-t1-io2-" in set_["id"] and "-io" not in plain["id"]
-    assert runner.trainer_env(set_)["TF_NUM_INTEROP_THREADS"] == "2"
-    assert runner.trainer_env(plain)["TF_NUM_INTEROP_THREADS"] == "1"
+    assert measure.trainer_env(set_)["TF_NUM_INTEROP_THREADS"] == "2"
+    assert measure.trainer_env(plain)["TF_NUM_INTEROP_THREADS"] == "1"
 
 
 TUNING = {"datasets": ["digits"], "frameworks": ["pytorch", "tensorflow"], "preset": ["own"], "repeats": 2,
@@ -235,9 +235,9 @@ def test_pytorchs_own_layout_is_the_point_as_it_was_and_channels_last_another_po
 
 def test_a_frameworks_thread_knob_is_set_from_the_point():
     """XLA's CPU pool (JAX) and inductor's compile workers (PyTorch) take the point's threads; no GPU for CPU points."""
-    jax = runner.trainer_env(one("jax", "caffe", sweep={"iterations": [10], "threads": [2]}))
+    jax = measure.trainer_env(one("jax", "caffe", sweep={"iterations": [10], "threads": [2]}))
     assert jax["PJRT_NPROC"] == "2" and jax["OMP_NUM_THREADS"] == "2" and jax["CUDA_VISIBLE_DEVICES"] == ""
-    torch = runner.trainer_env(one("pytorch", "caffe", sweep={"iterations": [10], "compile": ["compiled"]}))
+    torch = measure.trainer_env(one("pytorch", "caffe", sweep={"iterations": [10], "compile": ["compiled"]}))
     assert torch["TORCHINDUCTOR_COMPILE_THREADS"] == "1" and torch["TORCHINDUCTOR_FORCE_DISABLE_CACHES"] == "1"
-    assert "TORCHINDUCTOR_FORCE_DISABLE_CACHES" not in runner.trainer_env(one("pytorch", "caffe",
+    assert "TORCHINDUCTOR_FORCE_DISABLE_CACHES" not in measure.trainer_env(one("pytorch", "caffe",
                                                                               sweep={"iterations": [10]}))

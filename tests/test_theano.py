@@ -14,8 +14,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from dlbench.frameworks import protocol
 from dlbench.paths import ROOT as REPO
-from dlbench.run import build_record, runner
+from dlbench.run import build_record
 from dlbench.spec import networks
 
 pytestmark = pytest.mark.slow
@@ -54,7 +55,7 @@ def test_lenet_on_digits_reaches_over_90_percent(train, env_python, theano_versi
     assert r["framework_numpy_version"] != np.__version__  # not the base environment's numpy
     # compilation is its own phase, before training and apart from its clock
     assert r["compile_time_s"] > 0 and r["train_time_s"] > 0
-    events = runner.read_events(r["_out"] / "events.jsonl")
+    events = protocol.read(r["_out"] / "events.jsonl")
     spans = {name: (start, end) for name, start, end in build_record.phases(events)}
     assert spans["compile"][1] <= spans["train"][0]
     assert r["train_time_s"] <= spans["train"][1] - spans["train"][0] + 1e-6

@@ -14,10 +14,14 @@ import pyarrow.csv as pa_csv
 
 from dlbench.aggregate.cache import MISSING, RunCache, record_key
 from dlbench.atomic import atomic_path
-from dlbench.record import fields, statuses, store
+from dlbench.record import fields, raw, statuses, store
 
 KEYS = ("id", "framework", "dataset")
 CSVS = ("curve.csv", "samples.csv")
+# What a damaged record's row says to do: its raw measurement is apart from it (dlbench.record.raw).
+FIX = ("make the record again from the point's raw measurement with `snakemake --forcerun records` (where the "
+       "measurement itself is not whole, the record rule says so and how to measure the point again; every attempt "
+       "stays in attempts/)")
 
 
 def _read_csv(path: Path, facts: dict | None = None) -> tuple[pa.Table | None, str | None]:
@@ -58,8 +62,7 @@ def _stack(tables: list[pa.Table], owners: list[dict], rows: list[int]) -> pd.Da
 def damaged(path: Path, record: dict, problem: str) -> dict:
     """A record whose files disagree with it, as a failed point: `damaged`, the reason naming the files and the
     fix, said on stderr too. Nothing is moved (a study may be live: `partial` reads it) and nothing is lost."""
-    reason = (f"its files disagree with its record ({problem}; the record says {record.get('status')}): measure "
-              f"the point again with `snakemake --forcerun {path}` (every attempt stays in attempts/)")
+    reason = (f"its files disagree with its record ({problem}; the record says {record.get('status')}): {FIX}")
     print(f"dlbench: {path}: {reason}", file=sys.stderr)
     return {**record, "status": statuses.DAMAGED, "reason": reason}
 
@@ -72,14 +75,13 @@ def unreadable(path: Path, problem: str) -> dict | None:
     from dlbench.study import point_facts
 
     try:
-        point = json.loads((path.parent / store.POINT).read_text())
+        point = json.loads((path.parent / raw.POINT).read_text())
         row = {k: point.get(k) for k in POINT_FIELDS} | point_facts.derive(point).fields()
     except (OSError, ValueError, KeyError, TypeError) as exc:
         print(f"dlbench: skipping {path}: {problem}, and its point.json cannot say which point it was "
               f"({type(exc).__name__}: {exc}); delete the file to run it again", file=sys.stderr)
         return None
-    reason = (f"its record cannot be read ({problem}): measure the point again with `snakemake --forcerun {path}` "
-              "(every attempt stays in attempts/)")
+    reason = f"its record cannot be read ({problem}): {FIX}"
     print(f"dlbench: {path}: {reason}", file=sys.stderr)
     return {**row, "status": statuses.DAMAGED, "reason": reason, "machine_failure": False}
 

@@ -31,6 +31,11 @@ A name ends in its unit: `_s` seconds, `_mb` MiB, `_pct` per cent of one core or
 `_j` joules, `_img_s` images per second. What each status means, and which are results and which failures of
 the machine, is in [Faults](faults.md); what a run leaves beside the record, in
 [Using dlbench](usage.md#what-a-run-leaves).
+
+A record is made from its point's raw measurement (the trainer's events, the monitor's samples, the runner's
+facts: `dlbench/record/raw.py`) by `dlbench/run/build_record.py`: the training job makes it as its point ends,
+and the record rule makes every record again where the code that makes records changed, training nothing. A
+field's description on this page is no such change.
 """
 
 

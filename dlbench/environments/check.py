@@ -91,7 +91,7 @@ def check_env(env: str, folder: str | os.PathLike, timeout_s: float = CHECK_TIME
     digits, with the real trainer (python -m dlbench.frameworks.trainer) as a point runs it. Its versions, or
     EnvError."""
     from dlbench.datasets import prepare
-    from dlbench.run.runner import trainer_env
+    from dlbench.run.measure import trainer_env
     from dlbench.study.sweep import one_point
 
     framework = registry.framework_of_env(env).name

@@ -23,8 +23,7 @@ from pathlib import Path
 
 import numpy as np
 
-from dlbench.atomic import NOT_FINITE, dumps, not_finite
-from dlbench.frameworks import registry
+from dlbench.frameworks import protocol, registry
 from dlbench.record.fields import Info, check_info
 from dlbench.spec import lr_policies, networks
 from dlbench.spec.initial_weights import draw
@@ -63,26 +62,25 @@ class Diverged(RuntimeError):
 
 
 class Reporter:
-    """Events as JSON lines, flushed one by one so that a killed trainer leaves its progress."""
+    """Events as JSON lines (dlbench.frameworks.protocol), flushed one by one so that a killed trainer leaves its
+    progress. An event or phase the protocol does not name, or an `info` key the record has no field for, fails
+    here, not as an event nobody reads or an empty column."""
 
     def __init__(self, path: str | os.PathLike):
         self._fh = open(path, "a", buffering=1)
 
     def emit(self, event: str, **fields) -> None:
-        if event == "info":  # each key a field of the record: a misspelt one fails here, not as an empty column
+        if event == protocol.INFO:
             check_info(fields)
-        fields = {"e": event, "t": time.monotonic(), **fields}
-        if bad := not_finite(fields):  # a diverged loss: written null, its value named (runner.read_events)
-            fields[NOT_FINITE] = bad
-        self._fh.write(dumps(fields, default=_plain) + "\n")
+        self._fh.write(protocol.encode(event, time.monotonic(), fields, default=_plain) + "\n")
         self._fh.flush()
 
     @contextlib.contextmanager
     def phase(self, name: str):
-        self.emit("phase_start", name=name)
+        self.emit(protocol.PHASE_START, name=name)
         start = time.perf_counter()
         yield
-        self.emit("phase_end", name=name, duration_s=time.perf_counter() - start)
+        self.emit(protocol.PHASE_END, name=name, duration_s=time.perf_counter() - start)
 
     def close(self) -> None:
         self._fh.close()
@@ -298,14 +296,15 @@ class Adapter(ABC):
             self.prepare()
             with self.reporter.phase("data_load"):
                 loaded = self.load()
-            self.reporter.emit("data", digest=loaded.digest, train_samples=loaded.train_samples,
+            self.reporter.emit(protocol.DATA, digest=loaded.digest, train_samples=loaded.train_samples,
                                test_samples=loaded.test_samples, input_shape=loaded.input_shape, **loaded.extra)
             plan = Plan.of(self.point, loaded.train_samples)
-            self.reporter.emit("plan", total_iterations=plan.total_iterations, steps_per_epoch=plan.steps_per_epoch,
-                               test_every=plan.test_every, display_every=plan.display_every,
-                               train_samples=loaded.train_samples, test_samples=loaded.test_samples)
+            self.reporter.emit(protocol.PLAN, total_iterations=plan.total_iterations,
+                               steps_per_epoch=plan.steps_per_epoch, test_every=plan.test_every,
+                               display_every=plan.display_every, train_samples=loaded.train_samples,
+                               test_samples=loaded.test_samples)
             info = {"python_version": platform.python_version(), **self.versions(), **self.info()}
-            self.reporter.emit("info", **info)
+            self.reporter.emit(protocol.INFO, **info)
             return result(self.point, plan, loaded, self.train(plan))
         finally:
             self.close()

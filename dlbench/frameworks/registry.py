@@ -16,6 +16,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from dlbench.rerun import NO_RERUN
+
 # The run axes a framework may accept other values of, and each axis's value when a point does not set it
 # (None: the axis is left out of the point, and the framework runs as it always does: its `natural` value).
 AXIS_DEFAULTS = {"device": "cpu", "library": "default", "interop_threads": None, "compile": None, "precision": None,
@@ -66,11 +68,13 @@ class Cost:
 
 @dataclass(frozen=True)
 class Framework:
+    # Fields marked NO_RERUN are for people and the time estimate: no job's result depends on them, and changing one
+    # reruns nothing (dlbench.rerun).
     name: str  # as the config names it
-    label: str  # as people write it
+    label: str = field(metadata=NO_RERUN)  # as people write it
     own_preset: str  # whose example's defaults are its own (a preset of dlbench/study/presets.yaml)
-    published_as: str | None  # its name in the study's published table; None: not in the study
-    color: str  # its colour in every chart
+    published_as: str | None = field(metadata=NO_RERUN)  # its name in the study's published table; None: not in it
+    color: str = field(metadata=NO_RERUN)  # its colour in every chart
     # Values of each run axis it can honour, beyond the axis default: library -> what each switches.
     accepts: dict[str, tuple[str, ...] | Counts] = field(default_factory=dict)
     # Environment variables set before the framework is imported, and those a value of an axis adds.
@@ -91,7 +95,7 @@ class Framework:
     # Whether dlbench's shared training loop drives it (stepped.SteppedAdapter); Caffe runs its own solver.
     stepped: bool = True
     # The estimate's defaults for it; None: its points wait for a measured one (or a probe).
-    cost: Cost | None = None
+    cost: Cost | None = field(default=None, metadata=NO_RERUN)
     # Its own packages in its pins files, whose version `versions:` replaces; none: it cannot be run by version.
     packages: tuple[str, ...] = ()
     # Whether its train jobs read input the workflow prepares for it once per input handling (Caffe's HDF5

@@ -4,8 +4,8 @@
     python -m dlbench.frameworks.trainer --probe FRAMEWORK
 
 Everything it knows goes to EVENTS_JSONL as it happens (phases, loss, tests, info);
-its last event is `status`. Exit codes: 0 ok, 3 unavailable, 4 diverged, 5 disk full (also where the
-events file itself could not be written), 6 environment damaged, 7 dataset changed since its preparation, 1 error.
+its last event is `status`, and its exit code says the same (the protocol: dlbench.frameworks.protocol; a full
+disk also where the events file itself could not be written).
 `--probe` imports the framework's adapter as a point would and prints, as one line of JSON, the
 versions of that interpreter (Python, numpy, the framework, its CUDA and cuDNN): how dlbench
 checks an environment it did not build (dlbench/environments/build.py).
@@ -20,7 +20,7 @@ import sys
 import time
 import traceback
 
-EXIT = {"ok": 0, "error": 1, "unavailable": 3, "diverged": 4, "disk_full": 5, "env_damaged": 6, "data_changed": 7}
+from dlbench.frameworks import protocol
 
 
 def probe(framework: str) -> dict:
@@ -44,13 +44,13 @@ def main(argv: list[str]) -> int:
 
     try:
         reporter = Reporter(events_path)
-        reporter.emit("process_start", pid_started_at=started)
+        reporter.emit(protocol.PROCESS_START, pid_started_at=started)
         status, reason = _train(point, dataset_dir, reporter)
-        reporter.emit("status", status=status, reason=reason)
+        reporter.emit(protocol.STATUS, status=status, reason=reason)
         reporter.close()
     except OSError as exc:  # the events themselves cannot be written: the exit code says why
-        return EXIT["disk_full"] if disk_full(exc) else EXIT["error"]
-    return EXIT.get(status, 1)
+        return protocol.EXIT["disk_full"] if disk_full(exc) else protocol.EXIT["error"]
+    return protocol.EXIT.get(status, 1)
 
 
 def _train(point: dict, dataset_dir: str, reporter) -> tuple[str, str | None]:
@@ -63,16 +63,16 @@ def _train(point: dict, dataset_dir: str, reporter) -> tuple[str, str | None]:
         with reporter.phase("import"):
             adapter = importlib.import_module(f"dlbench.frameworks.{point['framework']}").ADAPTER
     except ImportError as exc:  # the framework (or a library it loads) is missing or broken in its environment
-        reporter.emit("traceback", text=traceback.format_exc()[-4000:])
+        reporter.emit(protocol.TRACEBACK, text=traceback.format_exc()[-4000:])
         return "env_damaged", f"the framework's environment cannot import it: {type(exc).__name__}: {exc}"
     try:
         result = adapter(point, dataset_dir, reporter).run()
-        reporter.emit("result", **result)
+        reporter.emit(protocol.RESULT, **result)
         return "ok", None
     except Unavailable as exc:
         return getattr(exc, "status", "unavailable"), str(exc)
     except Diverged as exc:
-        reporter.emit("diverged", iteration=exc.iteration, loss=exc.loss)
+        reporter.emit(protocol.DIVERGED, iteration=exc.iteration, loss=exc.loss)
         return "diverged", str(exc)
     except MemoryError as exc:
         return "oom", f"MemoryError: {exc}"
@@ -81,7 +81,7 @@ def _train(point: dict, dataset_dir: str, reporter) -> tuple[str, str | None]:
     except Exception as exc:  # a failed point is data: record what happened
         if disk_full(exc):  # not the point's fault: the runner has the job run again
             return "disk_full", f"{type(exc).__name__}: {exc}"
-        reporter.emit("traceback", text=traceback.format_exc()[-4000:])
+        reporter.emit(protocol.TRACEBACK, text=traceback.format_exc()[-4000:])
         return "error", f"{type(exc).__name__}: {exc}"
 
 

@@ -519,7 +519,7 @@ def render(runs: pd.DataFrame, curves: pd.DataFrame | None = None, published: pd
         if unread:  # planned and run, but no record the tables can trust: said apart, with the fix
             out += [f"{unread} of the {len(df)} planned points {'has' if unread == 1 else 'have'} no readable record "
                     "(`damaged`: its metrics.json cannot be read, or its files disagree with it); `snakemake "
-                    "--forcerun` of each one's metrics.json, which its reason names, measures it again.", ""]
+                    "--forcerun records` makes each one again from its raw measurement, as its reason says.", ""]
         out += [md_table(fails, {"framework": "framework", "status": "status", "n": "points",
                                  "example_reason": "a reason"}), ""]
 

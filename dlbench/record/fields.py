@@ -11,8 +11,10 @@ Standard library only: the trainer imports it in every framework's environment.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, TypedDict
+
+from dlbench.rerun import NO_RERUN
 
 # A name's ending and the unit it says (the longest ending first: `_img_s` before `_s`).
 UNITS = (("_img_s", "images/s"), ("_pct", "%"), ("_mb", "MiB"), ("_s", "s"), ("_w", "W"), ("_j", "J"))
@@ -23,8 +25,9 @@ TYPE_NAMES = {str: "text", int: "integer", float: "number", bool: "yes/no", dict
 class Field:
     name: str
     type: type  # str, int, float (an int is a float too) or bool; None is always allowed
-    description: str
-    where: str = ""  # where the field is present; empty: in every record
+    # Words for people (docs/record.md): changing them reruns nothing (dlbench.rerun).
+    description: str = field(metadata=NO_RERUN)
+    where: str = field(default="", metadata=NO_RERUN)  # where the field is present; empty: in every record
     info: str | None = None  # the key of the trainer's `info` event that fills it (Adapter.info)
 
     @property
@@ -34,13 +37,12 @@ class Field:
 
 @dataclass(frozen=True)
 class Section:
-    title: str
-    source: str  # who writes these fields
-    fields: tuple[Field, ...]
+    title: str = field(metadata=NO_RERUN)
+    source: str = field(metadata=NO_RERUN)  # who writes these fields
+    fields: tuple[Field, ...] = ()
 
 
-def _f(name: str, kind: type, description: str, where: str = "", info: str | None = None) -> Field:
-    return Field(name, kind, description, where, info)
+_f = Field  # short, for the table below
 
 
 GPU = "GPU points"

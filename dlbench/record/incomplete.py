@@ -1,11 +1,11 @@
-"""Points that a killed Snakemake's jobs finished: their records kept, not measured again.
+"""Points that a killed Snakemake's jobs finished: their measurements kept, not measured again.
 
 Snakemake marks a job's outputs incomplete when it starts the job and removes the marks when it sees the job end.
 A Snakemake killed alone (the OOM killer, a lost login) leaves its jobs running; one that finishes publishes its
-record whole (dlbench.record.store), but nobody removes the marks, and the next run (`rerun-incomplete`, the default
-profile's) would measure the point again. A record is written whole or not at all, so a whole record whose files
-agree with it under such marks is a finished point: its marks are removed (`keep_finished`), as Snakemake would
-have done.
+raw measurement whole (measurement.json, the train rule's output, last: dlbench.record.raw) and its record, but
+nobody removes the marks, and the next run (`rerun-incomplete`, the default profile's) would measure the point
+again. A measurement is written whole or not at all, so a whole one whose files agree with it under such marks is a
+finished point: its marks are removed (`keep_finished`), as Snakemake would have done.
 
 The marks are Snakemake's file persistence: one file per output under .snakemake/incomplete/, named by the output
 path in URL-safe base64, cut into pieces of the file system's longest name (all but the last led by "@").
@@ -19,7 +19,7 @@ import binascii
 import os
 from pathlib import Path
 
-from dlbench.record import store
+from dlbench.record import raw
 
 MARKS = Path(".snakemake") / "incomplete"
 
@@ -44,21 +44,15 @@ def marked(workdir: str | os.PathLike = ".") -> dict[str, Path]:
     return found
 
 
-def _finished(metrics: Path) -> bool:
-    """Whether a point's record is whole and its files are the ones it names."""
-    record = store.read_or_skip(metrics) if metrics.exists() else None
-    return record is not None and store.disagreement(metrics, record) is None
-
-
 def keep_finished(workdir: str | os.PathLike = ".") -> list[str]:
-    """Remove the incomplete marks of every point folder whose record is finished (see the module's doc); the
+    """Remove the incomplete marks of every point folder whose measurement is whole (see the module's doc); the
     folders, as Snakemake names them. Only while no run of this workflow is alive (its jobs would be unfinished)."""
     by_folder: dict[str, list[Path]] = {}
     for output, mark in marked(workdir).items():
         by_folder.setdefault(os.path.dirname(output), []).append(mark)
     kept = []
     for folder, marks in sorted(by_folder.items()):
-        if _finished(Path(workdir) / folder / store.RESULT):
+        if raw.whole(Path(workdir) / folder):
             for mark in marks:
                 mark.unlink(missing_ok=True)
             kept.append(folder)

@@ -1,16 +1,21 @@
 """A point's records on disk: its result, the attempts kept beside it, and reading a record safely.
 
-    results/runs/<framework>/<dataset>/<point>/metrics.json      the result Snakemake and the aggregation see
-                                              /curve.csv, samples.csv, trainer.log, events.jsonl, point.json
+    results/runs/<framework>/<dataset>/<point>/metrics.json      the record the aggregation reads
+                                              /curve.csv, samples.csv   its tables
+                                              /point.json, events.jsonl, trainer.log, monitor.jsonl,
+                                               measurement.json          the raw measurement it was made from
+                                                                         (dlbench.record.raw; measurement.json
+                                                                         is the train rule's output)
                                               /attempts/<when>-<host>-<pid>/   every finished attempt, kept
-                                              (metrics.json and its files, hard links where the file system allows)
+                                              (its raw measurement, record and tables, hard links where the file
+                                              system allows)
 
 Snakemake deletes a job's outputs before it runs it again (a changed adapter, --forcerun), so the
 attempts folder, which is no output of any rule, is where a measurement survives a rerun that fails.
 
 A record is whole or absent: its files are fsynced, folders too, and metrics.json, written last, names
-its attempt (`attempt_id`) and each file's digest, size and rows (`files`). A record whose files say
-otherwise (a power loss between two renames, two runners publishing into one folder) is not a result:
+its attempt (`attempt_id`, its raw measurement's) and each file's digest, size and rows (`files`). A record whose
+files say otherwise (a power loss between two renames, two runners publishing into one folder) is not a result:
 `disagreement` says why, and the aggregation sets it aside so that the point runs again.
 
 Standard library only: the runner and the dry-run estimate read records without pandas.
@@ -20,6 +25,7 @@ from __future__ import annotations
 
 import csv
 import hashlib
+import io
 import json
 import os
 import shutil
@@ -29,12 +35,16 @@ import time
 import uuid
 from pathlib import Path
 
-from dlbench.atomic import fsync_dir, fsync_file, write_json
+from dlbench.atomic import dumps, fsync_dir, fsync_file, write_json
+from dlbench.frameworks import protocol
+from dlbench.record import raw
 
 RESULT = "metrics.json"
 ATTEMPTS = "attempts"
-POINT = "point.json"  # the point as it was run, beside its record
-RUN_FILES = (POINT, "events.jsonl", "trainer.log", "curve.csv", "samples.csv")
+TABLES = ("curve.csv", "samples.csv")  # the record's tables
+# An attempt's files beside its record: the raw measurement (measurement.json, which names the others, last) and
+# the record's tables.
+RUN_FILES = (*raw.FILES, *TABLES, raw.MEASUREMENT)
 # What every record holds; a file without them is not a record (cut short, hand-edited, another tool's).
 REQUIRED = ("id", "framework", "dataset", "status")
 
@@ -95,7 +105,7 @@ def attempt_name(started_wall: float, pid: int | None = None) -> str:
 
 
 def keep_attempt(out_dir: str | os.PathLike, record: dict, source_dir: str | os.PathLike, name: str) -> Path:
-    """Keep a finished attempt under out_dir/attempts/<name>/: its record and its run files."""
+    """Keep a finished attempt under out_dir/attempts/<name>/: its record and its run files (RUN_FILES)."""
     source_dir = Path(source_dir)
     folder = Path(out_dir) / ATTEMPTS / name
     folder.mkdir(parents=True, exist_ok=True)
@@ -109,26 +119,39 @@ def keep_attempt(out_dir: str | os.PathLike, record: dict, source_dir: str | os.
 
 def file_facts(path: Path) -> dict:
     """What metrics.json says of one of its files: sha256, bytes, and rows (a CSV's without its header)."""
-    data = path.read_bytes()
+    return data_facts(path.read_bytes(), path.suffix == ".csv")
+
+
+def data_facts(data: bytes, csv_file: bool) -> dict:
     lines = data.count(b"\n") + (1 if data and not data.endswith(b"\n") else 0)
     return {"sha256": hashlib.sha256(data).hexdigest(), "bytes": len(data),
-            "rows": max(0, lines - 1) if path.suffix == ".csv" else lines}
+            "rows": max(0, lines - 1) if csv_file else lines}
+
+
+def table_text(fields, rows) -> str:
+    """A table as its CSV file holds it: the fields' columns only, a missing or None value empty."""
+    fields = list(fields)
+    out = io.StringIO(newline="")
+    writer = csv.writer(out)
+    writer.writerow(fields)
+    writer.writerows([[row.get(f) for f in fields] for row in rows])
+    return out.getvalue()
 
 
 def write_table(path: Path, fields, rows) -> None:
     with open(path, "w", newline="") as fh:
-        writer = csv.DictWriter(fh, fieldnames=list(fields), extrasaction="ignore")
-        writer.writeheader()
-        writer.writerows(rows)
+        fh.write(table_text(fields, rows))
 
 
 def publish(out_dir: str | os.PathLike, work: str | os.PathLike, record: dict, tables, name: str, *,
-            result: bool = True) -> None:
-    """Write the record's tables into `work`, tie every file to the record, keep the attempt, and (result) make
-    it the point's result: the files moved into out_dir, metrics.json written last.
+            result: bool = True, raw_files: dict | None = None) -> None:
+    """Write the record's tables into `work` (which holds its raw measurement), tie every file to the record, keep
+    the attempt, and (result) make it the point's result: the files moved into out_dir, measurement.json last of
+    them, then metrics.json.
 
-    tables: (file name, fields, rows) of each CSV. Raises OSError (ENOSPC, say) with out_dir's earlier
-    result removed or intact, never half replaced: an earlier metrics.json goes first, so that no moment
+    tables: (file name, fields, rows) of each CSV; raw_files: the raw files' facts as measurement.json names them
+    (the record takes them rather than reading the files again). Raises OSError (ENOSPC, say) with out_dir's
+    earlier result removed or intact, never half replaced: an earlier metrics.json goes first, so that no moment
     has it beside another run's files.
     """
     out_dir, work = Path(out_dir), Path(work)
@@ -138,8 +161,8 @@ def publish(out_dir: str | os.PathLike, work: str | os.PathLike, record: dict, t
     for file in present:
         fsync_file(work / file)
     fsync_dir(work)
-    record["attempt_id"] = uuid.uuid4().hex
-    record["files"] = {f: file_facts(work / f) for f in present}
+    record.setdefault("attempt_id", uuid.uuid4().hex)
+    record["files"] = _files(work, [f for f in present if f != raw.MEASUREMENT], raw_files)
     out_dir.mkdir(parents=True, exist_ok=True)
     keep_attempt(out_dir, record, work, name)  # kept first: an attempt is never lost between here and the result
     if not result:
@@ -149,6 +172,57 @@ def publish(out_dir: str | os.PathLike, work: str | os.PathLike, record: dict, t
         os.replace(work / file, out_dir / file)
     fsync_dir(out_dir)
     write_json(out_dir / RESULT, record)
+
+
+def _files(folder: Path, names, raw_files: dict | None) -> dict:
+    """What a record says of its files: the raw files' facts as their measurement names them, the others read."""
+    return {f: (raw_files or {}).get(f) or file_facts(folder / f) for f in names}
+
+
+def rewrite(out_dir: str | os.PathLike, record: dict, tables, raw_files: dict | None = None, *,
+            durable: bool = True) -> bool:
+    """Make `record` and its tables the point's result in out_dir, beside its raw measurement (the record rule:
+    the record made again from the measurement already there); False where the record and tables there are
+    these already (nothing is written). Never half replaced: the tables are written beside, then metrics.json
+    goes, the tables take their place, and metrics.json comes last; an attempt kept keeps its own.
+
+    durable=False leaves the files to the caller to make durable (the record rule: one sync for thousands of
+    records, before it notes them; a record cut by a power loss before then is made again at its next run)."""
+    out_dir = Path(out_dir)
+    texts = {file: table_text(fields, rows).encode() for file, fields, rows in tables}
+    names = [f for f in (*raw.FILES, *TABLES) if f in texts or (out_dir / f).exists()]
+    record = {**record, "files": {f: data_facts(texts[f], True) if f in texts else
+                                  (raw_files or {}).get(f) or file_facts(out_dir / f) for f in names}}
+    text = (dumps(record, indent=2, sort_keys=True, default=str) + "\n").encode()
+    if _holds(out_dir / RESULT, text) and all(_holds(out_dir / f, data) for f, data in texts.items()):
+        return False
+    staged = {file: out_dir / f".rebuilt-{file}" for file in (*texts, RESULT)}
+    try:
+        for file, data in texts.items():
+            staged[file].write_bytes(data)
+            if durable:
+                fsync_file(staged[file])
+        (out_dir / RESULT).unlink(missing_ok=True)
+        for file in texts:
+            os.replace(staged.pop(file), out_dir / file)
+        if durable:
+            fsync_dir(out_dir)
+            write_json(out_dir / RESULT, record)
+        else:
+            staged[RESULT].write_bytes(text)
+            os.replace(staged.pop(RESULT), out_dir / RESULT)
+        return True
+    finally:
+        for path in staged.values():  # what was not moved into place
+            path.unlink(missing_ok=True)
+
+
+def _holds(path: Path, data: bytes) -> bool:
+    """Whether a file holds exactly `data` (its size first: most that differ, differ there)."""
+    try:
+        return path.stat().st_size == len(data) and path.read_bytes() == data
+    except OSError:
+        return False
 
 
 def disagreement(path: str | os.PathLike, record: dict, names=None) -> str | None:
@@ -173,11 +247,7 @@ def set_aside(out_dir: str | os.PathLike, folder: str | os.PathLike, why: str = 
     """Move a folder a dead runner left (its trainer finished; the record was never published) under
     out_dir/attempts/, so that what it measured is not deleted; False where it holds no finished training."""
     folder = Path(folder)
-    try:
-        lines = (folder / "events.jsonl").read_text(errors="replace").splitlines()
-    except OSError:
-        return False
-    if not any(_event(line) == "status" for line in lines):
+    if protocol.last_status(protocol.read(folder / raw.EVENTS)) is None:
         return False
     target = Path(out_dir) / ATTEMPTS / f"{folder.name.lstrip('.')}-{why}"
     target.parent.mkdir(parents=True, exist_ok=True)
@@ -203,12 +273,21 @@ def finished_in_job(out_dir: str | os.PathLike, job: str | None, retried=()) -> 
 
 
 def republish(attempt: str | os.PathLike, out_dir: str | os.PathLike, **extra) -> dict:
-    """Make a kept attempt the point's result again (its files, then its record with `extra`, last)."""
+    """Make a kept attempt the point's result again (its files, its raw measurement's facts with `extra` among the
+    attempt's, then its record with `extra`, last): a record made again from the measurement says `extra` too."""
     attempt, out_dir = Path(attempt), Path(out_dir)
     record = {**read(attempt), **extra}
     (out_dir / RESULT).unlink(missing_ok=True)
     for file in record.get("files", {}):
         _link_or_copy(attempt.parent / file, out_dir / file)
+    measured = attempt.parent / raw.MEASUREMENT
+    if measured.exists():
+        kept = json.loads(measured.read_text())
+        if "facts" in kept:
+            kept["facts"]["attempt"] = {**kept["facts"].get("attempt", {}), **extra}
+        else:  # an earlier layout's record stands in for the facts (dlbench.run.earlier_layout)
+            kept["earlier_record"] = {**kept.get("earlier_record", {}), **extra}
+        write_json(out_dir / raw.MEASUREMENT, kept)
     fsync_dir(out_dir)
     write_json(out_dir / RESULT, record)
     return record
@@ -267,13 +346,6 @@ def lost_attempts(out_dir: str | os.PathLike, alive) -> list[dict]:
         if alive(facts) is False:
             lost.append(facts)
     return lost
-
-
-def _event(line: str) -> str | None:
-    try:
-        return json.loads(line).get("e")
-    except (ValueError, AttributeError):
-        return None
 
 
 def attempts(out_dir: str | os.PathLike) -> list[Path]:

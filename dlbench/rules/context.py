@@ -36,9 +36,10 @@ from dlbench.environments.key import env_key
 from dlbench.frameworks import caffe_data, registry
 from dlbench.node import locks
 from dlbench.paths import as_workflow_input
-from dlbench.record import incomplete, store
+from dlbench.record import incomplete, raw, store
 from dlbench.rules import cluster_request, stale_locks, yte_guard
-from dlbench.rules.code_digest import adapter_digest
+from dlbench.rules.code_digest import record_digest, training_digest
+from dlbench.run import earlier_layout
 from dlbench.study import config as dlconfig
 from dlbench.study import selection, sweep
 
@@ -135,6 +136,8 @@ class Study:
         if reader.main:
             self._clear_stale_locks()
         self._plan()
+        if reader.main:
+            self._adopt_earlier_layout()
         self._check_datasets()
         measurement = cfg["measurement"]
         # The node's measurement lock (dlbench.node.locks.measuring), which the runner and machine_peak hold.
@@ -142,7 +145,10 @@ class Study:
         self._environments()
         self.caffe_inputs = {(p["dataset"], caffe_data.input_key(p["input"])): p["input"]
                              for p in self.points.values() if registry.get(p["framework"]).prepared_input}
-        self.metrics = [f"{run_dir(p)}/metrics.json" for p in self.points.values()]
+        self.metrics = [f"{run_dir(p)}/{store.RESULT}" for p in self.points.values()]
+        # The train rule's output, each point's raw measurement; the record rule's input.
+        self.measurements = [f"{run_dir(p)}/{raw.MEASUREMENT}" for p in self.points.values()]
+        self.record_code = record_digest()  # how a record is made: where it changes, the record rule makes them again
         self.thread_counts = sorted({p["threads"] for p in self.points.values()})
         self.measure_slots = 1 if measurement["exclusive"] else 0
         # How every training job measures (dlbench.run.options.RunOptions's fields): the same for every point.
@@ -176,6 +182,13 @@ class Study:
             self._say(f"dlbench: {len(kept)} points finished by the jobs of a killed run are kept, not measured "
                       f"again (Snakemake's incomplete marks removed): {', '.join(kept[:3])}"
                       + (", ..." if len(kept) > 3 else ""))
+
+    def _adopt_earlier_layout(self) -> None:
+        """Points an earlier dlbench recorded, given their raw measurement apart from the record, so that they are not
+        trained again (dlbench.run.earlier_layout); in a dry run too, which would otherwise plan them all again."""
+        adopted = earlier_layout.adopt_all(run_dir(p) for p in self.points.values())
+        if adopted:
+            self._say(earlier_layout.said(adopted))
 
     def record_status(self, p: dict) -> str | None:
         """The status of a point's existing record (None: none yet), read once per point."""
@@ -308,7 +321,7 @@ class Study:
             "partition": self.per_point(lambda p: cluster_request.partition(self.cfg, p) or ""),
             "account": cluster_request.setting(self.cfg, "account") or "",
             "slurm_extra": cluster_request.slurm_extra(self.cfg),
-            "code": self.per_point(lambda p: adapter_digest(p["framework"])), "env": self.per_point(self.env_params),
+            "code": self.per_point(lambda p: training_digest(p["framework"])), "env": self.per_point(self.env_params),
             # Without --sdm conda no job runs in a conda environment (Snakemake ignores the directive, yet
             # evaluates a function there for every job): the base environment, which the job's process runs in.
             # A dry run names none: Snakemake would work out every job's params to expand it, and use nothing.

@@ -56,11 +56,11 @@ def train(point: dict, dataset_dir: str, out: str, options: RunOptions = RunOpti
     """
     from dlbench.node import slurm_job
     from dlbench.record import statuses, store
-    from dlbench.run import runner
+    from dlbench.run import measure, runner
 
     attempt, retries = options.attempt, options.retries
     _end_on_signals()
-    runner.note_continue_signals()  # a suspended job, resumed: its point's times include the pause
+    measure.note_continue_signals()  # a suspended job, resumed: its point's times include the pause
     if attempt > 1 and runner.cancel_stands(out):
         print(f"dlbench: attempt {attempt} is not run: the attempt before it was cancelled (scancel, or SIGTERM "
               "to the job), which is kept in attempts/; the workflow's next run trains the point again",

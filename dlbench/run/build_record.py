@@ -1,21 +1,20 @@
 """A point's record, made from what happened: the trainer's events, the monitor's samples and the runner's facts.
 
-Pure: `build_record` reads no clock, file or process and asks no other module for a fact of the point (its
-derived facts come with it: dlbench.study.point_facts), so a test feeds it events and samples made by hand and
-checks every figure; the runner (dlbench.run.runner) gathers the facts and writes what it returns. The fields and
-their meaning are dlbench.record.fields's.
+Pure: `build_record` reads no clock, file, process or module state and asks no other module for a fact of the
+point (its derived facts come with it: dlbench.study.point_facts), so a test feeds it events and samples made by
+hand and checks every figure. What it is given is the raw measurement (dlbench.record.raw), read back by
+dlbench.run.derive, which writes what it returns. The fields and their meaning are dlbench.record.fields's.
 """
 
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
 
-from dlbench.frameworks import base
-from dlbench.frameworks.trainer import EXIT as TRAINER_EXIT
-from dlbench.node import hostload, slurm_job
+from dlbench.frameworks import base, protocol
+from dlbench.node import hostload
 from dlbench.record import statuses
 from dlbench.record.fields import INFO
+from dlbench.record.raw import Facts
 from dlbench.run.monitor import GPU_SAMPLE_FIELDS
 from dlbench.study.point_facts import PointFacts
 
@@ -28,37 +27,7 @@ POINT_FIELDS = ("id", "framework", "dataset", "preset", "network", "optimizer", 
 RESULT_FIELDS = ("train_time_s", "test_time_s", "interval_test_time_s", "augment_time_s", "accuracy", "test_loss",
                  "final_loss", "epochs_trained", "images_trained", "throughput_img_s", "test_throughput_img_s",
                  "train_samples", "test_samples", *base.PROCEDURE_FIELDS)
-TIMED_PHASES = ("import", "data_load", "build", "compile")  # each one's length is the record's `<phase>_time_s`
-
-
-@dataclass
-class Facts:
-    """What the runner knows of one attempt besides the trainer's events and the monitor's samples."""
-
-    t_launch: float  # monotonic clock: the trainer's start ...
-    t_end: float  # ... and its end, as the runner saw them
-    returncode: int | None = None
-    ended: str | None = None  # how the runner ended the trainer: timeout, hung, cancelled, preempted
-    log_tail: str = ""
-    over_memory: bool = False  # the monitor read the resident memory over the budget (and ended the trainer)
-    capped: bool = False  # the hard cap ended it (cap_suspected, then dlbench.node.memcap.ended_by_cap)
-    oom_killed: str | None = None  # why its memory cgroup's OOM killer ended it (SIGKILL: dlbench.node.oomkill)
-    pauses: tuple[float, ...] = ()  # seconds of each stop of the job the runner noticed (SIGSTOP)
-    unreaped: int | None = None  # the pid of a trainer that outlived SIGKILL
-    kill_wait_s: float = 30.0  # how long the runner waited for it
-    lock_intact: bool | None = None  # whether the node's lock was held throughout (None: no lock)
-    time_limit_s: float | None = None
-    memory_limit_mb: float | None = None
-    memory_cap: str | None = None  # the hard cap's kind, where a budget is set
-    hang_s: float | None = None
-    contended_pct: float = hostload.CONTENDED_PCT
-    monitor_cpu_s: float = 0.0
-    gpu_nvml_failures: str | None = None
-    gpu_readings_stopped: str | None = None
-    monitor_died: tuple[float, str] | None = None  # (monotonic time, error): Monitor.died
-    gpu_idle: dict = field(default_factory=dict)  # the device's idle memory and power, read before the start
-    machine: dict = field(default_factory=dict)  # the machine and dlbench's build (dlbench.record.fields: The machine)
-    attempt: dict = field(default_factory=dict)  # the runner's fields of the attempt: lock, environment, dataset
+TIMED_PHASES = protocol.PHASES[:4]  # import, data_load, build, compile: each one's length is `<phase>_time_s`
 
 
 def build_record(point: dict, derived: PointFacts, events: list[dict], samples: list[dict], facts: Facts) -> dict:
@@ -69,9 +38,9 @@ def build_record(point: dict, derived: PointFacts, events: list[dict], samples: 
         reason = (f"{reason}; the trainer (pid {facts.unreaped}) did not exit within {facts.kill_wait_s:g} s of "
                   "SIGKILL (stuck in the kernel) and was left behind")
     info = merged_info(events)
-    result = _first(events, "result")
-    plan = _first(events, "plan")
-    data = _first(events, "data")
+    result = protocol.first(events, protocol.RESULT)
+    plan = protocol.first(events, protocol.PLAN)
+    data = protocol.first(events, protocol.DATA)
     spans = phases(events)
     record = {k: point.get(k) for k in POINT_FIELDS}
     record.update(derived.fields())  # what the point implies: its reading, setting id, network size, ...
@@ -83,11 +52,11 @@ def build_record(point: dict, derived: PointFacts, events: list[dict], samples: 
     # length trained (fewer where early stopping ended it), the plan's where the point did not finish.
     record["iterations_planned"] = plan.get("total_iterations")
     record["iterations"] = result.get("iterations") or record["iterations_planned"]
-    steps = [e for e in events if e["e"] == "step"]
+    steps = [e for e in events if e["e"] == protocol.STEP]
     record["iterations_done"] = steps[-1]["iteration"] if steps else 0
     if status != "ok" and steps:
         record["final_loss"] = steps[-1]["loss"]
-    diverged = _first(events, "diverged")
+    diverged = protocol.first(events, protocol.DIVERGED)
     record["diverged_at_iteration"] = diverged.get("iteration")
     if record["throughput_img_s"] and record["flops_per_image_train"]:
         record["achieved_gflops"] = record["throughput_img_s"] * record["flops_per_image_train"] / 1e9
@@ -119,7 +88,7 @@ def build_record(point: dict, derived: PointFacts, events: list[dict], samples: 
     record["paused_s"] = round(sum(facts.pauses), 3)
     record.update(facts.machine)
     if status != "ok":
-        tb = next((e["text"] for e in events if e["e"] == "traceback"), "")
+        tb = next((e["text"] for e in events if e["e"] == protocol.TRACEBACK), "")
         record["log_tail"] = (tb + "\n" + facts.log_tail)[-3000:]
     record.update(facts.attempt)
     if facts.lock_intact is False and status not in ("cancelled", "preempted"):
@@ -130,35 +99,19 @@ def build_record(point: dict, derived: PointFacts, events: list[dict], samples: 
     return record
 
 
-def _first(events: list[dict], kind: str) -> dict:
-    return next((e for e in events if e["e"] == kind), {})
-
-
-def reported_status(events: list[dict]) -> str | None:
-    """The status the trainer itself reported last; None where it reported none."""
-    return next((e["status"] for e in reversed(events) if e["e"] == "status"), None)
-
-
-def cap_suspected(events: list[dict], memory_limit_mb: float | None, over_memory: bool) -> bool:
-    """Whether the hard cap may have ended the point, so that the runner looks for its traces
-    (dlbench.node.memcap.ended_by_cap): only a point under a budget that the monitor did not end and that did not
-    finish well. A harmless allocator warning in an ok point's log ("out of memory" in TensorFlow's) says nothing."""
-    return bool(memory_limit_mb) and not over_memory and reported_status(events) not in ("ok", "diverged")
-
-
 def status_of(events: list[dict], facts: Facts) -> tuple[str, str | None]:
     """The point's status and its reason, from what happened: how the runner ended it, a stop of the job, the
     memory guards, else what the trainer said, else how it died (its exit code or signal)."""
-    last = next((e for e in reversed(events) if e["e"] == "status"), None)
+    last = next((e for e in reversed(events) if e["e"] == protocol.STATUS), None)
     returncode = facts.returncode
     if facts.ended == "cancelled":
         return "cancelled", ("the job was cancelled (SIGTERM or SIGINT) before the point finished; "
                              "it runs again next time")
     if facts.ended == "preempted":
-        refused = slurm_job.requeue_refused()
-        if refused:
+        if facts.requeue_refused:
             return "preempted", (f"SLURM preempted the job before the point finished and refused to requeue it "
-                                 f"(scontrol: {refused}); the point ends as failed so that the sweep goes on")
+                                 f"(scontrol: {facts.requeue_refused}); the point ends as failed so that the sweep "
+                                 "goes on")
         return "preempted", "SLURM preempted the job before the point finished; the job requeued itself"
     if facts.pauses:
         return "suspended", (f"the job was stopped for {sum(facts.pauses):.0f} s while the point measured "
@@ -179,9 +132,9 @@ def status_of(events: list[dict], facts: Facts) -> tuple[str, str | None]:
         if facts.oom_killed:  # the SIGKILL was the kernel's: the point outgrew its memory cgroup (a job's limit)
             return "oom", facts.oom_killed
         return "killed", f"the trainer was killed by {statuses.signal_name(-returncode)}"
-    if returncode == TRAINER_EXIT["disk_full"]:
+    if returncode == protocol.EXIT["disk_full"]:
         return "disk_full", "the trainer could not write its events: no space left on the device"
-    if returncode is not None and not any(e["e"] == "process_start" for e in events):
+    if returncode is not None and not any(e["e"] == protocol.PROCESS_START for e in events):
         return "env_damaged", (f"the trainer exited with code {returncode} before it could start (its interpreter "
                                "or the dlbench package cannot be loaded in the framework's environment)")
     return "error", f"the trainer exited with code {returncode} before reporting a status"
@@ -205,7 +158,7 @@ def merged_info(events: list[dict]) -> dict:
     """The trainer's `info` events as one: a later one adds to an earlier one (its `build` too)."""
     info: dict = {}
     for e in events:
-        if e["e"] == "info":
+        if e["e"] == protocol.INFO:
             build = {**info.get("build", {}), **e.get("build", {})}
             info.update(e)
             info["build"] = build
@@ -219,9 +172,9 @@ def phases(events: list[dict]) -> list[tuple[str, float, float]]:
     open_at: dict[str, float] = {}
     out = []
     for e in events:
-        if e["e"] == "phase_start":
+        if e["e"] == protocol.PHASE_START:
             open_at[e["name"]] = e["t"]
-        elif e["e"] == "phase_end" and e["name"] in open_at:
+        elif e["e"] == protocol.PHASE_END and e["name"] in open_at:
             out.append((e["name"], open_at.pop(e["name"]), e["t"]))
     last_t = events[-1]["t"] if events else 0.0
     out += [(name, start, last_t) for name, start in open_at.items()]  # cut short by a failure
@@ -251,8 +204,8 @@ def curve_rows(events: list[dict], t0: float) -> list[dict]:
     """Train and test rows of the learning curve; `t` in seconds since launch, as in the samples."""
     rows = []
     for e in events:
-        if e["e"] in ("step", "test"):
-            row = {"kind": "train" if e["e"] == "step" else "test", **{k: e.get(k) for k in CURVE_FIELDS[1:]}}
+        if e["e"] in (protocol.STEP, protocol.TEST):
+            row = {"kind": "train" if e["e"] == protocol.STEP else "test", **{k: e.get(k) for k in CURVE_FIELDS[1:]}}
             row["t"] = round(e["t"] - t0, 4)
             rows.append(row)
     return rows

@@ -3,8 +3,8 @@
 A job being preempted requeues itself (dlbench.node.slurm_job). Where SLURM refuses (the job was submitted with
 --no-requeue, the cluster has JobRequeue=0), the job still ends PREEMPTED, which Snakemake's SLURM plugin counts
 as running for ever. So the attempt the runner kept (status `preempted`, scontrol's words in its reason) is
-published as the point's record, its curve and samples empty: the point is a failed point, and the workflow's
-next run keeps it (dlbench.record.incomplete) rather than wait for a job that never comes back.
+published as the point's record, made from its raw measurement with its tables: the point is a failed point, and
+the workflow's next run keeps it (dlbench.record.incomplete) rather than wait for a job that never comes back.
 """
 
 from __future__ import annotations
@@ -18,8 +18,7 @@ from pathlib import Path
 
 from dlbench.node import slurm_job
 from dlbench.record import store
-from dlbench.run.build_record import CURVE_FIELDS
-from dlbench.run.monitor import SAMPLE_FIELDS
+from dlbench.run import derive
 
 
 @contextlib.contextmanager
@@ -39,14 +38,13 @@ def settled(out_dir: str | Path) -> Iterator[None]:
 
 
 def publish_last_attempt(out_dir: Path) -> dict:
-    """The point's newest kept attempt (a job ended mid-point: no tables of its own) as its record, with empty
-    tables. Kept once: the attempt the runner kept is the one published."""
+    """The point's newest kept attempt (a job ended mid-point) as its record, made again from its raw measurement
+    with its tables. Kept once: the attempt the runner kept is the one published."""
     attempt = store.attempts(out_dir)[-1].parent
-    record = store.read(attempt / store.RESULT)
     with tempfile.TemporaryDirectory(dir=out_dir.parent, prefix=f".{out_dir.name}.settle-") as work:
         for file in store.RUN_FILES:
             if (attempt / file).exists():
                 shutil.copy(attempt / file, Path(work) / file)
-        store.publish(out_dir, work, record, [("curve.csv", CURVE_FIELDS, []), ("samples.csv", SAMPLE_FIELDS, [])],
-                        attempt.name)
-    return record
+        made = derive.record_of(work)
+        store.publish(out_dir, work, made.record, made.tables, attempt.name, raw_files=made.raw_files)
+    return made.record

@@ -31,9 +31,10 @@ import yaml
 
 from dlbench.datasets import catalog, prepare
 from dlbench.environments import build
+from dlbench.frameworks import protocol
 from dlbench.paths import ROOT as REPO
 from dlbench.record import statuses, store
-from dlbench.run import runner
+from dlbench.run import measure, runner
 from dlbench.run.options import RunOptions
 from dlbench.study import sweep
 from dlbench.testing import sandbox
@@ -51,9 +52,9 @@ def point(**sweep_values) -> dict:
 @contextlib.contextmanager
 def small_trainer(step_s: float = STEP_S, allocate_mb_per_s: float = 0.0):
     """Within the block, the points this process starts, and those of the jobs and Snakemake runs it starts
-    (they inherit its environment), run the small trainer (runner.TRAINER_VARIABLE), each step lasting step_s
+    (they inherit its environment), run the small trainer (measure.TRAINER_VARIABLE), each step lasting step_s
     and allocating allocate_mb_per_s (dlbench.testing.small_trainer)."""
-    with sandbox.environment({runner.TRAINER_VARIABLE: SMALL_TRAINER, small.STEP_S: f"{step_s:g}",
+    with sandbox.environment({measure.TRAINER_VARIABLE: SMALL_TRAINER, small.STEP_S: f"{step_s:g}",
                               small.ALLOCATE_MB_PER_S: f"{allocate_mb_per_s:g}"}):
         yield
 
@@ -88,7 +89,7 @@ class Lab:
 
     def trainer_python(self) -> str:
         """The interpreter for the trainer the runner starts now: this one for the small trainer, else PyTorch's."""
-        return self.small_python if runner.trainer_module() == SMALL_TRAINER else self.python
+        return self.small_python if measure.trainer_module() == SMALL_TRAINER else self.python
 
     def out(self, name: str) -> Path:
         return self.root / "runs" / name
@@ -97,7 +98,7 @@ class Lab:
         """Seconds a point takes here, now, from its launch to its training (the interpreter, the framework's
         import, the data, the model): silent phases, which a loaded machine stretches many times over.
         Measured once per lab and trainer (PyTorch, or the small trainer), on a point of one iteration."""
-        trainer = runner.trainer_module()
+        trainer = measure.trainer_module()
         if trainer not in self._startup_s:
             name = "startup-small" if trainer == SMALL_TRAINER else "startup"
             r = runner.run_point(point(iterations=1), self.digits, self.out(name),
@@ -161,7 +162,7 @@ def trainer_killed(lab: Lab) -> dict:
 
 def _is_trainer(cmdline: list[str] | None) -> bool:
     """Whether a command line is a trainer's: dlbench.frameworks.trainer, or the small trainer."""
-    return bool(cmdline) and any(module in cmdline for module in (runner.TRAINER, SMALL_TRAINER))
+    return bool(cmdline) and any(module in cmdline for module in (measure.TRAINER, SMALL_TRAINER))
 
 
 def _trainers_in(folder: Path) -> list[psutil.Process]:
@@ -175,7 +176,7 @@ def _wait_for_training(out: Path, timeout: float = 300, reported_a_step: bool = 
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         for partial in out.parent.glob(f".{out.name}.partial-*"):
-            events = runner.read_events(partial / "events.jsonl")
+            events = protocol.read(partial / "events.jsonl")
             if any(e["e"] == "step" if reported_a_step else (e["e"] == "phase_start" and e["name"] == "train")
                    for e in events):
                 for proc in psutil.process_iter(["pid", "cmdline"]):
@@ -221,7 +222,7 @@ def job_cancelled(lab: Lab) -> dict:
     p = point(iterations=100000)
     out = lab.out("cancelled")
     env_json = lab.root / "cancelled-env.json"
-    env_json.write_text(json.dumps({"python": lab.trainer_python()}))
+    env_json.write_text(json.dumps({"env": "pytorch", "kind": "site", "python": lab.trainer_python()}))
     job = subprocess.Popen([sys.executable, "-m", "dlbench.cli", "train", "--point", json.dumps(p),
                             "--dataset-dir", str(lab.digits), f"--env={env_json}", "--out", str(out)], cwd=REPO)
     trainer = _wait_for_training(out)
@@ -355,8 +356,8 @@ def rerun_fails(lab: Lab) -> dict:
 @on_small_trainer()
 def bad_record(lab: Lab) -> dict:
     """A metrics.json that is not a record (invalid UTF-8 in one, another cut to its first 72 bytes): the dry run
-    names it, the aggregation keeps both points as `damaged` rows naming the fix, and `--forcerun` of the file
-    measures the point again."""
+    names it, the aggregation keeps both points as `damaged` rows naming the fix, and the fix (`--forcerun records`)
+    makes both records again from their raw measurements, training nothing."""
     cfg = {"datasets": ["digits"], "frameworks": ["pytorch"], "preset": ["caffe"],
            "sweep": {"iterations": [30], "learning_rate": [0.01, 0.02, 0.03], "threads": [1]}}
     wf, cmd = _workflow(lab, "badrecord", cfg)
@@ -373,16 +374,16 @@ def bad_record(lab: Lab) -> dict:
     damaged = {} if runs is None else dict(zip(runs.run_id, runs.status))
     bad_ids = [p.parent.name for p in results[:2]]
     named = [ln for ln in (dry.stderr + log).splitlines() if str(results[0]) in ln or "not UTF-8" in ln]
-    # the fix the row names: the point is measured again
-    fixed = subprocess.run(cmd + ["--forcerun", str(results[1].relative_to(wf))], cwd=wf, capture_output=True,
-                           text=True, timeout=600)
-    remeasured = fixed.returncode == 0 and store.read(results[1])["status"] == "ok"
+    # the fix the row names: the records made again from the points' raw measurements, no point trained
+    fixed = subprocess.run(cmd + ["--forcerun", "records"], cwd=wf, capture_output=True, text=True, timeout=600)
+    made_again = (fixed.returncode == 0 and "rule train" not in fixed.stdout
+                  and all(store.read(p)["status"] == "ok" for p in results[:2]))
     survived = (dry.returncode == 0 and again.returncode == 0 and len(damaged) == 3 and len(named) >= 2
-                and all(damaged.get(i) == statuses.DAMAGED for i in bad_ids) and remeasured)
+                and all(damaged.get(i) == statuses.DAMAGED for i in bad_ids) and made_again)
     return _row("a result file that is not a record", "invalid UTF-8 in one metrics.json, another cut to 72 bytes",
                 survived, runs is None or len(runs) != 3, rows_after=None if runs is None else len(runs),
                 statuses={i: damaged.get(i) for i in bad_ids}, reasons=[] if runs is None else
-                list(runs.loc[runs.run_id.isin(bad_ids), "reason"]), remeasured=remeasured, lines=named[:2])
+                list(runs.loc[runs.run_id.isin(bad_ids), "reason"]), made_again=made_again, lines=named[:2])
 
 
 @on_small_trainer()
@@ -399,7 +400,7 @@ def trainer_hangs(lab: Lab) -> dict:
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline and not any(  # some progress first, so that the record shows it
             e["e"] == "step" for partial in out.parent.glob(f".{out.name}.partial-*")
-            for e in runner.read_events(partial / "events.jsonl")):
+            for e in protocol.read(partial / "events.jsonl")):
         time.sleep(0.2)
     stopped = time.monotonic()
     os.kill(trainer, signal.SIGSTOP)
@@ -439,7 +440,7 @@ def snakemake_main_killed(lab: Lab) -> dict:
     while time.monotonic() < deadline:
         partials = list(runs.rglob(".*.partial-*"))
         if any(e["e"] == "phase_start" and e["name"] == "train"
-               for p in partials for e in runner.read_events(p / "events.jsonl")):
+               for p in partials for e in protocol.read(p / "events.jsonl")):
             break
         time.sleep(0.2)
     os.kill(sm.pid, signal.SIGKILL)  # the main process only: its job lives on

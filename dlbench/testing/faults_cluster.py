@@ -20,7 +20,7 @@ from dlbench.node import oomkill
 from dlbench.paths import ROOT as REPO
 from dlbench.record import store
 from dlbench.rules import stale_locks
-from dlbench.run import runner
+from dlbench.run import measure
 from dlbench.testing import small_trainer as small
 from dlbench.testing.faults import SMALL_TRAINER, Lab, _row, _wait_for_training, on_small_trainer, point
 from dlbench.testing.faults_machine import _job_command
@@ -90,7 +90,7 @@ def requeue_refused(lab: Lab) -> dict:
     env = {**_on_path(lab.root / "refusing-scontrol", "scontrol", REFUSING_SCONTROL), "SLURM_JOB_ID": "4242",
            "SLURM_RESTART_COUNT": "0"}
     env_json = lab.root / "requeue-refused-env.json"
-    env_json.write_text(json.dumps({"python": lab.trainer_python()}))
+    env_json.write_text(json.dumps({"env": "pytorch", "kind": "site", "python": lab.trainer_python()}))
     job = subprocess.Popen([sys.executable, "-c", JOB, json.dumps(point(iterations=100000)), str(lab.digits),
                             str(env_json), str(out)], cwd=REPO, env=env, stdout=subprocess.PIPE,
                            stderr=subprocess.PIPE, text=True)
@@ -163,7 +163,7 @@ def cgroup_oom_kill(lab: Lab) -> dict:
                     skipped=why)
     out = lab.out("cgroup-oom")
     shutil.rmtree(out, ignore_errors=True)
-    env = {**os.environ, runner.TRAINER_VARIABLE: SMALL_TRAINER, small.STEP_S: "0.01",
+    env = {**os.environ, measure.TRAINER_VARIABLE: SMALL_TRAINER, small.STEP_S: "0.01",
            small.ALLOCATE_MB_PER_S: "1000"}
     # The job joins the group before it execs, as slurmstepd puts a job's task in it: the runner and the trainer
     # it starts are in it, under its limit.

@@ -26,11 +26,12 @@ from pathlib import Path
 import numpy as np
 
 from dlbench.aggregate import collect
+from dlbench.frameworks import protocol
 from dlbench.node import locks
 from dlbench.paths import ROOT as REPO
-from dlbench.record import store
+from dlbench.record import raw, store
 from dlbench.record.statuses import DAMAGED, EXIT_RETRY
-from dlbench.run import runner
+from dlbench.run import measure, runner
 from dlbench.run.options import RunOptions
 from dlbench.study import config, sweep
 from dlbench.testing.faults import Lab, _row, _wait_for_training, _workflow, on_small_trainer, point
@@ -46,7 +47,7 @@ def _job_command(lab: Lab, p: dict, out: Path, *extra: str, python: str | None =
     """The training job's command line as Snakemake runs it (dlbench.cli train), its environment's JSON written."""
     env_json = out.parent / f"{out.name}-env.json"
     out.parent.mkdir(parents=True, exist_ok=True)
-    env_json.write_text(json.dumps({"python": python or lab.trainer_python()}))
+    env_json.write_text(json.dumps({"env": "pytorch", "kind": "site", "python": python or lab.trainer_python()}))
     return [sys.executable, "-m", "dlbench.cli", "train", "--point", json.dumps(p), "--dataset-dir",
             str(lab.digits), f"--env={env_json}", "--out", str(out), *extra]
 
@@ -82,7 +83,7 @@ def lock_timeout_retried(lab: Lab) -> dict:
     wf, cmd = _workflow(lab, "lockretry", cfg)
     (p,) = sweep.expand(config.validate(dict(cfg)))
     out = wf / "results" / "runs" / "pytorch" / "digits" / p["id"]
-    target = str(out.relative_to(wf) / store.RESULT)
+    target = str(out.relative_to(wf) / raw.MEASUREMENT)  # the train rule's output
     # The point's inputs first: their preparation is heavy work, which waits for the lock held below to be free.
     subprocess.run(cmd[:3] + ["resources/datasets/digits/data.npz", "resources/envs/pytorch.json"] + cmd[3:], cwd=wf,
                    capture_output=True, text=True, check=True, timeout=600)
@@ -228,7 +229,7 @@ def trainer_unkillable(lab: Lab) -> dict:
     p = point(iterations=100000)
     out = lab.out("unkillable")
     lock = lab.root / "unkillable.lock"
-    saved, runner.KILL_WAIT_S = runner.KILL_WAIT_S, 5.0
+    saved, measure.KILL_WAIT_S = measure.KILL_WAIT_S, 5.0
     try:
         with _frozen_cgroup(f"dlbench-fault-{os.getpid()}") as group:
             hang = lab.hang_s(4)
@@ -245,7 +246,7 @@ def trainer_unkillable(lab: Lab) -> dict:
             with locks.flocked(lock, wait=False) as free:
                 lock_free = free is not None
     finally:
-        runner.KILL_WAIT_S = saved
+        measure.KILL_WAIT_S = saved
     return _row("trainer stuck in the kernel", f"its cgroup frozen (state D, SIGKILL pending), hang_s = {hang:g}, "
                 "kill wait 5 s", result.get("status") == "hung" and "left behind" in (result.get("reason") or "")
                 and lock_free, not (out / store.RESULT).exists(), status=result.get("status"),
@@ -410,7 +411,7 @@ def unpublished_kept(lab: Lab) -> dict:
     partial = None
     while time.monotonic() < deadline and partial is None:
         for folder in out.parent.glob(f".{out.name}.partial-*"):
-            if any(e["e"] == "status" for e in runner.read_events(folder / "events.jsonl")):
+            if any(e["e"] == "status" for e in protocol.read(folder / "events.jsonl")):
                 partial = folder
         time.sleep(0.2)
     os.kill(job.pid, signal.SIGKILL)
@@ -418,7 +419,7 @@ def unpublished_kept(lab: Lab) -> dict:
     runner.run_point(point(iterations=10), lab.digits, out, RunOptions(python=lab.trainer_python()))
     kept = [f for f in (out / store.ATTEMPTS).glob("*-unpublished")]
     finished = bool(kept) and any(e["e"] == "status" and e["status"] == "ok"
-                                  for e in runner.read_events(kept[0] / "events.jsonl"))
+                                  for e in protocol.read(kept[0] / "events.jsonl"))
     return _row("runner killed between training and publishing", "SIGSTOP to the runner until its trainer "
                 "finished, then SIGKILL; the point run again", finished, not finished,
                 kept=[f.name for f in kept])

@@ -28,7 +28,7 @@ from dlbench.present import partial
 from dlbench.record import store
 from dlbench.record.statuses import EXIT_RETRY
 from dlbench.rules import stale_locks
-from dlbench.run import runner
+from dlbench.run import measure, runner
 from dlbench.run.options import RunOptions
 from dlbench.testing import sandbox, study
 from dlbench.testing import small_trainer as small
@@ -108,7 +108,7 @@ def private_lock_folder(lab: Lab) -> dict:
     folder = lab.root / "jobtmp"
     folder.mkdir(exist_ok=True)
     env = {**os.environ, "SLURM_JOB_ID": "4242", "SLURM_RESTART_COUNT": "0",
-           runner.TRAINER_VARIABLE: "dlbench.testing.small_trainer"}
+           measure.TRAINER_VARIABLE: "dlbench.testing.small_trainer"}
     seen = {}
     for name, private in (("private", folder), ("node's", None)):
         out = lab.out(f"privatelock-{name[:4]}")
@@ -270,7 +270,7 @@ def nvml_hangs(lab: Lab) -> dict:
     site.mkdir()
     (site / "pynvml.py").write_text(FAKE_PYNVML)
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(site), os.environ.get("PYTHONPATH", "")]),
-           runner.TRAINER_VARIABLE: "dlbench.testing.small_trainer"}
+           measure.TRAINER_VARIABLE: "dlbench.testing.small_trainer"}
     env.pop("DLBENCH_GPU_DEVICES", None)
     seen = {}
     for device in ("cpu", "gpu"):

@@ -4,7 +4,7 @@
 
 rule aggregate:
     input:
-        metrics=METRICS,
+        records="results/records.json",  # the study's records, each made by the current code
         peak="results/machine/peak.json",
     output:
         runs="results/runs.parquet",

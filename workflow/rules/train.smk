@@ -1,6 +1,7 @@
-# One training job per point, in its framework's environment, monitored from outside; and this
-# machine's GEMM peaks (float32, and bfloat16 where the study has bf16 points), the yardsticks of the
-# achieved GFLOP/s.
+# One training job per point, in its framework's environment, monitored from outside: its output is the raw
+# measurement (dlbench/record/raw.py), which it also makes into the point's record (the record rule makes records
+# again, workflow/rules/records.smk); and this machine's GEMM peaks (float32, and bfloat16 where the study has
+# bf16 points), the yardsticks of the achieved GFLOP/s.
 
 
 rule train:
@@ -11,9 +12,9 @@ rule train:
         env=TRAIN["env_file"],
         prepared=TRAIN["prepared_input"],
     output:
-        metrics="results/runs/{framework}/{dataset}/{point}/metrics.json",
-        curve="results/runs/{framework}/{dataset}/{point}/curve.csv",
-        samples="results/runs/{framework}/{dataset}/{point}/samples.csv",
+        # written last, naming the raw files beside it (the trainer's events and log, the monitor's samples, the
+        # point); the record (metrics.json, curve.csv, samples.csv) lies beside it too
+        measurement="results/runs/{framework}/{dataset}/{point}/measurement.json",
     log:
         "results/runs/{framework}/{dataset}/{point}/job.log",
     # A failure of the machine (dlbench/record/statuses.py) fails the job, which runs again this many times, and
@@ -42,7 +43,8 @@ rule train:
     params:
         # The point itself: a changed point is a new id (and path) anyway; its params keep the record's input.
         point=TRAIN["point"],
-        # Changing a framework's adapter (or the shared trainer code) reruns its points only.
+        # What the job runs (dlbench/rules/code_digest.py): changing a framework's adapter reruns its points only,
+        # the measurement or the shared trainer code every point; a comment, a record's field, a chart none.
         code=TRAIN["code"],
         # The point's environment, one value (dlbench/environments/environment.py): another one reruns the point.
         env=TRAIN["env"],

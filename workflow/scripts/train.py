@@ -10,7 +10,7 @@ sm = snakemake  # noqa: F821 - the object Snakemake gives a script
 
 
 def main() -> int:
-    out = Path(sm.output.metrics).parent
+    out = Path(sm.output.measurement).parent
     # attempt and retries are resources, not params: a changed --retries must not rerun finished points.
     options = RunOptions.of_job(sm.params.runner, env=jobs.environment(sm.input.env[0] if sm.input.env else None,
                                                                        sm.params.env),
