@@ -258,6 +258,26 @@ def test_the_adopted_measurements_are_noted_until_snakemake_has_their_metadata(p
     assert earlier_layout.pending_metadata(pending) == [str(tmp_path / n / raw.MEASUREMENT) for n in ("a", "b")]
 
 
+def test_an_adopted_points_prepared_input_keeps_its_preparation(tmp_path):
+    """Caffe's HDF5 files, written before the code digest took its new form: their Snakemake record is removed, so
+    that the digest's new form alone does not prepare them again (and train every Caffe point with them), and they
+    are noted for the metadata of the next run; a file not there, or with no record, is left as it is."""
+    from base64 import urlsafe_b64encode
+
+    metadata, pending = tmp_path / ".snakemake/metadata", tmp_path / "pending.json"
+    metadata.mkdir(parents=True)
+    kept, missing, unrecorded = (str(tmp_path / name) for name in ("train.h5", "test.h5", "meta.json"))
+    Path(kept).write_text("x")
+    Path(unrecorded).write_text("x")
+    record = {f: metadata / urlsafe_b64encode(f.encode()).decode() for f in (kept, missing)}
+    for r in record.values():
+        r.write_text("{}")
+    earlier_layout.adopt_all([], pending)  # nothing adopted: nothing noted
+    assert earlier_layout.forget_preparations([kept, missing, unrecorded], pending, metadata) == [kept]
+    assert not record[kept].exists() and record[missing].exists()
+    assert earlier_layout.pending_metadata(pending) == [kept]
+
+
 def test_a_record_that_is_not_one_is_made_again_from_its_measurement(point, tmp_path):
     """Invalid UTF-8 or JSON cut short in metrics.json: the record rule makes it again, whole."""
     folders = study(tmp_path, point, 2)

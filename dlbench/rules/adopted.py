@@ -1,4 +1,5 @@
-"""Snakemake's metadata for the train jobs of points adopted from an earlier layout (dlbench.run.earlier_layout).
+"""Snakemake's metadata for the train jobs of points adopted from an earlier layout, and for the preparation of
+their inputs (dlbench.run.earlier_layout).
 
 Snakemake compares a job's params, the code digest of what it runs among them, only where it has metadata for
 the job's output; an adopted point's measurement.json has none, so a later change to its framework's adapter
@@ -13,7 +14,6 @@ from __future__ import annotations
 
 import os
 
-from dlbench.record import raw
 from dlbench.run import earlier_layout
 
 
@@ -26,8 +26,7 @@ def record(workflow, pending: str | os.PathLike = earlier_layout.PENDING, say=pr
     try:
         for job in workflow.dag.jobs:
             outputs = [str(f) for f in job.output]
-            if any(os.path.basename(f) == raw.MEASUREMENT and f in wanted for f in outputs) \
-                    and not workflow.persistence.has_metadata(job):
+            if any(f in wanted for f in outputs) and not workflow.persistence.has_metadata(job):
                 workflow.async_run(workflow.persistence.finished(job))
                 given += 1
     except (AttributeError, TypeError) as exc:

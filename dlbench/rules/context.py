@@ -189,6 +189,10 @@ class Study:
         adopted = earlier_layout.adopt_all(run_dir(p) for p in self.points.values())
         if adopted:
             self._say(earlier_layout.said(adopted))
+            # their prepared inputs too: the digest's new form is no change to the code that wrote them
+            by_folder = {run_dir(p): p for p in self.points.values()}
+            earlier_layout.forget_preparations(sorted({f for folder in adopted if folder in by_folder
+                                                       for f in self.prepared_files(by_folder[folder])}))
 
     def record_status(self, p: dict) -> str | None:
         """The status of a point's existing record (None: none yet), read once per point."""

@@ -24,6 +24,7 @@ import csv
 import json
 import os
 import re
+from base64 import urlsafe_b64encode
 from pathlib import Path
 
 from dlbench.atomic import write_text
@@ -35,6 +36,8 @@ from dlbench.study import point_facts
 SAMPLES = "samples.csv"
 # The adopted measurements whose train jobs have no Snakemake metadata yet (dlbench.rules.adopted gives it).
 PENDING = os.path.join("results", "runs", ".adopted-without-metadata.json")
+# Where Snakemake's file persistence keeps each output's record (its name: the path, URL-safe base64).
+METADATA = os.path.join(".snakemake", "metadata")
 # What store.publish adds to a record, never build_record: not a fact of the attempt.
 BOOKKEEPING = ("attempt_id", "files")
 _UNREAPED = re.compile(r"; the trainer \(pid (\d+)\) did not exit within ([0-9.]+) s of SIGKILL.*$", re.S)
@@ -98,6 +101,23 @@ def adopt_all(folders, pending: str | os.PathLike = PENDING) -> list[str]:
         write_text(pending, json.dumps(sorted({*pending_metadata(pending),
                                                *(os.path.join(f, raw.MEASUREMENT) for f in adopted)})))
     return adopted
+
+
+def forget_preparations(files, pending: str | os.PathLike = PENDING, metadata: str | os.PathLike = METADATA
+                        ) -> list[str]:
+    """The prepared inputs of the adopted points (Caffe's HDF5 files, written by code that has not changed since):
+    their Snakemake records removed, so that the code digest's new form alone does not prepare them again and, with
+    them, train every point that reads them; each noted pending like an adopted measurement, to be given its
+    metadata as now at the next run (dlbench.rules.adopted). The files whose record was removed."""
+    forgotten = []
+    for f in files:
+        record = Path(metadata) / urlsafe_b64encode(str(f).encode()).decode()  # Snakemake's file persistence
+        if os.path.exists(f) and record.is_file():
+            record.unlink()
+            forgotten.append(str(f))
+    if forgotten:
+        write_text(pending, json.dumps(sorted({*pending_metadata(pending), *forgotten})))
+    return forgotten
 
 
 def pending_metadata(pending: str | os.PathLike = PENDING) -> list[str]:
