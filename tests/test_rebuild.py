@@ -258,6 +258,20 @@ def test_the_adopted_measurements_are_noted_until_snakemake_has_their_metadata(p
     assert earlier_layout.pending_metadata(pending) == [str(tmp_path / n / raw.MEASUREMENT) for n in ("a", "b")]
 
 
+def test_a_record_from_before_the_adapters_took_their_defaults_is_trained_again(point, tmp_path):
+    """A record without memory_format_in_effect was made when PyTorch's CPU points ran channels-last, an opt-in
+    its users do not get: it is not adopted (its point trains again), where the same record with it is."""
+    earlier(tmp_path / "now", point, events(), facts(), samples())
+    earlier(tmp_path / "before", point, events(), facts(), samples())
+    record = json.loads((tmp_path / "before" / store.RESULT).read_text())
+    assert earlier_layout.SINCE_DEFAULTS in record
+    del record[earlier_layout.SINCE_DEFAULTS]
+    (tmp_path / "before" / store.RESULT).write_text(json.dumps(record))
+    assert not store.disagreement(tmp_path / "before" / store.RESULT, store.read(tmp_path / "before" / store.RESULT))
+    adopted = earlier_layout.adopt_all([tmp_path / "now", tmp_path / "before"], tmp_path / "pending.json")
+    assert adopted == [str(tmp_path / "now")] and not (tmp_path / "before" / raw.MEASUREMENT).exists()
+
+
 def test_an_adopted_points_prepared_input_keeps_its_preparation(tmp_path):
     """Caffe's HDF5 files, written before the code digest took its new form: their Snakemake record is removed, so
     that the digest's new form alone does not prepare them again (and train every Caffe point with them), and they

@@ -38,6 +38,10 @@ SAMPLES = "samples.csv"
 PENDING = os.path.join("results", "runs", ".adopted-without-metadata.json")
 # Where Snakemake's file persistence keeps each output's record (its name: the path, URL-safe base64).
 METADATA = os.path.join(".snakemake", "metadata")
+# A field every record has had since each adapter trains as its framework's users get it (no opt-in speed-up in a
+# default point; before, PyTorch's CPU points ran channels-last): a record without it is no measurement of the
+# point as it is now, so its point is not adopted but trained again.
+SINCE_DEFAULTS = "memory_format_in_effect"
 # What store.publish adds to a record, never build_record: not a fact of the attempt.
 BOOKKEEPING = ("attempt_id", "files")
 _UNREAPED = re.compile(r"; the trainer \(pid (\d+)\) did not exit within ([0-9.]+) s of SIGKILL.*$", re.S)
@@ -74,7 +78,8 @@ def _number(text: str):
 
 def adopt(out_dir: str | os.PathLike) -> bool:
     """Give a point folder of an earlier layout its raw measurement (see the module's doc); False where there is
-    nothing to adopt: a measurement already, no record, or a record that is not whole (that point trains again)."""
+    nothing to adopt: a measurement already, no record, a record that is not whole, or one made before the adapters
+    took their frameworks' defaults (SINCE_DEFAULTS): that point trains again."""
     out = Path(out_dir)
     if (out / raw.MEASUREMENT).exists() or not (out / store.RESULT).exists():
         return False
@@ -83,6 +88,8 @@ def adopt(out_dir: str | os.PathLike) -> bool:
     except (OSError, store.BadRecord):
         return False
     if store.disagreement(out / store.RESULT, record) or not (out / raw.POINT).exists():
+        return False
+    if SINCE_DEFAULTS not in record:  # its adapter's switches unknown (PyTorch's ran channels-last): measured again
         return False
     launched = t_launch(record, protocol.read(out / raw.EVENTS))
     samples = samples_of(out / SAMPLES, launched) if (out / SAMPLES).exists() else []
