@@ -502,3 +502,14 @@ def test_the_per_framework_charts_draw_a_study_whose_every_run_failed(tmp_path):
         at_presets = groups.preset_points(frames.points(gone))
         assert {r["layer"] for r in rows} == {"failed"} and len(rows) == len(at_presets) == 1, name
         assert (tmp_path / f"{name}.svg").read_text().lstrip().startswith("<svg")
+
+
+def test_a_log_axis_labels_a_value_near_every_mark():
+    """The default study's training times run from 2.9 to 14.9 s: Vega's own ticks stop at 10, so the top marks had
+    no labelled value near them; the ticks given cover the range, inside it, denser for a narrow one."""
+    from dlbench.present.charts.pieces import log_ticks
+
+    narrow = log_ticks(2.9, 14.9)
+    assert narrow[0] == 3 and narrow[-1] == 14 and 12 in narrow and all(2.9 <= v <= 14.9 for v in narrow)
+    assert log_ticks(0.5, 60) == [0.5, 1, 2, 5, 10, 20, 50]
+    assert log_ticks(5, 5) == [] and log_ticks(0, 10) == []

@@ -46,6 +46,7 @@ from dlbench.analysis.verdicts import (
     headline,
     judgement_text,
     leader_text,
+    number,
     shortened_text,
     state,
     value,
@@ -88,17 +89,17 @@ def provider_guidance(runs: pd.DataFrame) -> list[str]:
                 continue
             best = ranked.drop_duplicates("framework")  # each framework's best settings, best first
             top = best.iloc[0]
-            whole = (f"{top.throughput_img_s:.4g} img/s on {top.threads:g} threads" if column == "img_s_per_core"
-                     else f"{top.throughput_img_s:.4g} img/s at {top.throughput_img_s / top[column]:.3g} GB")
+            whole = (f"{number(top.throughput_img_s)} img/s on {top.threads:g} threads" if column == "img_s_per_core"
+                     else f"{number(top.throughput_img_s)} img/s at {top.throughput_img_s / top[column]:.3g} GB")
             line = (f"On {dataset}/{device}, the most training throughput {per}: {top.framework} with "
-                    f"{top.settings}, {top[column]:.4g} img/s ({whole})")
+                    f"{top.settings}, {number(top[column])} img/s ({whole})")
             if len(best) > 1:
                 seeds = "per_core_by_seed" if column == "img_s_per_core" else "per_gb_by_seed"
                 result = stats.leader({r.framework: getattr(r, seeds) for r in best.itertuples()}, True,
                                       "throughput_img_s")
                 line += (f"; each framework's best setting, mean [95 % interval]: "
                          f"{leader_text(result, 'throughput_img_s')}; the best of the others: " + "; ".join(
-                             f"{r.framework} {getattr(r, column):.4g} img/s ({r.settings})"
+                             f"{r.framework} {number(getattr(r, column))} img/s ({r.settings})"
                              for r in best.iloc[1:].itertuples()))
             out.append(line + f" ({len(ranked)} settings of {len(best)} frameworks compared).")
     knobs = knob_wins(eff)
@@ -106,7 +107,7 @@ def provider_guidance(runs: pd.DataFrame) -> list[str]:
         out.append(f"{r.framework} on {r.dataset}/{r.device}: {r.winner} gave the most throughput per core in {r.wins} "
                    f"of {r.groups} settings where the library knobs varied alone, told apart from every other "
                    f"knob setting in {r.told} of them; e.g. with {r.example['base_settings'].iloc[0]}: " + ", ".join(
-                       f"{e.knobs} {e.img_s_per_core:.4g} img/s per core ({e.img_s_per_gb:.4g} per GB)"
+                       f"{e.knobs} {number(e.img_s_per_core)} img/s per core ({number(e.img_s_per_gb)} per GB)"
                        for e in r.example.itertuples())
                    + f": {r.example_leader.name} leads, {state(r.example_leader)}.")
     if knobs.empty:

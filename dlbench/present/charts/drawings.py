@@ -48,6 +48,7 @@ from dlbench.present.charts.pieces import (
     faceted,
     failed_shape,
     framework_color,
+    log_ticks,
     sample_note,
     slim,
     titled,
@@ -89,8 +90,11 @@ def per_framework(metric: str, label: str, log: bool):
                  else alt.Scale(zero=False, nice=False, padding=12))
         colour = framework_color(data)
         base = alt.Chart().encode(x=alt.X("framework:N", title=None, sort=FRAMEWORKS, axis=alt.Axis(labelAngle=0)))
+        drawn_values = pd.concat([data[c] for c in (metric, "ci_low", "ci_high", "failed_at") if c in data]).dropna()
+        axis = (alt.Axis(values=log_ticks(drawn_values.min(), drawn_values.max()) or alt.Undefined) if log
+                else alt.Undefined)
         ticks = base.transform_filter("datum.layer == 'mean'").mark_tick(thickness=3, size=34, opacity=1).encode(
-            y=alt.Y(f"{metric}:Q", title=label, scale=scale), color=colour,
+            y=alt.Y(f"{metric}:Q", title=label, scale=scale, axis=axis), color=colour,
             tooltip=[alt.Tooltip("framework:N"), alt.Tooltip("defaults:N"),
                      alt.Tooltip(f"{metric}:Q", format=".4g", title="mean"),
                      alt.Tooltip("ci_low:Q", format=".4g", title="95 % interval from"),

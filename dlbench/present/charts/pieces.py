@@ -162,3 +162,16 @@ def sample_note(shown: int, total: int, what: str, *extra: str) -> list[str]:
     if shown >= total:
         return []
     return [f"drawn: a random sample of {shown:,} of the {total:,} {what}" + "".join(f"; {e}" for e in extra)]
+
+
+def log_ticks(low: float, high: float) -> list[float]:
+    """Tick values for a log axis from low to high, dense enough that every mark has a labelled value near it:
+    Vega's own stop at the powers of ten and their multiples, so that a range of 3 to 15 labels nothing above 10."""
+    if not (np.isfinite(low) and np.isfinite(high)) or low <= 0 or high <= low:
+        return []
+    decades = np.log10(high / low)
+    steps = ((1, 1.2, 1.4, 1.6, 1.8, 2, 2.5, 3, 3.5, 4, 5, 6, 7, 8, 9) if decades < 1 else (1, 1.5, 2, 3, 4, 5, 7)
+             if decades < 2 else (1, 2, 5))
+    ticks = [m * 10.0 ** e for e in range(int(np.floor(np.log10(low))), int(np.ceil(np.log10(high))) + 1)
+             for m in steps]
+    return [float(f"{v:.3g}") for v in ticks if low <= v <= high]
