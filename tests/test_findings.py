@@ -602,3 +602,18 @@ def test_the_study_file_is_the_one_config_unchanged_by_overrides(tmp_path):
     assert context.study_file([config], {"repeats": 2}) == ""  # --config changed the study: not its shape
     assert context.study_file([config, tmp_path / "more.yaml"], {}) == ""
     assert context.study_file([], {}) == ""
+
+
+def test_the_study_file_param_does_not_change_when_a_finished_workflow_is_moved(tmp_path, monkeypatch):
+    """The findings rule's param: relative to the working directory, so that a workflow copied elsewhere finds its
+    findings up to date (an absolute path planned them again)."""
+    from dlbench.rules import context
+
+    for where in ("a", "b"):
+        (tmp_path / where / "config").mkdir(parents=True)
+        (tmp_path / where / "config" / "config.yaml").write_text("repeats: 4\n")
+    said = []
+    for where in ("a", "b"):
+        monkeypatch.chdir(tmp_path / where)
+        said.append(context.study_file(["config/config.yaml"], {}))
+    assert said == ["config/config.yaml", "config/config.yaml"]

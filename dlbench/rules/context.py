@@ -77,9 +77,15 @@ def own_package(root: str, environ=os.environ) -> None:
 
 def study_file(configfiles, overrides) -> str:
     """The config file a study ran as it is, where one was given and --config changed nothing in it (the findings
-    quote its calibration, dlbench.present.calibrated); "" otherwise."""
+    quote its calibration, dlbench.present.calibrated); "" otherwise. Relative to the working directory where it
+    lies inside it: the findings rule's param, which must not change when a finished workflow is moved."""
     files = [Path(f).resolve() for f in configfiles]
-    return str(files[-1]) if len(set(files)) == 1 and not overrides else ""
+    if len(set(files)) != 1 or overrides:
+        return ""
+    try:
+        return str(files[-1].relative_to(Path.cwd().resolve()))
+    except ValueError:
+        return str(files[-1])
 
 
 def read_config(config: dict, configfiles, schema: str) -> dict:
