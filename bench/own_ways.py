@@ -3,7 +3,10 @@
 Run inside the framework's environment (bench/script_parity.py starts it there, with the variables the runner
 gives a trainer):
 
-    ENV_PYTHON bench/own_ways.py FRAMEWORK POINT_JSON DATASET_DIR
+    ENV_PYTHON bench/own_ways.py WAY POINT_JSON DATASET_DIR
+
+WAY is a framework's name (its own way), or one of TensorFlow's two others: tensorflow_migrated (the study's
+script as TensorFlow's migration guide has TensorFlow 2 run it) and keras_fit (Keras `fit`, TensorFlow 2's own).
 
 POINT_JSON is the own-defaults point dlbench trains on the other side of the pair: its data (the prepared dataset
 after the point's input handling, read by dlbench.datasets.loading as the adapters read it), batch size, learning
@@ -20,6 +23,16 @@ and the network's trained parameters (params: the spec's count where it is the s
   biases of 0.1. What the script does beside training (its training-accuracy print every 100 steps, a
   summary writer) is left out, as dlbench's training time leaves out its tests. The session takes the
   point's intra-op threads and TensorFlow's own default inter-op pool, as the script's plain tf.Session() does.
+- tensorflow_migrated: the same script as TensorFlow's guide to migrating TensorFlow 1 code writes it for
+  TensorFlow 2: the Session and its feed_dict replaced by a tf.function train_step taking the numpy batch as its
+  arguments, the same variables, ops and initialisation, and the script's optimizer kept
+  (tf.compat.v1.train.AdamOptimizer: the fused ApplyAdam kernel) under a GradientTape; traced before the clock.
+- keras_fit: the same network, initialisation and Adam as TensorFlow 2's own documentation trains it (the
+  beginner quickstart's `model.compile(optimizer, SparseCategoricalCrossentropy(from_logits=True))` and
+  `model.fit` on numpy arrays): a Keras Sequential of Conv2D/MaxPooling2D/Flatten/Dense/Dropout, fit for the
+  point's iterations (`steps_per_epoch`) of a shuffled epoch, compiled as fit compiles by default (no XLA on a
+  CPU). fit traces its step in its first call: one fit of one batch first, then the weights and the optimizer's
+  state put back, and the clock from the first step's start to the epoch's end (its logs read: every step done).
 - pytorch: PyTorch's MNIST example (pytorch/examples mnist/main.py) as its train() runs it: a DataLoader over
   the dataset (batches of the point's size, in order, no workers: the example's CPU settings), model.train(),
   then per batch data.to(device), optimizer.zero_grad(), the forward pass, the loss, backward, optimizer.step(),
@@ -109,6 +122,116 @@ def tensorflow_v1(point: dict, dataset_dir: str) -> dict:
                     for i in range(0, len(test_y), 1000))
         params = sum(int(np.prod(v.shape)) for v in v1.trainable_variables())
     return {"train_time_s": took, "accuracy": right / len(test_y), "final_loss": float(last), "params": params}
+
+
+def tensorflow_migrated(point: dict, dataset_dir: str) -> dict:
+    import tensorflow as tf
+
+    _expects(point, "mnist_deep")
+    tf.config.threading.set_intra_op_parallelism_threads(point["threads"])  # inter-op: TensorFlow's default
+    tf.random.set_seed(point["seed"])
+    data = load_inputs(dataset_dir, point)
+    train_x, train_y = data.train_x.reshape(len(data.train_y), -1), data.train_y.astype(np.int64)
+    test_x, test_y = data.test_x.reshape(len(data.test_y), -1), data.test_y.astype(np.int64)
+    shapes = ([5, 5, 1, 32], [32], [5, 5, 32, 64], [64], [7 * 7 * 64, 1024], [1024], [1024, 10], [10])
+    variables = [tf.Variable(tf.random.truncated_normal(s, stddev=0.1)) if len(s) > 1 else
+                 tf.Variable(tf.constant(0.1, shape=s)) for s in shapes]
+
+    def logits_of(x, keep):
+        h = tf.reshape(x, [-1, 28, 28, 1])
+        for w, b in (variables[0:2], variables[2:4]):
+            h = tf.nn.max_pool2d(tf.nn.relu(tf.nn.conv2d(h, w, [1, 1, 1, 1], "SAME") + b), [1, 2, 2, 1],
+                                 [1, 2, 2, 1], "SAME")
+        h = tf.nn.relu(tf.matmul(tf.reshape(h, [-1, 7 * 7 * 64]), variables[4]) + variables[5])
+        if keep < 1:
+            h = tf.nn.dropout(h, rate=1 - keep)
+        return tf.matmul(h, variables[6]) + variables[7]
+
+    optimizer = tf.compat.v1.train.AdamOptimizer(point["learning_rate"])
+
+    @tf.function
+    def train_step(x, y):
+        with tf.GradientTape() as tape:
+            loss = tf.reduce_mean(tf.nn.sparse_softmax_cross_entropy_with_logits(labels=y, logits=logits_of(x, 0.5)))
+        optimizer.apply_gradients(zip(tape.gradient(loss, variables), variables))
+        return loss
+
+    @tf.function
+    def correct(x, y):
+        return tf.reduce_sum(tf.cast(tf.equal(tf.argmax(logits_of(x, 1.0), 1), y), tf.int64))
+
+    bs = point["batch_size"]
+    rng = np.random.RandomState(point["seed"])
+    kept = [v.numpy() for v in variables]
+    train_step(train_x[:bs], train_y[:bs])  # traces it, and makes the optimizer's slots
+    for v, value in zip(variables, kept):
+        v.assign(value)
+    for v in optimizer.variables():  # its moments and beta powers, as before that step
+        v.assign(tf.zeros_like(v) if "power" not in v.name else tf.ones_like(v) * (0.9 if "beta1" in v.name
+                                                                                   else 0.999))
+    order = np.empty(0, np.int64)
+    t0 = time.perf_counter()
+    for _ in range(point["iterations"]):
+        if len(order) < bs:  # next_batch: a new permutation each epoch
+            order = np.concatenate([order, rng.permutation(len(train_y))])
+        b, order = order[:bs], order[bs:]
+        loss = train_step(train_x[b], train_y[b])
+    last = float(loss)  # waits for the last step
+    took = time.perf_counter() - t0
+    right = sum(int(correct(test_x[i:i + 1000], test_y[i:i + 1000])) for i in range(0, len(test_y), 1000))
+    return {"train_time_s": took, "accuracy": right / len(test_y), "final_loss": last,
+            "params": sum(int(np.prod(v.shape)) for v in variables)}
+
+
+def keras_fit(point: dict, dataset_dir: str) -> dict:
+    import tensorflow as tf
+    from tensorflow import keras
+
+    _expects(point, "mnist_deep")
+    tf.config.threading.set_intra_op_parallelism_threads(point["threads"])  # inter-op: TensorFlow's default
+    keras.utils.set_random_seed(point["seed"])
+    data = load_inputs(dataset_dir, point)
+    train_x = np.ascontiguousarray(data.train_x.transpose(0, 2, 3, 1))
+    test_x = np.ascontiguousarray(data.test_x.transpose(0, 2, 3, 1))
+    train_y, test_y = data.train_y.astype(np.int64), data.test_y.astype(np.int64)
+    init = {"kernel_initializer": keras.initializers.TruncatedNormal(stddev=0.1),
+            "bias_initializer": keras.initializers.Constant(0.1)}
+    model = keras.Sequential([
+        keras.Input((28, 28, 1)),
+        keras.layers.Conv2D(32, 5, padding="same", activation="relu", **init),
+        keras.layers.MaxPooling2D(2, padding="same"),
+        keras.layers.Conv2D(64, 5, padding="same", activation="relu", **init),
+        keras.layers.MaxPooling2D(2, padding="same"),
+        keras.layers.Flatten(),
+        keras.layers.Dense(1024, activation="relu", **init),
+        keras.layers.Dropout(0.5),
+        keras.layers.Dense(10, **init),
+    ])
+    model.compile(optimizer=keras.optimizers.Adam(point["learning_rate"], epsilon=1e-8),
+                  loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+    bs = point["batch_size"]
+    model.optimizer.build(model.trainable_variables)
+    initial = [v.numpy() for v in (*model.variables, *model.optimizer.variables)]
+    model.fit(train_x[-bs:], train_y[-bs:], batch_size=bs, epochs=1, verbose=0)  # traces fit's step
+    for v, value in zip((*model.variables, *model.optimizer.variables), initial):  # as before that step
+        v.assign(value)
+    times = []
+
+    class Clock(keras.callbacks.Callback):
+        def on_train_batch_begin(self, batch, logs=None):
+            if batch == 0:
+                times.append(time.perf_counter())
+
+        def on_epoch_end(self, epoch, logs=None):  # after fit has read the epoch's logs: every step done
+            times.append(time.perf_counter())
+
+    hist = model.fit(train_x, train_y, batch_size=bs, epochs=1, steps_per_epoch=point["iterations"],
+                     shuffle=point.get("shuffle", True), verbose=0, callbacks=[Clock()])
+    logits = model.predict(test_x, batch_size=1000, verbose=0)
+    right = int((logits.argmax(1) == test_y).sum())
+    return {"train_time_s": times[1] - times[0], "accuracy": right / len(test_y),
+            "final_loss": float(hist.history["loss"][-1]), "params": model.count_params(),
+            "jit_compile": bool(model.jit_compile)}
 
 
 def pytorch_example(point: dict, dataset_dir: str) -> dict:
@@ -289,15 +412,18 @@ def theano_tutorial(point: dict, dataset_dir: str) -> dict:
             "params": sum(int(p.get_value(borrow=True).size) for p in params)}
 
 
-OWN_WAYS = {"tensorflow": tensorflow_v1, "pytorch": pytorch_example, "jax": flax_example, "theano": theano_tutorial}
+OWN_WAYS = {"tensorflow": tensorflow_v1, "tensorflow_migrated": tensorflow_migrated, "keras_fit": keras_fit,
+            "pytorch": pytorch_example, "jax": flax_example, "theano": theano_tutorial}
+# The ways not named after their framework: the environment each runs in.
+FRAMEWORK_OF = {"tensorflow_migrated": "tensorflow", "keras_fit": "tensorflow"}
 
 
 def main(argv: list[str]) -> int:
-    framework, point_json, dataset_dir = argv
+    way, point_json, dataset_dir = argv
     with open(point_json) as fh:
         point = json.load(fh)
-    got = OWN_WAYS[framework](point, dataset_dir)
-    print(json.dumps({"framework": framework, "iterations": point["iterations"], **got}))
+    got = OWN_WAYS[way](point, dataset_dir)
+    print(json.dumps({"way": way, "framework": FRAMEWORK_OF.get(way, way), "iterations": point["iterations"], **got}))
     return 0
 
 

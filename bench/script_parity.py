@@ -8,7 +8,9 @@ record's train_time_s) and once the way that framework's own documentation train
 data (the point's input handling), batch size, settings and number of steps, in pairs run side by side whose
 order alternates (dlbench first, then the own way first, ...):
 
-- tensorflow: the study's mnist_deep.py as TensorFlow 1 ran it, under tf.compat.v1 (bench/own_ways.py);
+- tensorflow: three lines: the study's mnist_deep.py as TensorFlow 1 ran it (a Session, under tf.compat.v1);
+  the same script as TensorFlow's migration guide has TensorFlow 2 run it (a tf.function step, the script's
+  AdamOptimizer); and Keras `fit`, as TensorFlow 2's own documentation trains a network (bench/own_ways.py);
 - pytorch: PyTorch's MNIST example's train() loop, DataLoader and all (bench/own_ways.py);
 - jax: Flax's MNIST example's train_epoch, apply_model and update_model (bench/own_ways.py);
 - theano: the Theano tutorial's LeNet loop, a compiled train_model with updates and givens (bench/own_ways.py);
@@ -41,8 +43,11 @@ from dlbench.study.sweep import one_point
 
 # Iterations per pair side: about 10-40 s of training on 2 cores, long enough that a step's noise averages out.
 ITERATIONS = {"tensorflow": 500, "caffe": 500, "pytorch": 2000, "theano": 100, "jax": 200}
-OWN_WAY = {"tensorflow": "mnist_deep.py (compat.v1)", "pytorch": "MNIST example's train()", "caffe": "caffe train",
-           "theano": "tutorial's LeNet train_model", "jax": "Flax example's train_epoch"}
+# Each framework's own ways (bench/own_ways.py's names, "caffe" is `caffe train`), each with its line's label.
+OWN_WAYS = {"tensorflow": {"tensorflow": "mnist_deep.py (compat.v1)", "tensorflow_migrated": "mnist_deep.py migrated",
+                           "keras_fit": "Keras fit"},
+            "pytorch": {"pytorch": "MNIST example's train()"}, "caffe": {"caffe": "caffe train"},
+            "theano": {"theano": "tutorial's LeNet train_model"}, "jax": {"jax": "Flax example's train_epoch"}}
 TARGET = 0.05  # within 5 % of the own way's time, both ways
 OTHERS = "others' cores"
 
@@ -55,31 +60,33 @@ def run_dlbench(point: dict, ds: Path, out: Path) -> dict:
     return {"train_time_s": rec["train_time_s"], "accuracy": rec["accuracy"]}
 
 
-def run_own(point: dict, ds: Path, out: Path) -> dict:
+def run_own(way: str, point: dict, ds: Path, out: Path) -> dict:
     fw, iterations = point["framework"], point["iterations"]
-    if fw == "caffe":  # needs the solver dlbench wrote: the dlbench side of the pair has run
+    if way == "caffe":  # needs the solver dlbench wrote: the dlbench side of the pair has run
         img_s, _ = caffe_hand_throughput(point, out, iterations)
         return {"train_time_s": iterations * point["batch_size"] / img_s, "accuracy": None}
     env = measure.trainer_env(point)  # the variables a trainer gets: threads, the framework's own
-    env.pop("TF_NUM_INTEROP_THREADS", None)  # the script's plain Session: TensorFlow's own inter-op default
+    env.pop("TF_NUM_INTEROP_THREADS", None)  # a plain Session, or fit: TensorFlow's own inter-op default
     spec = out.parent / f"{fw}-point.json"
     spec.write_text(json.dumps(point))
-    proc = subprocess.run([c.env_python(fw), str(c.REPO / "bench" / "own_ways.py"), fw, str(spec), str(ds)],
+    proc = subprocess.run([c.env_python(fw), str(c.REPO / "bench" / "own_ways.py"), way, str(spec), str(ds)],
                           env=env, capture_output=True, text=True)
     if proc.returncode:
-        raise SystemExit(f"own way of {fw} failed:\n{proc.stderr[-3000:]}")
+        raise SystemExit(f"own way {way} of {fw} failed:\n{proc.stderr[-3000:]}")
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
-def pair(point: dict, ds: Path, out: Path, own_first: bool) -> tuple[dict, dict, float]:
-    """(dlbench, own, cores others kept busy meanwhile); Caffe's own run needs dlbench's solver, so it runs second."""
+def pair(point: dict, ds: Path, out: Path, own_first: bool) -> tuple[dict, dict[str, dict], float]:
+    """(dlbench, {own way: its run}, cores others kept busy meanwhile), side by side; Caffe's own run needs
+    dlbench's solver, so it runs second."""
+    ways = list(OWN_WAYS[point["framework"]])
     with c.ForeignCpu() as foreign:
         if own_first and point["framework"] != "caffe":
-            own = run_own(point, ds, out)
+            own = {way: run_own(way, point, ds, out) for way in ways}
             mine = run_dlbench(point, ds, out)
         else:
             mine = run_dlbench(point, ds, out)
-            own = run_own(point, ds, out)
+            own = {way: run_own(way, point, ds, out) for way in ways}
     return mine, own, foreign.cores
 
 
@@ -91,9 +98,10 @@ def verdict(ratios: list[float]) -> str:
     return "MISS (dlbench faster)" if median < 1 else "MISS (dlbench slower)"
 
 
-def line(fw: str, point: dict, got: list[tuple[dict, dict, float]]) -> dict:
+def line(fw: str, way: str, point: dict, pairs: list[tuple[dict, dict[str, dict], float]]) -> dict:
+    got = [(mine, own[way], foreign) for mine, own, foreign in pairs]
     ratios = [mine["train_time_s"] / own["train_time_s"] for mine, own, _ in got]
-    return {"framework": fw, "own way": OWN_WAY[fw], "network": point["network"], "batch": point["batch_size"],
+    return {"framework": fw, "own way": OWN_WAYS[fw][way], "network": point["network"], "batch": point["batch_size"],
             "iterations": point["iterations"], "pairs": len(got),
             "dlbench s": c.median([m["train_time_s"] for m, _, _ in got]),
             "own s": c.median([o["train_time_s"] for _, o, _ in got]),
@@ -123,11 +131,13 @@ def main(argv: list[str] | None = None) -> int:
             out = c.WORK / "script_parity" / fw / "run"
             out.parent.mkdir(parents=True, exist_ok=True)
             got = [pair(point, ds, out, r % 2 == 1) for r in range(args.repeats)]
-            rows.append({**line(fw, point, got), "threads": threads})
-            r = rows[-1]
-            print(f"{fw:<10} {threads} thread(s): dlbench / own {r['dlbench / own']:.3f} (pairs {r['lowest']:.3f}"
-                  f"-{r['highest']:.3f}, n {r['pairs']}) {r['verdict']}; {r['dlbench s']:.4g} s / {r['own s']:.4g} s"
-                  f"; others kept {r[OTHERS]:.2f} cores busy", flush=True)
+            for way in OWN_WAYS[fw]:
+                rows.append({**line(fw, way, point, got), "threads": threads})
+                r = rows[-1]
+                print(f"{fw:<10} {threads} thread(s) against {r['own way']}: dlbench / own {r['dlbench / own']:.3f} "
+                      f"(pairs {r['lowest']:.3f}-{r['highest']:.3f}, n {r['pairs']}) {r['verdict']}; "
+                      f"{r['dlbench s']:.4g} s / {r['own s']:.4g} s; others kept {r[OTHERS]:.2f} cores busy",
+                      flush=True)
     c.summary(f"{args.repeats} pairs per framework, median of the paired ratios dlbench / own (training time; "
               f"1 = the same; target within {TARGET:.0%} both ways); others' cores: the cores other processes kept "
               f"busy during the pairs, load1 {os.getloadavg()[0]:.2f}", rows)

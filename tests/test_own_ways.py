@@ -16,7 +16,9 @@ from dlbench.run import measure
 from dlbench.spec import networks
 from dlbench.study.sweep import one_point
 
-OWN_WAYS = ("tensorflow", "pytorch", "jax", "theano")  # Caffe's own way is `caffe train` itself
+# (way, the framework whose own-defaults point it trains); Caffe's own way is `caffe train` itself
+OWN_WAYS = (("tensorflow", "tensorflow"), ("tensorflow_migrated", "tensorflow"), ("keras_fit", "tensorflow"),
+            ("pytorch", "pytorch"), ("jax", "jax"), ("theano", "theano"))
 
 
 @pytest.fixture(scope="module")
@@ -26,22 +28,22 @@ def fashion_mnist(tmp_path_factory):
     return out
 
 
-def own_way(env_python, framework: str, point: dict, dataset, tmp_path) -> subprocess.CompletedProcess:
-    spec = tmp_path / f"{framework}.json"
+def own_way(env_python, way: str, point: dict, dataset, tmp_path) -> subprocess.CompletedProcess:
+    spec = tmp_path / f"{way}.json"
     spec.write_text(json.dumps(point))
-    return subprocess.run([env_python(framework), str(ROOT / "bench" / "own_ways.py"), framework, str(spec),
+    return subprocess.run([env_python(point["framework"]), str(ROOT / "bench" / "own_ways.py"), way, str(spec),
                            str(dataset)], env=measure.trainer_env(point), capture_output=True, text=True, timeout=600)
 
 
 @pytest.mark.long
-@pytest.mark.parametrize("framework", OWN_WAYS)
-def test_each_own_way_trains_the_own_defaults_network_on_the_points_data(env_python, fashion_mnist, tmp_path,
+@pytest.mark.parametrize(("way", "framework"), OWN_WAYS)
+def test_each_own_way_trains_the_own_defaults_network_on_the_points_data(env_python, fashion_mnist, tmp_path, way,
                                                                          framework):
     point = one_point(framework, preset="own", dataset="fashion_mnist", iterations=3, threads=1)
-    proc = own_way(env_python, framework, point, fashion_mnist, tmp_path)
+    proc = own_way(env_python, way, point, fashion_mnist, tmp_path)
     assert proc.returncode == 0, proc.stderr[-3000:]
     got = json.loads(proc.stdout.strip().splitlines()[-1])
-    assert got["framework"] == framework and got["iterations"] == 3
+    assert (got["way"], got["framework"], got["iterations"]) == (way, framework, 3)
     assert got["params"] == networks.param_count(point["layers"], networks.INPUT_SHAPES[point["network"]])
     assert got["train_time_s"] > 0 and math.isfinite(got["final_loss"]) and 0 <= got["accuracy"] <= 1
 
