@@ -22,7 +22,7 @@ training time / the own way's; per framework one line: the median of those ratio
 highest) and the verdict against the target, within 5 % both ways (0.95 to 1.05): a default point faster than
 the framework's own way is as wrong as a slower one. Also the accuracies, and the cores other processes kept busy
 during the pairs (the ratio is taken pair by pair, so a slow drift of the machine's load falls on both sides; a
-figure to record needs a quiet machine: about 30 minutes for all five with the defaults).
+figure to record needs a quiet machine: about 20 minutes for all five with the defaults).
 """
 
 from __future__ import annotations
