@@ -543,3 +543,8 @@ def test_the_framework_effect_is_tested_by_anova_and_friedman():
     assert acc["friedman"].statistic == pytest.approx(6.0) and acc["friedman_p"] == pytest.approx(np.exp(-3.0))
     tie = effect.loc["train_time_s", "friedman"]  # the same time for each framework on each seed
     assert np.isnan(tie.p) and tie.why == "every seed ties the frameworks"
+    # Caffe's own runs and the two frameworks it was applied to share one label: the preset's, named by its owner
+    # ("own defaults" would be true of Caffe's runs alone)
+    owner_first = pd.DataFrame(sorted(rows, key=lambda r: r["framework"] != "caffe"))
+    for table in (effect, summary.framework_effect(owner_first)):
+        assert set(table["settings"]) == {"caffe's preset, bs 64, lr 0.01, 100 iterations, 2 threads"}

@@ -179,8 +179,10 @@ def settings_label(df: pd.DataFrame, exclude: set[str]) -> pd.Series:
     def one(r) -> str:
         parts = []
         if "whose" not in exclude:
-            # "own defaults" for a framework's own preset: "pytorch with torch defaults" reads as another's
-            if r.get("reading") == "own":
+            # "own defaults" for a framework's own preset: "pytorch with torch defaults" reads as another's. Where
+            # the reading is left out (a label shared by the owner and the frameworks its preset was applied to),
+            # the preset is named by its owner: "own defaults" would be true of the owner's runs alone.
+            if r.get("reading") == "own" and "reading" not in exclude:
                 parts.append("own defaults")
             elif r.get("reading") == "settings" and "reading" not in exclude:
                 parts.append(f"{r['whose']}'s settings on own network")
