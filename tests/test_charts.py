@@ -513,3 +513,49 @@ def test_a_log_axis_labels_a_value_near_every_mark():
     assert narrow[0] == 3 and narrow[-1] == 14 and 12 in narrow and all(2.9 <= v <= 14.9 for v in narrow)
     assert log_ticks(0.5, 60) == [0.5, 1, 2, 5, 10, 20, 50]
     assert log_ticks(5, 5) == [] and log_ticks(0, 10) == []
+
+
+def _encodings(node, field: str):
+    """Every encoding channel in a Vega-Lite spec that encodes `field`."""
+    if isinstance(node, dict):
+        if node.get("field") == field and "type" in node:
+            yield node
+        for value in node.values():
+            yield from _encodings(value, field)
+    elif isinstance(node, list):
+        for value in node:
+            yield from _encodings(value, field)
+
+
+@pytest.mark.parametrize("name", ["time_to_accuracy", "pareto_front", "train_time_vs_batch_size"])
+def test_a_log_time_axis_spans_the_times_it_draws_not_whole_decades(study, name):
+    """Vega's nice log domain ran the default study's 0.5-12 s from 0.1 to 100 s, the half to the right empty, and
+    2.5-3 s from 1 to 10 s: the axis runs over the times drawn, with labelled values among the marks and none
+    outside them."""
+    runs, curves, samples = study
+    chart = draw.CHARTS[name].make(runs, curves, samples)
+    rows = chart_rows(chart)
+    drawn = {"train_time_s": lambda r: r.get("good", True), "ci_low": bool, "ci_high": bool,
+             "contended_mean": bool, "failed_at": lambda r: (r.get("failed") or 0) > 0}  # a failure's cross
+    times = [r[c] for r in rows for c, shown in drawn.items() if isinstance(r.get(c), float) and shown(r)]
+    scaled = [e for e in _encodings(chart.to_dict(), "train_time_s") if "scale" in e]
+    assert scaled, name
+    for x in scaled:
+        assert x["scale"]["type"] == "log" and x["scale"]["nice"] is False
+        ticks = x["axis"]["values"]
+        assert len(ticks) >= 2 and min(times) <= min(ticks) and max(ticks) <= max(times), (ticks, min(times))
+
+
+@pytest.mark.parametrize("name", ["cpu_timeline", "memory_timeline"])
+def test_a_timeline_runs_from_the_launch_to_its_last_moment(study, name):
+    """Padding ran the default study's timelines from -2 s, before the launch, to 16 s for a 14 s run: the time axis
+    starts at the launch and ends just after the last reading or phase drawn."""
+    runs, curves, samples = study
+    chart = draw.CHARTS[name].make(runs, curves, samples)
+    rows = chart_rows(chart)
+    last = max(max(r["t"] for r in rows if r.get("layer") == "sample"),
+               max(r["end"] for r in rows if r.get("layer") == "phase"))
+    for field in ("t", "start"):
+        (x,) = [e for e in _encodings(chart.to_dict(), field) if "scale" in e]
+        low, high = x["scale"]["domain"]
+        assert low == 0 and last <= high <= last * 1.05, (field, x["scale"], last)

@@ -48,6 +48,7 @@ from dlbench.present.charts.pieces import (
     faceted,
     failed_shape,
     framework_color,
+    log_scale,
     log_ticks,
     sample_note,
     slim,
@@ -193,11 +194,17 @@ def against(param: str, metric: str, label: str, log_x: bool, log_y: bool):
         # padding: the first and last values' marks and intervals drawn whole, inside the plot area
         x = alt.X(f"{param}:Q", title=x_title, axis=axis,
                   scale=alt.Scale(type="log" if log_x else "linear", nice=False, padding=14))
-        y_scale = alt.Scale(type="log", padding=10) if log_y else alt.Scale(zero=False, padding=10)
+        if log_y:  # over what is drawn: the means, their intervals, load's diamonds, failures' crosses
+            y_scale, y_axis = log_scale(pd.concat([data.loc[data["good"], metric], data["ci_low"], data["ci_high"],
+                                                   data.get("contended_mean", pd.Series(dtype=float)),
+                                                   data.loc[data["failed"] > 0, "failed_at"]]), padding=10)
+        else:
+            y_scale, y_axis = alt.Scale(zero=False, padding=10), alt.Undefined
         tip = ["framework", "settings", param, alt.Tooltip(f"{metric}:Q", format=".4g"), "n_ok", "failed",
                "statuses"]
         line = alt.Chart().transform_filter("datum.good").mark_line(point=True).encode(
-            x=x, y=alt.Y(f"{metric}:Q", title=label, scale=y_scale), color=framework_color(data), detail="group:N",
+            x=x, y=alt.Y(f"{metric}:Q", title=label, scale=y_scale, axis=y_axis), color=framework_color(data),
+            detail="group:N",
             tooltip=tip + [alt.Tooltip("ci_low:Q", format=".4g"), alt.Tooltip("ci_high:Q", format=".4g"),
                            "contended"])
         bars = alt.Chart().transform_filter("datum.good && datum.n_ok >= 2").mark_rule(strokeWidth=1.5).encode(
@@ -361,10 +368,13 @@ def timeline(column: str, label: str, what: str):
         data = pd.concat([s, spans], ignore_index=True)
         data["panel"] = data["run_id"].map(panel)
         data["framework"] = data["run_id"].map(dict(zip(chosen["run_id"], chosen["framework"])))
-        # padding: a reading at the first or last moment, or at 0, drawn whole inside the plot
-        x = alt.X("t:Q", title="time since launch (s)", scale=alt.Scale(padding=4))
+        # From the launch (padding ran the axis from -2 s) to a little after the last moment, so that a reading
+        # there is drawn whole; a reading at 0 on the y axis is kept whole by padding.
+        end = float(pd.concat([s["t"], spans["end"]]).max())
+        time_scale = alt.Scale(domain=[0, end * 1.02], nice=False)
+        x = alt.X("t:Q", title="time since launch (s)", scale=time_scale)
         rects = alt.Chart().transform_filter("datum.layer == 'phase'").mark_rect(opacity=0.6).encode(
-            x=alt.X("start:Q", title="time since launch (s)", scale=alt.Scale(padding=4)), x2="end:Q",
+            x=alt.X("start:Q", title="time since launch (s)", scale=time_scale), x2="end:Q",
             color=alt.Color("phase:N", scale=PHASE_COLORS, title="phase"),
             tooltip=["phase", alt.Tooltip("start:Q", format=".2f"), alt.Tooltip("end:Q", format=".2f")])
         line = alt.Chart().transform_filter("datum.layer == 'sample'").mark_line(
@@ -418,7 +428,9 @@ def time_to_accuracy(runs, curves=None, samples=None, published=None):
         raise NoData("no test evaluations in the learning curves")
     table, note = drawn_groups(table, "run_id", MAX_MARKS)  # whole runs: about MAX_MARKS dots in all
     note = [n.replace(" lines", " runs with test evaluations") for n in note]
-    x = alt.X("train_time_s:Q", title="compile + cumulative training time (s, log)", scale=alt.Scale(type="log"))
+    # the data's own range (Vega's nice log domain runs to whole decades: 0.5-12 s drew 0.1-100 s, half empty)
+    x_scale, x_axis = log_scale(table["train_time_s"], padding=12)
+    x = alt.X("train_time_s:Q", title="compile + cumulative training time (s, log)", scale=x_scale, axis=x_axis)
     line = alt.Chart().mark_line(point=True, opacity=0.8).encode(
         x=x, y=alt.Y("accuracy_pct:Q", title="test accuracy (%)", scale=alt.Scale(zero=False)),
         color=framework_color(table),
@@ -448,7 +460,8 @@ def pareto_chart(runs, curves=None, samples=None, published=None):
                        "the front is drawn whole, from all of them")
     shown = shown.assign(settings=settings_label(shown, set()))
     data = slim(shown, ["train_time_s", "accuracy_pct", "front", "settings"])
-    x = alt.X("train_time_s:Q", title="training time (s, log)", scale=alt.Scale(type="log", padding=10))
+    x_scale, x_axis = log_scale(data["train_time_s"], padding=10)
+    x = alt.X("train_time_s:Q", title="training time (s, log)", scale=x_scale, axis=x_axis)
     y = alt.Y("accuracy_pct:Q", title="test accuracy (%)", scale=alt.Scale(zero=False, padding=10))
     tip = ["framework", "settings", alt.Tooltip("train_time_s:Q", format=".4g"),
            alt.Tooltip("accuracy_pct:Q", format=".2f"), "front"]
