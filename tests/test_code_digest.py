@@ -64,6 +64,8 @@ def digests(package: Path) -> dict[str, str]:
     out = {f: code_digest.digest_of(code_digest.framework_roots(f), package) for f in FRAMEWORKS}
     out["record"] = code_digest.digest_of((code_digest.RECORD,), package)
     out["caffe_data"] = code_digest.digest_of((code_digest.CAFFE_DATA,), package)
+    out["charts"] = code_digest.digest_of((code_digest.CHARTS,), package)
+    out["findings"] = code_digest.digest_of((code_digest.FINDINGS,), package)
     return out
 
 
@@ -105,6 +107,17 @@ def test_one_line_changes_rerun_exactly_what_they_invalidate(package):
                       "            j += 1\n    out = list(out)\n    return out\n") == TRAININGS
     assert changed_by(package, "run/measure.py", 'env["PYTHONUNBUFFERED"] = "1"',
                       'env["PYTHONUNBUFFERED"] = "yes"') == TRAININGS
+
+
+def test_what_draws_the_charts_and_writes_the_findings_redraws_them_and_trains_nothing(package):
+    """A finished study draws its charts and writes its findings again where their code changes (a title, a
+    sentence), never for a comment, and no such change trains or makes a record again."""
+    title = '    title = "Time to accuracy: test accuracy against cumulative training time"'
+    assert changed_by(package, "present/charts/drawings.py", title, "    # why\n" + title) == set()
+    # the findings import the charts' catalog (which charts were not drawn, and why): they count its drawings too
+    assert changed_by(package, "present/charts/drawings.py", "against cumulative training time",
+                      "against the cumulative training time") == {"charts", "findings"}
+    assert changed_by(package, "present/findings.py", '"## Failed points"', '"## The failed points"') == {"findings"}
 
 
 def test_a_registry_value_a_trainer_reads_reruns_and_an_estimate_figure_does_not(package):
@@ -173,7 +186,8 @@ def test_a_data_file_the_trainer_opens_is_digested_with_its_code(package):
     (package / "extra_table.yaml").write_text("a: 1\n")
     weights = package / "spec" / "initial_weights.py"
     weights.write_text(weights.read_text() + '\nTABLE = "extra_table.yaml"  # read at run time\n')
-    assert changed_by(package, "extra_table.yaml", "a: 1", "a: 2") == TRAININGS | {"record"}
+    # the findings import the initial weights' module too (what a preset's network is): its tables count there
+    assert changed_by(package, "extra_table.yaml", "a: 1", "a: 2") == TRAININGS | {"record", "findings"}
 
 
 def test_caffes_data_preparation_draws_no_weights(package):

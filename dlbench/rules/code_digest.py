@@ -17,11 +17,14 @@ A digest covers the definitions a job can run, found by parsing, nothing listed 
   label, a colour) is left out of every construction of its class.
 - Package data files that the modules name in a string literal (a YAML table beside a module): their contents.
 
-The digest is of that set of definitions (each once), in no order and under no module's name. Three jobs have one:
+The digest is of that set of definitions (each once), in no order and under no module's name. Five jobs have one:
 - a framework's training job: the trainer process (dlbench.frameworks.trainer and the framework's adapter, which
   the trainer imports by name, the one import a parse cannot see) and the measurement (dlbench.run.measure);
 - the record rule: how a record is made from a raw measurement and written (dlbench.run.rebuild, its job);
-- Caffe's data preparation (dlbench.frameworks.caffe_data).
+- Caffe's data preparation (dlbench.frameworks.caffe_data);
+- the charts and the findings (dlbench.present.charts.draw, dlbench.present.findings): a finished study draws and
+  writes them again where what they compute or say changes. A NO_RERUN field is left out of theirs too: a
+  framework's colour or label changes no result, and takes `--forcerun charts findings` to be seen.
 
 Each module is parsed once per version of its file (dlbench.rules.code_modules), and the digests of a version of
 the package are kept in dlbench's cache (`cached`): the Snakefile asks for them at every DAG build.
@@ -44,6 +47,8 @@ TRAINER = "dlbench.frameworks.trainer"
 MEASURE = "dlbench.run.measure"
 RECORD = "dlbench.run.rebuild"
 CAFFE_DATA = "dlbench.frameworks.caffe_data"
+CHARTS = "dlbench.present.charts.draw"
+FINDINGS = "dlbench.present.findings"
 SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef, ast.ListComp, ast.SetComp, ast.DictComp,
           ast.GeneratorExp)
 
@@ -434,3 +439,15 @@ def record_digest(package: Path = PACKAGE) -> str:
 def caffe_data_digest(package: Path = PACKAGE) -> str:
     """The digest of the code that writes Caffe's HDF5 input (workflow/rules/data.smk, rule caffe_data)."""
     return cached("caffe_data", lambda: digest_of((CAFFE_DATA,), package), package)
+
+
+@functools.cache
+def charts_digest(package: Path = PACKAGE) -> str:
+    """The digest of the code that draws the charts (workflow/rules/report.smk, rule charts)."""
+    return cached("charts", lambda: digest_of((CHARTS,), package), package)
+
+
+@functools.cache
+def findings_digest(package: Path = PACKAGE) -> str:
+    """The digest of the code that writes the findings (workflow/rules/report.smk, rule findings)."""
+    return cached("findings", lambda: digest_of((FINDINGS,), package), package)

@@ -26,6 +26,7 @@ rule charts:
         "../envs/base.yaml"
     params:
         formats=catalog.FORMATS,  # the files of each chart: drawn again where they change
+        code=charts_digest(),  # what draws them (dlbench/rules/code_digest.py): drawn again where it changes
     script:
         "../scripts/charts.py"
 
@@ -50,5 +51,6 @@ rule findings:
     params:
         verdicts=CFG["verdicts"],  # the equivalence margins: findings.md is written again where they change
         study_file=STUDY_FILE,  # the calibration its sentences quote
+        code=findings_digest(),  # what computes and writes them: written again where it changes
     script:
         "../scripts/findings.py"
