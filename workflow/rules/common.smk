@@ -17,7 +17,8 @@ if _OWN:
     sys.path.insert(0, _ROOT)
 from dlbench.present.charts import catalog  # noqa: E402
 from dlbench.rules import context  # noqa: E402
-from dlbench.rules.code_digest import caffe_data_digest, charts_digest, findings_digest  # noqa: E402
+from dlbench.rules.code_digest import caffe_data_digest  # noqa: E402
+from dlbench.rules.code_digest import charts_digest, findings_digest  # noqa: E402
 from dlbench.paths import PUBLISHED_CSV, as_workflow_input  # noqa: E402
 
 if _OWN:
