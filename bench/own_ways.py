@@ -74,6 +74,16 @@ def _expects(point: dict, network: str) -> None:
                          "point is the one to compare)")
 
 
+def next_batches(n: int, bs: int, rng: np.random.RandomState):
+    """mnist_deep.py's reader's next_batch: batches of `bs` indices of `n`, a new permutation each epoch."""
+    order = np.empty(0, np.int64)
+    while True:
+        if len(order) < bs:
+            order = np.concatenate([order, rng.permutation(n)])
+        b, order = order[:bs], order[bs:]
+        yield b
+
+
 def tensorflow_v1(point: dict, dataset_dir: str) -> dict:
     import tensorflow as tf
 
@@ -109,12 +119,10 @@ def tensorflow_v1(point: dict, dataset_dir: str) -> dict:
     bs = point["batch_size"]
     with v1.Session(config=config) as sess:
         sess.run(v1.global_variables_initializer())
-        order = np.empty(0, np.int64)
+        batches = next_batches(len(train_y), bs, rng)
         t0 = time.perf_counter()
         for _ in range(point["iterations"]):
-            if len(order) < bs:  # next_batch: a new permutation each epoch
-                order = np.concatenate([order, rng.permutation(len(train_y))])
-            b, order = order[:bs], order[bs:]
+            b = next(batches)
             sess.run(train_op, feed_dict={x: train_x[b], y: train_y[b], keep: 0.5})  # train_step.run(...)
         took = time.perf_counter() - t0
         last = sess.run(loss, feed_dict={x: train_x[b], y: train_y[b], keep: 1.0})  # the last batch, after it
@@ -169,12 +177,10 @@ def tensorflow_migrated(point: dict, dataset_dir: str) -> dict:
     for v in optimizer.variables():  # its moments and beta powers, as before that step
         v.assign(tf.zeros_like(v) if "power" not in v.name else tf.ones_like(v) * (0.9 if "beta1" in v.name
                                                                                    else 0.999))
-    order = np.empty(0, np.int64)
+    batches = next_batches(len(train_y), bs, rng)
     t0 = time.perf_counter()
     for _ in range(point["iterations"]):
-        if len(order) < bs:  # next_batch: a new permutation each epoch
-            order = np.concatenate([order, rng.permutation(len(train_y))])
-        b, order = order[:bs], order[bs:]
+        b = next(batches)
         loss = train_step(train_x[b], train_y[b])
     last = float(loss)  # waits for the last step
     took = time.perf_counter() - t0

@@ -49,7 +49,6 @@ from dlbench.present.charts.pieces import (
     failed_shape,
     framework_color,
     log_scale,
-    log_ticks,
     sample_note,
     slim,
     titled,
@@ -87,13 +86,11 @@ def per_framework(metric: str, label: str, log: bool):
                           slim(bad_rows, [metric, *extra]).assign(layer="failed"), means],
                          ignore_index=True).assign(failed_at=bottom)
         # padding: a mark at the lowest or highest value is drawn whole, not cut in half by the axis
-        scale = (alt.Scale(type="log", nice=False, padding=12) if log
-                 else alt.Scale(zero=False, nice=False, padding=12))
+        drawn_values = pd.concat([data[c] for c in (metric, "ci_low", "ci_high", "failed_at") if c in data]).dropna()
+        scale, axis = (log_scale(drawn_values, padding=12) if log
+                       else (alt.Scale(zero=False, nice=False, padding=12), alt.Undefined))
         colour = framework_color(data)
         base = alt.Chart().encode(x=alt.X("framework:N", title=None, sort=FRAMEWORKS, axis=alt.Axis(labelAngle=0)))
-        drawn_values = pd.concat([data[c] for c in (metric, "ci_low", "ci_high", "failed_at") if c in data]).dropna()
-        axis = (alt.Axis(values=log_ticks(drawn_values.min(), drawn_values.max()) or alt.Undefined) if log
-                else alt.Undefined)
         ticks = base.transform_filter("datum.layer == 'mean'").mark_tick(thickness=3, size=34, opacity=1).encode(
             y=alt.Y(f"{metric}:Q", title=label, scale=scale, axis=axis), color=colour,
             tooltip=[alt.Tooltip("framework:N"), alt.Tooltip("defaults:N"),

@@ -184,4 +184,4 @@ def log_scale(values: pd.Series, padding: int) -> tuple[alt.Scale, alt.Axis | ob
     drawn = drawn[np.isfinite(drawn) & (drawn > 0)]
     ticks = log_ticks(drawn.min(), drawn.max()) if len(drawn) else []
     return (alt.Scale(type="log", nice=False, padding=padding),
-            alt.Axis(values=ticks) if len(ticks) >= 2 else alt.Undefined)
+            alt.Axis(values=ticks) if ticks else alt.Undefined)
